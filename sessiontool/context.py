@@ -1,0 +1,90 @@
+"""Who is asking and against which state: the state paths, the merged config and the requester,
+built once per command from options and environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import keys
+from .config import Config, load_config
+from .paths import StatePaths, resolve_state_dir
+
+
+@dataclass(frozen=True)
+class Requester:
+    """The operator (session_key None), or a session acting through the tools."""
+
+    session_key: str | None
+    agent_id: str
+    sandboxed: bool = False
+
+    @property
+    def is_operator(self) -> bool:
+        return self.session_key is None
+
+    @property
+    def is_subagent(self) -> bool:
+        return self.session_key is not None and keys.is_subagent(self.session_key)
+
+
+@dataclass
+class Context:
+    paths: StatePaths
+    config: Config
+    requester: Requester
+
+    @property
+    def agent_id(self) -> str:
+        return self.requester.agent_id
+
+    def canonical(self, key: str) -> str:
+        return keys.canonical(key, self.agent_id, self.config.main_key, self.config.scope)
+
+    def display(self, full_key: str) -> str:
+        return keys.display(full_key, self.agent_id, self.config.main_key, self.config.scope)
+
+    def main_key(self, agent_id: str | None = None) -> str:
+        return keys.main_key_for(agent_id or self.agent_id, self.config.main_key, self.config.scope)
+
+    def requester_or_main(self) -> str:
+        """The requester's key; the operator acts as its agent's main session."""
+        return self.requester.session_key or self.main_key()
+
+
+def _sandboxed(cfg: Config, session_key: str, agent_id: str) -> bool:
+    if os.environ.get("SESSIONTOOL_SANDBOXED", "").strip().lower() in ("1", "true", "yes"):
+        return True
+    mode = cfg.sandbox_mode(agent_id)
+    if mode == "all":
+        return True
+    if mode == "non-main":
+        return session_key != keys.main_key_for(agent_id, cfg.main_key, cfg.scope)
+    return False
+
+
+def build_context(
+    state_dir: str | os.PathLike[str] | None = None,
+    config_path: str | None = None,
+    agent: str | None = None,
+    as_key: str | None = None,
+) -> Context:
+    paths = StatePaths(resolve_state_dir(state_dir))
+    cfg = load_config(paths, config_path)
+    as_key = as_key or os.environ.get("SESSIONTOOL_SESSION_KEY") or None
+    if as_key:
+        base_agent = keys.normalize_agent_id(agent) if agent else cfg.default_agent_id
+        full = keys.canonical(as_key, base_agent, cfg.main_key, cfg.scope)
+        agent_id = keys.agent_of(full, base_agent)
+        return Context(paths, cfg, Requester(full, agent_id, _sandboxed(cfg, full, agent_id)))
+    agent_id = keys.normalize_agent_id(agent) if agent else cfg.default_agent_id
+    return Context(paths, cfg, Requester(None, agent_id, False))
+
+
+def context_for_session(paths_root: Path, cfg: Config, session_key: str) -> Context:
+    """A context acting as `session_key` (a run's own session, for in-process tool calls)."""
+    agent_id = keys.agent_of(session_key)
+    return Context(
+        StatePaths(paths_root), cfg, Requester(session_key, agent_id, _sandboxed(cfg, session_key, agent_id))
+    )

@@ -1,0 +1,35 @@
+"""One parser for every time option (`30`, `30s`, `5m`, `2h`, `1d`), so they all agree."""
+
+from __future__ import annotations
+
+import re
+
+from .clock import now_ms, parse_iso_ms
+from .errors import UsageError
+
+_UNITS = {"": 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str | int | float, *, option: str = "duration") -> float:
+    """Seconds in a duration; a bare number is seconds."""
+    if isinstance(text, int | float):
+        if text < 0:
+            raise UsageError(f"{option} must not be negative: {text}")
+        return float(text)
+    m = _DURATION.match(str(text))
+    if not m:
+        raise UsageError(
+            f"invalid {option}: {text!r} (expected e.g. 30, 30s, 5m, 2h, 1d)",
+        )
+    return float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+
+
+def parse_since(text: str, *, option: str = "--since") -> int:
+    """Epoch ms of a `--since` value: a duration ago, or an ISO date/time."""
+    if _DURATION.match(text):
+        return now_ms() - int(parse_duration(text, option=option) * 1000)
+    ms = parse_iso_ms(text)
+    if ms is None:
+        raise UsageError(f"invalid {option}: {text!r} (expected 30m, 2h, 1d or an ISO date)")
+    return ms
