@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("read",)
+# Help lists commands in registration order, so the order here is the order users see.
+MODULES = ("read", "runs", "spawncmd", "subagents", "policycmd", "manage")
+_registered = False
 
 
 def register_all() -> None:
+    global _registered
+    if _registered:
+        return
+    _registered = True
     for name in MODULES:
-        importlib.import_module(f"{__name__}.{name}")
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
