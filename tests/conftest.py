@@ -1,0 +1,87 @@
+"""Shared test fixtures: every test gets its own state dir and home, and runs the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "clawdbot-2026.1.24"
+FIXTURE_STATE = FIXTURES / "state"
+AGENTS_DIR = Path(__file__).resolve().parent / "agents"
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Point every location at tmp_path, so no test can touch the real home or state."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("SESSIONTOOL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    for var in (
+        "SESSIONTOOL_CONFIG",
+        "SESSIONTOOL_SESSION_KEY",
+        "SESSIONTOOL_SANDBOXED",
+        "SESSIONTOOL_NOW_MS",
+        "SESSIONTOOL_RUN_ID",
+        "SESSIONTOOL_AGENT_ID",
+        "SESSIONTOOL_WORKER",
+        "SESSIONTOOL_DEBUG",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    yield
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def run_cli(
+    *args: str,
+    input: str | bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    cwd: str | Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `sessiontool` program (same interpreter, so the installed package)."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "sessiontool", *args],
+        input=input.decode() if isinstance(input, bytes) else input,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def run_json(*args: str, **kw: Any) -> tuple[int, Any]:
+    """Run with --json and parse stdout (one JSON line)."""
+    proc = run_cli(*args, "--json", **kw) if "--json" not in args else run_cli(*args, **kw)
+    out = proc.stdout.strip()
+    try:
+        data = json.loads(out) if out else None
+    except ValueError as exc:
+        raise AssertionError(f"not JSON (rc={proc.returncode}): {out!r}\nstderr: {proc.stderr}") from exc
+    return proc.returncode, data
+
+
+def write_config(state: Path, cfg: dict[str, Any]) -> Path:
+    state.mkdir(parents=True, exist_ok=True)
+    p = state / "sessiontool.json5"
+    p.write_text(json.dumps(cfg))
+    return p
