@@ -48,8 +48,20 @@ def require_plain_name(name: str, what: str = "session id") -> str:
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create a private directory (0700), parents included."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create a private directory (0700), and each missing parent 0700 too (transcripts are
+    private conversations; a state dir readable by others would leak them)."""
+    if path.is_dir():
+        return path
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
     return path
 
 

@@ -163,7 +163,7 @@ def append_entries(
     written: list[dict[str, Any]] = []
     with transcript_lock(path, timeout):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StorageError(f"cannot open transcript {path}: {exc.strerror}") from exc
         try:
