@@ -137,6 +137,13 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError:
         pass
     args = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("_SESSIONTOOL_COMPLETE"):
+        # Shell completion (cmd.main below answers it and exits): register the completion
+        # classes that understand `source_bash`/`complete_bash`; Click's own do not, and
+        # add_completion=False means Typer never registers its own for us.
+        from .commands.completers import register_shell_classes
+
+        register_shell_classes()
     cmd = typer.main.get_command(app)
     code: int
     try:
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         if "--json" in args:
             render.emit_json({"status": "error", "error": msg, "code": exc.exit_code})
         code = exc.exit_code
-    except typer._click.exceptions.Abort:
+    except typer.Abort:
         code = int(ExitCode.INTERRUPTED)
     except (KeyboardInterrupt, Terminated):
         code = int(ExitCode.INTERRUPTED)

@@ -4,6 +4,7 @@ JSON5. Defaults live here, and every error names the file, the key and what was 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -126,12 +127,14 @@ class Config:
         return value
 
     # -- session ---------------------------------------------------------------------------
-    @property
+    # Read for every key shown (thousands per `list`): computed once. The raw config never
+    # changes after loading.
+    @functools.cached_property
     def main_key(self) -> str:
         v = self.expect("session.mainKey", str, "a string", DEFAULT_MAIN_KEY)
         return v.strip() or DEFAULT_MAIN_KEY
 
-    @property
+    @functools.cached_property
     def scope(self) -> str:
         return str(self.expect("session.scope", str, '"per-sender" or "global"', "per-sender"))
 

@@ -144,7 +144,7 @@ def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> None:
     bytes. A torn last line (a crash mid-write) gets its newline first, so ours stays whole."""
     try:
         ensure_dir(paths.tool_dir)
-        fd = os.open(paths.deliveries, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        fd = os.open(paths.deliveries, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
     except OSError as exc:
         raise StorageError(f"cannot open {paths.deliveries}: {exc.strerror}") from exc
     try:

@@ -143,8 +143,11 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def row_channel(full_key: str, entry: Mapping[str, Any], main_key: str = DEFAULT_MAIN_KEY) -> str:
-    kind = kind_of(full_key, entry, main_key)
+def row_channel(
+    full_key: str, entry: Mapping[str, Any], main_key: str = DEFAULT_MAIN_KEY, kind: str | None = None
+) -> str:
+    if kind is None:
+        kind = kind_of(full_key, entry, main_key)
     if kind in ("cron", "hook", "node"):
         return "internal"
     if kind == "group":

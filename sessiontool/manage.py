@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from . import keys, policy
-from .clock import archive_stamp, now_ms, parse_iso_ms
+from .clock import now_ms, parse_iso_ms
 from .context import Context
 from .errors import ForbiddenError, StorageError, UsageError, session_not_found
 from .paths import StatePaths, is_plain_name, transcript_path_for
 from .sessions import Resolved, all_agent_ids, resolve, total_tokens
-from .store import Entry, Store, fold, get_entry, read_store, remove_entry, set_entry, update_store
+from .store import Entry, Store, fold, get_entry, read_store, set_entry, update_store
 
 LABEL_MAX = 64
 
@@ -89,7 +89,9 @@ def validate_label(text: str) -> str:
     return label
 
 
-def set_label(ctx: Context, value: str | None, text: str, *, label: str | None = None) -> dict[str, Any]:
+def set_label(
+    ctx: Context, value: str | None, text: str, *, label: str | None = None
+) -> dict[str, Any]:
     """Set a session's label. As in OpenClaw's sessions.patch, a label already used by another
     session of the same agent is refused (exit 2): `--label` must keep naming one session."""
     new_label = validate_label(text)
@@ -135,33 +137,6 @@ def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[
     return _result(ctx, r.key, entry, previousSessionId=r.session_id)
 
 
-def archive_path(path: Path, ms: int | None = None) -> Path:
-    return path.with_name(f"{path.name}.deleted.{archive_stamp(ms)}")
-
-
-def archive_transcript(path: Path) -> Path | None:
-    """Rename a transcript to `<file>.deleted.<ISO time>` (never unlink), under its lock so a
-    concurrent append lands before the rename, not in a file about to vanish. None when there
-    was no transcript to archive."""
-    from .locks import transcript_lock
-
-    if not path.is_file():
-        return None
-    with transcript_lock(path):
-        target = archive_path(path)
-        n = 1
-        while target.exists():  # two deletes in one millisecond: never overwrite an archive
-            target = path.with_name(f"{archive_path(path).name}.{n}")
-            n += 1
-        try:
-            os.rename(path, target)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot archive {path}: {exc.strerror}") from exc
-    return target
-
-
 def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
     """Remove the session from its index and archive its transcript. A main session is refused
     (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land."""
@@ -169,19 +144,11 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
     if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
         raise ForbiddenError(f"Cannot delete the main session ({ctx.display(r.key)}).")
 
-    def mutate(store: Store) -> Entry:
-        removed = remove_entry(store, r.agent_id, r.key)
-        if removed is None:
-            raise session_not_found(value or label or r.key)
-        return removed
+    from .archive import archive_session
 
-    removed = update_store(r.store_path, mutate)
-    # The index is written first: if the rename then fails, the transcript is an orphan that
-    # doctor reports, which is better than an index entry pointing at an archived file.
-    archived: Path | None = None
-    sid = removed.get("sessionId")
-    if isinstance(sid, str) and is_plain_name(sid):
-        archived = archive_transcript(transcript_path_for(r.sessions_dir, sid, removed.get("sessionFile")))
+    # The transcript lock, then the index entry, then the rename (archive.py's order, shared
+    # with sweep): no append can start a fresh transcript between the two.
+    archived = archive_session(ctx.paths, r.agent_id, r.key)
     return _result(ctx, r.key, None, archived=str(archived) if archived else None)
 
 
@@ -339,13 +306,18 @@ def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem
                 yield Problem(
                     "unsafe-session-id",
                     str(store_path),
-                    f"{full}: sessionId {sid!r} is not a plain file name; its transcript is never read",
+                    f"{full}: sessionId {sid!r} is not a plain file name; "
+                    "its transcript is never read",
                 )
                 continue
             tp = transcript_path_for(sessions_dir, sid, f.entry.get("sessionFile"))
             referenced.add(tp)
             if not tp.exists() and _entry_had_messages(f.entry):
-                yield Problem("missing-transcript", str(tp), f"{full} has had messages but its transcript is missing")
+                yield Problem(
+                    "missing-transcript",
+                    str(tp),
+                    f"{full} has had messages but its transcript is missing",
+                )
     for tp in _transcript_files(sessions_dir):
         try:
             scan = scan_transcript(tp)
@@ -362,7 +334,8 @@ def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem
             yield Problem(
                 "torn-line",
                 str(tp),
-                "the last line is incomplete (an interrupted write); readers skip it and the next append starts a new line",
+                "the last line is incomplete (an interrupted write); readers skip it and "
+                "the next append starts a new line",
             )
         if referenced is not None and tp not in referenced:
             yield Problem("orphan-transcript", str(tp), "no index entry points to this transcript")
@@ -391,7 +364,9 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
             continue
         if not isinstance(data, dict):
             yield Problem("unreadable-run", str(p), "not a JSON object")
-    records = sorted(runs.iter_records(paths), key=lambda r: (r.get("createdAt") or 0, str(r.get("runId"))))
+    records = sorted(
+        runs.iter_records(paths), key=lambda r: (r.get("createdAt") or 0, str(r.get("runId")))
+    )
     for rec in records:
         run_id = rec.get("runId")
         if not isinstance(run_id, str) or not is_plain_name(run_id):
@@ -400,7 +375,8 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
             yield Problem(
                 "lost-run",
                 str(paths.run_record(run_id)),
-                f"run {run_id} ({rec.get('kind', '?')}, status {rec.get('status', '?')}) has no live "
+                f"run {run_id} ({rec.get('kind', '?')}, status {rec.get('status', '?')}) "
+                "has no live "
                 "worker; `sessiontool wait` or `runs` marks it lost",
             )
 

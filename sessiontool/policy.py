@@ -46,7 +46,9 @@ def _rule_matches(match: Mapping[str, Any], full_key: str, entry: Mapping[str, A
     return True
 
 
-def send_decision(config_policy: Mapping[str, Any], full_key: str, entry: Mapping[str, Any] | None) -> SendDecision:
+def send_decision(
+    config_policy: Mapping[str, Any], full_key: str, entry: Mapping[str, Any] | None
+) -> SendDecision:
     """A session's own `sendPolicy` wins; else the first matching deny rule; else any matching
     allow; else the default (allow when unset)."""
     override = (entry or {}).get("sendPolicy")
@@ -69,7 +71,8 @@ def send_decision(config_policy: Mapping[str, Any], full_key: str, entry: Mappin
     if allow_rule is not None:
         return SendDecision("allow", f"rule #{allow_rule}")
     default = config_policy.get("default") if isinstance(config_policy, Mapping) else None
-    return SendDecision("deny" if default == "deny" else "allow", "default")
+    is_deny = isinstance(default, str) and default.strip().lower() == "deny"
+    return SendDecision("deny" if is_deny else "allow", "default")
 
 
 def check_tool(ctx: Context, tool: str) -> None:
@@ -133,6 +136,8 @@ def spawn_allowed_agents(ctx: Context) -> tuple[bool, list[str]]:
         return True, [ctx.agent_id]
     ids = [ctx.agent_id]
     for a in allow:
+        if not a.strip():
+            continue  # a blank entry names no agent (normalising it would give `main`)
         n = keys.normalize_agent_id(a)
         if n not in ids:
             ids.append(n)
@@ -142,6 +147,8 @@ def spawn_allowed_agents(ctx: Context) -> tuple[bool, list[str]]:
 def check_spawn_agent(ctx: Context, target_agent: str) -> None:
     if ctx.requester.is_subagent:
         raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
+    # Compare normalised ids, as OpenClaw does: `--agent-id Research` means `research`.
+    target_agent = keys.normalize_agent_id(target_agent)
     if target_agent == ctx.agent_id:
         return
     allow_any, ids = spawn_allowed_agents(ctx)
@@ -151,3 +158,24 @@ def check_spawn_agent(ctx: Context, target_agent: str) -> None:
     raise ForbiddenError(
         f"agentId is not allowed for sessions_spawn (allowed: {', '.join(others) or 'none'})"
     )
+
+
+def agents_list(ctx: Context) -> dict[str, Any]:
+    """OpenClaw's agents_list result: the requester agent first, then the others it may spawn
+    under, sorted; with `allowAgents: ["*"]`, every configured agent. A sub-agent requester
+    needs `agents_list` in `tools.subagents.tools.allow`."""
+    check_tool(ctx, "agents_list")
+    allow_any, ids = spawn_allowed_agents(ctx)
+    configured = {a.id: a for a in ctx.config.agents()}
+    requester = ctx.agent_id
+    others = set(configured) if allow_any else set(ids)
+    others.discard(requester)
+    agents: list[dict[str, Any]] = []
+    for agent_id in [requester, *sorted(others)]:
+        item: dict[str, Any] = {"id": agent_id}
+        conf = configured.get(agent_id)
+        if conf is not None and conf.name:
+            item["name"] = conf.name
+        item["configured"] = conf is not None
+        agents.append(item)
+    return {"requester": requester, "allowAny": allow_any, "agents": agents}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -176,12 +177,24 @@ def total_tokens(entry: Entry) -> int | float | None:
     return (i or 0) + (o or 0)
 
 
-def build_row(ctx: Context, agent_id: str, full_key: str, entry: Entry) -> dict[str, Any]:
+def build_row(
+    ctx: Context,
+    agent_id: str,
+    full_key: str,
+    entry: Entry,
+    *,
+    kind: str | None = None,
+    sessions_dir: Path | None = None,
+) -> dict[str, Any]:
+    """One list row. `kind` and `sessions_dir` may be passed in when the caller already has
+    them (list builds thousands of rows: no path object or classification twice per row)."""
     main_key = ctx.config.main_key
+    if kind is None:
+        kind = keys.kind_of(full_key, entry, main_key)
     row: dict[str, Any] = {
         "key": ctx.display(full_key),
-        "kind": keys.kind_of(full_key, entry, main_key),
-        "channel": keys.row_channel(full_key, entry, main_key),
+        "kind": kind,
+        "channel": keys.row_channel(full_key, entry, main_key, kind),
     }
     for name in ("label", "displayName"):
         if isinstance(entry.get(name), str) and entry[name]:
@@ -202,10 +215,14 @@ def build_row(ctx: Context, agent_id: str, full_key: str, entry: Entry) -> dict[
         slim = {k: dc[k] for k in ("channel", "to", "accountId") if dc.get(k) is not None}
         if slim:
             row["deliveryContext"] = slim
-    r = _resolved(ctx, agent_id, Folded(full_key, entry, []), full_key)
-    tp = r.transcript_path()
-    if tp is not None:
-        row["transcriptPath"] = str(tp)
+    sid = entry.get("sessionId")
+    if isinstance(sid, str) and is_plain_name(sid):
+        sdir = sessions_dir if sessions_dir is not None else ctx.paths.sessions_dir(agent_id)
+        session_file = entry.get("sessionFile")
+        if session_file:
+            row["transcriptPath"] = str(transcript_path_for(sdir, sid, session_file))
+        else:  # the common case, without building a Path per row
+            row["transcriptPath"] = os.path.join(sdir, sid + ".jsonl")
     return row
 
 
@@ -265,26 +282,29 @@ def list_sessions(
     cutoff = now - active_minutes * 60_000 if active_minutes is not None else None
     if since_ms is not None:
         cutoff = max(cutoff, since_ms) if cutoff is not None else since_ms
-    candidates: list[tuple[float, str, str, Entry]] = []
+    candidates: list[tuple[float, str, str, Entry, str]] = []
     main_key = ctx.config.main_key
+    sessions_dirs: dict[str, Path] = {}
     for agent_id in list_agent_ids(ctx, all_agents):
+        sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
         for full_key, f in agent_sessions(ctx, agent_id).items():
             if not listable(full_key):
                 continue
-            if wanted is not None and keys.kind_of(full_key, f.entry, main_key) not in wanted:
+            kind = keys.kind_of(full_key, f.entry, main_key)
+            if wanted is not None and kind not in wanted:
                 continue
             if cutoff is not None and _updated_at(f.entry) < cutoff:
                 continue
             if not policy.visible(ctx, full_key, f.entry):
                 continue
-            candidates.append((_updated_at(f.entry), agent_id, full_key, f.entry))
+            candidates.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
     candidates.sort(key=lambda c: c[0], reverse=True)
     if limit is not None:
         candidates = candidates[:limit]
     rows = []
     n_messages = min(message_limit, MESSAGE_LIMIT_MAX)
-    for _, agent_id, full_key, entry in candidates:
-        row = build_row(ctx, agent_id, full_key, entry)
+    for _, agent_id, full_key, entry, kind in candidates:
+        row = build_row(ctx, agent_id, full_key, entry, kind=kind, sessions_dir=sessions_dirs[agent_id])
         if n_messages > 0:
             path = row.get("transcriptPath")
             msgs: list[Message] = []

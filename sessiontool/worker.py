@@ -67,26 +67,50 @@ class Worker:
 
         return runs.update_record(self.paths, run_id, mutate)
 
-    def wait_lane(self, rec: Record) -> bool:
-        """Block (polling with backoff) until this run heads its session's lane. False when
-        the run was aborted while it waited."""
-        delay = 0.02
-        while True:
-            head = runs.lane_head(self.paths, rec)
-            if head == rec["runId"] or head is None:
-                return True
-            cur = runs.read_record(self.paths, rec["runId"])
-            if runs.is_finished(cur):
-                return False
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+    def wait_lane(self, rec: Record) -> int | None:
+        """Block until this run heads its session's lane, then hold the lane's flock while it
+        runs. Waiters sleep in flock() on the lane lock, so the running worker's exit (or death:
+        the kernel drops its flock) wakes them at once, and nobody spins. Returns the held lock
+        descriptor, or None when the run was aborted or finished while it waited."""
+        lock_path = runs.lane_dir(self.paths, rec["sessionKey"]).with_suffix(".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.current = rec["runId"]
+        try:
+            while True:
+                head = runs.lane_head(self.paths, rec)
+                if head == rec["runId"] or head is None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    # Re-check under the lock: an older run may have queued behind a stale view.
+                    if runs.lane_head(self.paths, rec) in (rec["runId"], None):
+                        cur = runs.read_record(self.paths, rec["runId"])
+                        if runs.is_finished(cur):
+                            os.close(fd)
+                            return None
+                        return fd
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    continue
+                cur = runs.read_record(self.paths, rec["runId"])
+                if runs.is_finished(cur):
+                    os.close(fd)
+                    return None
+                # Sleep until the lane's holder lets go, then look again.
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                time.sleep(0.01)
+        except RunAborted:
+            os.close(fd)
+            return None
+        finally:
+            self.current = None
 
     # -- one run -------------------------------------------------------------------------------
     def execute(self, rec: Record) -> Record:
         """Run one record (send, spawn or step) in its lane and return the finished record."""
         run_id = rec["runId"]
+        lane_fd: int | None = None
         try:
-            if not self.wait_lane(rec):
+            lane_fd = self.wait_lane(rec)
+            if lane_fd is None:
                 return runs.read_record(self.paths, run_id)
             cur = runs.read_record(self.paths, run_id)
             if runs.is_finished(cur):
@@ -94,6 +118,8 @@ class Worker:
             return self._execute(cur)
         finally:
             runs.remove_lane_marker(self.paths, rec)
+            if lane_fd is not None:
+                os.close(lane_fd)
 
     def _execute(self, rec: Record) -> Record:
         from . import keys, store, transcript

@@ -8,8 +8,9 @@ from typing import Any
 
 import typer
 
-from .. import render
-from ..app import app, command, get_ctx, want_json
+from sessiontool import render
+from sessiontool.app import app, command, get_ctx, want_json
+
 from .completers import complete_keys
 
 KEY_HELP = "Session key, bare key, 'main' or sessionId."
@@ -31,27 +32,35 @@ def _emit_session(result: dict[str, Any], as_json: bool, human: str) -> None:
 @app.command("label")
 @command
 def label_cmd(
-    key: str | None = typer.Argument(None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys),
-    text: str | None = typer.Argument(None, help="The new label (at most 64 characters).", metavar="TEXT"),
+    key: str | None = typer.Argument(
+        None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
+    ),
+    text: str | None = typer.Argument(
+        None, help="The new label (at most 64 characters).", metavar="TEXT"
+    ),
     label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Set a session's label (operator only)."""
-    from ..errors import UsageError
-    from ..manage import set_label
+    from sessiontool.errors import UsageError
+    from sessiontool.manage import set_label
 
     if label is not None and key is not None and text is None:
         key, text = None, key  # `label --label OLD NEW`: the one positional is the new text
     if text is None:
         raise UsageError("usage: sessiontool label KEY TEXT (or --label L TEXT)")
     result = set_label(get_ctx(), key, text, label=label)
-    _emit_session(result, want_json(json_), f"{result['sessionKey']}\tlabel: {result['entry']['label']}")
+    _emit_session(
+        result, want_json(json_), f"{result['sessionKey']}\tlabel: {result['entry']['label']}"
+    )
 
 
 @app.command("reset")
 @command
 def reset_cmd(
-    key: str | None = typer.Argument(None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys),
+    key: str | None = typer.Argument(
+        None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
+    ),
     label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
@@ -59,18 +68,22 @@ def reset_cmd(
 
     The label, thinking and verbose levels, model override and send policy are kept; the old
     transcript stays on disk."""
-    from ..manage import reset
+    from sessiontool.manage import reset
 
     result = reset(get_ctx(), key, label=label)
     _emit_session(
-        result, want_json(json_), f"{result['sessionKey']}\tnew sessionId: {result['entry']['sessionId']}"
+        result,
+        want_json(json_),
+        f"{result['sessionKey']}\tnew sessionId: {result['entry']['sessionId']}",
     )
 
 
 @app.command("delete")
 @command
 def delete_cmd(
-    key: str | None = typer.Argument(None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys),
+    key: str | None = typer.Argument(
+        None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
+    ),
     label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
@@ -78,7 +91,7 @@ def delete_cmd(
 
     The transcript is renamed to <file>.deleted.<time>, never removed. A main session cannot
     be deleted."""
-    from ..manage import delete
+    from sessiontool.manage import delete
 
     result = delete(get_ctx(), key, label=label)
     where = f" (transcript archived: {result['archived']})" if result.get("archived") else ""
@@ -89,7 +102,7 @@ def delete_cmd(
 @command
 def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
     """Show where sessiontool reads and writes: state dir, config files, stores, runs, outbox."""
-    from ..manage import state_paths
+    from sessiontool.manage import state_paths
 
     result = state_paths(get_ctx())
     if want_json(json_):
@@ -102,7 +115,9 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
         rows.append(("config", f"(none; would read {result['configDefault']})"))
     for a in result["agents"]:
         rows.append((f"agent {a['id']} sessions", a["sessionsDir"]))
-        rows.append((f"agent {a['id']} store", a["store"] + ("" if a["exists"] else " (not created yet)")))
+        rows.append(
+            (f"agent {a['id']} store", a["store"] + ("" if a["exists"] else " (not created yet)"))
+        )
     rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
     width = max(len(name) for name, _ in rows)
     render.write_out("".join(f"{name.ljust(width)}  {value}\n" for name, value in rows))
@@ -116,7 +131,7 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
     Reports unreadable stores and run records, transcripts with bad or torn lines, entries
     whose transcript is missing although the session has had messages (a sessionFile, or
     tokens counted), transcripts no entry points to, stale lock files and lost runs."""
-    from ..manage import doctor
+    from sessiontool.manage import doctor
 
     result = doctor(get_ctx())
     if want_json(json_):
@@ -124,7 +139,9 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
     else:
         out = [f"{p['kind']}: {p['path']}\n    {p['detail']}\n" for p in result["problems"]]
         n = len(result["problems"])
-        out.append("no problems found\n" if n == 0 else f"{n} problem{'s' if n != 1 else ''} found\n")
+        out.append(
+            "no problems found\n" if n == 0 else f"{n} problem{'s' if n != 1 else ''} found\n"
+        )
         render.write_out("".join(out))
     return 0 if result["ok"] else 1
 
@@ -141,8 +158,8 @@ def prune_cmd(
     """Delete finished run records, their logs and outbox lines older than D (operator only).
 
     Spawn records whose child session is still in an index are kept."""
-    from ..durations import parse_duration
-    from ..manage import prune
+    from sessiontool.durations import parse_duration
+    from sessiontool.manage import prune
 
     seconds = parse_duration(older_than, option="--older-than")
     result = prune(get_ctx(), seconds, dry_run=dry_run)
@@ -159,13 +176,17 @@ def prune_cmd(
 @app.command("completion")
 @command
 def completion_cmd(
-    shell: str = typer.Argument(..., help="bash, zsh or fish.", metavar="SHELL", autocompletion=_complete_shells),
+    shell: str = typer.Argument(
+        ..., help="bash, zsh or fish.", metavar="SHELL", autocompletion=_complete_shells
+    ),
 ) -> None:
     """Print the shell completion script (the one shipped in completions/).
 
-    bash: source <(sessiontool completion bash); zsh: sessiontool completion zsh >
-    "${fpath[1]}/_sessiontool"; fish: sessiontool completion fish >
-    ~/.config/fish/completions/sessiontool.fish"""
-    from ..docs import completion_script
+    bash: add `source <(sessiontool completion bash)` to ~/.bashrc.
+
+    zsh: `sessiontool completion zsh > ~/.zfunc/_sessiontool` with ~/.zfunc in $fpath.
+
+    fish: `sessiontool completion fish > ~/.config/fish/completions/sessiontool.fish`."""
+    from sessiontool.docs import completion_script
 
     render.write_out(completion_script(shell))

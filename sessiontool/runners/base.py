@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import SessiontoolError
+from sessiontool.errors import SessiontoolError
 
 RUNNER_TYPES = ("echo", "command", "openai")
 
@@ -49,7 +49,7 @@ class Runner(Protocol):
         request: dict[str, Any],
         *,
         env: dict[str, str],
-        on_agent_pid: Callable[[int], None],
+        on_agent_pid: Callable[[int], object],
         deadline: float | None,
     ) -> RunnerResult: ...
 
@@ -72,9 +72,7 @@ def get_runner(cfg: Mapping[str, Any]) -> Runner:
         from .openai import OpenAIRunner
 
         return OpenAIRunner(cfg)
-    raise RunnerError(
-        f"runner.type: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}"
-    )
+    raise RunnerError(f"runner.type: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}")
 
 
 # -- usage ---------------------------------------------------------------------------------
@@ -104,8 +102,8 @@ def make_cost(cost: Mapping[str, Any] | float | int | None = None) -> dict[str, 
     out: dict[str, float] = {}
     for key in ("input", "output", "cacheRead", "cacheWrite"):
         out[key] = _num(cost.get(key)) or 0
-    total = _num(cost.get("total"))
-    out["total"] = total if total is not None else sum(out.values())
+    reported = _num(cost.get("total"))
+    out["total"] = reported if reported is not None else sum(out.values())
     return out
 
 

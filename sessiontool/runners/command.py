@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..jsonio import dumps_compact
+from sessiontool.jsonio import dumps_compact
+
 from .base import (
     RunnerError,
     RunnerResult,
@@ -148,12 +149,17 @@ def _pump(proc: subprocess.Popen[bytes], data: bytes, stop_at: float | None) -> 
                     )
     finally:
         sel.close()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        _close_pipes(proc)
+    return out
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
             try:
                 pipe.close()
             except OSError:
                 pass
-    return out
 
 
 def _child_env(
@@ -186,8 +192,11 @@ def _child_env(
 
 def _substitute(argv: list[str], request: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[str]:
     """Fill `{model}`, `{sessionKey}`, `{runId}`, `{sessionId}`, `{agentId}` in each argument.
-    Plain replacement, not str.format: other braces (JSON, shell) pass through untouched."""
-    model = requested_model(request) or cfg.get("model") or request.get("model") or ""
+    Plain replacement, not str.format: other braces (JSON, shell) pass through untouched.
+    `{model}` is the run's model, else the runner's `model`, else empty (never the bare type
+    name the model resolution ends with)."""
+    cfg_model = cfg.get("model")
+    model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else "")
     values = {
         "{model}": str(model),
         "{sessionKey}": str(request.get("sessionKey") or ""),
@@ -219,7 +228,7 @@ class CommandRunner:
         request: dict[str, Any],
         *,
         env: dict[str, str],
-        on_agent_pid: Callable[[int], None],
+        on_agent_pid: Callable[[int], object],
         deadline: float | None,
     ) -> RunnerResult:
         start = time.monotonic()
@@ -251,12 +260,15 @@ class CommandRunner:
         except PermissionError as exc:
             raise RunnerError(f"runner command is not executable: {argv[0]}") from exc
         except OSError as exc:
-            raise RunnerError(f"cannot start runner command {argv[0]}: {exc.strerror or exc}") from exc
+            raise RunnerError(
+                f"cannot start runner command {argv[0]}: {exc.strerror or exc}"
+            ) from exc
         try:
             on_agent_pid(proc.pid)
             pumped = _pump(proc, payload.encode("utf-8"), None if limit is None else start + limit)
         except BaseException:
             _kill_group(proc.pid)
+            _close_pipes(proc)
             proc.wait()
             raise
         if pumped.timed_out:
@@ -317,7 +329,9 @@ class CommandRunner:
         request: Mapping[str, Any],
     ) -> RunnerResult:
         if usage is None:
-            usage = estimated_usage(_str(request.get("system")), _str(request.get("message")), reply)
+            usage = estimated_usage(
+                _str(request.get("system")), _str(request.get("message")), reply
+            )
         if model is None:
             cfg_model = self.cfg.get("model")
             model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else None)

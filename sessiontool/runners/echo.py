@@ -48,7 +48,7 @@ class EchoRunner:
         request: dict[str, Any],
         *,
         env: dict[str, str],
-        on_agent_pid: Callable[[int], None],
+        on_agent_pid: Callable[[int], object],
         deadline: float | None,
     ) -> RunnerResult:
         if self.delay:

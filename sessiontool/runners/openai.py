@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
+from sessiontool import __version__
+
 from .base import (
     RunnerError,
     RunnerResult,
@@ -154,14 +155,21 @@ def to_chat_messages(
                     {
                         "id": b["id"],
                         "type": "function",
-                        "function": {"name": b["name"], "arguments": _arguments_json(b.get("arguments"))},
+                        "function": {
+                            "name": b["name"],
+                            "arguments": _arguments_json(b.get("arguments")),
+                        },
                     }
                     for b in calls
                 ]
             out.append(entry)
             for b in calls:
                 out.append(
-                    {"role": "tool", "tool_call_id": b["id"], "content": _tool_result_text(results[b["id"]])}
+                    {
+                        "role": "tool",
+                        "tool_call_id": b["id"],
+                        "content": _tool_result_text(results[b["id"]]),
+                    }
                 )
         # toolResult messages were placed after their calls above (or left out); other roles
         # are not part of a chat conversation.
@@ -193,8 +201,9 @@ def _excerpt(body: bytes) -> str:
         data = None
     if isinstance(data, dict):
         err = data.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:EXCERPT]
+        message = err.get("message") if isinstance(err, dict) else None
+        if isinstance(message, str):
+            return message[:EXCERPT]
         if isinstance(err, str):
             return err[:EXCERPT]
     text = " ".join(text.split())
@@ -331,7 +340,9 @@ def parse_completion(data: Mapping[str, Any]) -> Completion:
     first = choices[0] if isinstance(choices, list) and choices else None
     msg = first.get("message") if isinstance(first, Mapping) else None
     if not isinstance(msg, Mapping):
-        raise RunnerError(f"the response has no choices[0].message: {_excerpt(json.dumps(data).encode())}")
+        raise RunnerError(
+            f"the response has no choices[0].message: {_excerpt(json.dumps(data).encode())}"
+        )
     content = msg.get("content")
     text = content if isinstance(content, str) else text_of(content)
     calls: list[dict[str, Any]] = []
@@ -341,7 +352,11 @@ def parse_completion(data: Mapping[str, Any]) -> Completion:
             fn = call.get("function") if isinstance(call, Mapping) else None
             if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
                 continue
-            call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{i}"
+            call_id = (
+                call.get("id")
+                if isinstance(call.get("id"), str) and call.get("id")
+                else f"call_{i}"
+            )
             calls.append(
                 {
                     "type": "toolCall",
@@ -403,7 +418,7 @@ class OpenAIRunner:
         request: dict[str, Any],
         *,
         env: dict[str, str],
-        on_agent_pid: Callable[[int], None],
+        on_agent_pid: Callable[[int], object],
         deadline: float | None,
     ) -> RunnerResult:
         api_model, provider, model = self.resolve_model(request)
@@ -412,7 +427,9 @@ class OpenAIRunner:
         transcript = request.get("messages")
         messages = to_chat_messages(
             system if isinstance(system, str) else None,
-            [m for m in transcript if isinstance(m, Mapping)] if isinstance(transcript, list) else [],
+            [m for m in transcript if isinstance(m, Mapping)]
+            if isinstance(transcript, list)
+            else [],
             message if isinstance(message, str) else None,
         )
         data = chat_completion(self.cfg, messages, model=api_model, deadline=deadline, env=env)

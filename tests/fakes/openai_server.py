@@ -2,7 +2,7 @@
 
 In-process:
 
-    with FakeOpenAI(["first reply", {"status": 500, "body": {"error": {"message": "boom"}}}]) as srv:
+    with FakeOpenAI(["hi", {"status": 500, "body": {"error": {"message": "boom"}}}]) as srv:
         cfg = {"type": "openai", "baseUrl": srv.base_url, "model": "m"}
         ...
         srv.requests[0].body["messages"]
@@ -43,7 +43,12 @@ class RecordedRequest:
     body: Any  # parsed JSON, or the raw text when it is not JSON
 
     def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "path": self.path, "headers": self.headers, "body": self.body}
+        return {
+            "method": self.method,
+            "path": self.path,
+            "headers": self.headers,
+            "body": self.body,
+        }
 
 
 def _text(content: Any) -> str:
@@ -90,7 +95,9 @@ def completion_body(reply: dict[str, Any], request_body: Any) -> dict[str, Any]:
     usage = reply.get("usage")
     if usage is None:
         messages = request_body.get("messages") if isinstance(request_body, dict) else []
-        prompt = sum(len(_text(m.get("content"))) for m in messages or [] if isinstance(m, dict)) // 4
+        prompt = (
+            sum(len(_text(m.get("content"))) for m in messages or [] if isinstance(m, dict)) // 4
+        )
         completion = len(content or "") // 4
         usage = {
             "prompt_tokens": prompt,
@@ -220,7 +227,9 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self._recorded(None)
             if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                self._send(
+                    200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+                )
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 

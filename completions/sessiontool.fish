@@ -1,0 +1,1 @@
+complete --command sessiontool --no-files --arguments "(env _SESSIONTOOL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) sessiontool)" --condition "env _SESSIONTOOL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) sessiontool"

@@ -1,0 +1,99 @@
+"""Helpers for tests that start real background runs: runner configs and reaping."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def py_command(code: str, **extra: Any) -> dict[str, Any]:
+    """A `command` runner that runs a Python snippet (the message arrives on stdin)."""
+    return {"type": "command", "command": [sys.executable, "-c", code], **extra}
+
+
+def runner_config(state: Path, runner: dict[str, Any], **more: Any) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    cfg: dict[str, Any] = {"agents": {"defaults": {"runner": runner}}}
+    for k, v in more.items():
+        cfg[k] = v
+    (state / "sessiontool.json5").write_text(json.dumps(cfg))
+
+
+def records(state: Path) -> list[dict[str, Any]]:
+    out = []
+    runs = state / "sessiontool" / "runs"
+    if runs.is_dir():
+        for p in runs.glob("*.json"):
+            try:
+                out.append(json.loads(p.read_text()))
+            except ValueError:
+                pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+    return True
+
+
+def reap(state: Path, timeout: float = 20.0) -> None:
+    """Wait for every worker of this state dir to exit; kill what is left after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [r["pid"] for r in records(state) if isinstance(r.get("pid"), int) and alive(r["pid"])]
+        if not pids and not [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]:
+            return
+        time.sleep(0.1)
+    for r in records(state):
+        for k in ("agentPid",):
+            pid = r.get(k)
+            if isinstance(pid, int) and pid > 0:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        pid = r.get("pid")
+        if isinstance(pid, int) and alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def transcript_messages(state: Path, agent: str = "main") -> dict[str, list[dict[str, Any]]]:
+    """sessionKey → messages, read straight from disk."""
+    sdir = state / "agents" / agent / "sessions"
+    store = json.loads((sdir / "sessions.json").read_text())
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, entry in store.items():
+        p = sdir / f"{entry['sessionId']}.jsonl"
+        msgs = []
+        if p.exists():
+            for line in p.read_text().splitlines():
+                obj = json.loads(line)
+                if obj.get("type") == "message":
+                    msgs.append(obj["message"])
+        out[key] = msgs
+    return out
+
+
+def text_of(msg: dict[str, Any]) -> str:
+    c = msg.get("content")
+    if isinstance(c, str):
+        return c
+    return "".join(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")

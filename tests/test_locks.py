@@ -1,0 +1,264 @@
+"""OpenClaw's lock-file protocol: exclusive create, `{pid, startedAt|createdAt}` content,
+staleness by dead pid or age (never age alone for a live transcript lock), clean release."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessiontool import locks
+from sessiontool.errors import BusyError
+
+
+@pytest.fixture
+def live_pid() -> Iterator[int]:
+    """A process that is alive for the test and reaped after it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def store_path(tmp_path: Path) -> Path:
+    d = tmp_path / "sessions"
+    d.mkdir(exist_ok=True)
+    return d / "sessions.json"
+
+
+def put_lock(path: Path, content: dict[str, object] | bytes) -> None:
+    path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+
+
+def test_lock_content_and_release(tmp_path: Path) -> None:
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    with locks.store_lock(sp, timeout=1):
+        info = json.loads(lock_file.read_text())
+        assert info["pid"] == os.getpid()
+        assert abs(info["startedAt"] - now_ms()) < 5_000
+        assert oct(lock_file.stat().st_mode & 0o777) == oct(0o600)
+    assert not lock_file.exists()
+    tp = tmp_path / "sessions" / "t.jsonl"
+    with locks.transcript_lock(tp, timeout=1):
+        info = json.loads(tp.with_name("t.jsonl.lock").read_text())
+        assert info["pid"] == os.getpid() and isinstance(info["createdAt"], int)
+    assert sorted(os.listdir(tmp_path / "sessions")) == []
+
+
+def test_released_after_an_exception(tmp_path: Path) -> None:
+    sp = store_path(tmp_path)
+    with pytest.raises(ZeroDivisionError), locks.store_lock(sp, timeout=1):
+        1 / 0  # noqa: B018
+    assert os.listdir(sp.parent) == []
+
+
+def test_dead_pid_lock_is_broken_at_once(tmp_path: Path, dead_pid: int) -> None:
+    sp = store_path(tmp_path)
+    put_lock(sp.with_name("sessions.json.lock"), {"pid": dead_pid, "startedAt": now_ms()})
+    start = time.monotonic()
+    with locks.store_lock(sp, timeout=5):
+        assert json.loads(sp.with_name("sessions.json.lock").read_text())["pid"] == os.getpid()
+    assert time.monotonic() - start < 1.0
+    assert os.listdir(sp.parent) == []  # nothing moved aside is left behind
+
+
+def test_dead_pid_transcript_lock_is_broken_at_once(tmp_path: Path, dead_pid: int) -> None:
+    tp = tmp_path / "t.jsonl"
+    put_lock(tp.with_name("t.jsonl.lock"), {"pid": dead_pid, "createdAt": now_ms()})
+    start = time.monotonic()
+    with locks.transcript_lock(tp, timeout=5):
+        pass
+    assert time.monotonic() - start < 1.0
+
+
+def test_live_fresh_lock_waits_then_busy(tmp_path: Path, live_pid: int) -> None:
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    content = {"pid": live_pid, "startedAt": now_ms()}
+    put_lock(lock_file, content)
+    start = time.monotonic()
+    with pytest.raises(BusyError) as info, locks.store_lock(sp, timeout=0.3):
+        pass
+    waited = time.monotonic() - start
+    assert 0.25 <= waited < 2.0
+    assert int(info.value.code) == 75
+    assert str(lock_file) in info.value.message
+    assert json.loads(lock_file.read_text()) == content  # someone else's: untouched
+
+
+def test_waiter_gets_the_lock_when_it_is_released(tmp_path: Path, live_pid: int) -> None:
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    put_lock(lock_file, {"pid": live_pid, "startedAt": now_ms()})
+    remover = subprocess.Popen(
+        [sys.executable, "-c", f"import time, os; time.sleep(0.3); os.unlink({str(lock_file)!r})"]
+    )
+    try:
+        start = time.monotonic()
+        with locks.store_lock(sp, timeout=10):
+            assert json.loads(lock_file.read_text())["pid"] == os.getpid()
+        assert 0.2 < time.monotonic() - start < 5
+    finally:
+        remover.wait()
+
+
+def test_old_store_lock_is_broken_even_with_live_pid(tmp_path: Path, live_pid: int) -> None:
+    sp = store_path(tmp_path)
+    put_lock(sp.with_name("sessions.json.lock"), {"pid": live_pid, "startedAt": now_ms() - 31_000})
+    start = time.monotonic()
+    with locks.store_lock(sp, timeout=5):
+        pass
+    assert time.monotonic() - start < 1.0
+
+
+def test_store_lock_under_30s_with_live_pid_is_respected(tmp_path: Path, live_pid: int) -> None:
+    sp = store_path(tmp_path)
+    put_lock(sp.with_name("sessions.json.lock"), {"pid": live_pid, "startedAt": now_ms() - 25_000})
+    with pytest.raises(BusyError), locks.store_lock(sp, timeout=0.2):
+        pass
+
+
+@pytest.mark.parametrize(
+    "created",
+    [lambda: now_ms() - 3 * 3600_000, lambda: "2020-01-01T00:00:00.000Z"],
+    ids=["ms", "iso"],
+)
+def test_transcript_lock_with_live_pid_is_never_broken(
+    tmp_path: Path, live_pid: int, created: object
+) -> None:
+    tp = tmp_path / "t.jsonl"
+    lock_file = tp.with_name("t.jsonl.lock")
+    content = {"pid": live_pid, "createdAt": created()}  # type: ignore[operator]
+    put_lock(lock_file, content)
+    with pytest.raises(BusyError), locks.transcript_lock(tp, timeout=0.2):
+        pass
+    assert json.loads(lock_file.read_text()) == content
+
+
+def test_transcript_lock_iso_created_at_dead_pid(tmp_path: Path, dead_pid: int) -> None:
+    tp = tmp_path / "t.jsonl"
+    put_lock(
+        tp.with_name("t.jsonl.lock"), {"pid": dead_pid, "createdAt": "2026-01-01T00:00:00.000Z"}
+    )
+    with locks.transcript_lock(tp, timeout=2):
+        pass
+
+
+def _age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_lock_without_pid_goes_by_age(tmp_path: Path) -> None:
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    put_lock(lock_file, b"")  # its creator has not written it yet
+    with pytest.raises(BusyError), locks.store_lock(sp, timeout=0.2):
+        pass
+    assert lock_file.exists()
+    _age(lock_file, 31)
+    with locks.store_lock(sp, timeout=2):
+        pass
+    assert not lock_file.exists()
+
+
+def test_transcript_lock_without_pid_waits_30_minutes(tmp_path: Path) -> None:
+    tp = tmp_path / "t.jsonl"
+    lock_file = tp.with_name("t.jsonl.lock")
+    put_lock(lock_file, b"{garbage")
+    _age(lock_file, 10 * 60)
+    with pytest.raises(BusyError), locks.transcript_lock(tp, timeout=0.2):
+        pass
+    _age(lock_file, 31 * 60)
+    with locks.transcript_lock(tp, timeout=2):
+        pass
+
+
+def test_release_does_not_remove_a_lock_someone_else_took(tmp_path: Path, live_pid: int) -> None:
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    lk = locks.store_lock(sp, timeout=1).acquire()
+    # Ours was broken and re-taken by another process meanwhile.
+    theirs = {"pid": live_pid, "startedAt": now_ms()}
+    put_lock(lock_file, theirs)
+    lk.release()
+    assert json.loads(lock_file.read_text()) == theirs
+
+
+def test_lock_timeout_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert locks.lock_timeout() == locks.FOREGROUND_TIMEOUT == 10.0
+    monkeypatch.setenv("SESSIONTOOL_LOCK_TIMEOUT", "0.5")
+    assert locks.lock_timeout() == 0.5
+    monkeypatch.setenv("SESSIONTOOL_WORKER", "1")
+    assert locks.lock_timeout() == locks.BACKGROUND_TIMEOUT == 60.0
+
+
+def test_pid_alive() -> None:
+    assert locks.pid_alive(os.getpid())
+    assert not locks.pid_alive(0)
+    assert not locks.pid_alive(-1)
+    assert not locks.pid_alive(2**40)
+
+
+def test_zombie_counts_as_dead(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                pytest.skip("no /proc")
+            if state == "Z":
+                break
+            time.sleep(0.02)
+        assert not locks.pid_alive(proc.pid)
+        sp = store_path(tmp_path)
+        put_lock(sp.with_name("sessions.json.lock"), {"pid": proc.pid, "startedAt": now_ms()})
+        with locks.store_lock(sp, timeout=1):
+            pass
+    finally:
+        proc.wait()
+
+
+def test_many_processes_take_turns(tmp_path: Path) -> None:
+    """Mutual exclusion across processes: a shared counter file incremented under the lock."""
+    sp = store_path(tmp_path)
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from sessiontool.locks import store_lock\n"
+        "sp, c = Path(sys.argv[1]), Path(sys.argv[2])\n"
+        "for _ in range(20):\n"
+        "    with store_lock(sp, 30):\n"
+        "        v = int(c.read_text()); time.sleep(0.001); c.write_text(str(v + 1))\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(sp), str(counter)]) for _ in range(5)
+    ]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    assert counter.read_text() == "100"
+    assert os.listdir(sp.parent) == []

@@ -1,0 +1,82 @@
+"""Fast start-up: cron runs `list --json` every minute and completion on every Tab, so the read
+path must not import rich (terminal rendering) or json5 (only for files plain JSON rejects)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import write_config
+
+HEAVY = ("rich", "json5")
+
+
+def imported_modules(*args: str, state: Path) -> set[str]:
+    """Top-level names of every module the real entry point imported (python -X importtime)."""
+    env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(state))
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "sessiontool", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = set()
+    for line in proc.stderr.splitlines():
+        m = re.match(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", line)
+        if m:
+            names.add(m.group(1).split(".")[0])
+    assert "sessiontool" in names and "json" in names  # the probe works
+    return names
+
+
+@pytest.fixture
+def populated(state: Path) -> Path:
+    """A state dir with a plain-JSON config, a store and a transcript, so the list path reads
+    everything it can (config, store, transcript tails)."""
+    write_config(state, {"agents": {"list": [{"id": "main", "default": True}]}})
+    d = state / "agents" / "main" / "sessions"
+    d.mkdir(parents=True)
+    (d / "sessions.json").write_text(
+        json.dumps({f"agent:main:s{i}": {"sessionId": f"s{i}", "updatedAt": i} for i in range(10)})
+    )
+    line = {"type": "message", "message": {"role": "user", "content": "hi"}}
+    for i in range(10):
+        (d / f"s{i}.jsonl").write_text(json.dumps(line) + "\n")
+    return state
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("list", "--json"),
+        ("list", "--json", "--message-limit", "3", "--kinds", "other"),
+        ("history", "agent:main:s1", "--json"),
+        ("list",),  # piped: TSV, no table
+    ],
+    ids=["list-json", "list-messages", "history-json", "list-tsv"],
+)
+def test_read_path_imports_neither_rich_nor_json5(populated: Path, args: tuple[str, ...]) -> None:
+    names = imported_modules(*args, state=populated)
+    for heavy in HEAVY:
+        assert heavy not in names, f"{heavy} imported by {' '.join(args)}"
+
+
+def test_list_imports_no_write_side_modules(populated: Path) -> None:
+    names = imported_modules("list", "--json", state=populated)
+    assert "filelock" not in names
+    assert "platformdirs" not in names  # the state dir came from the environment
+
+
+def test_probe_sees_json5_when_the_config_needs_it(state: Path) -> None:
+    """The control: a config with comments does load json5, so the probe is not blind."""
+    state.mkdir(parents=True)
+    (state / "sessiontool.json5").write_text("{ // comment\n session: { mainKey: 'main' } }")
+    assert "json5" in imported_modules("list", "--json", state=state)
