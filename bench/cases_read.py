@@ -42,7 +42,9 @@ def many_state(bench: Bench) -> Path:
         left = n
         for i, agent in enumerate(AGENTS):
             k = min(per, left)
-            datagen.write_store(root, agent, datagen.make_entries(agent, k, snapshot=False, seed=10 + i))
+            datagen.write_store(
+                root, agent, datagen.make_entries(agent, k, snapshot=False, seed=10 + i)
+            )
             left -= k
 
     return dataset(bench.data, "many", {"sessions": n, "agents": list(AGENTS), "v": 1}, build)
@@ -72,9 +74,13 @@ def transcript_state(bench: Bench) -> Path:
         }
         d = datagen.write_store(root, "main", store).parent
         datagen.write_transcript(d / "big-transcript.jsonl", "big-transcript", big)
-        datagen.write_transcript(d / "small-transcript.jsonl", "small-transcript", SMALL_TRANSCRIPT_BYTES)
+        datagen.write_transcript(
+            d / "small-transcript.jsonl", "small-transcript", SMALL_TRANSCRIPT_BYTES
+        )
 
-    return dataset(bench.data, "transcripts", {"big": big, "small": SMALL_TRANSCRIPT_BYTES, "v": 2}, build)
+    return dataset(
+        bench.data, "transcripts", {"big": big, "small": SMALL_TRANSCRIPT_BYTES, "v": 2}, build
+    )
 
 
 def human_bytes(n: int) -> str:
@@ -106,13 +112,20 @@ def list_many(bench: Bench) -> list[Row]:
     """list --json --all-agents --limit all over 10,000 sessions: time and memory."""
     state = many_state(bench)
     n = size(bench, MANY_SESSIONS)
-    cmd = bench.sessiontool("--state-dir", str(state), "list", "--json", "--all-agents", "--limit", "all")
+    cmd = bench.sessiontool(
+        "--state-dir", str(state), "list", "--json", "--all-agents", "--limit", "all"
+    )
     assert bench.json_output(cmd)["count"] == n
     runs = bench.n(9, 3)
     s = bench.measure(cmd, runs)
     label = f"`list --json --all-agents --limit all`, {n:,} sessions in {len(AGENTS)} agents"
     return [
-        Row(f"{label} (median of {runs})", f"{ms(s.median)} (CPU {ms(s.median_cpu)})", "< 0.5 s", s.median < 0.5),
+        Row(
+            f"{label} (median of {runs})",
+            f"{ms(s.median)} (CPU {ms(s.median_cpu)})",
+            "< 0.5 s",
+            s.median < 0.5,
+        ),
         Row(f"{label}: peak RSS", mb(s.peak_rss), "< 150 MB", s.peak_rss < 150e6),
     ]
 
@@ -129,13 +142,14 @@ def list_big_store(bench: Bench) -> list[Row]:
     ours, base = bench.compare(cmd, baseline, runs)
     r = ratio(ours.median, base.median)
     label = f"`list --json`, {human_bytes(store.stat().st_size)} sessions.json ({n:,} entries)"
+    # At --quick size, start-up outweighs parsing and the ratio says little: reported only.
     return [
         Row(
             f"{label} (median of {runs})",
             f"{ms(ours.median)} = {r:.2f}× `json.load` ({ms(base.median)}); "
             f"CPU {ms(ours.median_cpu)} vs {ms(base.median_cpu)}",
-            "≤ 1.5×",
-            r <= 1.5,
+            "≤ 1.5× (at 100 MB)",
+            None if bench.quick else r <= 1.5,
         ),
         Row(f"{label}: peak RSS", f"{mb(ours.peak_rss)} (json.load: {mb(base.peak_rss)})"),
     ]
@@ -163,5 +177,10 @@ def history_big_transcript(bench: Bench) -> list[Row]:
             "≤ 1.3×",
             r <= 1.3,
         ),
-        Row(f"{label}: peak RSS ({human_bytes(size_big)})", mb(s_big.peak_rss), "< 60 MB", s_big.peak_rss < 60e6),
+        Row(
+            f"{label}: peak RSS ({human_bytes(size_big)})",
+            mb(s_big.peak_rss),
+            "< 60 MB",
+            s_big.peak_rss < 60e6,
+        ),
     ]

@@ -12,7 +12,16 @@ from typing import Any
 
 from harness import ROOT
 
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "clawdbot-2026.1.24" / "state" / "agents" / "main" / "sessions"
+FIXTURE = (
+    ROOT.parent
+    / "shared"
+    / "fixtures"
+    / "clawdbot-2026.1.24"
+    / "state"
+    / "agents"
+    / "main"
+    / "sessions"
+)
 BASE_MS = 1_795_292_567_264  # the fixtures' newest updatedAt
 
 
@@ -34,18 +43,23 @@ def template_entry() -> dict[str, Any]:
     resolved = [
         {
             "name": s,
-            "description": f"Use the {s} skill for {s} tasks: create, read, update and summarise items.",
+            "description": f"Use the {s} skill for {s} tasks: create, read, update, summarise.",
             "filePath": f"/opt/peers/cb/node_modules/clawdbot/skills/{s}/SKILL.md",
             "baseDir": f"/opt/peers/cb/node_modules/clawdbot/skills/{s}",
             "source": "clawdbot-bundled",
         }
         for s in skills
     ]
-    prompt = "\n\nThe following skills provide specialized instructions.\n<available_skills>\n" + "".join(
-        f"  <skill>\n    <name>{r['name']}</name>\n    <description>{r['description']}</description>\n"
-        f"    <location>{r['filePath']}</location>\n  </skill>\n"
-        for r in resolved
-    ) + "</available_skills>"
+    prompt = (
+        "\n\nThe following skills provide specialized instructions.\n<available_skills>\n"
+        + "".join(
+            f"  <skill>\n    <name>{r['name']}</name>\n"
+            f"    <description>{r['description']}</description>\n"
+            f"    <location>{r['filePath']}</location>\n  </skill>\n"
+            for r in resolved
+        )
+        + "</available_skills>"
+    )
     return {
         "sessionId": "5ae11e65-2836-4744-b866-e188c2c7f82c",
         "updatedAt": BASE_MS,
@@ -85,7 +99,11 @@ def make_entries(agent: str, n: int, *, snapshot: bool, seed: int) -> dict[str, 
     base = template_entry()
     if not snapshot:
         base.pop("skillsSnapshot", None)
-    store: dict[str, Any] = {f"agent:{agent}:main": dict(base, sessionId=str(uuid.UUID(int=rng.getrandbits(128), version=4)))}
+    store: dict[str, Any] = {
+        f"agent:{agent}:main": dict(
+            base, sessionId=str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        )
+    }
     for i in range(1, n):
         e = dict(base)
         e["sessionId"] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -109,7 +127,10 @@ def write_store(root: Path, agent: str, store: dict[str, Any]) -> Path:
 def transcript_lines() -> list[bytes]:
     """Real message lines (user, assistant with usage, tool calls and results)."""
     out: list[bytes] = []
-    for name in ("72dd6a35-8069-46b2-a993-ad56c4291cda.jsonl", "5ae11e65-2836-4744-b866-e188c2c7f82c.jsonl"):
+    for name in (
+        "72dd6a35-8069-46b2-a993-ad56c4291cda.jsonl",
+        "5ae11e65-2836-4744-b866-e188c2c7f82c.jsonl",
+    ):
         try:
             for line in (FIXTURE / name).read_bytes().splitlines():
                 if b'"type":"message"' in line:
@@ -120,11 +141,31 @@ def transcript_lines() -> list[bytes]:
         return out
     for i in range(40):
         role = "user" if i % 2 == 0 else "assistant"
-        msg: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": f"message {i} " + "lorem ipsum " * 20}]}
+        msg: dict[str, Any] = {
+            "role": role,
+            "content": [{"type": "text", "text": f"message {i} " + "lorem ipsum " * 20}],
+        }
         if role == "assistant":
-            msg.update(api="openai-completions", provider="fake", model="fake-model", stopReason="stop",
-                       usage={"input": 5000, "output": 20, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 5020})
-        line = {"type": "message", "id": f"{i:08x}", "parentId": None, "timestamp": "2026-11-21T20:22:00.000Z", "message": msg}
+            msg.update(
+                api="openai-completions",
+                provider="fake",
+                model="fake-model",
+                stopReason="stop",
+                usage={
+                    "input": 5000,
+                    "output": 20,
+                    "cacheRead": 0,
+                    "cacheWrite": 0,
+                    "totalTokens": 5020,
+                },
+            )
+        line = {
+            "type": "message",
+            "id": f"{i:08x}",
+            "parentId": None,
+            "timestamp": "2026-11-21T20:22:00.000Z",
+            "message": msg,
+        }
         out.append(json.dumps(line, separators=(",", ":")).encode() + b"\n")
     return out
 
@@ -133,10 +174,19 @@ def write_transcript(path: Path, session_id: str, size: int) -> int:
     """A transcript of about `size` bytes: the header, then real lines repeated (written in
     ~1 MB chunks), ending with one whole copy of the lines, so that transcripts of any size end
     in the same messages. Returns the size written."""
-    header = json.dumps(
-        {"type": "session", "version": 3, "id": session_id, "timestamp": "2026-11-21T20:00:00.000Z", "cwd": "/srv"},
-        separators=(",", ":"),
-    ).encode() + b"\n"
+    header = (
+        json.dumps(
+            {
+                "type": "session",
+                "version": 3,
+                "id": session_id,
+                "timestamp": "2026-11-21T20:00:00.000Z",
+                "cwd": "/srv",
+            },
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+    )
     lines = transcript_lines()
     block = b"".join(lines)
     chunk = block * max(1, (1 << 20) // len(block))

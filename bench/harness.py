@@ -98,7 +98,9 @@ class Bench:
             sample.add(*run_once(cmd, self.env))
         return sample
 
-    def compare(self, a: Sequence[str], b: Sequence[str], runs: int, warmup: int = 1) -> tuple[Sample, Sample]:
+    def compare(
+        self, a: Sequence[str], b: Sequence[str], runs: int, warmup: int = 1
+    ) -> tuple[Sample, Sample]:
         """Two commands measured alternately (a, b, a, b, ...), so that a busy machine slows
         both alike and their ratio stays meaningful."""
         for _ in range(warmup):
@@ -122,6 +124,10 @@ class Bench:
         return json.loads(self.output(cmd))
 
 
+def tail(data: bytes) -> str:
+    return data[-1000:].decode(errors="replace")
+
+
 def run_once(cmd: Sequence[str], env: dict[str, str]) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (bytes) and CPU seconds of one run of `cmd`, its stdout thrown
     away. Timed
@@ -132,11 +138,9 @@ def run_once(cmd: Sequence[str], env: dict[str, str]) -> tuple[float, int, float
     try:
         report = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RuntimeError(f"measuring {' '.join(cmd)} failed: {proc.stderr[-1000:].decode(errors='replace')}") from None
+        raise RuntimeError(f"measuring {' '.join(cmd)} failed: {tail(proc.stderr)}") from None
     if report["code"] != 0:
-        raise RuntimeError(
-            f"{' '.join(cmd)} exited {report['code']}: {proc.stderr[-1000:].decode(errors='replace')}"
-        )
+        raise RuntimeError(f"{' '.join(cmd)} exited {report['code']}: {tail(proc.stderr)}")
     return float(report["elapsed"]), int(report["maxrss"]), float(report["cpu"])
 
 
@@ -252,7 +256,9 @@ def main(argv: Sequence[str]) -> int:
             print(f"{name}: {(fn.__doc__ or '').strip().splitlines()[0] if fn.__doc__ else ''}")
         return 0
     env = child_env()
-    probe = subprocess.run([sys.executable, "-c", "import sessiontool, typer"], env=env, capture_output=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sessiontool, typer"], env=env, capture_output=True
+    )
     if probe.returncode != 0:
         print(
             f"bench: {sys.executable} cannot import sessiontool; run with the project's "

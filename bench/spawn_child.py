@@ -30,7 +30,9 @@ def main() -> int:
     rss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
     code = os.waitstatus_to_exitcode(status)
     cpu = usage.ru_utime + usage.ru_stime
-    sys.stdout.write(json.dumps({"elapsed": elapsed, "cpu": cpu, "maxrss": rss, "code": code}) + "\n")
+    sys.stdout.write(
+        json.dumps({"elapsed": elapsed, "cpu": cpu, "maxrss": rss, "code": code}) + "\n"
+    )
     return 0
 
 

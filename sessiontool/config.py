@@ -52,6 +52,24 @@ def _merge_agent_list(base: list[Any], over: list[Any]) -> list[Any]:
     return out
 
 
+def _has_path(node: Any, dotted: str) -> bool:
+    """Whether `dotted` (`agents.list[0].runner.type`) exists in a parsed config layer."""
+    parts = dotted.split(".")
+    for n, part in enumerate(parts):
+        name, _, index = part.partition("[")
+        if not isinstance(node, dict) or name not in node:
+            return False
+        node = node[name]
+        if index:
+            if not isinstance(node, list):
+                return False
+            i = int(index.rstrip("]")) if index.rstrip("]").isdigit() else -1
+            rest = ".".join(parts[n + 1 :])
+            items = [node[i]] if 0 <= i < len(node) else node
+            return any(not rest or _has_path(item, rest) for item in items)
+    return True
+
+
 def _load_file(path: Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
@@ -102,6 +120,8 @@ class Config:
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     own_file: Path | None = None
+    # (file, what it contributed), in merge order: an error names the file that set the key.
+    layers: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
 
     # -- generic access -------------------------------------------------------------------
     def get(self, dotted: str, default: Any = None) -> Any:
@@ -113,6 +133,10 @@ class Config:
         return node
 
     def _where(self, dotted: str) -> str:
+        """`<file>: <key>`, naming the last file that sets the key (else every file read)."""
+        for path, layer in reversed(self.layers):
+            if _has_path(layer, dotted):
+                return f"{path}: {dotted}"
         names = ", ".join(str(f) for f in self.files) or "config"
         return f"{names}: {dotted}"
 
@@ -370,12 +394,14 @@ def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
     <state>/sessiontool.json5). OpenClaw's file is only read, and only for shared keys."""
     merged: dict[str, Any] = {}
     files: list[Path] = []
+    layers: list[tuple[Path, dict[str, Any]]] = []
     warnings: list[str] = []
     oc = paths.openclaw_config()
     if oc is not None:
         base = _load_file(oc)
         merged = {k: base[k] for k in SHARED_TOP_KEYS if k in base}
         files.append(oc)
+        layers.append((oc, merged))
     own: Path | None = None
     if explicit:
         own = Path(explicit).expanduser()
@@ -393,9 +419,11 @@ def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
             for k in section:
                 if k not in OWN_SECTION_KEYS:
                     warnings.append(f"{own}: unknown config key 'sessiontool.{k}' (ignored)")
-        merged = _merge(merged, {k: v for k, v in layer.items() if k in OWN_TOP_KEYS})
+        own_layer = {k: v for k, v in layer.items() if k in OWN_TOP_KEYS}
+        merged = _merge(merged, own_layer)
         files.append(own)
-    cfg = Config(raw=merged, files=files, warnings=warnings, own_file=own)
+        layers.append((own, own_layer))
+    cfg = Config(raw=merged, files=files, warnings=warnings, own_file=own, layers=layers)
     # Validate eagerly what every command depends on, so a bad file fails at once with exit 2.
     cfg.agents()
     _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns

@@ -144,7 +144,10 @@ def _text(value: Any) -> str | None:
 
 
 def row_channel(
-    full_key: str, entry: Mapping[str, Any], main_key: str = DEFAULT_MAIN_KEY, kind: str | None = None
+    full_key: str,
+    entry: Mapping[str, Any],
+    main_key: str = DEFAULT_MAIN_KEY,
+    kind: str | None = None,
 ) -> str:
     if kind is None:
         kind = kind_of(full_key, entry, main_key)

@@ -304,7 +304,9 @@ def list_sessions(
     rows = []
     n_messages = min(message_limit, MESSAGE_LIMIT_MAX)
     for _, agent_id, full_key, entry, kind in candidates:
-        row = build_row(ctx, agent_id, full_key, entry, kind=kind, sessions_dir=sessions_dirs[agent_id])
+        row = build_row(
+            ctx, agent_id, full_key, entry, kind=kind, sessions_dir=sessions_dirs[agent_id]
+        )
         if n_messages > 0:
             path = row.get("transcriptPath")
             msgs: list[Message] = []

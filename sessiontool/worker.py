@@ -174,8 +174,10 @@ class Worker:
             status, error = "aborted", "aborted by user"
         except RunnerTimeout as exc:
             status, error = "timeout", exc.message
+            result = exc.partial
         except RunnerError as exc:
             status, error = "error", exc.message
+            result = exc.partial
         except Exception as exc:  # noqa: BLE001 - a runner bug must still end the run
             status, error = "error", f"{type(exc).__name__}: {exc}"
         finally:
@@ -194,7 +196,8 @@ class Worker:
             "api": result.api if result is not None else "sessiontool",
             "provider": used_provider or "sessiontool",
             "model": used_model,
-            "usage": usage,
+            # Each assistant message carries its own model call's usage; the record sums them.
+            "usage": (result.last_call_usage if result is not None else None) or usage,
             "stopReason": (result.stop_reason if result is not None else "stop") if status == "ok" else (
                 "aborted" if status in ("aborted", "timeout") else "error"
             ),

@@ -183,10 +183,10 @@ def test_keys_complete_for_the_manage_commands_and_state_dir_flag(
 
 
 def test_run_ids_complete(keyed: Path) -> None:
-    got = complete("sessiontool wait 0a1b", 2)
-    if not got:
-        pytest.skip("the wait command is not registered in this tree yet")
-    assert got == ["0a1b2c3d-0000-4000-8000-000000000001", "0a1b2c3d-0000-4000-8000-000000000002"]
+    ours = ["0a1b2c3d-0000-4000-8000-000000000001", "0a1b2c3d-0000-4000-8000-000000000002"]
+    for cmd in ("wait", "runs", "abort"):
+        assert complete(f"sessiontool {cmd} 0a1b", 2) == ours, cmd
+    assert complete("sessiontool wait ", 2) == [*ours, "ffff0000-0000-4000-8000-000000000003"]
 
 
 def test_commands_and_shells_complete(keyed: Path) -> None:
@@ -230,6 +230,7 @@ def test_completion_stays_on_the_fast_path(keyed: Path) -> None:
     )
     for words, cword in (
         ("sessiontool history agent:main:", 2),
+        ("sessiontool wait 0a", 2),
         ("sessiontool pru", 1),
         ("sessiontool prune --", 2),
     ):

@@ -246,3 +246,22 @@ def test_the_fixture_config_is_never_written(tmp_path: Path) -> None:
     load_config(paths)
     assert (paths.root / "clawdbot.json").read_bytes() == before
     assert sorted(p.name for p in paths.root.iterdir()) == ["clawdbot.json", "sessiontool.json5"]
+
+
+def test_error_names_the_file_that_set_the_key(tmp_path: Path) -> None:
+    """With both layers present, an error names the layer holding the bad value, not both."""
+    paths = state_with(tmp_path, OPENCLAW, '{"agents": {"defaults": {"runner": {"type": "x"}}}}')
+    with pytest.raises(ConfigError) as info:
+        load_config(paths)
+    assert str(paths.root / "sessiontool.json5") in info.value.message
+    assert "clawdbot.json" not in info.value.message
+    bad_openclaw = OPENCLAW.replace('mainKey: "home"', "mainKey: 7")
+    paths = state_with(tmp_path, bad_openclaw, '{"agents": {"list": [{"id": "main"}]}}')
+    with pytest.raises(ConfigError) as info:
+        load_config(paths)
+    assert str(paths.root / "clawdbot.json") in info.value.message
+    assert "sessiontool.json5" not in info.value.message
+    assert "session.mainKey" in info.value.message
+    paths = state_with(tmp_path, OPENCLAW, '{"agents": {"list": [{"id": "research", "runner": 1}]}}')
+    with pytest.raises(ConfigError, match=r"sessiontool\.json5: agents\.list\[1\]\.runner"):
+        load_config(paths)

@@ -35,7 +35,11 @@ class RunnerResult:
 
 
 class RunnerError(SessiontoolError):
-    """The run failed; the message is what a person needs to fix it (e.g. the stderr tail)."""
+    """The run failed; the message is what a person needs to fix it (e.g. the stderr tail).
+    `partial` carries what the run did produce before failing (a tool loop's calls and
+    results, their usage), so the transcript and the record still show it."""
+
+    partial: RunnerResult | None = None
 
 
 class RunnerTimeout(RunnerError):

@@ -19,6 +19,8 @@ from typing import Any
 
 from sessiontool import __version__
 
+from sessiontool.tools import execute_tool, offered_tools, tool_context
+
 from .base import (
     RunnerError,
     RunnerResult,
@@ -425,23 +427,111 @@ class OpenAIRunner:
         system = request.get("system")
         message = request.get("message")
         transcript = request.get("messages")
+        tool_ctx = self._tool_context(env)
+        tool_specs = offered_tools(tool_ctx) if tool_ctx is not None else []
         messages = to_chat_messages(
             system if isinstance(system, str) else None,
             [m for m in transcript if isinstance(m, Mapping)]
             if isinstance(transcript, list)
             else [],
             message if isinstance(message, str) else None,
+            tools=bool(tool_specs),
         )
-        data = chat_completion(self.cfg, messages, model=api_model, deadline=deadline, env=env)
-        done = parse_completion(data)
-        stop = done.stop_reason
-        if stop == "toolUse":
-            stop = "stop"  # no tools were offered; a stray call is not a pending tool turn
-        return RunnerResult(
-            reply=done.text,
-            usage=done.usage,
-            model=model,
-            provider=provider,
-            api=API,
-            stop_reason=stop,
-        )
+        max_rounds = tool_ctx.config.max_tool_rounds if tool_ctx is not None else 0
+        total = make_usage(0, 0)
+        extra: list[dict[str, Any]] = []
+        rounds = 0
+        while True:
+            data = chat_completion(
+                self.cfg, messages, model=api_model, tools=tool_specs or None, deadline=deadline, env=env
+            )
+            done = parse_completion(data)
+            add_usage(total, done.usage)
+            if not done.tool_calls or not tool_specs:
+                stop = done.stop_reason
+                if stop == "toolUse":
+                    stop = "stop"  # no tools were offered; a stray call is not a pending turn
+                return RunnerResult(
+                    reply=done.text,
+                    usage=total,
+                    model=model,
+                    provider=provider,
+                    api=API,
+                    stop_reason=stop,
+                    last_call_usage=done.usage,
+                    extra_messages=extra,
+                )
+            if rounds >= max_rounds:
+                err = RunnerError(
+                    f"the model was still calling tools after {max_rounds} rounds "
+                    "(sessiontool.maxToolRounds); stopped"
+                )
+                err.partial = RunnerResult(
+                    reply="", usage=total, model=model, provider=provider, api=API,
+                    last_call_usage=done.usage, extra_messages=extra,
+                )
+                raise err
+            rounds += 1
+            extra.append(self._assistant_turn(done, provider, model))
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": done.text or None,
+                    "tool_calls": [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": _arguments_json(c.get("arguments"))},
+                        }
+                        for c in done.tool_calls
+                    ],
+                }
+            )
+            assert tool_ctx is not None
+            for call in done.tool_calls:
+                result, is_error = execute_tool(tool_ctx, call["name"], call.get("arguments"))
+                text = json.dumps(result, indent=2, ensure_ascii=False)
+                extra.append(
+                    {
+                        "role": "toolResult",
+                        "toolCallId": call["id"],
+                        "toolName": call["name"],
+                        "content": [{"type": "text", "text": text}],
+                        "details": result,
+                        "isError": is_error,
+                        "timestamp": int(time.time() * 1000),
+                    }
+                )
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+
+    def _tool_context(self, env: Mapping[str, str]) -> Any:
+        """The run's own session as the tools' requester; None when tools are off (runner
+        `"tools": false`) or the run has no session (a bare runner call)."""
+        if self.cfg.get("tools") is False or not env.get("SESSIONTOOL_SESSION_KEY"):
+            return None
+        return tool_context(env)
+
+    @staticmethod
+    def _assistant_turn(done: Completion, provider: str, model: str) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": done.content_blocks(),
+            "api": API,
+            "provider": provider,
+            "model": model,
+            "usage": done.usage,
+            "stopReason": "toolUse",
+            "timestamp": int(time.time() * 1000),
+        }
+
+
+def add_usage(total: dict[str, Any], part: Mapping[str, Any]) -> None:
+    """Sum one call's usage into a run's (the run record's `usage` covers every call)."""
+    for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
+        total[k] = (total.get(k) or 0) + (part.get(k) or 0)
+    cost = part.get("cost")
+    if isinstance(cost, Mapping):
+        tc = total.setdefault("cost", {})
+        for k, v in cost.items():
+            if isinstance(v, int | float):
+                tc[k] = (tc.get(k) or 0) + v
