@@ -27,6 +27,16 @@ Record = dict[str, Any]
 ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
 
 
+def _inter_session(source_key: str, source_channel: str | None) -> dict[str, Any]:
+    """The provenance of a message one session sends another (spec §5.3). A channel nobody
+    knows is left out, as send does for the primary run, never written as null."""
+    prov: dict[str, Any] = {"kind": "inter_session", "sourceSessionKey": source_key}
+    if source_channel:
+        prov["sourceChannel"] = source_channel
+    prov["sourceTool"] = "sessions_send"
+    return prov
+
+
 class RunAborted(Exception):
     """Raised inside the runner call when `abort` signals this worker."""
 
@@ -368,12 +378,7 @@ class Worker:
                     target_key=target,
                     target_channel=tgt_ch,
                 ),
-                provenance={
-                    "kind": "inter_session",
-                    "sourceSessionKey": other,
-                    "sourceChannel": tgt_ch if side == "requester" else req_ch,
-                    "sourceTool": "sessions_send",
-                },
+                provenance=_inter_session(other, tgt_ch if side == "requester" else req_ch),
             )
             done = self.execute(step)
             reply = (done.get("reply") or "") if done.get("status") == "ok" else ""
@@ -400,12 +405,7 @@ class Worker:
                 latest=latest,
             ),
             announce={"round1": round1, "latest": latest},
-            provenance={
-                "kind": "inter_session",
-                "sourceSessionKey": requester,
-                "sourceChannel": req_ch,
-                "sourceTool": "sessions_send",
-            },
+            provenance=_inter_session(requester, req_ch),
         )
         done = self.execute(step)
         text = (done.get("reply") or "").strip() if done.get("status") == "ok" else ""
@@ -583,7 +583,8 @@ def main(argv: list[str] | None = None) -> int:
             worker.run(run_id)
     except Exception as exc:  # noqa: BLE001 - recorded, then logged to the run log
         code = 1
-        sys.stderr.write(f"sessiontool worker: {type(exc).__name__}: {exc}\n")
+        problem = f"{type(exc).__name__}: {exc}"
+        sys.stderr.write(f"sessiontool worker: {problem}\n")
         if os.environ.get("SESSIONTOOL_DEBUG") == "1":
             import traceback
 
@@ -592,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             def fail(r: Record) -> None:
                 if not runs.is_finished(r):
                     r["status"] = "error"
-                    r["error"] = f"{type(exc).__name__}: {exc}"
+                    r["error"] = problem
                     r["endedAt"] = now_ms()
 
             runs.update_record(paths, run_id, fail)

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli, run_json
-from tests.runhelpers import alive, reap, records, runner_config, py_command, text_of, transcript_messages
+from tests.runhelpers import (
+    alive,
+    py_command,
+    reap,
+    records,
+    runner_config,
+    text_of,
+    transcript_messages,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -93,7 +93,8 @@ def history_cmd(
     """Show a session's transcript."""
     from ..durations import parse_since
     from ..sessions import history, strip_envelope
-    from ..transcript import file_size, follow as follow_messages
+    from ..transcript import file_size
+    from ..transcript import follow as follow_messages
 
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")

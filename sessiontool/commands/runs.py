@@ -10,7 +10,7 @@ import typer
 
 from .. import render
 from ..app import app, command, get_ctx, want_json
-from ..errors import ExitCode, UsageError
+from ..errors import UsageError
 from .completers import complete_keys, complete_run_ids
 
 

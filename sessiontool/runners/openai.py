@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiontool import __version__
-
 from sessiontool.tools import execute_tool, offered_tools, tool_context
 
 from .base import (
