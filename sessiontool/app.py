@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from . import __version__, diag, render
+from . import __version__, diag, perms, render
 from .errors import ExitCode, SessiontoolError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,6 +74,7 @@ def get_ctx() -> Any:
     from .context import build_context
 
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
+    perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:
         diag.warn(w)
     return ctx

@@ -3,7 +3,6 @@ JSON5. Defaults live here, and every error names the file, the key and what was 
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import os
 from collections.abc import Mapping
@@ -296,7 +295,11 @@ class Config:
 
     def a2a_allows(self, agent_id: str) -> bool:
         pats = self.a2a_allow
-        return not pats or any(fnmatch.fnmatchcase(agent_id, p.strip().lower()) for p in pats)
+        if not pats:
+            return True
+        import fnmatch  # only agent-to-agent checks need it: kept off the start-up path
+
+        return any(fnmatch.fnmatchcase(agent_id, p.strip().lower()) for p in pats)
 
     @property
     def subagent_tools_allow(self) -> list[str]:

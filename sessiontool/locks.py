@@ -1,9 +1,12 @@
 """OpenClaw's lock-file protocol, shared by the sessions.json lock and the transcript lock.
 
-A lock is a file made with O_CREAT|O_EXCL holding `{"pid": ..., <stamp>: <ms>}`. OpenClaw takes the
-same files, so both programs can write one live state dir. Staleness differs: a store lock is held
-for milliseconds (dead pid or 30 s old = stale), a transcript lock may be held by a newer OpenClaw
-for a whole agent run (only a dead pid, or no readable pid for 30 min, makes it stale).
+A lock is a file made with O_CREAT|O_EXCL holding `{"pid": ..., <stamp>: ...}`. OpenClaw takes the
+same files, so both programs can write one live state dir. The stamps are what OpenClaw writes: the
+store lock's `startedAt` in epoch ms, the transcript lock's `createdAt` as an ISO-8601 string
+(Clawdbot 2026.1 treats a transcript lock whose `createdAt` is not a string as stale and removes it
+at once; seen in tests/interop). Both forms are accepted when reading. Staleness differs: a store
+lock is held for milliseconds (dead pid or 30 s old = stale), a transcript lock may be held by
+OpenClaw for a whole agent run (only a dead pid, or no readable pid for 30 min, makes it stale).
 """
 
 from __future__ import annotations
@@ -11,13 +14,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .clock import now_ms, parse_iso_ms
+from .clock import iso, now_ms, parse_iso_ms
 from .errors import BusyError, StorageError
 
 POLL_SECONDS = 0.025
@@ -81,6 +83,7 @@ class PidLock:
         stale_ms: int | None,
         no_pid_stale_ms: int,
         what: str = "lock",
+        iso_stamp: bool = False,
     ) -> None:
         self.path = path
         self.timeout = timeout
@@ -88,6 +91,7 @@ class PidLock:
         self.stale_ms = stale_ms
         self.no_pid_stale_ms = no_pid_stale_ms
         self.what = what
+        self.iso_stamp = iso_stamp
         self._token: dict[str, Any] | None = None
 
     def _is_stale(self) -> bool:
@@ -113,7 +117,8 @@ class PidLock:
 
     def _break(self) -> None:
         # Rename first so that two breakers never both remove a lock a third process re-took.
-        aside = self.path.with_name(f"{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.stale")
+        tag = f"{os.getpid()}.{os.urandom(4).hex()}"
+        aside = self.path.with_name(f"{self.path.name}.{tag}.stale")
         try:
             os.rename(self.path, aside)
         except FileNotFoundError:
@@ -150,7 +155,8 @@ class PidLock:
             return False
         except OSError as exc:
             raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
-        token = {"pid": os.getpid(), self.stamp_key: now_ms()}
+        stamp_ms = now_ms()
+        token = {"pid": os.getpid(), self.stamp_key: iso(stamp_ms) if self.iso_stamp else stamp_ms}
         try:
             os.write(fd, json.dumps(token).encode())
         except OSError as exc:
@@ -240,6 +246,7 @@ def transcript_lock(transcript: Path, timeout: float | None = None) -> PidLock:
         transcript.with_name(transcript.name + ".lock"),
         timeout=lock_timeout() if timeout is None else timeout,
         stamp_key="createdAt",
+        iso_stamp=True,  # OpenClaw's session-write-lock reads createdAt as a date string
         stale_ms=None,
         no_pid_stale_ms=TRANSCRIPT_NO_PID_STALE_MS,
         what="transcript lock",

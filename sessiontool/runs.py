@@ -103,12 +103,25 @@ def update_record(paths: StatePaths, run_id: str, mutate: Callable[[Record], Non
         return rec
 
 
+_last_created_ms = 0
+
+
+def _creation_ms() -> int:
+    """now_ms(), strictly increasing within this process. A lane orders runs by createdAt, then
+    by the (random) runId, so two runs one process creates in the same millisecond would
+    otherwise run in a random order, not in the order they were sent."""
+    global _last_created_ms
+    ms = max(now_ms(), _last_created_ms + 1)
+    _last_created_ms = ms
+    return ms
+
+
 def create_record(paths: StatePaths, **fields: Any) -> Record:
     rec: Record = {
         "runId": fields.pop("runId", None) or new_run_id(),
         "kind": fields.pop("kind"),
         "status": "queued",
-        "createdAt": now_ms(),
+        "createdAt": _creation_ms(),
     }
     rec.update({k: v for k, v in fields.items() if v is not None})
     try:
@@ -235,9 +248,18 @@ def reconcile(paths: StatePaths, rec: Record) -> Record:
         _flag_aborted(paths, rec)
     except Exception:  # noqa: BLE001 - best effort; the record already says lost
         pass
-    if rec.get("kind") == "spawn":
+    announce_for = rec["runId"] if rec.get("kind") == "spawn" else None
+    if rec.get("kind") == "step" and rec.get("step") == "announce" and rec.get("parentRunId"):
+        # The worker died inside a spawn's announce step: the announce is still owed.
         try:
-            start_worker(paths, rec["runId"], mode="announce")
+            parent = read_record(paths, str(rec["parentRunId"]))
+        except (NotFoundError, CorruptStateError):
+            parent = {}
+        if parent.get("kind") == "spawn" and is_finished(parent) and not parent.get("announcedAt"):
+            announce_for = parent["runId"]
+    if announce_for is not None:
+        try:
+            start_worker(paths, announce_for, mode="announce")
         except Exception:  # noqa: BLE001
             pass
     return rec

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import testhooks
 from .errors import CorruptStateError, StorageError
 from .jsonio import atomic_write, loads_tolerant
 from .keys import RESERVED_KEYS, stored_to_full
@@ -41,10 +42,20 @@ def read_store(path: Path) -> Store:
         raise CorruptStateError(f"unreadable session store {path}: is a directory") from exc
     except OSError as exc:
         raise CorruptStateError(f"unreadable session store {path}: {exc.strerror}") from exc
-    if not data.strip():
+    try:
+        # OpenClaw writes UTF-8. Decoding here and dropping the bytes keeps one copy of a
+        # 100 MB store in memory while it is parsed, not two.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CorruptStateError(
+            f"unreadable session store {path} (not UTF-8 at byte {exc.start})",
+            hint="fix or move the file; sessiontool never overwrites an unreadable store",
+        ) from exc
+    del data
+    if not text.strip():
         return {}
     try:
-        parsed = loads_tolerant(data)
+        parsed = loads_tolerant(text)
     except ValueError as exc:
         raise CorruptStateError(
             f"unreadable session store {path}{_position(exc)}",
@@ -128,6 +139,7 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     with store_lock(path, timeout):
         store = read_store(path)
         result = mutate(store)
+        testhooks.pause("store-locked")
         write_store(path, store)
     return result
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ Message = dict[str, Any]
 
 
 def new_entry_id() -> str:
-    return secrets.token_hex(4)
+    return os.urandom(4).hex()
 
 
 def header_line(session_id: str, cwd: str | None = None, ts_ms: int | None = None) -> dict[str, Any]:

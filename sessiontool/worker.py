@@ -132,7 +132,7 @@ class Worker:
                 os.close(lane_fd)
 
     def _execute(self, rec: Record) -> Record:
-        from . import keys, store, transcript
+        from . import keys, store, testhooks, transcript
         from .runners import RunnerError, RunnerTimeout, get_runner, make_usage
 
         run_id = rec["runId"]
@@ -149,6 +149,7 @@ class Worker:
         }
         if rec.get("provenance"):
             user_msg["provenance"] = rec["provenance"]
+        testhooks.pause("before-user")
         transcript.append_message(path, session_id, user_msg)
         runner_cfg = self.cfg.runner_for(agent_id)
         request = {
@@ -235,6 +236,7 @@ class Worker:
             e["abortedLastRun"] = status in ("aborted", "timeout")
             e["systemSent"] = True
             store.set_entry(s, agent_id, key, e)
+            testhooks.pause("index-write")
 
         store.update_store(self.paths.store(agent_id), mutate)
         return self.update(
@@ -315,16 +317,37 @@ class Worker:
             env.pop("SESSIONTOOL_SANDBOXED", None)
         return env
 
-    def new_step(self, parent: Record, **fields: Any) -> Record:
+    def run_step(self, parent: Record, **fields: Any) -> Record:
+        """Create a step record (a reply turn or an announce) and run it in this worker.
+
+        The step holds its own run lock for as long as it waits in its lane and runs, and its
+        record says so (`workerStartedAt`, `pid`) from the start: without them a reconciler
+        would take any step older than the grace period (a slow model, or turn 1 queued behind
+        the requester's own run) for a run whose worker never started, and mark it lost."""
         from . import keys
 
-        return runs.create_record(
-            self.paths,
-            kind="step",
-            parentRunId=parent["runId"],
-            agentId=keys.agent_of(fields["sessionKey"]),
-            **fields,
-        )
+        run_id = runs.new_run_id()
+        lock_path = self.paths.run_lock(run_id)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            step = runs.create_record(
+                self.paths,
+                runId=run_id,
+                kind="step",
+                parentRunId=parent["runId"],
+                agentId=keys.agent_of(fields["sessionKey"]),
+                workerStartedAt=now_ms(),
+                pid=os.getpid(),
+                **fields,
+            )
+            return self.execute(step)
+        finally:
+            try:
+                os.unlink(lock_path)
+            except OSError:
+                pass
+            os.close(fd)
 
     # -- what follows a run --------------------------------------------------------------------
     def entry_of(self, key: str) -> dict[str, Any] | None:
@@ -361,7 +384,7 @@ class Worker:
             other = target if side == "requester" else requester
             if not self.send_allowed(session):
                 break
-            step = self.new_step(
+            done = self.run_step(
                 rec,
                 step="reply",
                 turn=turn,
@@ -380,7 +403,6 @@ class Worker:
                 ),
                 provenance=_inter_session(other, tgt_ch if side == "requester" else req_ch),
             )
-            done = self.execute(step)
             reply = (done.get("reply") or "") if done.get("status") == "ok" else ""
             if not reply.strip() or a2a.is_reply_skip(reply):
                 break
@@ -389,7 +411,7 @@ class Worker:
             side = "target" if side == "requester" else "requester"
         if not self.send_allowed(target):
             return
-        step = self.new_step(
+        done = self.run_step(
             rec,
             step="announce",
             sessionKey=target,
@@ -407,7 +429,6 @@ class Worker:
             announce={"round1": round1, "latest": latest},
             provenance=_inter_session(requester, req_ch),
         )
-        done = self.execute(step)
         text = (done.get("reply") or "").strip() if done.get("status") == "ok" else ""
         if text and not a2a.is_announce_skip(text):
             delivery.deliver(self.paths, self.cfg, run_id=rec["runId"], session_key=target, mode="announce", text=text)
@@ -427,7 +448,7 @@ class Worker:
         requester = rec["requesterSessionKey"]
         outcome = str(rec.get("status"))
         child_reply = rec.get("reply") or self.last_assistant_reply(child)
-        step = self.new_step(
+        done = self.run_step(
             rec,
             step="announce",
             sessionKey=child,
@@ -442,7 +463,6 @@ class Worker:
             announce={"childReply": child_reply},
             provenance={"kind": "inter_session", "sourceSessionKey": requester, "sourceTool": "sessions_spawn"},
         )
-        done = self.execute(step)
         step_ok = done.get("status") == "ok"
         step_reply = (done.get("reply") or "").strip() if step_ok else None
         if step_ok and step_reply == ANNOUNCE_SKIP:

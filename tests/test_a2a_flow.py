@@ -82,7 +82,9 @@ def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
             return None
         if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
             return None
-        if [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]:
+        if [
+            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
+        ]:
             return None
         return recs or None
 
@@ -132,7 +134,7 @@ def test_five_turns_alternate_then_one_announce_and_one_delivery(
     assert announce["reply"] == "Announced!"
     # Turns run one after the other, the announce after the last turn.
     order = [send, *turns, announce]
-    for before, after in zip(order, order[1:]):
+    for before, after in zip(order, order[1:], strict=False):
         assert before["endedAt"] <= after["startedAt"]
 
     rc, dl = run_json("deliveries")
@@ -152,7 +154,10 @@ def test_five_turns_alternate_then_one_announce_and_one_delivery(
     assert target[0]["provenance"]["sourceSessionKey"] == A
     # B got turns 2 and 4, then the announce step, then the mirror of what was delivered.
     assert [text_of(m) for m in target[2:6]] == [
-        turns[1]["message"], turns[1]["reply"], turns[3]["message"], turns[3]["reply"]
+        turns[1]["message"],
+        turns[1]["reply"],
+        turns[3]["message"],
+        turns[3]["reply"],
     ]
     assert [text_of(m) for m in target[6:8]] == ["Agent-to-agent announce step.", "Announced!"]
     assert len(target) == 9
@@ -171,7 +176,11 @@ def test_five_turns_alternate_then_one_announce_and_one_delivery(
 
 
 def test_reply_skip_at_turn_two_ends_the_loop(state: Path, tmp_path: Path, agent_log: Path) -> None:
-    scripted(state, tmp_path, {"reply:1": "one more thing", "reply:2": " REPLY_SKIP\n", "announce": "done"})
+    scripted(
+        state,
+        tmp_path,
+        {"reply:1": "one more thing", "reply:2": " REPLY_SKIP\n", "announce": "done"},
+    )
     rc, out = run_json("--as", "main", "send", B, "hello")
     assert rc == 0, out
     recs = settle(state)
@@ -185,7 +194,9 @@ def test_reply_skip_at_turn_two_ends_the_loop(state: Path, tmp_path: Path, agent
 
 
 def test_failed_turn_ends_the_loop(state: Path, tmp_path: Path, agent_log: Path) -> None:
-    scripted(state, tmp_path, {"reply:1": {"exit": 2, "stderr": "no"}, "announce": "still announced"})
+    scripted(
+        state, tmp_path, {"reply:1": {"exit": 2, "stderr": "no"}, "announce": "still announced"}
+    )
     rc, out = run_json("--as", "main", "send", B, "hello")
     assert rc == 0
     recs = settle(state)
@@ -208,7 +219,9 @@ def test_announce_skip_delivers_nothing(state: Path, tmp_path: Path) -> None:
     assert not any(is_mirror(m) for m in transcript_messages(state)[B])
 
 
-def test_zero_turns_skips_the_loop_but_announces(state: Path, tmp_path: Path, agent_log: Path) -> None:
+def test_zero_turns_skips_the_loop_but_announces(
+    state: Path, tmp_path: Path, agent_log: Path
+) -> None:
     scripted(state, tmp_path, {"announce": "straight to announce"}, session=ping_pong(0))
     rc, out = run_json("--as", "main", "send", B, "hello")
     assert rc == 0
@@ -227,12 +240,19 @@ def test_caller_timeout_is_still_announced(state: Path, tmp_path: Path) -> None:
     scripted(
         state,
         tmp_path,
-        {"send": {"sleep": 2.5, "reply": "slow answer"}, "reply": "REPLY_SKIP", "announce": "late news"},
+        {
+            "send": {"sleep": 2.5, "reply": "slow answer"},
+            "reply": "REPLY_SKIP",
+            "announce": "late news",
+        },
     )
     t0 = time.monotonic()
     rc, out = run_json("--as", "main", "send", B, "hello", "--timeout", "1")
     assert rc == 124, out
-    assert out["status"] == "timeout" and out["delivery"] == {"status": "pending", "mode": "announce"}
+    assert out["status"] == "timeout" and out["delivery"] == {
+        "status": "pending",
+        "mode": "announce",
+    }
     assert time.monotonic() - t0 < 2.4
     assert outbox(state) == []
     (d,) = poll(lambda: outbox(state), 20, "the late announce")
@@ -248,12 +268,25 @@ def test_prompts_are_the_spec_texts(state: Path, tmp_path: Path, agent_log: Path
     sessions = state / "agents" / "main" / "sessions"
     sessions.mkdir(parents=True)
     (sessions / "sessions.json").write_text(
-        json.dumps({A: {"sessionId": "req-1", "updatedAt": 1, "deliveryContext": {"channel": "whatsapp", "to": "+1555"}}})
+        json.dumps(
+            {
+                A: {
+                    "sessionId": "req-1",
+                    "updatedAt": 1,
+                    "deliveryContext": {"channel": "whatsapp", "to": "+1555"},
+                }
+            }
+        )
     )
     scripted(
         state,
         tmp_path,
-        {"send": "round one", "reply:1": "turn one", "reply:2": "turn two", "announce": "ANNOUNCE_SKIP"},
+        {
+            "send": "round one",
+            "reply:1": "turn one",
+            "reply:2": "turn two",
+            "announce": "ANNOUNCE_SKIP",
+        },
         session=ping_pong(2),
     )
     rc, out = run_json("--as", "main", "send", target, "What's the status?")
@@ -265,7 +298,11 @@ def test_prompts_are_the_spec_texts(state: Path, tmp_path: Path, agent_log: Path
         "Agent 1 (requester) channel: whatsapp.\n"
         "Agent 2 (target) session: agent:main:discord:group:7.\n"
     )
-    assert (primary["kind"], primary["sessionKey"], primary["message"]) == ("send", target, "What's the status?")
+    assert (primary["kind"], primary["sessionKey"], primary["message"]) == (
+        "send",
+        target,
+        "What's the status?",
+    )
     assert "step" not in primary
     assert primary["system"] == (
         "Agent-to-agent message context:\n"
@@ -281,7 +318,12 @@ def test_prompts_are_the_spec_texts(state: Path, tmp_path: Path, agent_log: Path
         "Turn 1 of 2.\n" + parties + "Agent 2 (target) channel: discord.\n"
         'If you want to stop the ping-pong, reply exactly "REPLY_SKIP".'
     )
-    assert (r2["step"], r2["turn"], r2["sessionKey"], r2["message"]) == ("reply", 2, target, "turn one")
+    assert (r2["step"], r2["turn"], r2["sessionKey"], r2["message"]) == (
+        "reply",
+        2,
+        target,
+        "turn one",
+    )
     assert r2["system"] == (
         "Agent-to-agent reply step:\n"
         "Current agent: Agent 2 (target).\n"
@@ -300,7 +342,12 @@ def test_prompts_are_the_spec_texts(state: Path, tmp_path: Path, agent_log: Path
         "After this reply, the agent-to-agent conversation is over."
     )
     # The announce step sees the conversation so far in its own session.
-    assert [text_of(m) for m in ann["messages"]] == ["What's the status?", "round one", "turn one", "turn two"]
+    assert [text_of(m) for m in ann["messages"]] == [
+        "What's the status?",
+        "round one",
+        "turn one",
+        "turn two",
+    ]
     msgs = transcript_messages(state)
     assert msgs[target][0]["provenance"] == {
         "kind": "inter_session",
@@ -319,7 +366,11 @@ def test_prompts_are_the_spec_texts(state: Path, tmp_path: Path, agent_log: Path
 
 
 def test_unknown_requester_channel_is_left_out_not_null(state: Path, tmp_path: Path) -> None:
-    scripted(state, tmp_path, {"reply:1": "back to you", "reply:2": "REPLY_SKIP", "announce": "ANNOUNCE_SKIP"})
+    scripted(
+        state,
+        tmp_path,
+        {"reply:1": "back to you", "reply:2": "REPLY_SKIP", "announce": "ANNOUNCE_SKIP"},
+    )
     rc, _ = run_json("--as", "main", "send", B, "hello")
     assert rc == 0
     settle(state)
@@ -332,7 +383,9 @@ def test_unknown_requester_channel_is_left_out_not_null(state: Path, tmp_path: P
 # -- the operator ---------------------------------------------------------------------------
 
 
-def test_operator_send_runs_no_loop_and_no_announce(state: Path, tmp_path: Path, agent_log: Path) -> None:
+def test_operator_send_runs_no_loop_and_no_announce(
+    state: Path, tmp_path: Path, agent_log: Path
+) -> None:
     scripted(state, tmp_path, {"send": "operator reply", "announce": "must not run"})
     rc, out = run_json("send", B, "from cron")
     assert rc == 0 and out["reply"] == "operator reply" and "delivery" not in out
@@ -347,23 +400,39 @@ def test_operator_send_runs_no_loop_and_no_announce(state: Path, tmp_path: Path,
     assert msgs[0]["provenance"] == {"kind": "external_user", "sourceTool": "sessiontool"}
 
 
-def test_operator_deliver_posts_the_reply_itself(state: Path, tmp_path: Path, agent_log: Path) -> None:
+def test_operator_deliver_posts_the_reply_itself(
+    state: Path, tmp_path: Path, agent_log: Path
+) -> None:
     scripted(state, tmp_path, {"send": "today: 3 alerts"})
     rc, out = run_json("send", B, "summarise today's alerts", "--deliver")
     assert rc == 0
-    assert out["reply"] == "today: 3 alerts" and out["delivery"] == {"status": "pending", "mode": "deliver"}
+    assert out["reply"] == "today: 3 alerts" and out["delivery"] == {
+        "status": "pending",
+        "mode": "deliver",
+    }
     (d,) = poll(lambda: outbox(state), 15, "the delivery")
     assert d["mode"] == "deliver" and d["status"] == "delivered"
-    assert (d["channel"], d["to"], d["text"], d["sessionKey"]) == ("telegram", "group:9", "today: 3 alerts", B)
+    assert (d["channel"], d["to"], d["text"], d["sessionKey"]) == (
+        "telegram",
+        "group:9",
+        "today: 3 alerts",
+        B,
+    )
     recs = settle(state)
     assert [r["kind"] for r in recs] == ["send"] and d["runId"] == recs[0]["runId"]
     assert len(requests(agent_log)) == 1  # no announce step: the reply itself is posted
     msgs = transcript_messages(state)[B]
-    assert [text_of(m) for m in msgs] == ["summarise today's alerts", "today: 3 alerts", "today: 3 alerts"]
+    assert [text_of(m) for m in msgs] == [
+        "summarise today's alerts",
+        "today: 3 alerts",
+        "today: 3 alerts",
+    ]
     assert is_mirror(msgs[2]) and not is_mirror(msgs[1])
 
 
-def test_session_deliver_flag_means_the_agent_to_agent_announce(state: Path, tmp_path: Path) -> None:
+def test_session_deliver_flag_means_the_agent_to_agent_announce(
+    state: Path, tmp_path: Path
+) -> None:
     """From a session, --deliver adds nothing: the announce step decides what is posted."""
     scripted(state, tmp_path, {"reply": "REPLY_SKIP", "announce": "ANNOUNCE_SKIP"})
     rc, out = run_json("--as", "main", "send", B, "hello", "--deliver")
@@ -386,3 +455,56 @@ def test_a_session_cannot_send_to_itself(state: Path) -> None:
     assert proc.returncode == 4 and proc.stdout == ""
     assert proc.stderr.startswith("sessiontool: error:")
     assert records(state) == []
+
+
+def test_send_policy_applies_to_every_step(state: Path, tmp_path: Path, agent_log: Path) -> None:
+    """The requester's own session is closed to sends: no reply turn may run in it, while the
+    target (open) still gets its announce step and its delivery."""
+    sessions = state / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "sessions.json").write_text(
+        json.dumps({A: {"sessionId": "req-1", "updatedAt": 1, "sendPolicy": "deny"}})
+    )
+    scripted(state, tmp_path, {"announce": "announced anyway"})
+    rc, out = run_json("--as", "main", "send", B, "hello")
+    assert rc == 0, out
+    recs = settle(state)
+    assert steps(recs, "reply") == []
+    assert [r.get("step") for r in requests(agent_log)] == [None, "announce"]
+    assert [(d["text"], d["status"]) for d in outbox(state)] == [("announced anyway", "delivered")]
+    assert transcript_messages(state).get(A, []) == []
+
+
+def test_a_long_step_is_not_taken_for_lost(state: Path, tmp_path: Path) -> None:
+    """Steps run inside the send's worker; a reconciler that looks at one long after it was
+    created (a slow model, or turn 1 queued behind the requester's own run) must see it alive."""
+    scripted(
+        state,
+        tmp_path,
+        {"reply": "REPLY_SKIP", "announce": {"sleep": 2.5, "reply": "slow announce"}},
+    )
+    rc, out = run_json("--as", "main", "send", B, "hello")
+    assert rc == 0
+    step = poll(
+        lambda: next(
+            (
+                r
+                for r in records(state)
+                if r.get("step") == "announce" and r.get("status") == "running"
+            ),
+            None,
+        ),
+        15,
+        "the announce step to run",
+    )
+    later = str(step["createdAt"] + 10 * 60_000)
+    rc, listing = run_json("runs", "--kind", "step", env={"SESSIONTOOL_NOW_MS": later})
+    assert rc == 0
+    assert {r["step"]: r["status"] for r in listing["runs"]} == {
+        "reply": "ok",
+        "announce": "running",
+    }
+    (d,) = poll(lambda: outbox(state), 15, "the announce")
+    assert d["text"] == "slow announce"
+    recs = settle(state)
+    assert all(r["status"] == "ok" for r in recs)

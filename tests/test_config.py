@@ -262,6 +262,8 @@ def test_error_names_the_file_that_set_the_key(tmp_path: Path) -> None:
     assert str(paths.root / "clawdbot.json") in info.value.message
     assert "sessiontool.json5" not in info.value.message
     assert "session.mainKey" in info.value.message
-    paths = state_with(tmp_path, OPENCLAW, '{"agents": {"list": [{"id": "research", "runner": 1}]}}')
+    paths = state_with(
+        tmp_path, OPENCLAW, '{"agents": {"list": [{"id": "research", "runner": 1}]}}'
+    )
     with pytest.raises(ConfigError, match=r"sessiontool\.json5: agents\.list\[1\]\.runner"):
         load_config(paths)

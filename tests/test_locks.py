@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sessiontool import locks
+from sessiontool.clock import parse_iso_ms
 from sessiontool.errors import BusyError
 
 
@@ -61,7 +62,9 @@ def test_lock_content_and_release(tmp_path: Path) -> None:
     tp = tmp_path / "sessions" / "t.jsonl"
     with locks.transcript_lock(tp, timeout=1):
         info = json.loads(tp.with_name("t.jsonl.lock").read_text())
-        assert info["pid"] == os.getpid() and isinstance(info["createdAt"], int)
+        # an ISO string, as OpenClaw writes and (Clawdbot 2026.1) requires: tests/interop
+        assert info["pid"] == os.getpid() and isinstance(info["createdAt"], str)
+        assert abs(parse_iso_ms(info["createdAt"]) - now_ms()) < 5_000  # type: ignore[operator]
     assert sorted(os.listdir(tmp_path / "sessions")) == []
 
 

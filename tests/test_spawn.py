@@ -107,7 +107,9 @@ def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
             return None
         if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
             return None
-        if [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]:
+        if [
+            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
+        ]:
             return None
         return recs or None
 
@@ -134,18 +136,33 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
     scripted(
         state,
         tmp_path,
-        {"spawn": {"sleep": 1.2, "reply": "found 3 bugs", "usage": usage}, "announce": "Summary: 3 bugs found."},
+        {
+            "spawn": {"sleep": 1.2, "reply": "found 3 bugs", "usage": usage},
+            "announce": "Summary: 3 bugs found.",
+        },
     )
     # The requester has a channel, so the announce is delivered there (and not mirrored).
     sdir = state / "agents" / "main" / "sessions"
     sdir.mkdir(parents=True)
     (sdir / "sessions.json").write_text(
-        json.dumps({MAIN: {"sessionId": "req-1", "updatedAt": 1, "deliveryContext": {"channel": "telegram", "to": "42"}}})
+        json.dumps(
+            {
+                MAIN: {
+                    "sessionId": "req-1",
+                    "updatedAt": 1,
+                    "deliveryContext": {"channel": "telegram", "to": "42"},
+                }
+            }
+        )
     )
     t0 = time.monotonic()
     rc, out = run_json("spawn", "Find the bugs", "--label", "bughunt")
     assert time.monotonic() - t0 < 1.0
-    assert rc == 0 and set(out) == {"status", "runId", "childSessionKey"} and out["status"] == "accepted"
+    assert (
+        rc == 0
+        and set(out) == {"status", "runId", "childSessionKey"}
+        and out["status"] == "accepted"
+    )
     child = out["childSessionKey"]
     assert child.startswith("agent:main:subagent:")
     entry = json.loads((sdir / "sessions.json").read_text())[child]
@@ -179,7 +196,12 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
 
     (d,) = outbox(state)
     assert d["mode"] == "spawn-announce" and d["status"] == "delivered"
-    assert (d["channel"], d["to"], d["sessionKey"], d["runId"]) == ("telegram", "42", MAIN, out["runId"])
+    assert (d["channel"], d["to"], d["sessionKey"], d["runId"]) == (
+        "telegram",
+        "42",
+        MAIN,
+        out["runId"],
+    )
     assert d["text"] == text_of(msg)
     # Not mirrored again: the injected message is the only copy in the requester's transcript.
     assert [text_of(m) for m in transcript_messages(state)[MAIN]] == [text_of(msg)]
@@ -188,9 +210,17 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
 
     recs = settle(state)
     (step,) = [r for r in recs if r["kind"] == "step"]
-    assert (step["step"], step["parentRunId"], step["sessionKey"]) == ("announce", out["runId"], child)
+    assert (step["step"], step["parentRunId"], step["sessionKey"]) == (
+        "announce",
+        out["runId"],
+        child,
+    )
     child_req, ann_req = requests(agent_log)
-    assert (child_req["kind"], child_req["sessionKey"], child_req["message"]) == ("spawn", child, "Find the bugs")
+    assert (child_req["kind"], child_req["sessionKey"], child_req["message"]) == (
+        "spawn",
+        child,
+        "Find the bugs",
+    )
     for needle in ("Find the bugs", "bughunt", MAIN, child):
         assert needle in child_req["system"]
     assert "REPLY_SKIP" not in child_req["system"] and "ANNOUNCE_SKIP" not in child_req["system"]
@@ -206,13 +236,21 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
     )
 
 
-def test_spawn_of_a_ten_second_run_returns_at_once_and_abort_is_announced(state: Path, tmp_path: Path) -> None:
-    scripted(state, tmp_path, {"spawn": {"sleep": 10, "reply": "too late"}, "announce": "stopped early"})
+def test_spawn_of_a_ten_second_run_returns_at_once_and_abort_is_announced(
+    state: Path, tmp_path: Path
+) -> None:
+    scripted(
+        state, tmp_path, {"spawn": {"sleep": 10, "reply": "too late"}, "announce": "stopped early"}
+    )
     t0 = time.monotonic()
     rc, out = run_json("spawn", "a long job")
     assert rc == 0 and out["status"] == "accepted"
     assert time.monotonic() - t0 < 1.0
-    rec = poll(lambda: (lambda r: r if r.get("agentPid") else None)(record(state, out["runId"])), 10, "the agent")
+    rec = poll(
+        lambda: (lambda r: r if r.get("agentPid") else None)(record(state, out["runId"])),
+        10,
+        "the agent",
+    )
     assert rec["status"] == "running"
     rc, aborted = run_json("abort", out["runId"])
     assert rc == 0 and aborted == {"runId": out["runId"], "status": "aborted"}
@@ -230,7 +268,10 @@ def test_failing_child_reports_error_with_the_error_in_notes(state: Path, tmp_pa
     scripted(
         state,
         tmp_path,
-        {"spawn": {"exit": 3, "stderr": "disk on fire"}, "announce": {"exit": 1, "stderr": "announce broke too"}},
+        {
+            "spawn": {"exit": 3, "stderr": "disk on fire"},
+            "announce": {"exit": 1, "stderr": "announce broke too"},
+        },
     )
     rc, out = run_json("spawn", "doomed task")
     assert rc == 0
@@ -261,7 +302,9 @@ def test_announce_skip_stays_silent(state: Path, tmp_path: Path) -> None:
 
 
 def test_run_timeout_kills_the_agent_group_and_reports_timeout(state: Path, tmp_path: Path) -> None:
-    scripted(state, tmp_path, {"spawn": {"sleep": 10, "reply": "never"}, "announce": "ran out of time"})
+    scripted(
+        state, tmp_path, {"spawn": {"sleep": 10, "reply": "never"}, "announce": "ran out of time"}
+    )
     t0 = time.monotonic()
     rc, out = run_json("spawn", "slow task", "--run-timeout", "1")
     assert rc == 0
@@ -313,7 +356,14 @@ def test_agent_id_needs_the_allowlist(state: Path) -> None:
     assert rc == 4, out
     assert out["status"] == "forbidden"
     assert out["error"] == "agentId is not allowed for sessions_spawn (allowed: none)"
-    write_config(state, {"agents": {"list": [{"id": "main", "subagents": {"allowAgents": ["ops"]}}, {"id": "research"}]}})
+    write_config(
+        state,
+        {
+            "agents": {
+                "list": [{"id": "main", "subagents": {"allowAgents": ["ops"]}}, {"id": "research"}]
+            }
+        },
+    )
     rc, out = run_json("spawn", "research this", "--agent-id", "research")
     assert rc == 4 and out["error"] == "agentId is not allowed for sessions_spawn (allowed: ops)"
     assert records(state) == []
@@ -323,16 +373,28 @@ def test_agent_id_needs_the_allowlist(state: Path) -> None:
 def test_agent_id_allowed_by_star_spawns_under_that_agent(state: Path) -> None:
     write_config(
         state,
-        {"agents": {"list": [{"id": "main", "subagents": {"allowAgents": ["*"]}}, {"id": "research"}]}},
+        {
+            "agents": {
+                "list": [{"id": "main", "subagents": {"allowAgents": ["*"]}}, {"id": "research"}]
+            }
+        },
     )
     rc, agents = run_json("agents")
-    assert rc == 0 and [a["id"] for a in agents["agents"]] == ["main", "research"] and agents["allowAny"] is True
+    assert (
+        rc == 0
+        and [a["id"] for a in agents["agents"]] == ["main", "research"]
+        and agents["allowAny"] is True
+    )
     rc, out = run_json("spawn", "research this", "--agent-id", "research")
     assert rc == 0, out
     child = out["childSessionKey"]
     assert child.startswith("agent:research:subagent:")
     spawn = announced(state, out["runId"])
-    assert spawn["agentId"] == "research" and spawn["status"] == "ok" and spawn["reply"] == "echo: research this"
+    assert (
+        spawn["agentId"] == "research"
+        and spawn["status"] == "ok"
+        and spawn["reply"] == "echo: research this"
+    )
     store = json.loads((state / "agents" / "research" / "sessions" / "sessions.json").read_text())
     assert store[child]["spawnedBy"] == MAIN
     # The announce lands with the requester, in the main agent's store.
@@ -340,24 +402,39 @@ def test_agent_id_allowed_by_star_spawns_under_that_agent(state: Path) -> None:
     assert announce_lines(msg)["Status"] == "ok"
 
 
-def test_unknown_model_is_a_usage_error_naming_the_known_ones(state: Path) -> None:
-    write_config(state, {"agents": {"defaults": {"model": "anthropic/claude-x"}}})
+def test_unknown_model_is_a_usage_error_naming_the_known_ones(
+    state: Path, tmp_path: Path, agent_log: Path
+) -> None:
+    cfg = scripted_cfg(tmp_path, {"spawn": "done", "announce": "ANNOUNCE_SKIP"})
+    cfg["agents"]["defaults"]["model"] = "anthropic/claude-x"
+    write_config(state, cfg)
     rc, out = run_json("spawn", "task", "--model", "nope")
     assert rc == 2, out
-    assert "nope" in out["error"] and "anthropic/claude-x" in out["error"] and "echo" in out["error"]
+    assert out["status"] == "error" and out["code"] == 2
+    assert (
+        "nope" in out["error"] and "anthropic/claude-x" in out["error"] and "echo" in out["error"]
+    )
     assert records(state) == []
+    assert not (state / "agents" / "main" / "sessions" / "sessions.json").exists()
+    # A known model (here by the part after the provider) is the child's override.
     rc, out = run_json("spawn", "task", "--model", "claude-x")
     assert rc == 0
-    entry = json.loads((state / "agents" / "main" / "sessions" / "sessions.json").read_text())[out["childSessionKey"]]
+    entry = json.loads((state / "agents" / "main" / "sessions" / "sessions.json").read_text())[
+        out["childSessionKey"]
+    ]
     assert entry["modelOverride"] == "claude-x"
-    spawn = announced(state, out["runId"])
-    assert spawn["model"] == "claude-x"
+    announced(state, out["runId"])
+    assert requests(agent_log)[0]["model"] == "claude-x"
 
 
 def test_subagent_cannot_spawn(state: Path) -> None:
     rc, out = run_json("--as", "agent:main:subagent:x", "spawn", "more work")
     assert rc == 4
-    assert out == {"status": "forbidden", "error": "sessions_spawn is not allowed from sub-agent sessions", "code": 4}
+    assert out == {
+        "status": "forbidden",
+        "error": "sessions_spawn is not allowed from sub-agent sessions",
+        "code": 4,
+    }
     assert records(state) == []
     assert not (state / "agents" / "main" / "sessions" / "sessions.json").exists()
 
@@ -373,7 +450,10 @@ def test_sandboxed_requester_sees_its_child_and_gets_the_announce(state: Path) -
     assert rc == 0 and [r["key"] for r in listing["sessions"]] == [child]
     announced(state, out["runId"])
     rc, hist = run_json("--as", work, "history", child, env=env)
-    assert rc == 0 and [text_of(m) for m in hist["messages"]][:2] == ["sandboxed task", "echo: sandboxed task"]
+    assert rc == 0 and [text_of(m) for m in hist["messages"]][:2] == [
+        "sandboxed task",
+        "echo: sandboxed task",
+    ]
     (msg,) = injected(state, work)
     assert announce_lines(msg)["Result"] == "echo: echo: sandboxed task"
 
@@ -382,12 +462,18 @@ def test_sandboxed_requester_sees_its_child_and_gets_the_announce(state: Path) -
 
 
 def test_spawned_run_survives_the_killed_parent_shell(state: Path, tmp_path: Path) -> None:
-    scripted(state, tmp_path, {"spawn": {"sleep": 1.5, "reply": "survived"}, "announce": "survivor report"})
+    scripted(
+        state,
+        tmp_path,
+        {"spawn": {"sleep": 1.5, "reply": "survived"}, "announce": "survivor report"},
+    )
     out_file = tmp_path / "spawn.out"
     script = f'{sys.executable} -m sessiontool spawn "outlive me" --json > {out_file}; sleep 30'
     parent = subprocess.Popen(["bash", "-c", script], start_new_session=True)
     try:
-        text = poll(lambda: out_file.exists() and out_file.read_text().strip(), 10, "spawn to return")
+        text = poll(
+            lambda: out_file.exists() and out_file.read_text().strip(), 10, "spawn to return"
+        )
         os.killpg(parent.pid, signal.SIGKILL)
     finally:
         parent.wait(timeout=10)
@@ -404,7 +490,11 @@ def test_worker_killed_mid_run_is_lost_and_still_announced(state: Path, tmp_path
     scripted(state, tmp_path, {"spawn": {"sleep": 30}, "announce": "lost summary"})
     rc, out = run_json("spawn", "fragile task")
     rid = out["runId"]
-    rec = poll(lambda: (lambda r: r if r.get("agentPid") and r.get("pid") else None)(record(state, rid)), 10, "the agent")
+    rec = poll(
+        lambda: (lambda r: r if r.get("agentPid") and r.get("pid") else None)(record(state, rid)),
+        10,
+        "the agent",
+    )
     os.kill(rec["pid"], signal.SIGKILL)
     os.killpg(rec["agentPid"], signal.SIGKILL)
     poll(lambda: not alive(rec["pid"]), 5, "the worker to die")
@@ -415,7 +505,11 @@ def test_worker_killed_mid_run_is_lost_and_still_announced(state: Path, tmp_path
     assert spawn["status"] == "lost"
     (msg,) = injected(state)
     parts = announce_lines(msg)
-    assert parts["Status"] == "lost" and parts["Result"] == "lost summary" and parts["Notes"] == "worker died"
+    assert (
+        parts["Status"] == "lost"
+        and parts["Result"] == "lost summary"
+        and parts["Notes"] == "worker died"
+    )
     # The child's transcript: the task without an answer, then the announce step.
     child = transcript_messages(state)[out["childSessionKey"]]
     assert [(m["role"], text_of(m)) for m in child] == [
@@ -425,3 +519,59 @@ def test_worker_killed_mid_run_is_lost_and_still_announced(state: Path, tmp_path
     ]
     (d,) = outbox(state)
     assert d["mode"] == "spawn-announce" and d["text"] == text_of(msg)
+
+
+def test_announce_to_a_closed_requester_is_recorded_as_denied(state: Path, tmp_path: Path) -> None:
+    scripted(state, tmp_path, {"spawn": "done", "announce": "report"})
+    sdir = state / "agents" / "main" / "sessions"
+    sdir.mkdir(parents=True)
+    (sdir / "sessions.json").write_text(
+        json.dumps(
+            {
+                MAIN: {
+                    "sessionId": "req-1",
+                    "updatedAt": 1,
+                    "sendPolicy": "deny",
+                    "lastChannel": "telegram",
+                    "lastTo": "42",
+                }
+            }
+        )
+    )
+    rc, out = run_json("spawn", "task")
+    assert rc == 0
+    announced(state, out["runId"])
+    # The requester's transcript still learns the result; the channel does not.
+    (msg,) = injected(state)
+    assert announce_lines(msg)["Result"] == "report"
+    (d,) = outbox(state)
+    assert d["status"] == "denied" and d["mode"] == "spawn-announce" and d["text"] == text_of(msg)
+
+
+def test_worker_killed_during_the_announce_step_still_announces(
+    state: Path, tmp_path: Path
+) -> None:
+    scripted(
+        state, tmp_path, {"spawn": "child finished", "announce": {"sleep": 30, "reply": "never"}}
+    )
+    rc, out = run_json("spawn", "task")
+    rid = out["runId"]
+    step = poll(
+        lambda: next(
+            (r for r in records(state) if r.get("step") == "announce" and r.get("agentPid")), None
+        ),
+        10,
+        "the announce step",
+    )
+    assert record(state, rid)["status"] == "ok"
+    os.kill(step["pid"], signal.SIGKILL)
+    os.killpg(step["agentPid"], signal.SIGKILL)
+    poll(lambda: not alive(step["pid"]), 5, "the worker to die")
+    (tmp_path / "script.json").write_text(json.dumps({"announce": "second try"}))
+    rc, one = run_json("runs", step["runId"])
+    assert rc == 0 and one["status"] == "lost"
+    spawn = announced(state, rid)
+    assert spawn["status"] == "ok"
+    (msg,) = injected(state)
+    parts = announce_lines(msg)
+    assert parts["Status"] == "ok" and parts["Result"] == "second try"

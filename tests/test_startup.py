@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,24 +16,35 @@ from .conftest import write_config
 HEAVY = ("rich", "json5")
 
 
-def imported_modules(*args: str, state: Path) -> set[str]:
-    """Top-level names of every module the real entry point imported (python -X importtime)."""
+PROBE = """
+import atexit, runpy, sys
+out = sys.argv[1]
+def dump():
+    with open(out, "w") as fh:
+        fh.write("\\n".join(sorted(sys.modules)))
+atexit.register(dump)
+sys.argv = ["sessiontool", *sys.argv[2:]]
+runpy.run_module("sessiontool", run_name="__main__", alter_sys=True)
+"""
+
+
+def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
+    """Top-level names of every module loaded by the real entry point (`python -m sessiontool`)
+    by the time it exits. sys.modules, not -X importtime: the latter does not see modules
+    loaded through importlib.import_module, which is how the command modules are loaded."""
+    out = tmp / "modules.txt"
     env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(state))
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "sessiontool", *args],
+        [sys.executable, "-c", PROBE, str(out), *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    names = set()
-    for line in proc.stderr.splitlines():
-        m = re.match(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", line)
-        if m:
-            names.add(m.group(1).split(".")[0])
-    assert "sessiontool" in names and "json" in names  # the probe works
-    return names
+    modules = out.read_text().split()
+    assert "sessiontool.commands.read" in modules  # the probe sees importlib-loaded modules
+    return {m.split(".")[0] for m in modules}
 
 
 @pytest.fixture
@@ -63,20 +73,22 @@ def populated(state: Path) -> Path:
     ],
     ids=["list-json", "list-messages", "history-json", "list-tsv"],
 )
-def test_read_path_imports_neither_rich_nor_json5(populated: Path, args: tuple[str, ...]) -> None:
-    names = imported_modules(*args, state=populated)
+def test_read_path_imports_neither_rich_nor_json5(
+    populated: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    names = imported_modules(*args, state=populated, tmp=tmp_path)
     for heavy in HEAVY:
         assert heavy not in names, f"{heavy} imported by {' '.join(args)}"
 
 
-def test_list_imports_no_write_side_modules(populated: Path) -> None:
-    names = imported_modules("list", "--json", state=populated)
+def test_list_imports_no_write_side_modules(populated: Path, tmp_path: Path) -> None:
+    names = imported_modules("list", "--json", state=populated, tmp=tmp_path)
     assert "filelock" not in names
     assert "platformdirs" not in names  # the state dir came from the environment
 
 
-def test_probe_sees_json5_when_the_config_needs_it(state: Path) -> None:
+def test_probe_sees_json5_when_the_config_needs_it(state: Path, tmp_path: Path) -> None:
     """The control: a config with comments does load json5, so the probe is not blind."""
     state.mkdir(parents=True)
     (state / "sessiontool.json5").write_text("{ // comment\n session: { mainKey: 'main' } }")
-    assert "json5" in imported_modules("list", "--json", state=state)
+    assert "json5" in imported_modules("list", "--json", state=state, tmp=tmp_path)

@@ -255,3 +255,12 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert data["counter"]["updatedAt"] == n_procs * n_each
     assert data["agent:main:keep"]["skillsSnapshot"] == {"x": [1, 2]}
     assert sorted(os.listdir(p.parent)) == ["sessions.json"]
+
+
+def test_read_utf8_with_bom_and_refuse_other_encodings(tmp_path: Path) -> None:
+    p = tmp_path / "s.json"
+    p.write_bytes(b'\xef\xbb\xbf{"agent:main:a": {"sessionId": "\xc3\xa9", "updatedAt": 1}}')
+    assert store.read_store(p)["agent:main:a"]["sessionId"] == "é"
+    p.write_bytes('{"agent:main:a": {"sessionId": "é"}}'.encode("latin-1"))
+    with pytest.raises(CorruptStateError, match="not UTF-8"):
+        store.read_store(p)

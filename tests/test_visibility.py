@@ -42,7 +42,13 @@ def seed(state: Path, entries: dict[str, dict[str, Any]], agent: str = "main") -
     for i, (key, extra) in enumerate(entries.items()):
         sid = extra.pop("sessionId", f"{agent}-s{i}")
         store[key] = {"sessionId": sid, "updatedAt": 1_700_000_000_000 + i, **extra}
-        header = {"type": "session", "version": 3, "id": sid, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": sid,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "cwd": "/",
+        }
         line = {
             "type": "message",
             "id": "0000000a",
@@ -77,7 +83,9 @@ def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
     while time.monotonic() < deadline:
         recs = records(state)
         live = [r for r in recs if isinstance(r.get("pid"), int) and alive(r["pid"])]
-        locks = [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]
+        locks = [
+            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
+        ]
         if all(r.get("status") in FINISHED for r in recs) and not live and not locks:
             return recs
         time.sleep(0.05)
@@ -101,7 +109,10 @@ def test_sandboxed_requester_lists_only_sessions_it_spawned(state: Path, family:
     rc, out = run_json("list", env={"SESSIONTOOL_SESSION_KEY": WORK})
     assert rc == 0 and keys_of(out) == [C1]
     # ... and sessionToolsVisibility "all" lifts the restriction.
-    write_config(state, {"agents": {"defaults": {"sandbox": {"mode": "all", "sessionToolsVisibility": "all"}}}})
+    write_config(
+        state,
+        {"agents": {"defaults": {"sandbox": {"mode": "all", "sessionToolsVisibility": "all"}}}},
+    )
     rc, out = run_json("--as", WORK, "list")
     assert rc == 0 and keys_of(out) == sorted(["main", WORK, C1, C2])
 
@@ -134,7 +145,9 @@ def test_sandboxed_requester_cannot_read_or_message_others(state: Path, family: 
 
 
 def test_sandboxed_requester_may_message_its_child(state: Path, family: None) -> None:
-    rc, out = run_json("--as", WORK, "send", C1, "how is it going", "--timeout", "20", env=SANDBOXED)
+    rc, out = run_json(
+        "--as", WORK, "send", C1, "how is it going", "--timeout", "20", env=SANDBOXED
+    )
     assert rc == 0, out
     assert out["reply"] == "echo: how is it going"
     recs = settle(state)
@@ -159,14 +172,18 @@ def test_subagent_has_no_session_tools_by_default(state: Path, family: None) -> 
         assert rc == 4, (args, out)
         assert out["status"] == "forbidden"
         assert out["error"] == f"{tool} is not available to sub-agent sessions"
-        proc = run_cli("--as", SUBAGENT, *args)
-        assert proc.returncode == 4
-        assert f"{tool} is not available to sub-agent sessions" in proc.stderr
+    proc = run_cli("list", env={"SESSIONTOOL_SESSION_KEY": SUBAGENT})
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr.startswith(
+        "sessiontool: error: sessions_list is not available to sub-agent sessions"
+    )
     assert records(state) == []
 
 
 def test_subagent_tools_allow_grants_exactly_those_tools(state: Path, family: None) -> None:
-    write_config(state, {"tools": {"subagents": {"tools": {"allow": ["sessions_list", "sessions_history"]}}}})
+    write_config(
+        state, {"tools": {"subagents": {"tools": {"allow": ["sessions_list", "sessions_history"]}}}}
+    )
     rc, out = run_json("--as", SUBAGENT, "list")
     assert rc == 0 and keys_of(out) == sorted(["main", WORK, C1, C2])
     rc, out = run_json("--as", SUBAGENT, "history", "main")
@@ -185,12 +202,8 @@ def two_agents(state: Path) -> None:
     seed(state, {"agent:research:main": {}, "agent:research:discord:group:5": {}}, agent="research")
 
 
-HISTORY_DISABLED = (
-    "Agent-to-agent history is disabled. Set tools.agentToAgent.enabled=true to allow cross-agent access."
-)
-SEND_DISABLED = (
-    "Agent-to-agent messaging is disabled. Set tools.agentToAgent.enabled=true to allow cross-agent sends."
-)
+HISTORY_DISABLED = "Agent-to-agent history is disabled. Set tools.agentToAgent.enabled=true to allow cross-agent access."
+SEND_DISABLED = "Agent-to-agent messaging is disabled. Set tools.agentToAgent.enabled=true to allow cross-agent sends."
 
 
 def test_cross_agent_access_is_off_by_default(state: Path, two_agents: None) -> None:
@@ -211,7 +224,9 @@ def test_cross_agent_allow_list_must_name_both_agents(state: Path, two_agents: N
     rc, out = run_json("--as", "agent:main:main", "history", "agent:research:main")
     assert rc == 4 and out["error"] == "Agent-to-agent history denied by tools.agentToAgent.allow."
     rc, out = run_json("--as", "agent:main:main", "send", "agent:research:main", "hi")
-    assert rc == 4 and out["error"] == "Agent-to-agent messaging denied by tools.agentToAgent.allow."
+    assert (
+        rc == 4 and out["error"] == "Agent-to-agent messaging denied by tools.agentToAgent.allow."
+    )
     rc, out = run_json("--as", "agent:main:main", "list")
     assert keys_of(out) == ["main"]
     assert records(state) == []
@@ -230,10 +245,21 @@ def test_cross_agent_allow_list_must_name_both_agents(state: Path, two_agents: N
 def discord_deny(state: Path) -> None:
     write_config(
         state,
-        {"session": {"sendPolicy": {"rules": [{"match": {"channel": "discord", "chatType": "group"}, "action": "deny"}]}}},
+        {
+            "session": {
+                "sendPolicy": {
+                    "rules": [
+                        {"match": {"channel": "discord", "chatType": "group"}, "action": "deny"}
+                    ]
+                }
+            }
+        },
     )
     # Real group entries often name the gateway's internal channel: the key's channel decides.
-    seed(state, {"agent:main:main": {}, DISCORD: {"channel": "webchat", "chatType": "group"}, TELEGRAM: {}})
+    seed(
+        state,
+        {"agent:main:main": {}, DISCORD: {"channel": "webchat", "chatType": "group"}, TELEGRAM: {}},
+    )
 
 
 def test_deny_rule_refuses_the_send_and_changes_nothing(state: Path, discord_deny: None) -> None:
@@ -276,7 +302,9 @@ def test_session_override_beats_the_rule(state: Path, discord_deny: None) -> Non
     assert rc == 4
 
 
-def test_slash_send_off_sets_the_override_and_runs_no_agent(state: Path, discord_deny: None) -> None:
+def test_slash_send_off_sets_the_override_and_runs_no_agent(
+    state: Path, discord_deny: None
+) -> None:
     transcript = store_path(state).parent / "main-s2.jsonl"
     before = transcript.read_bytes()
     rc, out = run_json("send", TELEGRAM, "/send off")
@@ -302,7 +330,12 @@ def test_slash_send_off_sets_the_override_and_runs_no_agent(state: Path, discord
 
 
 def nested_runner(state: Path, **defaults: Any) -> None:
-    runner = {"type": "command", "command": [sys.executable, str(AGENTS_DIR / "nested.py")], "input": "json", "output": "json"}
+    runner = {
+        "type": "command",
+        "command": [sys.executable, str(AGENTS_DIR / "nested.py")],
+        "input": "json",
+        "output": "json",
+    }
     write_config(state, {"agents": {"defaults": {"runner": runner, **defaults}}})
 
 
@@ -313,7 +346,9 @@ def calls_message(*calls: list[str]) -> str:
 def test_agent_process_acts_as_its_own_sandboxed_session(state: Path, family: None) -> None:
     # Nobody sets SESSIONTOOL_SANDBOXED here: the worker does, because `work` is not main.
     nested_runner(state, sandbox={"mode": "non-main"})
-    msg = calls_message(["list", "--json"], ["history", "main", "--json"], ["history", C1, "--json"])
+    msg = calls_message(
+        ["list", "--json"], ["history", "main", "--json"], ["history", C1, "--json"]
+    )
     rc, out = run_json("send", WORK, msg, "--timeout", "30")
     assert rc == 0, out
     reply = json.loads(out["reply"])
@@ -327,7 +362,10 @@ def test_agent_process_acts_as_its_own_sandboxed_session(state: Path, family: No
     assert listed["rc"] == 0, listed["stderr"]
     assert keys_of(json.loads(listed["stdout"])) == [C1]
     assert hist_main["rc"] == 4
-    assert json.loads(hist_main["stdout"])["error"] == "Session not visible from this sandboxed agent session: main"
+    assert (
+        json.loads(hist_main["stdout"])["error"]
+        == "Session not visible from this sandboxed agent session: main"
+    )
     assert hist_child["rc"] == 0
     assert [text_of(m) for m in json.loads(hist_child["stdout"])["messages"]] == [f"hello {C1}"]
 
@@ -344,13 +382,22 @@ def test_spawned_subagent_process_has_no_session_tools(state: Path) -> None:
     reply = json.loads(spawn["reply"])
     assert reply["env"]["SESSIONTOOL_SESSION_KEY"] == child
     listed, sent = reply["calls"]
-    assert listed["rc"] == 4 and "sessions_list is not available to sub-agent sessions" in listed["stderr"]
-    assert sent["rc"] == 4 and json.loads(sent["stdout"])["error"] == "sessions_send is not available to sub-agent sessions"
+    assert (
+        listed["rc"] == 4
+        and "sessions_list is not available to sub-agent sessions" in listed["stderr"]
+    )
+    assert (
+        sent["rc"] == 4
+        and json.loads(sent["stdout"])["error"]
+        == "sessions_send is not available to sub-agent sessions"
+    )
     # Only the spawn and its (silent) announce step ran: the refused send created no run.
     assert sorted(r["kind"] for r in recs) == ["spawn", "step"]
 
 
-def test_nested_send_is_agent_to_agent_and_turn_one_waits_for_the_requester_run(state: Path) -> None:
+def test_nested_send_is_agent_to_agent_and_turn_one_waits_for_the_requester_run(
+    state: Path,
+) -> None:
     nested_runner(state)
     msg = calls_message(["send", "main", "ping", "--timeout", "20", "--json"])
     rc, out = run_json("send", WORK, msg, "--timeout", "30")
@@ -358,7 +405,11 @@ def test_nested_send_is_agent_to_agent_and_turn_one_waits_for_the_requester_run(
     (call,) = json.loads(out["reply"])["calls"]
     assert call["rc"] == 0, call["stderr"]
     inner = json.loads(call["stdout"])
-    assert inner["status"] == "ok" and inner["reply"] == "nested: ping" and inner["sessionKey"] == "main"
+    assert (
+        inner["status"] == "ok"
+        and inner["reply"] == "nested: ping"
+        and inner["sessionKey"] == "main"
+    )
     assert inner["delivery"] == {"status": "pending", "mode": "announce"}
     recs = settle(state)
     outer = next(r for r in recs if r["runId"] == out["runId"])

@@ -42,7 +42,12 @@ def main() -> int:
                     timeout=60,
                 )
                 results.append(
-                    {"args": args, "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+                    {
+                        "args": args,
+                        "rc": proc.returncode,
+                        "stdout": proc.stdout,
+                        "stderr": proc.stderr,
+                    }
                 )
             env = {k: v for k, v in os.environ.items() if k.startswith("SESSIONTOOL_")}
             reply = json.dumps({"env": env, "calls": results})

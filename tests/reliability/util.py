@@ -1,0 +1,267 @@
+"""Helpers for the reliability suite: finding and killing a state dir's workers, holding a lock
+from another live process the way OpenClaw does, and checking the state dir's invariants."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.conftest import run_json
+from tests.runhelpers import alive, records
+
+T = TypeVar("T")
+
+FINISHED = {"ok", "error", "timeout", "aborted", "lost"}
+
+
+def wait_until(pred: Callable[[], T], timeout: float, what: str, poll: float = 0.02) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [p.decode("utf-8", "replace") for p in fh.read().split(b"\0") if p]
+    except OSError:
+        return []
+
+
+def worker_pids(state: Path, run_id: str | None = None) -> list[int]:
+    """Live `python -m sessiontool.worker <state> <runId>` processes, found in /proc: a worker
+    killed before it wrote its pid into the record is still found."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        argv = _cmdline(int(name))
+        if argv[1:3] != ["-m", "sessiontool.worker"] or len(argv) < 5:
+            continue
+        if argv[3] != str(state) or (run_id is not None and argv[4] != run_id):
+            continue
+        if alive(int(name)):
+            out.append(int(name))
+    return out
+
+
+def kill_run_processes(state: Path) -> None:
+    """SIGKILL every worker of this state dir and every agent process group it started."""
+    for pid in worker_pids(state):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for rec in records(state):
+        pid = rec.get("agentPid")
+        if isinstance(pid, int) and pid > 0:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def reap_state(state: Path, grace: float = 10.0) -> None:
+    """Let this state dir's workers finish, then kill whatever is left: no test leaves one."""
+    deadline = time.monotonic() + grace
+    while worker_pids(state) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kill_run_processes(state)
+    wait_until(lambda: not worker_pids(state), 5, "killed workers to exit")
+
+
+def wait_pause(state: Path, run_id: str, point: str, timeout: float = 20) -> int:
+    """Wait until the run's worker reports reaching a SESSIONTOOL_TEST_PAUSE point; its pid."""
+    log = state / "sessiontool" / "runs" / f"{run_id}.log"
+    pattern = re.compile(rf"sessiontool test pause: {re.escape(point)} pid=(\d+)")
+
+    def find() -> int | None:
+        try:
+            m = pattern.search(log.read_text(errors="replace"))
+        except FileNotFoundError:
+            return None
+        return int(m.group(1)) if m else None
+
+    return wait_until(find, timeout, f"run {run_id} to pause at {point}")
+
+
+def kill9(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid), 5, f"pid {pid} to die")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# -- a lock held by another live process (as OpenClaw holds it) ------------------------------
+
+_HOLDER = r"""
+import json, os, sys
+path, key, stamp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, json.dumps({"pid": os.getpid(), key: stamp}).encode())
+os.close(fd)
+sys.stdout.write("held\n"); sys.stdout.flush()
+sys.stdin.readline()
+os.unlink(path)
+sys.stdout.write("released\n"); sys.stdout.flush()
+"""
+
+
+class HeldLock:
+    def __init__(self, proc: subprocess.Popen[str], path: Path) -> None:
+        self.proc = proc
+        self.path = path
+        self.content = path.read_bytes()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def release(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+            assert self.proc.stdout.readline() == "released\n"
+            self.proc.wait(timeout=5)
+
+
+@contextmanager
+def hold_lock(path: Path, *, stamp_key: str = "startedAt", stamp_ms: int | None = None) -> Iterator[HeldLock]:
+    """Another live process takes `path` with exclusive create and `{"pid", <stamp_key>}`,
+    holds it until `release()` (or the end of the block), then removes it, as OpenClaw does."""
+    stamp = int(time.time() * 1000) if stamp_ms is None else stamp_ms
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path), stamp_key, str(stamp)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "held\n", "lock holder failed to take the lock"
+        held = HeldLock(proc, path)
+        yield held
+        held.release()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# -- invariants of a state dir ---------------------------------------------------------------
+
+
+def sessions_dir(state: Path, agent: str = "main") -> Path:
+    return state / "agents" / agent / "sessions"
+
+
+def parse_transcript(path: Path) -> list[dict[str, Any]]:
+    """Every line is a JSON object, except at most an unterminated (torn) last line, which
+    readers skip. Returns the parsed lines."""
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = lines.pop()  # b"" when the file ends with "\n"
+    out = []
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise AssertionError(f"{path}: line {n} is not JSON: {raw[:200]!r}") from exc
+        assert isinstance(obj, dict), f"{path}: line {n} is not an object"
+        out.append(obj)
+    if torn.strip():
+        try:
+            out.append(json.loads(torn))
+        except ValueError:
+            pass  # a torn last line: allowed, readers skip it
+    return out
+
+
+def check_transcripts(state: Path) -> dict[Path, list[dict[str, Any]]]:
+    return {p: parse_transcript(p) for p in sorted((state / "agents").glob("*/sessions/*.jsonl"))}
+
+
+def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
+    data = json.loads((sessions_dir(state, agent) / "sessions.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def messages(state: Path, key: str, agent: str = "main") -> list[dict[str, Any]]:
+    entry = read_store(state, agent)[key]
+    path = sessions_dir(state, agent) / f"{entry['sessionId']}.jsonl"
+    if not path.exists():
+        return []
+    return [o["message"] for o in parse_transcript(path) if o.get("type") == "message"]
+
+
+def texts(state: Path, key: str, agent: str = "main") -> list[str]:
+    from tests.runhelpers import text_of
+
+    return [text_of(m) for m in messages(state, key, agent)]
+
+
+def seed_store(state: Path, keys: list[str], agent: str = "main", **fields: Any) -> dict[str, Any]:
+    """Write an index with these sessions (no transcripts yet), as OpenClaw would have."""
+    import uuid
+
+    sdir = sessions_dir(state, agent)
+    sdir.mkdir(parents=True, exist_ok=True)
+    now = int(time.time() * 1000)
+    store = {k: {"sessionId": str(uuid.uuid4()), "updatedAt": now - i, **fields} for i, k in enumerate(keys)}
+    (sdir / "sessions.json").write_text(json.dumps(store, indent=2))
+    return store
+
+
+def reconcile(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """`runs --json` (which reconciles dead workers): every record afterwards."""
+    rc, out = run_json("runs", env=env)
+    assert rc == 0, out
+    return list(out["runs"])
+
+
+def stray_locks(state: Path) -> list[Path]:
+    """Store and transcript lock files left in any sessions dir."""
+    return sorted((state / "agents").glob("*/sessions/*.lock"))
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Relative path → sha256 (or 'dir'), for byte-identical before/after comparisons."""
+    out: dict[str, str] = {}
+    if not root.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
