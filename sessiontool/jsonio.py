@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ def dumps_compact(obj: Any) -> str:
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write `<path>.<pid>.<rand>.tmp`, fsync, rename over `path`: readers see old or new, never
     half. On a full or read-only disk the temp file is removed and the original stays."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:

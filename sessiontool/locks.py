@@ -19,10 +19,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .clock import iso, now_ms, parse_iso_ms
+from .clock import iso, parse_iso_ms
 from .errors import BusyError, StorageError
 
 POLL_SECONDS = 0.025
+
+
+def wall_ms() -> int:
+    """The real time, never the pinned SESSIONTOOL_NOW_MS: lock stamps and ages are compared
+    with other processes' (OpenClaw's included), so they must all read the same clock."""
+    return int(time.time() * 1000)
 
 
 def pid_alive(pid: int) -> bool:
@@ -103,7 +109,7 @@ class PidLock:
                 stamp = int(self.path.stat().st_mtime * 1000)
             except FileNotFoundError:
                 return False
-        age = now_ms() - stamp
+        age = wall_ms() - stamp
         if isinstance(pid, int) and not isinstance(pid, bool):
             if not pid_alive(pid):
                 return True
@@ -155,7 +161,7 @@ class PidLock:
             return False
         except OSError as exc:
             raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
-        stamp_ms = now_ms()
+        stamp_ms = wall_ms()
         token = {"pid": os.getpid(), self.stamp_key: iso(stamp_ms) if self.iso_stamp else stamp_ms}
         try:
             os.write(fd, json.dumps(token).encode())

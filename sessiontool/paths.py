@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import StorageError, UsageError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -62,6 +62,8 @@ def ensure_dir(path: Path) -> Path:
             d.mkdir(mode=DIR_MODE)
         except FileExistsError:
             pass
+        except OSError as exc:  # read-only or full disk: a clear error, not a crash
+            raise StorageError(f"cannot create {d}: {exc.strerror or exc}") from exc
     return path
 
 

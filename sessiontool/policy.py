@@ -3,7 +3,6 @@ visibility, agent-to-agent access, sub-agent tool access and the spawn allowlist
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -152,6 +151,8 @@ def check_spawn_agent(ctx: Context, target_agent: str) -> None:
     if target_agent == ctx.agent_id:
         return
     allow_any, ids = spawn_allowed_agents(ctx)
+    import fnmatch
+
     if allow_any or any(fnmatch.fnmatchcase(target_agent, i) for i in ids):
         return
     others = [i for i in ids if i != ctx.agent_id]

@@ -124,12 +124,33 @@ def create_record(paths: StatePaths, **fields: Any) -> Record:
         "createdAt": _creation_ms(),
     }
     rec.update({k: v for k, v in fields.items() if v is not None})
+    _write(paths, rec)
     try:
-        _write(paths, rec)
-    except StorageError:
-        raise
-    add_lane_marker(paths, rec)
+        add_lane_marker(paths, rec)
+    except (OSError, StorageError) as exc:
+        # A run outside its lane would run beside the session's other runs: take it back.
+        _unlink(paths.run_record(rec["runId"]))
+        if isinstance(exc, StorageError):
+            raise
+        raise StorageError(f"cannot create lane marker for run {rec['runId']}: {exc.strerror or exc}") from exc
     return rec
+
+
+def abandon(paths: StatePaths, rec: Record, error: str) -> None:
+    """A run whose worker could not be started: end it as `error` and leave its lane, so it
+    neither stays queued nor holds up the session's next runs for the 30 s grace."""
+    remove_lane_marker(paths, rec)
+
+    def mark(r: Record) -> None:
+        if not is_finished(r):
+            r["status"] = "error"
+            r["error"] = error
+            r["endedAt"] = now_ms()
+
+    try:
+        update_record(paths, rec["runId"], mark)
+    except (OSError, NotFoundError, CorruptStateError, StorageError):
+        _unlink(paths.run_record(rec["runId"]))
 
 
 # -- lanes -----------------------------------------------------------------------------------
@@ -298,9 +319,15 @@ def start_worker(
     if config_path:
         env["SESSIONTOOL_CONFIG"] = str(Path(config_path).expanduser().absolute())
     argv = [sys.executable, "-m", "sessiontool.worker", str(paths.root), run_id, mode]
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        pid = os.fork()
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        raise StorageError(f"cannot start the worker: cannot open {log_path}: {exc.strerror or exc}") from exc
+    try:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
         if pid == 0:  # pragma: no cover - runs in the child
             try:
                 os.setsid()

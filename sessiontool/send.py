@@ -10,7 +10,7 @@ from typing import Any
 from . import keys, policy, runs
 from .clock import now_ms
 from .context import Context
-from .errors import ExitCode, ForbiddenError, UsageError
+from .errors import ExitCode, ForbiddenError, StorageError, UsageError
 from .sessions import resolve
 
 Result = tuple[dict[str, Any], int]
@@ -20,7 +20,11 @@ SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "
 
 def _start(ctx: Context, rec: dict[str, Any]) -> None:
     own = ctx.config.own_file
-    runs.start_worker(ctx.paths, rec["runId"], config_path=str(own) if own else None)
+    try:
+        runs.start_worker(ctx.paths, rec["runId"], config_path=str(own) if own else None)
+    except StorageError as exc:
+        runs.abandon(ctx.paths, rec, exc.message)
+        raise
 
 
 def _maybe_sweep(ctx: Context) -> None:

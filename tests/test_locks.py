@@ -68,6 +68,24 @@ def test_lock_content_and_release(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "sessions")) == []
 
 
+@pytest.mark.parametrize("pinned", ["1000000", "4102444800000"], ids=["past", "future"])
+def test_locks_use_the_real_clock_even_when_it_is_pinned(
+    tmp_path: Path, live_pid: int, monkeypatch: pytest.MonkeyPatch, pinned: str
+) -> None:
+    """SESSIONTOOL_NOW_MS pins displayed times, never lock ages: a fresh lock of a live
+    process (OpenClaw's, on the real clock) must not look 30 s old, and ours must carry the
+    real time so that OpenClaw does not find it stale either."""
+    monkeypatch.setenv("SESSIONTOOL_NOW_MS", pinned)
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    put_lock(lock_file, {"pid": live_pid, "startedAt": now_ms()})
+    with pytest.raises(BusyError), locks.store_lock(sp, timeout=0.2):
+        pass
+    lock_file.unlink()
+    with locks.store_lock(sp, timeout=1):
+        assert abs(json.loads(lock_file.read_text())["startedAt"] - now_ms()) < 5_000
+
+
 def test_released_after_an_exception(tmp_path: Path) -> None:
     sp = store_path(tmp_path)
     with pytest.raises(ZeroDivisionError), locks.store_lock(sp, timeout=1):

@@ -8,6 +8,15 @@ sending to. Both programs take `<store>.lock` (OpenClaw's protocol) for every re
 `<transcript>.lock` for transcript writes. Afterwards every update of both sides is on disk, both
 programs read the same result, no lock or temporary file is left, and the shared transcript has
 one unbranched parentId chain.
+
+Known limitation of the real program, kept out of this test's way: the gateway's `agent` method
+builds its session entry from a copy read *before* it takes the store lock and then replaces the
+entry with it (Clawdbot 2026.1.24, gateway/server-methods/agent.js). So an agent turn started on a
+key nobody has created yet, while another writer creates it, replaces that writer's sessionId (two
+concurrent gateway turns on a new key do this to each other: seen here as three transcripts), and a
+`label`/`policy` change to the same session inside that window is reverted. sessions.patch re-reads
+under the lock and loses nothing. Hence the turn session exists before the concurrent phase, and
+sessiontool's `policy`/`label` writes go to sessions the gateway is not running turns in.
 """
 
 from __future__ import annotations
@@ -78,6 +87,8 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
         gw_results["turns"] = cb.gw(calls, parallel=True, timeout=240)
         mark("gw")
 
+    # the shared session exists before the race (see the limitation above)
+    cb.st_json("send", TURNS, "st-turn-pre", "--timeout", "60")
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [pool.submit(gw_patches), pool.submit(gw_turns)]
         futures += [pool.submit(job) for job in jobs]
@@ -118,7 +129,9 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
     assert_linear_chain(lines)
     msgs = [ln["message"] for ln in lines if ln.get("type") == "message"]
     users = sorted(text_of(m) for m in msgs if m["role"] == "user")
-    assert users == sorted([f"st-turn-{i}" for i in range(N_ST_TURNS)] + [f"gw-turn-{j}" for j in range(N_GW_TURNS)])
+    assert users == sorted(
+        ["st-turn-pre"] + [f"st-turn-{i}" for i in range(N_ST_TURNS)] + [f"gw-turn-{j}" for j in range(N_GW_TURNS)]
+    )
     replies = [text_of(m) for m in msgs if m["role"] == "assistant"]
     for i in range(N_ST_TURNS):
         assert replies.count(f"echo: st-turn-{i}") == 1, replies

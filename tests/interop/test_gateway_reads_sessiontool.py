@@ -73,10 +73,10 @@ def test_gateway_lists_and_reads_what_sessiontool_wrote(cb: Harness) -> None:
             assert a.get(name) == b.get(name), (key, name, a.get(name), b.get(name))
         assert (a["kind"] == "group") == (b["kind"] == "group"), (key, a["kind"], b["kind"])
     assert theirs["agent:main:discord:group:interop-42"]["kind"] == "group"
-    # both newest first
-    order_theirs = [row["key"] for row in listing["sessions"] if row["key"] in mine]
-    order_ours = sorted(mine, key=lambda k: ours[k]["updatedAt"], reverse=True)
-    assert order_theirs == order_ours
+    # both newest first (by the updatedAt sessiontool wrote)
+    stamps_theirs = [ours[row["key"]]["updatedAt"] for row in listing["sessions"]]
+    stamps_ours = [r["updatedAt"] for r in cb.st_json("list", "--all-agents", "--limit", "all")["sessions"]]
+    assert stamps_theirs == sorted(stamps_theirs, reverse=True) == stamps_ours
 
     # the gateway's filters understand the fields sessiontool wrote
     calls = [

@@ -16,18 +16,21 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli, run_json
-from tests.reliability.util import check_transcripts, snapshot, stray_locks
+from tests.reliability.util import check_transcripts, snapshot, stray_locks, wait_until
 
 SITECUSTOMIZE = r'''
 import builtins, errno, fnmatch, io, os
 
 _root = os.environ.get("FAULT_ROOT")
+if _root and os.environ.get("FAULT_IN") == "worker" and os.environ.get("SESSIONTOOL_WORKER") != "1":
+    _root = None  # the fault is aimed at the background worker only
 if _root:
     _root = os.path.realpath(_root)
     _errno = getattr(errno, os.environ.get("FAULT_ERRNO", "ENOSPC"))
@@ -96,9 +99,14 @@ def faults(tmp_path: Path) -> Path:
     return d
 
 
-def fault_env(faults: Path, state: Path, err: str, match: str = "*") -> dict[str, str]:
+def fault_env(faults: Path, root: Path, err: str, match: str = "*", worker_only: bool = False) -> dict[str, str]:
+    """The environment that makes disk calls under `root` (on files matching `match`) fail
+    with `err`, in the command and the workers it starts (or, `worker_only`, in workers only)."""
     pythonpath = os.pathsep.join(p for p in (str(faults), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": pythonpath, "FAULT_ROOT": str(state), "FAULT_ERRNO": err, "FAULT_MATCH": match}
+    env = {"PYTHONPATH": pythonpath, "FAULT_ROOT": str(root), "FAULT_ERRNO": err, "FAULT_MATCH": match}
+    if worker_only:
+        env["FAULT_IN"] = "worker"
+    return env
 
 
 @pytest.fixture
@@ -142,16 +150,16 @@ WRITERS = [
 
 
 @pytest.mark.parametrize("err, message", [("ENOSPC", "No space left on device"), ("EROFS", "Read-only file system")])
-@pytest.mark.parametrize("args", WRITERS, ids=lambda a: " ".join(a[:2]))
-def test_a_refused_disk_fails_cleanly(
-    populated: Path, faults: Path, err: str, message: str, args: tuple[str, ...]
-) -> None:
+def test_a_refused_disk_fails_cleanly(populated: Path, faults: Path, err: str, message: str) -> None:
+    """Every writing command, one after the other on the same state (one test, not 14, for
+    the time budget): exit 1, one line, and the state dir byte for byte as it was."""
     state = populated
     before = snapshot(state)
-    proc = run_cli(*args, env=fault_env(faults, state, err))
-    assert_one_line_error(proc, message)
-    assert snapshot(state) == before
-    assert not no_tmp_files(state)
+    for args in WRITERS:
+        proc = run_cli(*args, env=fault_env(faults, state, err))
+        assert_one_line_error(proc, message)
+        assert snapshot(state) == before, args
+        assert not no_tmp_files(state), args
 
 
 @pytest.mark.parametrize("err", ["ENOSPC", "EROFS"])
@@ -196,14 +204,51 @@ def test_transcript_append_fails_in_the_worker(populated: Path, faults: Path) ->
     assert rc == 0 and out["reply"] == "echo: space again"
 
 
-def test_run_record_update_fails_in_the_worker(populated: Path, faults: Path) -> None:
-    """The worker cannot even record its outcome: the run must not stay `running` forever."""
+def test_worker_that_cannot_record_anything_is_lost_not_stuck(populated: Path, faults: Path) -> None:
+    """The disk fills up between the command and its worker, so the worker cannot even mark
+    its run started. The caller's wait times out (the run's fate is unknown until the 30 s
+    grace of spec section 5.1 passes); then the run is `lost`, and nothing is left behind."""
     state = populated
-    rc, out = run_json(
-        "send", "main", "unrecorded", "--timeout", "20", env=fault_env(faults, state / "sessiontool" / "runs", "ENOSPC", "*.json.*.tmp")
-    )
-    assert rc == 1, out
+    runs_dir = state / "sessiontool" / "runs"
+    env = fault_env(faults, runs_dir, "ENOSPC", "*.json.*.tmp", worker_only=True)
+    rc, out = run_json("send", "main", "unrecorded", "--timeout", "1", env=env)
+    assert rc == 124, out
+    rid = out["runId"]
+    wait_until(lambda: not (runs_dir / f"{rid}.lock").exists(), 10, "the worker to give up")
+    assert "No space left on device" in (runs_dir / f"{rid}.log").read_text()
+    ahead = {"SESSIONTOOL_NOW_MS": str(int(time.time() * 1000) + 31_000)}
+    rc, rec = run_json("runs", rid, env=ahead)
+    assert rc == 0 and rec["status"] == "lost", rec
     assert not stray_locks(state) and not no_tmp_files(state)
+    rc, out = run_json("send", "main", "recorded", "--timeout", "20")
+    assert rc == 0 and out["reply"] == "echo: recorded"
+
+
+@pytest.mark.parametrize(
+    "match",
+    ["*.log", "00*-*", "runs", "lanes"],
+    ids=["worker log", "lane marker", "runs dir", "lanes dir"],
+)
+def test_send_whose_run_cannot_be_set_up_leaves_no_queued_run(
+    state: Path, faults: Path, match: str
+) -> None:
+    """One piece of a run's set-up is refused (read-only): exit 1 with one line, and no run
+    is left queued to block the session's lane for the 30 s grace."""
+    rc, out = run_json("send", "main", "setup", "--timeout", "20")
+    assert rc == 0
+    if match in ("runs", "lanes"):  # a fresh state dir: the directory itself cannot be made
+        import shutil
+
+        shutil.rmtree(state / "sessiontool")
+    proc = run_cli("send", "main", "refused", "--timeout", "20", env=fault_env(faults, state, "EROFS", match))
+    assert_one_line_error(proc, "Read-only file system")
+    rc, listing = run_json("runs")
+    assert rc == 0
+    assert not [r for r in listing["runs"] if r["status"] in ("queued", "running")], listing
+    t0 = time.monotonic()
+    rc, out = run_json("send", "main", "next", "--timeout", "20")
+    assert rc == 0 and out["reply"] == "echo: next", out
+    assert time.monotonic() - t0 < 5
 
 
 # -- a real small filesystem -----------------------------------------------------------------

@@ -125,7 +125,10 @@ os.write(fd, json.dumps({"pid": os.getpid(), key: stamp}).encode())
 os.close(fd)
 sys.stdout.write("held\n"); sys.stdout.flush()
 sys.stdin.readline()
-os.unlink(path)
+try:
+    os.unlink(path)
+except FileNotFoundError:
+    pass  # broken as stale by someone else
 sys.stdout.write("released\n"); sys.stdout.flush()
 """
 
@@ -171,6 +174,9 @@ def hold_lock(path: Path, *, stamp_key: str = "startedAt", stamp_ms: int | None 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 # -- invariants of a state dir ---------------------------------------------------------------
