@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -204,17 +204,35 @@ def dataset(base: Path, name: str, params: dict[str, Any], build: Callable[[Path
 
 Case = Callable[[Bench], list[Row]]
 CASES: list[tuple[str, Case]] = []
+_AFTER: dict[str, str] = {}  # case name -> the case it is listed right after
 
 
-def case(fn: Case) -> Case:
-    CASES.append((fn.__name__, fn))
-    return fn
+@overload
+def case(fn: Case) -> Case: ...
+@overload
+def case(fn: None = None, *, after: str | None = None) -> Callable[[Case], Case]: ...
+def case(fn: Case | None = None, *, after: str | None = None) -> Case | Callable[[Case], Case]:
+    """Register a case: `@case`, or `@case(after="other_case")` to list its rows right after
+    another module's case (e.g. a start-up row next to `list_startup`)."""
+
+    def register(f: Case) -> Case:
+        CASES.append((f.__name__, f))
+        if after:
+            _AFTER[f.__name__] = after
+        return f
+
+    return register(fn) if fn is not None else register
 
 
 def load_cases() -> None:
     sys.path.insert(0, str(BENCH_DIR))
     for path in sorted(BENCH_DIR.glob("cases_*.py")):
         importlib.import_module(path.stem)
+    for name, target in _AFTER.items():
+        names = [n for n, _ in CASES]
+        if name in names and target in names and name != target:
+            item = CASES.pop(names.index(name))
+            CASES.insert([n for n, _ in CASES].index(target) + 1, item)
 
 
 def child_env() -> dict[str, str]:
