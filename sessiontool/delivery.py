@@ -22,7 +22,7 @@ from .config import Config
 from .errors import SessiontoolError, StorageError
 from .jsonio import dumps_compact
 from .paths import FILE_MODE, StatePaths, ensure_dir, is_plain_name, transcript_path_for
-from .store import fold, read_store
+from .store import read_entry
 from .transcript import append_message
 
 Mode = Literal["announce", "deliver", "spawn-announce"]
@@ -69,8 +69,7 @@ def has_target(target: Target) -> bool:
 
 
 def _read_entry(paths: StatePaths, agent_id: str, full_key: str) -> dict[str, Any] | None:
-    folded = fold(read_store(paths.store(agent_id)), agent_id).get(full_key)
-    return folded.entry if folded else None
+    return read_entry(paths, full_key, agent_id)
 
 
 def mirror_message(text: str, ts_ms: int | None = None) -> dict[str, Any]:

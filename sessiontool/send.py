@@ -142,13 +142,9 @@ def send(
 
 
 def _entry(ctx: Context, full_key: str) -> dict[str, Any] | None:
-    from .store import get_entry, read_store
+    from .store import peek_entry
 
-    agent_id = keys.agent_of(full_key)
-    try:
-        return get_entry(read_store(ctx.paths.store(agent_id)), agent_id, full_key)
-    except Exception:  # noqa: BLE001 - a channel name is a nicety
-        return None
+    return peek_entry(ctx.paths, full_key)
 
 
 def spawn(

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import testhooks
-from .errors import CorruptStateError, StorageError
+from .errors import CorruptStateError, SessiontoolError, StorageError
 from .jsonio import atomic_write, loads_tolerant
 from .keys import RESERVED_KEYS, stored_to_full
 from .locks import store_lock
-from .paths import ensure_dir
+from .paths import StatePaths, ensure_dir
 
 T = TypeVar("T")
 
@@ -168,3 +168,19 @@ def remove_entry(store: Store, agent_id: str, full_key: str) -> Entry | None:
 
 def store_exists(path: Path) -> bool:
     return os.path.isfile(path)
+
+
+def read_entry(paths: StatePaths, full_key: str, agent_id: str | None = None) -> Entry | None:
+    """The current entry of one session, read from its agent's store (raises like read_store)."""
+    from .keys import agent_of
+
+    agent = agent_id or agent_of(full_key)
+    return get_entry(read_store(paths.store(agent)), agent, full_key)
+
+
+def peek_entry(paths: StatePaths, full_key: str) -> Entry | None:
+    """read_entry for niceties (a channel name in a prompt): an unreadable store gives None."""
+    try:
+        return read_entry(paths, full_key)
+    except SessiontoolError:
+        return None

@@ -351,13 +351,9 @@ class Worker:
 
     # -- what follows a run --------------------------------------------------------------------
     def entry_of(self, key: str) -> dict[str, Any] | None:
-        from . import keys, store
+        from .store import peek_entry
 
-        agent_id = keys.agent_of(key)
-        try:
-            return store.get_entry(store.read_store(self.paths.store(agent_id)), agent_id, key)
-        except Exception:  # noqa: BLE001
-            return None
+        return peek_entry(self.paths, key)
 
     def send_allowed(self, key: str) -> bool:
         from .policy import send_decision
