@@ -20,7 +20,7 @@ from . import keys, policy
 from .clock import iso_now, now_ms, parse_iso_ms
 from .config import Config
 from .errors import SessiontoolError, StorageError
-from .jsonio import dumps_compact
+from .jsonio import compact_utf8
 from .paths import FILE_MODE, StatePaths, ensure_dir, is_plain_name, transcript_path_for
 from .store import read_entry
 from .transcript import append_message
@@ -103,7 +103,7 @@ def _tail(data: bytes) -> str:
 def run_delivery_command(command: list[str], record: Mapping[str, Any]) -> str | None:
     """Hand the record to the operator's command on stdin. None when it exited 0, else the
     reason. Its own process group, so a timeout kills whatever it started too."""
-    payload = (dumps_compact(dict(record)) + "\n").encode("utf-8")
+    payload = compact_utf8(dict(record)) + b"\n"
     try:
         proc = subprocess.Popen(
             command,
@@ -149,7 +149,7 @@ def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> None:
     try:
         size = os.fstat(fd).st_size
         prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
-        data = prefix + (dumps_compact(dict(record)) + "\n").encode("utf-8")
+        data = prefix + compact_utf8(dict(record)) + b"\n"
         written = os.write(fd, data)
         while written < len(data):  # only on a nearly full disk; keep the line whole if we can
             written += os.write(fd, data[written:])

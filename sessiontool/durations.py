@@ -22,7 +22,10 @@ def parse_duration(text: str | int | float, *, option: str = "duration") -> floa
         raise UsageError(
             f"invalid {option}: {text!r} (expected e.g. 30, 30s, 5m, 2h, 1d)",
         )
-    return float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+    seconds = float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+    if seconds == float("inf"):  # four hundred nines: no time a clock can hold
+        raise UsageError(f"invalid {option}: {text!r} is too large")
+    return seconds
 
 
 def parse_since(text: str, *, option: str = "--since") -> int:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import StorageError
+from .errors import StorageError, UsageError
 
 
 def loads_tolerant(text: str | bytes) -> Any:
@@ -33,6 +33,33 @@ def loads_tolerant(text: str | bytes) -> Any:
 
 def dumps_compact(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def to_utf8(obj: Any, **dumps_kw: Any) -> bytes:
+    """`json.dumps(obj, ensure_ascii=False)` as UTF-8. A string holding a lone surrogate (a
+    `\\ud800` escape in a file another program wrote) has no UTF-8 form: the text is then
+    written with ASCII escapes, which every JSON reader (OpenClaw's too) decodes to the same
+    strings. Never a crash, never invalid UTF-8."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, **dumps_kw).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, **dumps_kw).encode("ascii")
+
+
+def require_utf8(value: str, what: str) -> str:
+    """Refuse text with no UTF-8 form. An argument or stdin holding undecodable bytes arrives
+    as lone surrogates; written anyway it would become `\\udcff` escapes that OpenClaw shows
+    as garbage, so it is a usage error instead (transcripts and the index are UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"{what} is not valid UTF-8 (character {exc.start + 1})") from None
+    return value
+
+
+def compact_utf8(obj: Any) -> bytes:
+    """One compact JSON line's bytes (without the newline); see to_utf8."""
+    return to_utf8(obj, separators=(",", ":"))
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:

@@ -21,6 +21,7 @@ from . import keys, policy
 from .clock import now_ms, parse_iso_ms
 from .context import Context
 from .errors import ForbiddenError, StorageError, UsageError, session_not_found
+from .jsonio import require_utf8
 from .paths import StatePaths, is_plain_name, transcript_path_for
 from .sessions import Resolved, all_agent_ids, resolve, total_tokens
 from .store import Entry, Store, fold, get_entry, read_store, set_entry, update_store
@@ -79,7 +80,7 @@ def _updated_at(entry: Entry) -> int:
 def validate_label(text: str) -> str:
     """OpenClaw's rule: trimmed, not empty, at most 64 characters. Control characters are
     refused too: labels are shown in one-line tables and matched exactly by `--label`."""
-    label = text.strip()
+    label = require_utf8(text.strip(), "the label")
     if not label:
         raise UsageError("a label must not be empty")
     if len(label) > LABEL_MAX:

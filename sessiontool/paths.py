@@ -31,14 +31,13 @@ def resolve_state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 def is_plain_name(name: str) -> bool:
     """A name usable as one path component: no separators, no `..`, no NUL, not empty."""
-    return (
-        bool(name)
-        and name not in (".", "..")
-        and "/" not in name
-        and "\\" not in name
-        and "\x00" not in name
-        and len(name.encode("utf-8", "surrogatepass")) <= 255
-    )
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        return False
+    try:
+        encoded = os.fsencode(name)  # a lone surrogate from a "\\ud800" escape has no file name
+    except UnicodeEncodeError:
+        return False
+    return len(encoded) <= 255
 
 
 def require_plain_name(name: str, what: str = "session id") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -45,7 +46,13 @@ def is_terminal(stream: IO[str] | None = None) -> bool:
 def write_out(text: str, fd: int = 1) -> None:
     """Write all of `text` with as few write(2) calls as the kernel allows (one, for a pipe
     under its buffer size), so lines from many processes sharing a pipe do not interleave."""
-    data = text.encode("utf-8", "surrogateescape")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a "\\ud800" escape in a file, an undecodable byte in an argument)
+        # has no UTF-8 form: write it as the escape `\\ud800`, which is also what it must be
+        # inside a JSON string. Never invalid UTF-8 on stdout, never a crash.
+        data = text.encode("utf-8", "backslashreplace")
     try:
         sys.stdout.flush()
     except (ValueError, OSError):
@@ -80,14 +87,23 @@ def err(text: str) -> None:
         pass
 
 
+_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """Messages quote what the user typed or a file held; a newline or other control
+    character in there must not break the one-line error format: it is shown escaped."""
+    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def error_line(message: str, hint: str | None = None) -> None:
-    err(f"sessiontool: error: {message}")
+    err(f"sessiontool: error: {one_line(message)}")
     if hint:
-        err(f"hint: {hint}")
+        err(f"hint: {one_line(hint)}")
 
 
 def warning_line(message: str) -> None:
-    err(f"sessiontool: warning: {message}")
+    err(f"sessiontool: warning: {one_line(message)}")
 
 
 # -- time and numbers --------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 
 from .clock import now_ms
 from .errors import CorruptStateError, NotFoundError, StorageError
-from .jsonio import atomic_write
+from .jsonio import atomic_write, to_utf8
 from .paths import StatePaths, ensure_dir, is_plain_name
 
 FINISHED_STATUSES = frozenset({"ok", "error", "timeout", "aborted", "lost"})
@@ -80,7 +80,7 @@ def iter_records(paths: StatePaths) -> Iterator[Record]:
 
 def _write(paths: StatePaths, rec: Record) -> None:
     ensure_dir(paths.runs_dir)
-    atomic_write(paths.run_record(rec["runId"]), json.dumps(rec, ensure_ascii=False).encode("utf-8"))
+    atomic_write(paths.run_record(rec["runId"]), to_utf8(rec))
 
 
 @contextmanager
@@ -159,7 +159,7 @@ def abandon(paths: StatePaths, rec: Record, error: str) -> None:
 def lane_dir(paths: StatePaths, session_key: str) -> Path:
     import hashlib
 
-    return paths.lanes_dir / hashlib.sha256(session_key.encode("utf-8")).hexdigest()[:32]
+    return paths.lanes_dir / hashlib.sha256(session_key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _marker_name(rec: Record) -> str:

@@ -11,6 +11,7 @@ from . import keys, policy, runs
 from .clock import now_ms
 from .context import Context
 from .errors import ExitCode, ForbiddenError, StorageError, UsageError
+from .jsonio import require_utf8
 from .sessions import resolve
 
 Result = tuple[dict[str, Any], int]
@@ -86,6 +87,7 @@ def send(
         }, 0
     if not stripped:
         raise UsageError("the message is empty")
+    require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
     display = ctx.display(r.key)
     req = ctx.requester
@@ -165,6 +167,7 @@ def spawn(
         raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
     if not task.strip():
         raise UsageError("the task is empty")
+    require_utf8(task, "the task")
     if cleanup not in ("keep", "delete"):
         raise UsageError(f"--cleanup must be keep or delete, got {cleanup!r}")
     if label is not None and len(label) > 64:

@@ -13,6 +13,7 @@ from typing import Any
 from . import diag, keys, policy
 from .context import Context
 from .errors import NotFoundError, UsageError, session_not_found
+from .jsonio import require_utf8
 from .paths import is_plain_name, transcript_path_for
 from .store import Entry, Folded, fold, listable, read_store
 from .transcript import Message, ReadResult, read_tail
@@ -67,7 +68,7 @@ def _search_order(ctx: Context) -> list[str]:
 
 
 def validate_key_input(value: str) -> str:
-    text = value.strip()
+    text = require_utf8(value.strip(), "the session key")
     if not text:
         raise UsageError("a session key is required")
     if any(ord(c) < 0x20 or c == "\x7f" for c in text) or "/" in text or "\\" in text:

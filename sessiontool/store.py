@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from . import testhooks
 from .errors import CorruptStateError, SessiontoolError, StorageError
-from .jsonio import atomic_write, loads_tolerant
+from .jsonio import atomic_write, loads_tolerant, to_utf8
 from .keys import RESERVED_KEYS, stored_to_full
 from .locks import store_lock
 from .paths import StatePaths, ensure_dir
@@ -125,7 +125,7 @@ def listable(key: str) -> bool:
 
 def write_store(path: Path, store: Store) -> None:
     ensure_dir(path.parent)
-    data = json.dumps(store, ensure_ascii=False, indent=2).encode("utf-8")
+    data = to_utf8(store, indent=2)
     atomic_write(path, data)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .clock import iso, now_ms
 from .errors import StorageError
-from .jsonio import dumps_compact
+from .jsonio import compact_utf8
 from .locks import transcript_lock
 from .paths import ensure_dir
 
@@ -46,29 +46,34 @@ def _parse(raw: bytes) -> Any:
 
 def iter_lines_reverse(path: Path) -> Iterator[tuple[bytes, bool]]:
     """Lines from the last to the first, each with whether it was newline-terminated. Reads
-    fixed-size blocks backwards, so the tail of a 1 GB file costs what the tail of 1 MB does."""
+    fixed-size blocks backwards, so the tail of a 1 GB file costs what the tail of 1 MB does.
+    A line longer than a block is gathered as a list of pieces and joined once (re-joining it
+    at every block made a 50 MB line, a pasted image, take seconds per block)."""
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         pos = fh.tell()
-        rest = b""
-        rest_terminated = False  # the segment after the file's last '\n' is unterminated
+        pending: list[bytes] = []  # pieces of the line being gathered, last piece first
+        pending_terminated = False  # the segment after the file's last '\n' is unterminated
         while pos > 0:
             size = min(BLOCK, pos)
             pos -= size
             fh.seek(pos)
-            parts = (fh.read(size) + rest).split(b"\n")
-            if len(parts) == 1:
-                rest = parts[0]
+            block = fh.read(size)
+            if b"\n" not in block:
+                pending.append(block)
                 continue
-            last = parts[-1]
+            parts = block.split(b"\n")
+            pending.append(parts[-1])
+            last = b"".join(reversed(pending))
             if last:
-                yield last, rest_terminated
+                yield last, pending_terminated
             for line in reversed(parts[1:-1]):
                 yield line, True
-            rest = parts[0]
-            rest_terminated = True
+            pending = [parts[0]]
+            pending_terminated = True
+        rest = b"".join(reversed(pending))
         if rest:
-            yield rest, rest_terminated
+            yield rest, pending_terminated
 
 
 @dataclass
@@ -171,7 +176,7 @@ def append_entries(
             prefix = b"\n" if _needs_newline(fd) else b""
             lines: list[bytes] = []
             if new_file:
-                lines.append(dumps_compact(header_line(session_id, cwd)).encode("utf-8") + b"\n")
+                lines.append(compact_utf8(header_line(session_id, cwd)) + b"\n")
             for entry in entries:
                 line = {
                     "type": entry.get("type", "message"),
@@ -182,7 +187,7 @@ def append_entries(
                 line.update({k: v for k, v in entry.items() if k != "type"})
                 parent = line["id"]
                 written.append(line)
-                lines.append(dumps_compact(line).encode("utf-8") + b"\n")
+                lines.append(compact_utf8(line) + b"\n")
             payload = prefix + b"".join(lines)
             _write_all(fd, payload, path)
         finally:

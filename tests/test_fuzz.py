@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from sessiontool import config as config_mod
@@ -206,10 +206,48 @@ def test_ids_and_file_names_never_name_a_path_outside_the_sessions_dir(
     assert os.path.normpath(p) == str(p)
 
 
+@fuzz(300)
+@given(value=text)
+def test_labels_are_cleaned_or_refused(value: str) -> None:
+    from sessiontool.manage import validate_label
+
+    try:
+        label = validate_label(value)
+    except UsageError:
+        return
+    assert label == label.strip() and 0 < len(label) <= 64
+    label.encode("utf-8")
+    assert not any(ord(c) < 0x20 or c == "\x7f" for c in label)
+
+
+@fuzz(300)
+@example("9" * 400)
+@example("9" * 400 + "d")
+@example(" 1.5 W ")
+@given(value=st.one_of(text, st.from_regex(r"\s*\d{1,400}(\.\d{1,5})?\s*(ms|s|m|h|d|w|S|D)?\s*", fullmatch=True)))
+def test_durations_parse_to_finite_values_or_refuse(value: str) -> None:
+    import math
+
+    from sessiontool.durations import parse_duration, parse_since
+
+    try:
+        seconds = parse_duration(value, option="--timeout")
+    except UsageError:
+        pass
+    else:
+        assert math.isfinite(seconds) and seconds >= 0
+    try:
+        assert isinstance(parse_since(value), int)
+    except UsageError:
+        pass
+
+
 # -- sessions.json ----------------------------------------------------------------------------
 
 
 @fuzz(150)
+@example(b'{"k": {"sessionId": "x", "label": "\\ud800 \\udcff"}}')  # lone surrogates (JS writes them)
+@example(b'{"\\ud800": {"sessionId": "\\udcff", "updatedAt": 1}}')
 @given(data=raw_json_file)
 def test_any_sessions_json_is_read_or_refused_and_what_is_read_can_be_rewritten(data: bytes) -> None:
     with scratch() as d:
@@ -262,7 +300,7 @@ transcript_line = st.one_of(
     st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")),
     st.integers(1, 3000).map(lambda n: b'{"type":"message","message":{"role":"user","content":' + b"[" * n + b"]" * n + b"}}"),
     st.just(b'{"type":"message","message":"not an object"}'),
-    st.just(b'{"type":"message","message":{"role":"user","content":"' + "\u05d0\U0001f642\x00".encode() * 50_000 + b'"}}'),
+    st.just(b'{"type":"message","message":{"role":"user","content":"' + "\u05d0\U0001f642\x00".encode() * 5_000 + b'"}}'),
 )
 
 
@@ -437,6 +475,8 @@ def emitted(obj: Any) -> bytes:
 
 
 @fuzz(120)
+@example(store_data={"": {"sessionId": "\ud800"}}, lines=[], value="", create=False, use_label=False)
+@example(store_data={"k": {"sessionId": "\udcff", "label": "\ud800"}}, lines=[b'{"message":{"role":"user","content":"\\ud800"}}'], value="k", create=False, use_label=False)
 @given(
     store_data=store_obj,
     lines=st.lists(transcript_line, max_size=6),
@@ -495,6 +535,8 @@ commands = st.one_of(
     st.tuples(st.sampled_from(["runs", "wait", "abort"]), argv_text, st.just("--json")).map(list),
     st.tuples(st.just("spawn"), argv_text, st.just("--label"), argv_text, st.just("--json")).map(list),
     st.tuples(st.just("--as"), argv_text, st.sampled_from(["list", "agents"]), st.just("--json")).map(list),
+    st.tuples(st.sampled_from(["list", "deliveries"]), st.just("--since"), st.one_of(argv_text, st.just("9" * 400))).map(list),
+    st.tuples(st.just("prune"), st.just("--older-than"), argv_text, st.just("--dry-run")).map(list),
     st.just(["doctor", "--json"]),
 )
 
@@ -515,7 +557,22 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _cli_example(argv: list[Any], state_kind: str = "template", store_data: Any = None, lines: Any = ()) -> Any:
+    return example(argv=argv, state_kind=state_kind, store_data=store_data or {}, config_data=b"{}", lines=list(lines))
+
+
 @fuzz(30)
+@_cli_example(["runs", b"\x0b", "--json"])  # a control character quoted in an error
+@_cli_example(["send", "main", b"caf\xe9", "--timeout", "5", "--json"])  # Latin-1 bytes
+@_cli_example(["label", b"\xff", "x"])
+@_cli_example(["list", "--since", "9" * 400])
+@_cli_example(  # lone surrogates in the store and the transcript, as JSON escapes
+    ["history", "k", "--json"],
+    "random",
+    {"agent:main:k": {"sessionId": "s1", "updatedAt": 1, "label": "\ud800 \udcff"}},
+    [b'{"type":"message","message":{"role":"user","content":"\\ud800 \\udcff"}}'],
+)
+@_cli_example(["list", "--json"], "random", {"agent:main:k": {"sessionId": "s1", "updatedAt": 1, "label": "\ud800"}})
 @given(
     argv=commands,
     state_kind=st.sampled_from(["template", "random", "random-config"]),
@@ -605,6 +662,6 @@ def test_a_10_mb_message_of_any_characters_round_trips(state: Path) -> None:
     alphabet = [chr(c) for c in rng.sample(range(0x20, 0xD800), 3000)]
     alphabet += ["\x00", "\n", "\r", "\t", "\u202e", "\u05d0", "\U0001f642", "\U0010fffd", "\ufeff", "\u2028"]
     chunk = "".join(rng.choice(alphabet) for _ in range(100_000))
-    message = "start " + (chunk * 30)[: 10 * 1024 * 1024 // 3] + " end"
-    assert len(message.encode("utf-8")) > 9 * 1024 * 1024
+    message = "start " + (chunk * 40)[:3_700_000] + " end"
+    assert len(message.encode("utf-8")) > 10 * 1024 * 1024
     round_trip(message)

@@ -19,9 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_cli
-from tests.reliability.util import FINISHED, check_transcripts, read_store, seed_store, wait_until
+from tests.reliability.util import (
+    FINISHED,
+    check_transcripts,
+    messages,
+    read_store,
+    seed_store,
+    wait_until,
+)
 from tests.runhelpers import records, text_of
-from tests.reliability.util import messages
 
 SENDERS = 8
 PER_SENDER = 50
