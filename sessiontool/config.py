@@ -4,6 +4,7 @@ JSON5. Defaults live here, and every error names the file, the key and what was 
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ class Config:
         if not isinstance(value, kind) or isinstance(value, bool) and bool not in (
             kind if isinstance(kind, tuple) else (kind,)
         ):
+            raise ConfigError(f"{self._where(dotted)}: expected {what}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):  # JSON5 Infinity, NaN, 1e400
             raise ConfigError(f"{self._where(dotted)}: expected {what}, got {value!r}")
         return value
 
@@ -315,7 +318,12 @@ class Config:
         if isinstance(v, str) and v.strip():
             import shlex
 
-            return shlex.split(v)
+            try:
+                return shlex.split(v)
+            except ValueError as exc:  # an unbalanced quote
+                raise ConfigError(
+                    f"{self._where('sessiontool.delivery.command')}: cannot split {v!r}: {exc}"
+                ) from None
         if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
             return list(v)
         raise ConfigError(

@@ -386,8 +386,14 @@ def nest(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# Values that break numeric settings: non-finite floats (JSON5 `Infinity`, `NaN`, `1e400`), huge
+# and negative numbers, booleans (an int subclass), numbers as strings.
+edge_scalar = st.sampled_from([float("inf"), float("-inf"), float("nan"), 10**30, -1, 0, 0.5, True, False, "5", ""])
 config_obj = st.lists(
-    st.tuples(st.sampled_from(CONFIG_PATHS), st.one_of(json_value, st.lists(agent_item, max_size=3))),
+    st.tuples(
+        st.sampled_from(CONFIG_PATHS),
+        st.one_of(edge_scalar, json_scalar, json_value, st.lists(agent_item, max_size=3)),
+    ),
     max_size=6,
 ).map(nest)
 config_file = st.one_of(
@@ -418,6 +424,9 @@ def exercise_config(cfg: config_mod.Config) -> None:
 
 
 @fuzz(200)
+@example(own=b'{"session": {"agentToAgent": {"maxPingPongTurns": Infinity}}}', openclaw=None)
+@example(own=b'{"agents": {"defaults": {"subagents": {"archiveAfterMinutes": NaN}}}}', openclaw=None)
+@example(own=b'{"sessiontool": {"delivery": {"command": "\'"}}}', openclaw=None)
 @given(own=config_file, openclaw=st.one_of(st.none(), config_file))
 def test_any_config_loads_or_is_a_config_error(own: bytes, openclaw: bytes | None) -> None:
     with scratch() as d:

@@ -6,11 +6,14 @@ How the senders send (the time budget): 400 `sessiontool send` processes plus th
 would be ~800 interpreter starts on two cores. Each sender is instead one Python process that
 calls `sessiontool.send.send()` (exactly what the `send` command calls: resolve, policy, run
 record, detached worker, wait) 50 times. Every run still gets its own real detached worker
-process, which is where the concurrency is; the readers are real CLI processes."""
+process, which is where the concurrency is; the readers are real CLI processes. Senders 0-3
+wait for each reply (their order in a session is then trivially theirs); senders 4-7 fire and
+forget, so their order rests on the lane's creation order."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -181,7 +184,7 @@ def test_fire_and_forget_sends_within_one_millisecond_keep_creation_order(state:
         [sys.executable, "-c", SAME_MS, str(n)],
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "SESSIONTOOL_NOW_MS": "1769000000000"},
+        env={**os.environ, "SESSIONTOOL_NOW_MS": "1769000000000"},
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
