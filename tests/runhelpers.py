@@ -97,3 +97,46 @@ def text_of(msg: dict[str, Any]) -> str:
     if isinstance(c, str):
         return c
     return "".join(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")
+
+
+FINISHED = frozenset({"ok", "error", "timeout", "aborted", "lost"})
+
+
+def requests(log: Path) -> list[dict[str, Any]]:
+    """Every request a scripted agent logged (SCRIPTED_AGENT_LOG), in order."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def outbox(state: Path) -> list[dict[str, Any]]:
+    p = state / "sessiontool" / "deliveries.jsonl"
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def poll(what: Any, timeout: float = 20.0, message: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """Wait until every run is finished and every worker has exited; the final records."""
+
+    def idle() -> list[dict[str, Any]] | None:
+        recs = records(state)
+        if any(r.get("status") not in FINISHED for r in recs):
+            return None
+        if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
+            return None
+        if [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]:
+            return None
+        return recs or None
+
+    return poll(idle, timeout, "the workers to finish")

@@ -6,16 +6,25 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import AGENTS_DIR, run_cli, run_json
-from tests.runhelpers import alive, reap, records, runner_config, text_of, transcript_messages
+from tests.runhelpers import (
+    outbox,
+    poll,
+    reap,
+    records,
+    requests,
+    runner_config,
+    settle,
+    text_of,
+    transcript_messages,
+)
 
-FINISHED = ("ok", "error", "timeout", "aborted", "lost")
 A = "agent:main:main"
 B = "agent:main:telegram:group:9"
 
@@ -50,45 +59,12 @@ def ping_pong(turns: int) -> dict[str, Any]:
     return {"agentToAgent": {"maxPingPongTurns": turns}}
 
 
-def requests(log: Path) -> list[dict[str, Any]]:
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def outbox(state: Path) -> list[dict[str, Any]]:
-    p = state / "sessiontool" / "deliveries.jsonl"
-    if not p.exists():
-        return []
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
-def poll(what: Callable[[], Any], timeout: float = 20.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {message}")
 
 
-def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
-    """Wait until every run is finished and every worker has exited; the final records."""
-
-    def idle() -> list[dict[str, Any]] | None:
-        recs = records(state)
-        if any(r.get("status") not in FINISHED for r in recs):
-            return None
-        if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
-            return None
-        if [
-            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
-        ]:
-            return None
-        return recs or None
-
-    return poll(idle, timeout, "the workers to finish")  # type: ignore[no-any-return]
 
 
 def steps(recs: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,18 @@ import pytest
 
 from sessiontool.announce import format_count, format_duration
 from tests.conftest import AGENTS_DIR, run_json, write_config
-from tests.runhelpers import alive, reap, records, text_of, transcript_messages
+from tests.runhelpers import (
+    alive,
+    outbox,
+    poll,
+    reap,
+    records,
+    requests,
+    settle,
+    text_of,
+    transcript_messages,
+)
 
-FINISHED = ("ok", "error", "timeout", "aborted", "lost")
 MAIN = "agent:main:main"
 
 
@@ -53,27 +62,10 @@ def scripted(state: Path, tmp_path: Path, script: dict[str, Any]) -> None:
     write_config(state, scripted_cfg(tmp_path, script))
 
 
-def requests(log: Path) -> list[dict[str, Any]]:
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def outbox(state: Path) -> list[dict[str, Any]]:
-    p = state / "sessiontool" / "deliveries.jsonl"
-    if not p.exists():
-        return []
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
-def poll(what: Callable[[], Any], timeout: float = 20.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {message}")
 
 
 def record(state: Path, run_id: str) -> dict[str, Any]:
@@ -100,20 +92,6 @@ def announce_lines(msg: dict[str, Any]) -> dict[str, str]:
     return {ln.split(":", 1)[0]: ln.split(": ", 1)[1] for ln in lines}
 
 
-def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
-    def idle() -> list[dict[str, Any]] | None:
-        recs = records(state)
-        if any(r.get("status") not in FINISHED for r in recs):
-            return None
-        if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
-            return None
-        if [
-            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
-        ]:
-            return None
-        return recs or None
-
-    return poll(idle, timeout, "the workers to finish")  # type: ignore[no-any-return]
 
 
 def group_gone(pgid: int) -> bool:
