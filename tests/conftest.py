@@ -85,3 +85,20 @@ def write_config(state: Path, cfg: dict[str, Any]) -> Path:
     p = state / "sessiontool.json5"
     p.write_text(json.dumps(cfg))
     return p
+
+
+@pytest.fixture
+def reap_workers(state: Path) -> Iterator[None]:
+    """For tests that start real background runs: wait for (or kill) every worker afterwards."""
+    from tests.runhelpers import reap
+
+    yield
+    reap(state)
+
+
+@pytest.fixture
+def agent_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every request the scripted test agent receives, one JSON line each."""
+    log = tmp_path / "agent-requests.jsonl"
+    monkeypatch.setenv("SCRIPTED_AGENT_LOG", str(log))
+    return log

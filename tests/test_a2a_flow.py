@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from tests.conftest import AGENTS_DIR, run_cli, run_json
 from tests.runhelpers import (
     outbox,
     poll,
-    reap,
     records,
     requests,
     runner_config,
@@ -29,18 +27,8 @@ A = "agent:main:main"
 B = "agent:main:telegram:group:9"
 
 
-@pytest.fixture(autouse=True)
-def _reap(state: Path) -> Iterator[None]:
-    yield
-    reap(state)
+pytestmark = pytest.mark.usefixtures("reap_workers")
 
-
-@pytest.fixture
-def agent_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every request the scripted agent receives, one JSON line each."""
-    log = tmp_path / "agent-requests.jsonl"
-    monkeypatch.setenv("SCRIPTED_AGENT_LOG", str(log))
-    return log
 
 
 def scripted(state: Path, tmp_path: Path, script: dict[str, Any], **more: Any) -> None:

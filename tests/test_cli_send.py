@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,13 @@ from tests.conftest import run_cli, run_json
 from tests.runhelpers import (
     alive,
     py_command,
-    reap,
     records,
     runner_config,
     text_of,
     transcript_messages,
 )
 
-
-@pytest.fixture(autouse=True)
-def _reap(state: Path) -> Iterator[None]:
-    yield
-    reap(state)
+pytestmark = pytest.mark.usefixtures("reap_workers")
 
 
 def test_send_on_fresh_state_replies_and_records(state: Path) -> None:

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from tests.runhelpers import (
     alive,
     outbox,
     poll,
-    reap,
     records,
     requests,
     settle,
@@ -33,17 +31,8 @@ from tests.runhelpers import (
 MAIN = "agent:main:main"
 
 
-@pytest.fixture(autouse=True)
-def _reap(state: Path) -> Iterator[None]:
-    yield
-    reap(state)
+pytestmark = pytest.mark.usefixtures("reap_workers")
 
-
-@pytest.fixture
-def agent_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "agent-requests.jsonl"
-    monkeypatch.setenv("SCRIPTED_AGENT_LOG", str(log))
-    return log
 
 
 def scripted_cfg(tmp_path: Path, script: dict[str, Any]) -> dict[str, Any]:

@@ -13,13 +13,9 @@ import pytest
 
 from tests.conftest import run_cli, run_json
 from tests.fakes.openai_server import FakeOpenAI
-from tests.runhelpers import reap, records, text_of
+from tests.runhelpers import records, text_of
 
-
-@pytest.fixture(autouse=True)
-def _reap(state: Path) -> Iterator[None]:
-    yield
-    reap(state)
+pytestmark = pytest.mark.usefixtures("reap_workers")
 
 
 def _user_texts(body: dict[str, Any]) -> list[str]:

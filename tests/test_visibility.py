@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import AGENTS_DIR, run_cli, run_json, write_config
-from tests.runhelpers import alive, reap, records, text_of, transcript_messages
+from tests.runhelpers import alive, records, text_of, transcript_messages
 
 FINISHED = ("ok", "error", "timeout", "aborted", "lost")
 WORK = "agent:main:work"
@@ -24,10 +23,7 @@ DISCORD = "agent:main:discord:group:1"
 TELEGRAM = "agent:main:telegram:group:9"
 
 
-@pytest.fixture(autouse=True)
-def _reap(state: Path) -> Iterator[None]:
-    yield
-    reap(state)
+pytestmark = pytest.mark.usefixtures("reap_workers")
 
 
 def store_path(state: Path, agent: str = "main") -> Path:
