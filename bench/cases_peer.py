@@ -1,5 +1,5 @@
 """The real program side by side: `clawdbot sessions --json` (clawdbot 2026.1.24-3 on Node, as
-installed by ../shared/fixtures/tools/setup-peers.sh, or $CLAWDBOT_BIN) vs `sessiontool list
+installed by tests/fixtures/tools/setup-peers.sh, or $CLAWDBOT_BIN) vs `sessiontool list
 --json` on a copy of the Clawdbot fixtures' state dir. Skipped (one row saying so) when the
 peer is not installed."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from harness import ROOT, Bench, Row, case, mb, ms, ratio
 
-FIXTURE_STATE = ROOT.parent / "shared" / "fixtures" / "clawdbot-2026.1.24" / "state"
+FIXTURE_STATE = ROOT / "tests" / "fixtures" / "clawdbot-2026.1.24" / "state"
 DEFAULT_BIN = Path("/opt/peers/clawdbot")
-SKIPPED = "skipped: clawdbot not installed (run ../shared/fixtures/tools/setup-peers.sh)"
+SKIPPED = "skipped: clawdbot not installed (run tests/fixtures/tools/setup-peers.sh)"
 
 
 def clawdbot_bin() -> str | None:
@@ -27,7 +27,7 @@ def clawdbot_bin() -> str | None:
 
 
 def peer_env(bench: Bench, tmp: Path) -> dict[str, str]:
-    """Like ../shared/fixtures/tools/cb_env.sh, pointed into `tmp`: its own HOME, state and
+    """Like tests/fixtures/tools/cb_env.sh, pointed into `tmp`: its own HOME, state and
     config, no channels, cron or servers."""
     env = dict(bench.env)
     env.update(

@@ -28,7 +28,9 @@ from harness import Bench, Row, case, mb, ms, ratio, run_once, tail
 
 PARALLEL_SENDS = (100, 25)  # full, --quick
 PARALLEL_DEADLINE_S = 240.0
-WORKER_MARKER = "sessiontool.worker"  # in a worker's argv: python -m sessiontool.worker ...
+WORKER_MARKER = (
+    "sessiontool.runs.worker"  # in a worker's argv: python -m sessiontool.runs.worker ...
+)
 FINISHED = ("ok", "error", "timeout", "aborted", "lost")
 
 LAUNCHER = r"""

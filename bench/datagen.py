@@ -1,5 +1,5 @@
 """Synthetic state dirs in OpenClaw's layout, shaped like the real Clawdbot fixtures (entries,
-skillsSnapshot, transcript lines copied from them when ../shared/fixtures is present)."""
+skillsSnapshot, transcript lines copied from them from tests/fixtures)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ from typing import Any
 from harness import ROOT
 
 FIXTURE = (
-    ROOT.parent
-    / "shared"
-    / "fixtures"
-    / "clawdbot-2026.1.24"
-    / "state"
-    / "agents"
-    / "main"
-    / "sessions"
+    ROOT / "tests" / "fixtures" / "clawdbot-2026.1.24" / "state" / "agents" / "main" / "sessions"
 )
 BASE_MS = 1_795_292_567_264  # the fixtures' newest updatedAt
 

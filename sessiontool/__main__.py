@@ -1,3 +1,3 @@
-from .app import main
+from sessiontool.cli.app import main
 
 main()

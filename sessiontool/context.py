@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import keys
-from .config import Config, load_config
-from .paths import StatePaths, resolve_state_dir
+from sessiontool.stores import keys
+from sessiontool.stores.config import Config, load_config
+from sessiontool.stores.paths import StatePaths, resolve_state_dir
 
 
 @dataclass(frozen=True)
@@ -86,5 +86,7 @@ def context_for_session(paths_root: Path, cfg: Config, session_key: str) -> Cont
     """A context acting as `session_key` (a run's own session, for in-process tool calls)."""
     agent_id = keys.agent_of(session_key)
     return Context(
-        StatePaths(paths_root), cfg, Requester(session_key, agent_id, _sandboxed(cfg, session_key, agent_id))
+        StatePaths(paths_root),
+        cfg,
+        Requester(session_key, agent_id, _sandboxed(cfg, session_key, agent_id)),
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .clock import now_ms, parse_iso_ms
-from .errors import UsageError
+from sessiontool.clock import now_ms, parse_iso_ms
+from sessiontool.errors import UsageError
 
 _UNITS = {"": 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)

@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import diag, keys, policy
-from .context import Context
-from .errors import NotFoundError, UsageError, session_not_found
-from .jsonio import require_utf8
-from .paths import is_plain_name, transcript_path_for
-from .store import Entry, Folded, fold, listable, read_store
-from .transcript import Message, ReadResult, read_tail
+from sessiontool import diag
+from sessiontool.context import Context
+from sessiontool.errors import NotFoundError, UsageError, session_not_found
+from sessiontool.flow import policy
+from sessiontool.stores import keys
+from sessiontool.stores.jsonio import require_utf8
+from sessiontool.stores.paths import is_plain_name, transcript_path_for
+from sessiontool.stores.sessions_json import Entry, Folded, fold, listable, read_store
+from sessiontool.stores.transcript import Message, ReadResult, read_tail
 
 HISTORY_DEFAULT_LIMIT = 200
 HISTORY_MAX_LIMIT = 1000
@@ -89,7 +91,11 @@ def _resolved(ctx: Context, agent_id: str, folded: Folded | None, key: str) -> R
 
 def _by_session_id(ctx: Context, session_id: str) -> Resolved | None:
     for agent_id in _search_order(ctx):
-        matches = [f for f in agent_sessions(ctx, agent_id).values() if f.entry.get("sessionId") == session_id]
+        matches = [
+            f
+            for f in agent_sessions(ctx, agent_id).values()
+            if f.entry.get("sessionId") == session_id
+        ]
         if len(matches) > 1:
             raise UsageError(
                 f"session id {session_id} matches several sessions: "
@@ -110,7 +116,9 @@ def _by_label(ctx: Context, label: str) -> Resolved:
         if found:
             break
     if not found:
-        raise NotFoundError(f"No session with label: {label}", hint="see labels with: sessiontool list")
+        raise NotFoundError(
+            f"No session with label: {label}", hint="see labels with: sessiontool list"
+        )
     if len(found) > 1:
         raise UsageError(
             f"label {label!r} matches several sessions: " + ", ".join(f.key for _, f in found),
@@ -120,7 +128,9 @@ def _by_label(ctx: Context, label: str) -> Resolved:
     return _resolved(ctx, agent_id, f, f.key)
 
 
-def resolve(ctx: Context, value: str | None, *, label: str | None = None, create: bool = False) -> Resolved:
+def resolve(
+    ctx: Context, value: str | None, *, label: str | None = None, create: bool = False
+) -> Resolved:
     """What the user typed → one session. A UUID-shaped input is a sessionId; anything else is a
     key, or, failing that, a sessionId (real ids like `dev-orphan-42`). `create` lets an unknown
     key stand for a session about to be made (send)."""
@@ -251,8 +261,12 @@ def list_agent_ids(ctx: Context, all_agents: bool) -> list[str]:
     if req.is_operator:
         return all_agent_ids(ctx) if all_agents else [ctx.agent_id]
     ids = [ctx.agent_id]
-    if ctx.config.a2a_enabled and not (req.sandboxed and ctx.config.sandbox_visibility == "spawned"):
-        ids += [a for a in all_agent_ids(ctx) if a != ctx.agent_id and policy.a2a_pair_allowed(ctx, a)]
+    if ctx.config.a2a_enabled and not (
+        req.sandboxed and ctx.config.sandbox_visibility == "spawned"
+    ):
+        ids += [
+            a for a in all_agent_ids(ctx) if a != ctx.agent_id and policy.a2a_pair_allowed(ctx, a)
+        ]
     elif req.sandboxed and ctx.config.sandbox_visibility == "spawned":
         # A sandboxed requester may have spawned children under other agents.
         ids += [a for a in all_agent_ids(ctx) if a != ctx.agent_id]
@@ -277,7 +291,7 @@ def list_sessions(
         raise UsageError("--limit must be a positive number or 'all'")
     if message_limit < 0:
         raise UsageError("--message-limit must not be negative")
-    from .clock import now_ms
+    from sessiontool.clock import now_ms
 
     now = now_ms()
     cutoff = now - active_minutes * 60_000 if active_minutes is not None else None

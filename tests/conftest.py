@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "clawdbot-2026.1.24"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "clawdbot-2026.1.24"
 FIXTURE_STATE = FIXTURES / "state"
 AGENTS_DIR = Path(__file__).resolve().parent / "agents"
 
@@ -76,7 +76,9 @@ def run_json(*args: str, **kw: Any) -> tuple[int, Any]:
     try:
         data = json.loads(out) if out else None
     except ValueError as exc:
-        raise AssertionError(f"not JSON (rc={proc.returncode}): {out!r}\nstderr: {proc.stderr}") from exc
+        raise AssertionError(
+            f"not JSON (rc={proc.returncode}): {out!r}\nstderr: {proc.stderr}"
+        ) from exc
     return proc.returncode, data
 
 

@@ -55,8 +55,12 @@ def reap(state: Path, timeout: float = 20.0) -> None:
     """Wait for every worker of this state dir to exit; kill what is left after `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pids = [r["pid"] for r in records(state) if isinstance(r.get("pid"), int) and alive(r["pid"])]
-        if not pids and not [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]:
+        pids = [
+            r["pid"] for r in records(state) if isinstance(r.get("pid"), int) and alive(r["pid"])
+        ]
+        if not pids and not [
+            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
+        ]:
             return
         time.sleep(0.1)
     for r in records(state):
@@ -135,7 +139,9 @@ def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
             return None
         if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
             return None
-        if [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]:
+        if [
+            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
+        ]:
             return None
         return recs or None
 

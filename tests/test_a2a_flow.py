@@ -30,7 +30,6 @@ B = "agent:main:telegram:group:9"
 pytestmark = pytest.mark.usefixtures("reap_workers")
 
 
-
 def scripted(state: Path, tmp_path: Path, script: dict[str, Any], **more: Any) -> None:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(script))
@@ -45,14 +44,6 @@ def scripted(state: Path, tmp_path: Path, script: dict[str, Any], **more: Any) -
 
 def ping_pong(turns: int) -> dict[str, Any]:
     return {"agentToAgent": {"maxPingPongTurns": turns}}
-
-
-
-
-
-
-
-
 
 
 def steps(recs: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:

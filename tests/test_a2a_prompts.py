@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessiontool import a2a
+from sessiontool.flow import a2a
 
 REQ = "agent:main:main"
 TGT = "agent:research:discord:group:42"

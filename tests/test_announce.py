@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessiontool import announce
-from sessiontool.announce import (
+from sessiontool.errors import ExitCode, UsageError
+from sessiontool.flow import announce
+from sessiontool.flow.announce import (
     ANNOUNCE_STEP_MESSAGE,
     announce_message,
     announce_step_prompt,
@@ -23,9 +24,8 @@ from sessiontool.announce import (
     subagent_system_prompt,
     validate_model,
 )
-from sessiontool.config import Config, load_config
-from sessiontool.errors import ExitCode, UsageError
-from sessiontool.paths import StatePaths
+from sessiontool.stores.config import Config, load_config
+from sessiontool.stores.paths import StatePaths
 
 from .conftest import write_config
 

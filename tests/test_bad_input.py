@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from sessiontool import paths, sessions
+from sessiontool import sessions
 from sessiontool.errors import UsageError
+from sessiontool.stores import paths
 
 from .conftest import run_cli, run_json, write_config
 from .test_fixtures import copy_state

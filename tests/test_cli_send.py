@@ -33,7 +33,10 @@ def test_send_on_fresh_state_replies_and_records(state: Path) -> None:
     assert rc == 0
     roles = [(m["role"], text_of(m)) for m in hist["messages"]]
     assert roles == [("user", "hello"), ("assistant", "echo: hello")]
-    assert hist["messages"][0]["provenance"] == {"kind": "external_user", "sourceTool": "sessiontool"}
+    assert hist["messages"][0]["provenance"] == {
+        "kind": "external_user",
+        "sourceTool": "sessiontool",
+    }
     assistant = hist["messages"][1]
     assert assistant["usage"]["input"] == len("hello") // 4
     assert assistant["stopReason"] == "stop"
@@ -43,7 +46,11 @@ def test_send_on_fresh_state_replies_and_records(state: Path) -> None:
     assert row["updatedAt"] >= hist["messages"][1]["timestamp"]
     # The transcript on disk is OpenClaw's format: header, then chained entries.
     lines = [json.loads(x) for x in Path(row["transcriptPath"]).read_text().splitlines()]
-    assert lines[0]["type"] == "session" and lines[0]["version"] == 3 and lines[0]["id"] == row["sessionId"]
+    assert (
+        lines[0]["type"] == "session"
+        and lines[0]["version"] == 3
+        and lines[0]["id"] == row["sessionId"]
+    )
     assert lines[1]["parentId"] is None and lines[2]["parentId"] == lines[1]["id"]
     assert oct(Path(row["transcriptPath"]).stat().st_mode & 0o777) == "0o600"
 
@@ -53,7 +60,9 @@ def test_send_json_shapes_and_accepted(state: Path) -> None:
     assert rc == 0
     assert out["status"] == "ok" and out["reply"] == "echo: one" and out["sessionKey"] == "main"
     rc, out = run_json("send", "cron:nightly", "two", "--timeout", "0")
-    assert rc == 0 and out["status"] == "accepted" and out["sessionKey"] == "agent:main:cron:nightly"
+    assert (
+        rc == 0 and out["status"] == "accepted" and out["sessionKey"] == "agent:main:cron:nightly"
+    )
     rc, waited = run_json("wait", out["runId"], "--timeout", "20")
     assert rc == 0 and waited["reply"] == "echo: two"
     # Without --json, --timeout 0 prints the run id only.
@@ -77,7 +86,9 @@ def test_unknown_session_id_is_not_found(state: Path) -> None:
 
 
 def test_timeout_then_wait_returns_reply(state: Path) -> None:
-    runner_config(state, py_command("import sys,time; m=sys.stdin.read(); time.sleep(4); print('late: '+m)"))
+    runner_config(
+        state, py_command("import sys,time; m=sys.stdin.read(); time.sleep(4); print('late: '+m)")
+    )
     t0 = time.monotonic()
     rc, out = run_json("send", "main", "slow", "--timeout", "1")
     assert rc == 124, out
@@ -92,7 +103,9 @@ def test_timeout_then_wait_returns_reply(state: Path) -> None:
 
 
 def test_runner_failure_is_error_with_stderr_tail(state: Path) -> None:
-    runner_config(state, py_command("import sys; sys.stderr.write('model exploded\\n'); sys.exit(3)"))
+    runner_config(
+        state, py_command("import sys; sys.stderr.write('model exploded\\n'); sys.exit(3)")
+    )
     rc, out = run_json("send", "main", "boom", "--timeout", "20")
     assert rc == 1
     assert out["status"] == "error" and out["runStatus"] == "error"
@@ -106,7 +119,11 @@ def _wait_all(state: Path, ids: list[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     pending = set(ids)
     while pending and time.monotonic() < deadline:
-        done = {r["runId"] for r in records(state) if r.get("status") in ("ok", "error", "timeout", "aborted", "lost")}
+        done = {
+            r["runId"]
+            for r in records(state)
+            if r.get("status") in ("ok", "error", "timeout", "aborted", "lost")
+        }
         pending -= done
         time.sleep(0.1)
     assert not pending, f"{len(pending)} runs did not finish"
@@ -118,12 +135,40 @@ def _wait_all(state: Path, ids: list[str], timeout: float = 60) -> None:
 def test_fifty_concurrent_sends_one_lane_and_fifty_lanes(state: Path) -> None:
     procs = []
     for i in range(50):
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "sessiontool", "send", "main", f"same-{i}", "--timeout", "0", "--json"],
-            stdout=subprocess.PIPE, text=True))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "sessiontool", "send", f"lane-{i}", f"own-{i}", "--timeout", "0", "--json"],
-            stdout=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sessiontool",
+                    "send",
+                    "main",
+                    f"same-{i}",
+                    "--timeout",
+                    "0",
+                    "--json",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sessiontool",
+                    "send",
+                    f"lane-{i}",
+                    f"own-{i}",
+                    "--timeout",
+                    "0",
+                    "--json",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
     ids = []
     for p in procs:
         out, _ = p.communicate(timeout=60)
@@ -144,7 +189,9 @@ def test_fifty_concurrent_sends_one_lane_and_fifty_lanes(state: Path) -> None:
 
 
 def test_lane_runs_in_creation_order(state: Path) -> None:
-    runner_config(state, py_command("import sys,time; m=sys.stdin.read(); time.sleep(0.3); print(m)"))
+    runner_config(
+        state, py_command("import sys,time; m=sys.stdin.read(); time.sleep(0.3); print(m)")
+    )
     ids = []
     for i in range(4):
         rc, out = run_json("send", "main", f"m{i}", "--timeout", "0")
@@ -174,7 +221,11 @@ def test_kill_9_worker_is_lost_and_session_recovers(state: Path) -> None:
     assert [r["status"] for r in listing["runs"] if r["runId"] == rid] == ["lost"]
     rc, waited = run_json("wait", rid)
     assert rc == 1
-    assert waited["status"] == "error" and waited["runStatus"] == "lost" and waited["error"] == "worker died"
+    assert (
+        waited["status"] == "error"
+        and waited["runStatus"] == "lost"
+        and waited["error"] == "worker died"
+    )
     store = json.loads((state / "agents" / "main" / "sessions" / "sessions.json").read_text())
     assert store["agent:main:main"]["abortedLastRun"] is True
     assert not (state / "sessiontool" / "runs" / f"{rid}.lock").exists()

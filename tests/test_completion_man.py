@@ -66,7 +66,7 @@ def complete(words: str, cword: int, **extra: str) -> list[str]:
 
 
 def test_committed_generated_files_are_current() -> None:
-    from sessiontool.docs import generated_files
+    from sessiontool.cli.docs import generated_files
 
     stale = []
     for rel, content in generated_files().items():
@@ -78,7 +78,7 @@ def test_committed_generated_files_are_current() -> None:
 
 def test_check_command_reports_stale_copies(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "sessiontool.docs", "check", "--root", str(tmp_path)],
+        [sys.executable, "-m", "sessiontool.cli.docs", "check", "--root", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -87,14 +87,14 @@ def test_check_command_reports_stale_copies(tmp_path: Path) -> None:
     assert "stale: man/sessiontool.1" in proc.stderr
     assert f"regenerate with: {REGEN}" in proc.stderr
     subprocess.run(
-        [sys.executable, "-m", "sessiontool.docs", "write", "--root", str(tmp_path)],
+        [sys.executable, "-m", "sessiontool.cli.docs", "write", "--root", str(tmp_path)],
         check=True,
         capture_output=True,
         timeout=60,
     )
     assert {p.name for p in (tmp_path / "completions").iterdir()} == set(SHELL_FILES.values())
     again = subprocess.run(
-        [sys.executable, "-m", "sessiontool.docs", "check", "--root", str(tmp_path)],
+        [sys.executable, "-m", "sessiontool.cli.docs", "check", "--root", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -105,7 +105,7 @@ def test_check_command_reports_stale_copies(tmp_path: Path) -> None:
 def test_regen_script_exists_and_is_executable() -> None:
     script = ROOT / REGEN
     assert script.is_file() and os.access(script, os.X_OK)
-    assert "sessiontool.docs" in script.read_text()
+    assert "sessiontool.cli.docs" in script.read_text()
 
 
 @pytest.mark.parametrize("shell", sorted(SHELL_FILES))
@@ -358,7 +358,7 @@ def test_man_page_structure() -> None:
 
 
 def test_man_page_documents_every_command_and_option() -> None:
-    from sessiontool.docs import man_page
+    from sessiontool.cli.docs import man_page
 
     page = man_page()
     for name, options in _command_tree().items():

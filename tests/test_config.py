@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiontool.config import load_config
 from sessiontool.errors import ConfigError
-from sessiontool.paths import StatePaths
+from sessiontool.stores.config import load_config
+from sessiontool.stores.paths import StatePaths
 
 from .conftest import FIXTURE_STATE, run_cli, write_config
 

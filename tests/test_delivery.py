@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from sessiontool.config import Config
-from sessiontool.delivery import (
+from sessiontool.flow.delivery import (
     deliver,
     follow_deliveries,
     mirror_message,
     read_deliveries,
     resolve_target,
 )
-from sessiontool.paths import StatePaths
+from sessiontool.stores.config import Config
+from sessiontool.stores.paths import StatePaths
 
 from .conftest import run_cli, run_json
 

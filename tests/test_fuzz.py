@@ -31,12 +31,14 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from sessiontool import config as config_mod
-from sessiontool import keys, render, store, transcript
+from sessiontool.cli import render
 from sessiontool.context import build_context
 from sessiontool.errors import ConfigError, CorruptStateError, SessiontoolError, UsageError
-from sessiontool.paths import StatePaths, is_plain_name, transcript_path_for
 from sessiontool.sessions import history, list_sessions, resolve, strip_envelope_text
+from sessiontool.stores import config as config_mod
+from sessiontool.stores import keys, transcript
+from sessiontool.stores import sessions_json as store
+from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
 from tests.conftest import run_cli
 from tests.reliability.util import reap_state, snapshot
 
@@ -51,19 +53,59 @@ def fuzz(n: int) -> Any:
         deadline=None,
         derandomize=not RANDOM,
         database=None if not RANDOM else settings.default.database,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
     )
 
 
 # -- strategies ------------------------------------------------------------------------------
 
 NASTY = [
-    "", " ", ".", "..", "/", "../x", "../../etc/passwd", "/etc/passwd", "a/b", "a\\b", "\x00",
-    "a\x00b", "main", "global", "unknown", "agent:main:main", "agent:main:", "agent::x",
-    "agent:Main:Cron:1", "agent:../..:x", "agent:x/y:z", "agent:main:../../x", "cron:nightly",
-    "discord:group:42", "subagent:x", "agent:main:subagent:1", "\u202etxt.exe", "\U0001f642",
-    "\ufeff", "\u2028", "x" * 300, "0b3f1e57-8a43-4c1e-9f00-1234567890ab", "dev-orphan-42",
-    "\ud800", "\udcff", "a\udcffb", "nul", "\r\n", "main\n", "-", "--json", "ë" * 200,
+    "",
+    " ",
+    ".",
+    "..",
+    "/",
+    "../x",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "a/b",
+    "a\\b",
+    "\x00",
+    "a\x00b",
+    "main",
+    "global",
+    "unknown",
+    "agent:main:main",
+    "agent:main:",
+    "agent::x",
+    "agent:Main:Cron:1",
+    "agent:../..:x",
+    "agent:x/y:z",
+    "agent:main:../../x",
+    "cron:nightly",
+    "discord:group:42",
+    "subagent:x",
+    "agent:main:subagent:1",
+    "\u202etxt.exe",
+    "\U0001f642",
+    "\ufeff",
+    "\u2028",
+    "x" * 300,
+    "0b3f1e57-8a43-4c1e-9f00-1234567890ab",
+    "dev-orphan-42",
+    "\ud800",
+    "\udcff",
+    "a\udcffb",
+    "nul",
+    "\r\n",
+    "main\n",
+    "-",
+    "--json",
+    "ë" * 200,
 ]
 # Any code point, lone surrogates included (JSON "\ud800" escapes decode to them).
 any_char = st.characters(exclude_categories=[])
@@ -98,7 +140,9 @@ entry = st.fixed_dictionaries(
     {"sessionId": st.one_of(text, st.uuids().map(str), json_value)},
     optional={
         "updatedAt": st.one_of(st.integers(), st.floats(allow_nan=True), text, json_value),
-        "sessionFile": st.one_of(text, st.sampled_from(["/etc/passwd", "../../x.jsonl", "/tmp/elsewhere/s.jsonl"])),
+        "sessionFile": st.one_of(
+            text, st.sampled_from(["/etc/passwd", "../../x.jsonl", "/tmp/elsewhere/s.jsonl"])
+        ),
         "label": text,
         "displayName": text,
         "spawnedBy": text,
@@ -106,7 +150,9 @@ entry = st.fixed_dictionaries(
         "channel": text,
         "lastChannel": text,
         "lastTo": json_value,
-        "deliveryContext": st.one_of(json_value, st.fixed_dictionaries({"channel": text, "to": text})),
+        "deliveryContext": st.one_of(
+            json_value, st.fixed_dictionaries({"channel": text, "to": text})
+        ),
         "sendPolicy": st.one_of(st.sampled_from(["allow", "deny"]), json_value),
         "modelOverride": text,
         "totalTokens": json_scalar,
@@ -130,20 +176,32 @@ raw_json_file = st.one_of(
     store_obj.map(lambda s: json.dumps(s).encode("utf-16")),
     st.integers(1, 3000).map(lambda n: b"[" * n + b"]" * n),
     st.integers(1, 3000).map(lambda n: b'{"a":' * n + b"1" + b"}" * n),
-    st.integers(100, 1200).map(lambda n: json_bytes({"agent:main:deep": {"sessionId": "deep", "updatedAt": 1, "x": deeply_nested(n, n % 2 == 0)}})),
-    st.sampled_from([
-        b"{agent: {sessionId: 'x', updatedAt: 1,}, // json5\n}",
-        b'{"k": {"sessionId": "x\x00y", "updatedAt": 1}}',
-        b'{"k": {"sessionId": "x", "updatedAt": 1}, "k": {"sessionId": "y"}}',
-        b'{"k": {"sessionId": "a", "label": "' + b"x" * 1_000_000 + b'"}}',
-        b"\xff\xfe\x00",
-        b"null",
-        b"[]",
-        b'"str"',
-        b"NaN",
-        b"{\"k\": {\"sessionId\": \"s\", \"updatedAt\": 1e400}}",
-        b"  \n\t ",
-    ]),
+    st.integers(100, 1200).map(
+        lambda n: json_bytes(
+            {
+                "agent:main:deep": {
+                    "sessionId": "deep",
+                    "updatedAt": 1,
+                    "x": deeply_nested(n, n % 2 == 0),
+                }
+            }
+        )
+    ),
+    st.sampled_from(
+        [
+            b"{agent: {sessionId: 'x', updatedAt: 1,}, // json5\n}",
+            b'{"k": {"sessionId": "x\x00y", "updatedAt": 1}}',
+            b'{"k": {"sessionId": "x", "updatedAt": 1}, "k": {"sessionId": "y"}}',
+            b'{"k": {"sessionId": "a", "label": "' + b"x" * 1_000_000 + b'"}}',
+            b"\xff\xfe\x00",
+            b"null",
+            b"[]",
+            b'"str"',
+            b"NaN",
+            b'{"k": {"sessionId": "s", "updatedAt": 1e400}}',
+            b"  \n\t ",
+        ]
+    ),
 )
 
 
@@ -162,7 +220,13 @@ AGENT_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 
 @fuzz(400)
-@given(key=text, agent=text, main_key=text, scope=st.sampled_from(["per-sender", "global"]), ent=st.one_of(entry, st.none()))
+@given(
+    key=text,
+    agent=text,
+    main_key=text,
+    scope=st.sampled_from(["per-sender", "global"]),
+    ent=st.one_of(entry, st.none()),
+)
 def test_key_functions_are_total(key: str, agent: str, main_key: str, scope: str, ent: Any) -> None:
     agent_id = keys.normalize_agent_id(agent)
     assert AGENT_ID.match(agent_id)
@@ -179,7 +243,9 @@ def test_key_functions_are_total(key: str, agent: str, main_key: str, scope: str
     assert keys.chat_type(full, ent) in ("direct", "group", "channel")
     channel = keys.policy_channel(full, ent)
     assert channel is None or channel == channel.lower()
-    assert keys.stored_to_full(key, agent_id) == key or keys.stored_to_full(key, agent_id).startswith("agent:")
+    assert keys.stored_to_full(key, agent_id) == key or keys.stored_to_full(
+        key, agent_id
+    ).startswith("agent:")
     keys.is_subagent(full)
     keys.key_group_target(full)
     keys.looks_like_uuid(key)
@@ -209,7 +275,7 @@ def test_ids_and_file_names_never_name_a_path_outside_the_sessions_dir(
 @fuzz(300)
 @given(value=text)
 def test_labels_are_cleaned_or_refused(value: str) -> None:
-    from sessiontool.manage import validate_label
+    from sessiontool.admin import validate_label
 
     try:
         label = validate_label(value)
@@ -224,7 +290,11 @@ def test_labels_are_cleaned_or_refused(value: str) -> None:
 @example("9" * 400)
 @example("9" * 400 + "d")
 @example(" 1.5 W ")
-@given(value=st.one_of(text, st.from_regex(r"\s*\d{1,400}(\.\d{1,5})?\s*(ms|s|m|h|d|w|S|D)?\s*", fullmatch=True)))
+@given(
+    value=st.one_of(
+        text, st.from_regex(r"\s*\d{1,400}(\.\d{1,5})?\s*(ms|s|m|h|d|w|S|D)?\s*", fullmatch=True)
+    )
+)
 def test_durations_parse_to_finite_values_or_refuse(value: str) -> None:
     import math
 
@@ -246,10 +316,14 @@ def test_durations_parse_to_finite_values_or_refuse(value: str) -> None:
 
 
 @fuzz(150)
-@example(b'{"k": {"sessionId": "x", "label": "\\ud800 \\udcff"}}')  # lone surrogates (JS writes them)
+@example(
+    b'{"k": {"sessionId": "x", "label": "\\ud800 \\udcff"}}'
+)  # lone surrogates (JS writes them)
 @example(b'{"\\ud800": {"sessionId": "\\udcff", "updatedAt": 1}}')
 @given(data=raw_json_file)
-def test_any_sessions_json_is_read_or_refused_and_what_is_read_can_be_rewritten(data: bytes) -> None:
+def test_any_sessions_json_is_read_or_refused_and_what_is_read_can_be_rewritten(
+    data: bytes,
+) -> None:
     with scratch() as d:
         path = d / "sessions.json"
         path.write_bytes(data)
@@ -285,22 +359,44 @@ message_obj = st.fixed_dictionaries(
         "role": st.sampled_from(["user", "assistant", "toolResult", "system"]),
         "content": st.one_of(
             st.text(any_char, max_size=30),
-            st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(any_char, max_size=20)}), max_size=3),
+            st.lists(
+                st.fixed_dictionaries(
+                    {"type": st.just("text"), "text": st.text(any_char, max_size=20)}
+                ),
+                max_size=3,
+            ),
         ),
     },
-    optional={"timestamp": st.integers(), "provenance": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2)},
+    optional={
+        "timestamp": st.integers(),
+        "provenance": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
+    },
 )
 transcript_line = st.one_of(
-    message_obj.map(lambda m: json_bytes({"type": "message", "id": "1", "parentId": None, "message": m})),
-    message_obj.map(lambda m: json.dumps({"type": "message", "message": m}, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+    message_obj.map(
+        lambda m: json_bytes({"type": "message", "id": "1", "parentId": None, "message": m})
+    ),
+    message_obj.map(
+        lambda m: json.dumps({"type": "message", "message": m}, ensure_ascii=False).encode(
+            "utf-8", "surrogatepass"
+        )
+    ),
     st.just(b'{"type":"session","version":3,"id":"x","timestamp":"t","cwd":"/"}'),
     st.just(b'{"type":"compaction","summary":"s"}'),
     st.just(b""),
     st.just(b"   "),
     st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")),
-    st.integers(1, 3000).map(lambda n: b'{"type":"message","message":{"role":"user","content":' + b"[" * n + b"]" * n + b"}}"),
+    st.integers(1, 3000).map(
+        lambda n: (
+            b'{"type":"message","message":{"role":"user","content":' + b"[" * n + b"]" * n + b"}}"
+        )
+    ),
     st.just(b'{"type":"message","message":"not an object"}'),
-    st.just(b'{"type":"message","message":{"role":"user","content":"' + "\u05d0\U0001f642\x00".encode() * 5_000 + b'"}}'),
+    st.just(
+        b'{"type":"message","message":{"role":"user","content":"'
+        + "\u05d0\U0001f642\x00".encode() * 5_000
+        + b'"}}'
+    ),
 )
 
 
@@ -351,24 +447,55 @@ def test_read_tail_agrees_with_a_front_to_back_reader(
 # -- config -----------------------------------------------------------------------------------
 
 CONFIG_PATHS = [
-    "session.mainKey", "session.scope", "session.agentToAgent.maxPingPongTurns",
-    "session.sendPolicy", "session.sendPolicy.rules", "session.sendPolicy.default", "agents.list",
-    "agents.defaults.runner", "agents.defaults.runner.type", "agents.defaults.model",
-    "agents.defaults.subagents.model", "agents.defaults.subagents.archiveAfterMinutes",
-    "agents.defaults.sandbox.mode", "agents.defaults.sandbox.sessionToolsVisibility",
-    "agents.defaults.models", "tools.agentToAgent.enabled", "tools.agentToAgent.allow",
-    "tools.subagents.tools.allow", "sessiontool.delivery.command", "sessiontool.maxToolRounds",
-    "models.providers", "unknownTop", "sessiontool.unknown",
+    "session.mainKey",
+    "session.scope",
+    "session.agentToAgent.maxPingPongTurns",
+    "session.sendPolicy",
+    "session.sendPolicy.rules",
+    "session.sendPolicy.default",
+    "agents.list",
+    "agents.defaults.runner",
+    "agents.defaults.runner.type",
+    "agents.defaults.model",
+    "agents.defaults.subagents.model",
+    "agents.defaults.subagents.archiveAfterMinutes",
+    "agents.defaults.sandbox.mode",
+    "agents.defaults.sandbox.sessionToolsVisibility",
+    "agents.defaults.models",
+    "tools.agentToAgent.enabled",
+    "tools.agentToAgent.allow",
+    "tools.subagents.tools.allow",
+    "sessiontool.delivery.command",
+    "sessiontool.maxToolRounds",
+    "models.providers",
+    "unknownTop",
+    "sessiontool.unknown",
 ]
 agent_item = st.fixed_dictionaries(
     {},
     optional={
         "id": st.one_of(text, json_scalar),
         "default": json_scalar,
-        "model": st.one_of(text, json_value, st.fixed_dictionaries({"primary": json_scalar, "fallbacks": json_value})),
-        "runner": st.one_of(json_value, st.fixed_dictionaries({"type": st.sampled_from(["echo", "command", "openai", "x"]), "command": json_value})),
-        "subagents": st.one_of(json_value, st.fixed_dictionaries({"allowAgents": json_value, "model": json_value})),
-        "sandbox": st.one_of(json_value, st.fixed_dictionaries({"mode": st.one_of(st.sampled_from(["all", "non-main", "off"]), json_scalar)})),
+        "model": st.one_of(
+            text,
+            json_value,
+            st.fixed_dictionaries({"primary": json_scalar, "fallbacks": json_value}),
+        ),
+        "runner": st.one_of(
+            json_value,
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["echo", "command", "openai", "x"]), "command": json_value}
+            ),
+        ),
+        "subagents": st.one_of(
+            json_value, st.fixed_dictionaries({"allowAgents": json_value, "model": json_value})
+        ),
+        "sandbox": st.one_of(
+            json_value,
+            st.fixed_dictionaries(
+                {"mode": st.one_of(st.sampled_from(["all", "non-main", "off"]), json_scalar)}
+            ),
+        ),
     },
 )
 
@@ -388,7 +515,9 @@ def nest(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 # Values that break numeric settings: non-finite floats (JSON5 `Infinity`, `NaN`, `1e400`), huge
 # and negative numbers, booleans (an int subclass), numbers as strings.
-edge_scalar = st.sampled_from([float("inf"), float("-inf"), float("nan"), 10**30, -1, 0, 0.5, True, False, "5", ""])
+edge_scalar = st.sampled_from(
+    [float("inf"), float("-inf"), float("nan"), 10**30, -1, 0, 0.5, True, False, "5", ""]
+)
 config_obj = st.lists(
     st.tuples(
         st.sampled_from(CONFIG_PATHS),
@@ -410,9 +539,20 @@ def exercise_config(cfg: config_mod.Config) -> None:
         cfg.sandbox_mode(agent.id)
         cfg.a2a_allows(agent.id)
     for attr in (
-        "main_key", "scope", "max_ping_pong_turns", "send_policy", "default_agent_id",
-        "defaults_model", "defaults_subagent_model", "sandbox_visibility", "archive_after_minutes",
-        "a2a_enabled", "a2a_allow", "subagent_tools_allow", "delivery_command", "max_tool_rounds",
+        "main_key",
+        "scope",
+        "max_ping_pong_turns",
+        "send_policy",
+        "default_agent_id",
+        "defaults_model",
+        "defaults_subagent_model",
+        "sandbox_visibility",
+        "archive_after_minutes",
+        "a2a_enabled",
+        "a2a_allow",
+        "subagent_tools_allow",
+        "delivery_command",
+        "max_tool_rounds",
         "providers",
     ):
         getattr(cfg, attr)
@@ -425,7 +565,9 @@ def exercise_config(cfg: config_mod.Config) -> None:
 
 @fuzz(200)
 @example(own=b'{"session": {"agentToAgent": {"maxPingPongTurns": Infinity}}}', openclaw=None)
-@example(own=b'{"agents": {"defaults": {"subagents": {"archiveAfterMinutes": NaN}}}}', openclaw=None)
+@example(
+    own=b'{"agents": {"defaults": {"subagents": {"archiveAfterMinutes": NaN}}}}', openclaw=None
+)
 @example(own=b'{"sessiontool": {"delivery": {"command": "\'"}}}', openclaw=None)
 @given(own=config_file, openclaw=st.one_of(st.none(), config_file))
 def test_any_config_loads_or_is_a_config_error(own: bytes, openclaw: bytes | None) -> None:
@@ -440,7 +582,7 @@ def test_any_config_loads_or_is_a_config_error(own: bytes, openclaw: bytes | Non
             assert str(d) in exc.message  # the error names the file
             return
         # Policy decisions over that config never crash either.
-        from sessiontool.policy import send_decision
+        from sessiontool.flow.policy import send_decision
 
         for key in ("agent:main:main", "agent:main:discord:group:1"):
             try:
@@ -464,7 +606,9 @@ def session_ids(store_data: dict[str, Any]) -> list[str]:
     return [
         e["sessionId"]
         for e in store_data.values()
-        if isinstance(e, dict) and isinstance(e.get("sessionId"), str) and is_plain_name(e["sessionId"])
+        if isinstance(e, dict)
+        and isinstance(e.get("sessionId"), str)
+        and is_plain_name(e["sessionId"])
     ]
 
 
@@ -484,8 +628,16 @@ def emitted(obj: Any) -> bytes:
 
 
 @fuzz(120)
-@example(store_data={"": {"sessionId": "\ud800"}}, lines=[], value="", create=False, use_label=False)
-@example(store_data={"k": {"sessionId": "\udcff", "label": "\ud800"}}, lines=[b'{"message":{"role":"user","content":"\\ud800"}}'], value="k", create=False, use_label=False)
+@example(
+    store_data={"": {"sessionId": "\ud800"}}, lines=[], value="", create=False, use_label=False
+)
+@example(
+    store_data={"k": {"sessionId": "\udcff", "label": "\ud800"}},
+    lines=[b'{"message":{"role":"user","content":"\\ud800"}}'],
+    value="k",
+    create=False,
+    use_label=False,
+)
 @given(
     store_data=store_obj,
     lines=st.lists(transcript_line, max_size=6),
@@ -503,7 +655,9 @@ def test_resolve_history_and_list_over_any_store(
         ctx = build_context(state_dir=root)
         sdir = ctx.paths.sessions_dir("main")
         try:
-            r = resolve(ctx, None if use_label else value, label=value if use_label else None, create=create)
+            r = resolve(
+                ctx, None if use_label else value, label=value if use_label else None, create=create
+            )
         except SessiontoolError:
             pass
         else:
@@ -533,18 +687,50 @@ argv_text = st.one_of(
 
 
 commands = st.one_of(
-    st.tuples(st.just("list"), st.sampled_from([[], ["--json"], ["--message-limit", "3", "--json"], ["--all-agents"]])).map(lambda t: [t[0], *t[1]]),
+    st.tuples(
+        st.just("list"),
+        st.sampled_from([[], ["--json"], ["--message-limit", "3", "--json"], ["--all-agents"]]),
+    ).map(lambda t: [t[0], *t[1]]),
     st.tuples(st.just("list"), st.just("--kinds"), argv_text).map(list),
-    st.tuples(st.just("history"), argv_text, st.sampled_from([[], ["--json"], ["--raw", "--json"], ["--format", "markdown"], ["--limit", "2", "--json"]])).map(lambda t: [t[0], t[1], *t[2]]),
+    st.tuples(
+        st.just("history"),
+        argv_text,
+        st.sampled_from(
+            [
+                [],
+                ["--json"],
+                ["--raw", "--json"],
+                ["--format", "markdown"],
+                ["--limit", "2", "--json"],
+            ]
+        ),
+    ).map(lambda t: [t[0], t[1], *t[2]]),
     st.tuples(st.just("history"), st.just("--label"), argv_text, st.just("--json")).map(list),
-    st.tuples(st.just("send"), argv_text, argv_text, st.just("--timeout"), st.sampled_from(["5", "0", "x", "-1", "1e9"]), st.just("--json")).map(list),
+    st.tuples(
+        st.just("send"),
+        argv_text,
+        argv_text,
+        st.just("--timeout"),
+        st.sampled_from(["5", "0", "x", "-1", "1e9"]),
+        st.just("--json"),
+    ).map(list),
     st.tuples(st.just("label"), argv_text, argv_text).map(list),
-    st.tuples(st.just("policy"), argv_text, st.sampled_from(["allow", "deny", "inherit", "maybe"])).map(list),
+    st.tuples(
+        st.just("policy"), argv_text, st.sampled_from(["allow", "deny", "inherit", "maybe"])
+    ).map(list),
     st.tuples(st.sampled_from(["reset", "delete"]), argv_text, st.just("--json")).map(list),
     st.tuples(st.sampled_from(["runs", "wait", "abort"]), argv_text, st.just("--json")).map(list),
-    st.tuples(st.just("spawn"), argv_text, st.just("--label"), argv_text, st.just("--json")).map(list),
-    st.tuples(st.just("--as"), argv_text, st.sampled_from(["list", "agents"]), st.just("--json")).map(list),
-    st.tuples(st.sampled_from(["list", "deliveries"]), st.just("--since"), st.one_of(argv_text, st.just("9" * 400))).map(list),
+    st.tuples(st.just("spawn"), argv_text, st.just("--label"), argv_text, st.just("--json")).map(
+        list
+    ),
+    st.tuples(
+        st.just("--as"), argv_text, st.sampled_from(["list", "agents"]), st.just("--json")
+    ).map(list),
+    st.tuples(
+        st.sampled_from(["list", "deliveries"]),
+        st.just("--since"),
+        st.one_of(argv_text, st.just("9" * 400)),
+    ).map(list),
     st.tuples(st.just("prune"), st.just("--older-than"), argv_text, st.just("--dry-run")).map(list),
     st.just(["doctor", "--json"]),
 )
@@ -559,15 +745,27 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state dir written by sessiontool itself: a few sessions with transcripts."""
     root = tmp_path_factory.mktemp("template") / "state"
     env = {"SESSIONTOOL_STATE_DIR": str(root)}
-    for args in (("send", "main", "hello"), ("send", "cron:nightly", "report"), ("label", "cron:nightly", "nightly")):
+    for args in (
+        ("send", "main", "hello"),
+        ("send", "cron:nightly", "report"),
+        ("label", "cron:nightly", "nightly"),
+    ):
         proc = run_cli(*args, env=env)
         assert proc.returncode == 0, proc.stderr
     reap_state(root)
     return root
 
 
-def _cli_example(argv: list[Any], state_kind: str = "template", store_data: Any = None, lines: Any = ()) -> Any:
-    return example(argv=argv, state_kind=state_kind, store_data=store_data or {}, config_data=b"{}", lines=list(lines))
+def _cli_example(
+    argv: list[Any], state_kind: str = "template", store_data: Any = None, lines: Any = ()
+) -> Any:
+    return example(
+        argv=argv,
+        state_kind=state_kind,
+        store_data=store_data or {},
+        config_data=b"{}",
+        lines=list(lines),
+    )
 
 
 @fuzz(30)
@@ -581,7 +779,11 @@ def _cli_example(argv: list[Any], state_kind: str = "template", store_data: Any 
     {"agent:main:k": {"sessionId": "s1", "updatedAt": 1, "label": "\ud800 \udcff"}},
     [b'{"type":"message","message":{"role":"user","content":"\\ud800 \\udcff"}}'],
 )
-@_cli_example(["list", "--json"], "random", {"agent:main:k": {"sessionId": "s1", "updatedAt": 1, "label": "\ud800"}})
+@_cli_example(
+    ["list", "--json"],
+    "random",
+    {"agent:main:k": {"sessionId": "s1", "updatedAt": 1, "label": "\ud800"}},
+)
 @given(
     argv=commands,
     state_kind=st.sampled_from(["template", "random", "random-config"]),
@@ -609,7 +811,11 @@ def test_the_cli_never_crashes_never_writes_outside_and_refusals_change_nothing(
         if state_kind == "template":
             shutil.copytree(template, state)
         else:
-            write_state(state, store_data, {f"{sid}.jsonl": b"\n".join(lines) for sid in session_ids(store_data)[:2]})
+            write_state(
+                state,
+                store_data,
+                {f"{sid}.jsonl": b"\n".join(lines) for sid in session_ids(store_data)[:2]},
+            )
             if state_kind == "random-config":
                 (state / "sessiontool.json5").write_bytes(config_data)
         outside = {"sibling": snapshot(sibling), "cwd": snapshot(cwd)}
@@ -629,7 +835,9 @@ def test_the_cli_never_crashes_never_writes_outside_and_refusals_change_nothing(
         assert proc.returncode in DOCUMENTED_EXIT_CODES, (args, proc.returncode, stderr)
         assert "Traceback" not in stderr and "internal error" not in stderr, (args, stderr)
         for line in stderr.splitlines():
-            assert line.startswith(("sessiontool: error: ", "sessiontool: warning: ", "hint: ", "still running")), (args, stderr)
+            assert line.startswith(
+                ("sessiontool: error: ", "sessiontool: warning: ", "hint: ", "still running")
+            ), (args, stderr)
         if b"--json" in args and proc.stdout:
             for line in proc.stdout.splitlines():
                 json.loads(line.decode("utf-8"))
@@ -640,7 +848,9 @@ def test_the_cli_never_crashes_never_writes_outside_and_refusals_change_nothing(
 
 # -- any text round-trips through send and history --------------------------------------------
 
-message_text = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=300).filter(lambda s: s.strip())
+message_text = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=300).filter(
+    lambda s: s.strip()
+)
 
 
 def round_trip(message: str) -> None:
@@ -669,7 +879,18 @@ def test_a_10_mb_message_of_any_characters_round_trips(state: Path) -> None:
 
     rng = random.Random(7)
     alphabet = [chr(c) for c in rng.sample(range(0x20, 0xD800), 3000)]
-    alphabet += ["\x00", "\n", "\r", "\t", "\u202e", "\u05d0", "\U0001f642", "\U0010fffd", "\ufeff", "\u2028"]
+    alphabet += [
+        "\x00",
+        "\n",
+        "\r",
+        "\t",
+        "\u202e",
+        "\u05d0",
+        "\U0001f642",
+        "\U0010fffd",
+        "\ufeff",
+        "\u2028",
+    ]
     chunk = "".join(rng.choice(alphabet) for _ in range(100_000))
     message = "start " + (chunk * 40)[:3_700_000] + " end"
     assert len(message.encode("utf-8")) > 10 * 1024 * 1024

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sessiontool.policy import send_decision
+from sessiontool.flow.policy import send_decision
 
 DISCORD_GROUPS_DENIED: dict[str, Any] = {
     "rules": [{"match": {"channel": "discord", "chatType": "group"}, "action": "deny"}]

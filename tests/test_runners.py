@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sessiontool.runners import (
+from sessiontool.runs.runners import (
     RunnerError,
     RunnerResult,
     RunnerTimeout,
@@ -24,7 +24,7 @@ from sessiontool.runners import (
     make_usage,
     usage_from,
 )
-from sessiontool.runners.openai import (
+from sessiontool.runs.runners.openai import (
     chat_completion,
     parse_completion,
     to_chat_messages,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sessiontool.announce import format_count, format_duration
+from sessiontool.flow.announce import format_count, format_duration
 from tests.conftest import AGENTS_DIR, run_json, write_config
 from tests.runhelpers import (
     alive,
@@ -34,7 +34,6 @@ MAIN = "agent:main:main"
 pytestmark = pytest.mark.usefixtures("reap_workers")
 
 
-
 def scripted_cfg(tmp_path: Path, script: dict[str, Any]) -> dict[str, Any]:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(script))
@@ -49,12 +48,6 @@ def scripted_cfg(tmp_path: Path, script: dict[str, Any]) -> dict[str, Any]:
 
 def scripted(state: Path, tmp_path: Path, script: dict[str, Any]) -> None:
     write_config(state, scripted_cfg(tmp_path, script))
-
-
-
-
-
-
 
 
 def record(state: Path, run_id: str) -> dict[str, Any]:
@@ -79,8 +72,6 @@ def announce_lines(msg: dict[str, Any]) -> dict[str, str]:
     lines = text_of(msg).split("\n")
     assert [ln.split(":", 1)[0] for ln in lines] == ["Status", "Result", "Notes", "Stats"], lines
     return {ln.split(":", 1)[0]: ln.split(": ", 1)[1] for ln in lines}
-
-
 
 
 def group_gone(pgid: int) -> bool:

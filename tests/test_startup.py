@@ -43,7 +43,7 @@ def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     modules = out.read_text().split()
-    assert "sessiontool.commands.read" in modules  # the probe sees importlib-loaded modules
+    assert "sessiontool.cli.commands.read" in modules  # the probe sees importlib-loaded modules
     return {m.split(".")[0] for m in modules}
 
 

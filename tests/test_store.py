@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sessiontool import store
 from sessiontool.errors import CorruptStateError
+from sessiontool.stores import sessions_json as store
 
 from .test_fixtures import MAIN_STORE
 
@@ -221,7 +221,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from sessiontool.store import update_store
+    from sessiontool.stores.sessions_json import update_store
 
     path, who, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(n):

@@ -53,12 +53,20 @@ class Brain:
         if first.startswith(("LIST", "LOOP")):
             return {"tool_calls": [{"name": "sessions_list", "arguments": {}}]}
         if first.startswith("SPAWN"):
-            return {"tool_calls": [{"name": "sessions_spawn", "arguments": {"task": "sub task", "label": "kid"}}]}
+            return {
+                "tool_calls": [
+                    {"name": "sessions_spawn", "arguments": {"task": "sub task", "label": "kid"}}
+                ]
+            }
         if first.startswith("SEND"):
             args = {"sessionKey": "agent:main:dm:carol", "message": "ping", "timeoutSeconds": 10}
             return {"tool_calls": [{"name": "sessions_send", "arguments": args}]}
         if first.startswith("HIST"):
-            return {"tool_calls": [{"name": "sessions_history", "arguments": {"sessionKey": "agent:main:dm:carol"}}]}
+            return {
+                "tool_calls": [
+                    {"name": "sessions_history", "arguments": {"sessionKey": "agent:main:dm:carol"}}
+                ]
+            }
         return {"content": f"fake: {first}"}
 
 
@@ -68,7 +76,11 @@ def brain(state: Path) -> Iterator[tuple[FakeOpenAI, Brain]]:
     with FakeOpenAI(default=b) as srv:
         state.mkdir(parents=True, exist_ok=True)
         cfg = {
-            "agents": {"defaults": {"runner": {"type": "openai", "baseUrl": srv.base_url, "model": "fake-model"}}},
+            "agents": {
+                "defaults": {
+                    "runner": {"type": "openai", "baseUrl": srv.base_url, "model": "fake-model"}
+                }
+            },
             "sessiontool": {"maxToolRounds": 3},
         }
         (state / "sessiontool.json5").write_text(json.dumps(cfg))
@@ -89,7 +101,12 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
     assert rc == 0 and out["reply"].startswith("done: ")
     msgs = _messages("agent:main:dm:bob")
     roles = [(m["role"], m.get("stopReason")) for m in msgs]
-    assert roles == [("user", None), ("assistant", "toolUse"), ("toolResult", None), ("assistant", "stop")]
+    assert roles == [
+        ("user", None),
+        ("assistant", "toolUse"),
+        ("toolResult", None),
+        ("assistant", "stop"),
+    ]
     call = msgs[1]["content"][-1]
     assert call["type"] == "toolCall" and call["name"] == "sessions_list"
     result = msgs[2]
@@ -99,12 +116,27 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
     assert result["content"][0]["text"].startswith("{\n  ")
     # What the tool returned is what the CLI prints as that session at that moment.
     assert b.snapshots and result["details"] == b.snapshots[0]
-    assert {r["key"] for r in result["details"]["sessions"]} == {"agent:main:dm:carol", "agent:main:dm:bob"}
+    assert {r["key"] for r in result["details"]["sessions"]} == {
+        "agent:main:dm:carol",
+        "agent:main:dm:bob",
+    }
     # The model was offered OpenClaw's tools with OpenClaw's parameter names.
-    tools = {t["function"]["name"]: t["function"]["parameters"] for t in srv.requests[-1].body["tools"]}
-    assert set(tools) == {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list"}
-    assert {"kinds", "limit", "activeMinutes", "messageLimit"} <= set(tools["sessions_list"]["properties"])
-    assert {"task", "label", "agentId", "model", "runTimeoutSeconds", "cleanup"} <= set(tools["sessions_spawn"]["properties"])
+    tools = {
+        t["function"]["name"]: t["function"]["parameters"] for t in srv.requests[-1].body["tools"]
+    }
+    assert set(tools) == {
+        "sessions_list",
+        "sessions_history",
+        "sessions_send",
+        "sessions_spawn",
+        "agents_list",
+    }
+    assert {"kinds", "limit", "activeMinutes", "messageLimit"} <= set(
+        tools["sessions_list"]["properties"]
+    )
+    assert {"task", "label", "agentId", "model", "runTimeoutSeconds", "cleanup"} <= set(
+        tools["sessions_spawn"]["properties"]
+    )
     # Usage sums both model calls; the index keeps the last call's.
     rec = next(r for r in records(state) if r["runId"] == out["runId"])
     calls = [m for m in msgs if m["role"] == "assistant"]
@@ -114,7 +146,9 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
     assert row["totalTokens"] == calls[-1]["usage"]["input"]
 
 
-def test_send_tool_waits_for_the_other_session(state: Path, brain: tuple[FakeOpenAI, Brain]) -> None:
+def test_send_tool_waits_for_the_other_session(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
     rc, out = run_json("send", "agent:main:dm:bob", "SEND to carol", "--timeout", "30")
     assert rc == 0, out
     msgs = _messages("agent:main:dm:bob")
@@ -126,7 +160,9 @@ def test_send_tool_waits_for_the_other_session(state: Path, brain: tuple[FakeOpe
     assert carol[0]["provenance"]["sourceSessionKey"] == "agent:main:dm:bob"
 
 
-def test_spawn_tool_starts_a_subagent_and_announces(state: Path, brain: tuple[FakeOpenAI, Brain]) -> None:
+def test_spawn_tool_starts_a_subagent_and_announces(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
     rc, out = run_json("send", "agent:main:dm:bob", "SPAWN a helper")
     assert rc == 0
     result = next(m for m in _messages("agent:main:dm:bob") if m["role"] == "toolResult")
@@ -145,7 +181,9 @@ def test_spawn_tool_starts_a_subagent_and_announces(state: Path, brain: tuple[Fa
     assert f"sessionKey {child}" in text_of(announce)
 
 
-def test_sandboxed_history_is_a_forbidden_tool_result(state: Path, brain: tuple[FakeOpenAI, Brain]) -> None:
+def test_sandboxed_history_is_a_forbidden_tool_result(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
     run_json("send", "agent:main:dm:carol", "secret stuff")
     cfg = json.loads((state / "sessiontool.json5").read_text())
     cfg["agents"]["defaults"]["sandbox"] = {"mode": "all"}
@@ -159,7 +197,9 @@ def test_sandboxed_history_is_a_forbidden_tool_result(state: Path, brain: tuple[
     assert "not visible" in result["details"]["error"]
 
 
-def test_stuck_model_stops_after_max_tool_rounds(state: Path, brain: tuple[FakeOpenAI, Brain]) -> None:
+def test_stuck_model_stops_after_max_tool_rounds(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
     rc, out = run_json("send", "agent:main:dm:bob", "LOOP forever")
     assert rc == 1
     assert out["runStatus"] == "error" and "maxToolRounds" in out["error"]
@@ -168,7 +208,9 @@ def test_stuck_model_stops_after_max_tool_rounds(state: Path, brain: tuple[FakeO
     assert msgs[-1]["stopReason"] == "error"
 
 
-def test_subagent_gets_no_tools_unless_allowed(state: Path, brain: tuple[FakeOpenAI, Brain]) -> None:
+def test_subagent_gets_no_tools_unless_allowed(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
     srv, _ = brain
     run_json("send", "agent:main:subagent:x", "plain question")
     body = srv.requests[-1].body

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sessiontool import transcript
 from sessiontool.errors import BusyError
+from sessiontool.stores import transcript
 
 from .test_fixtures import FIXTURE_STATE
 

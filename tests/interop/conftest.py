@@ -2,7 +2,7 @@
 its gateway on loopback, and a deterministic fake LLM.
 
 They run only with `SESSIONTOOL_INTEROP=1` (otherwise they are skipped, with that reason) and need
-the program that `../shared/fixtures/tools/setup-peers.sh` installs: env `CLAWDBOT_BIN`, else
+the program that `tests/fixtures/tools/setup-peers.sh` installs: env `CLAWDBOT_BIN`, else
 `$PEERS_DIR/clawdbot` (default `/opt/peers/clawdbot`). Without it they are skipped, unless
 `SESSIONTOOL_INTEROP_STRICT=1` (CI sets it once the install succeeded): then a missing piece fails.
 
@@ -35,8 +35,8 @@ from ..runhelpers import reap
 
 INTEROP_DIR = Path(__file__).resolve().parent
 ROOT = INTEROP_DIR.parent.parent
-SHARED = Path(os.environ.get("SESSIONTOOL_SHARED_DIR") or ROOT.parent / "shared")
-FAKE_LLM = SHARED / "fixtures" / "tools" / "fake_llm_server.py"
+TOOLS = ROOT / "tests" / "fixtures" / "tools"
+FAKE_LLM = TOOLS / "fake_llm_server.py"
 GWCALL = INTEROP_DIR / "gwcall.mjs"
 TOKEN = "interop-token-7f3a"
 QA_FAILING_AGENT = "import sys; sys.stderr.write('qa agent fails on purpose\\n'); sys.exit(3)"
@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     enabled = os.environ.get("SESSIONTOOL_INTEROP") == "1"
     skip = pytest.mark.skip(
         reason="interop tests need SESSIONTOOL_INTEROP=1 and the real clawdbot "
-        "(../shared/fixtures/tools/setup-peers.sh)"
+        "(tests/fixtures/tools/setup-peers.sh)"
     )
     for item in items:
         if INTEROP_DIR not in Path(str(item.fspath)).parents:
@@ -78,11 +78,17 @@ _WRAPPER_EXEC = re.compile(r'exec\s+"([^"]+)"\s+"([^"]+/dist/entry\.js)"')
 
 def find_peer() -> Peer:
     explicit = os.environ.get("CLAWDBOT_BIN")
-    path = Path(explicit) if explicit else Path(os.environ.get("PEERS_DIR") or "/opt/peers") / "clawdbot"
+    path = (
+        Path(explicit)
+        if explicit
+        else Path(os.environ.get("PEERS_DIR") or "/opt/peers") / "clawdbot"
+    )
     if not (path.is_file() and os.access(path, os.X_OK)):
         if explicit:
             pytest.fail(f"CLAWDBOT_BIN={explicit} is not an executable file", pytrace=False)
-        unavailable(f"no clawdbot at {path} (run ../shared/fixtures/tools/setup-peers.sh or set CLAWDBOT_BIN)")
+        unavailable(
+            f"no clawdbot at {path} (run tests/fixtures/tools/setup-peers.sh or set CLAWDBOT_BIN)"
+        )
     # setup-peers.sh writes a wrapper: exec "<node>" "<peers>/cb/node_modules/clawdbot/dist/entry.js" "$@"
     try:
         text = path.read_text(errors="replace")[:4096]
@@ -130,7 +136,12 @@ def start(argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> subproc
     """A child in its own process group (so that stopping it by PID takes its children too)."""
     with open(log, "ab") as fh:
         return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
             start_new_session=True,
         )
 
@@ -164,7 +175,9 @@ def tail(path: Path, n: int = 40) -> str:
     return "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in lines[-n:])
 
 
-def wait_port(proc: subprocess.Popen[bytes], port: int, timeout: float, what: str, log: Path) -> None:
+def wait_port(
+    proc: subprocess.Popen[bytes], port: int, timeout: float, what: str, log: Path
+) -> None:
     deadline = time.monotonic() + timeout
     while not port_open(port):
         if proc.poll() is not None:
@@ -195,40 +208,83 @@ class Harness:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     # gateway ------------------------------------------------------------------------------
-    def gw(self, calls: list[dict[str, Any]], *, parallel: bool = False, timeout: float = 180) -> list[dict[str, Any]]:
+    def gw(
+        self, calls: list[dict[str, Any]], *, parallel: bool = False, timeout: float = 180
+    ) -> list[dict[str, Any]]:
         """Run gateway calls through Clawdbot's client; [{"ok", "result"|"error"}] in order."""
         proc = subprocess.run(
             [self.peer.node, str(GWCALL), str(self.peer.dist)],
             input=json.dumps({"parallel": parallel, "calls": calls}),
-            capture_output=True, text=True, env=self.env, cwd=self.root, timeout=timeout,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.root,
+            timeout=timeout,
         )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
         if proc.returncode != 0 or not lines:
-            raise GatewayError(f"gwcall failed ({proc.returncode}): {proc.stderr[-2000:]}\n{proc.stdout[-2000:]}")
+            raise GatewayError(
+                f"gwcall failed ({proc.returncode}): {proc.stderr[-2000:]}\n{proc.stdout[-2000:]}"
+            )
         out: list[dict[str, Any]] = json.loads(lines[-1])
         return out
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, expect_final: bool = False,
-             timeout_ms: int = 30_000) -> Any:
-        res = self.gw([{"method": method, "params": params or {}, "expectFinal": expect_final,
-                        "timeoutMs": timeout_ms}], timeout=timeout_ms / 1000 + 60)[0]
+    def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        expect_final: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> Any:
+        res = self.gw(
+            [
+                {
+                    "method": method,
+                    "params": params or {},
+                    "expectFinal": expect_final,
+                    "timeoutMs": timeout_ms,
+                }
+            ],
+            timeout=timeout_ms / 1000 + 60,
+        )[0]
         if not res["ok"]:
-            raise GatewayError(f"{method} {params}: {res['error']}\ngateway log:\n{tail(self.gw_log)}")
+            raise GatewayError(
+                f"{method} {params}: {res['error']}\ngateway log:\n{tail(self.gw_log)}"
+            )
         return res["result"]
 
     def cli_call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """`clawdbot gateway call METHOD --params JSON --json`, the public command."""
         proc = subprocess.run(
-            [str(self.peer.bin), "gateway", "call", method, "--params", json.dumps(params or {}), "--json"],
-            capture_output=True, text=True, env=self.env, cwd=self.root, timeout=120,
+            [
+                str(self.peer.bin),
+                "gateway",
+                "call",
+                method,
+                "--params",
+                json.dumps(params or {}),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.root,
+            timeout=120,
         )
         if proc.returncode != 0:
-            raise GatewayError(f"clawdbot gateway call {method}: rc={proc.returncode}\n{proc.stderr[-2000:]}")
+            raise GatewayError(
+                f"clawdbot gateway call {method}: rc={proc.returncode}\n{proc.stderr[-2000:]}"
+            )
         return json.loads(proc.stdout)
 
     def agent_turn(self, key: str, message: str, idem: str, timeout_ms: int = 120_000) -> Any:
-        res = self.call("agent", {"sessionKey": key, "message": message, "idempotencyKey": idem},
-                        expect_final=True, timeout_ms=timeout_ms)
+        res = self.call(
+            "agent",
+            {"sessionKey": key, "message": message, "idempotencyKey": idem},
+            expect_final=True,
+            timeout_ms=timeout_ms,
+        )
         assert res.get("status") == "ok", res
         return res
 
@@ -239,13 +295,19 @@ class Harness:
     def st(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "sessiontool", "--state-dir", str(self.state), *args],
-            capture_output=True, text=True, env=self.st_env, cwd=self.root, timeout=timeout,
+            capture_output=True,
+            text=True,
+            env=self.st_env,
+            cwd=self.root,
+            timeout=timeout,
         )
 
     def st_json(self, *args: str, ok: bool = True, timeout: float = 120) -> Any:
         proc = self.st(*args, "--json", timeout=timeout)
         if ok and proc.returncode != 0:
-            raise AssertionError(f"sessiontool {' '.join(args)}: rc={proc.returncode}\n{proc.stderr}\n{proc.stdout}")
+            raise AssertionError(
+                f"sessiontool {' '.join(args)}: rc={proc.returncode}\n{proc.stderr}\n{proc.stdout}"
+            )
         return json.loads(proc.stdout)
 
     # disk ---------------------------------------------------------------------------------
@@ -264,14 +326,20 @@ class Harness:
     def llm_requests(self) -> list[dict[str, Any]]:
         if not self.llm_log.exists():
             return []
-        return [json.loads(ln)["request"] for ln in self.llm_log.read_text().splitlines() if ln.strip()]
+        return [
+            json.loads(ln)["request"] for ln in self.llm_log.read_text().splitlines() if ln.strip()
+        ]
 
 
 def clawdbot_config(root: Path, gw_port: int, llm_port: int) -> dict[str, Any]:
-    """Like ../shared/fixtures/tools/cb_config.json5, on our ports and paths; agents main, ops, qa."""
+    """Like tests/fixtures/tools/cb_config.json5, on our ports and paths; agents main, ops, qa."""
     return {
-        "gateway": {"mode": "local", "bind": "loopback", "port": gw_port,
-                    "auth": {"mode": "token", "token": TOKEN}},
+        "gateway": {
+            "mode": "local",
+            "bind": "loopback",
+            "port": gw_port,
+            "auth": {"mode": "token", "token": TOKEN},
+        },
         "logging": {"file": str(root / "clawdbot.log")},
         "agents": {
             "defaults": {
@@ -280,9 +348,11 @@ def clawdbot_config(root: Path, gw_port: int, llm_port: int) -> dict[str, Any]:
                 "models": {"fake/fake-model": {"alias": "Fake"}},
                 "heartbeat": {"every": "0m"},
             },
-            "list": [{"id": "main", "default": True},
-                     {"id": "ops", "workspace": str(root / "workspace-ops")},
-                     {"id": "qa", "workspace": str(root / "workspace-qa")}],
+            "list": [
+                {"id": "main", "default": True},
+                {"id": "ops", "workspace": str(root / "workspace-ops")},
+                {"id": "qa", "workspace": str(root / "workspace-qa")},
+            ],
         },
         "models": {
             "mode": "replace",
@@ -291,11 +361,17 @@ def clawdbot_config(root: Path, gw_port: int, llm_port: int) -> dict[str, Any]:
                     "baseUrl": f"http://127.0.0.1:{llm_port}/v1",
                     "apiKey": "dummy-key",
                     "api": "openai-completions",
-                    "models": [{
-                        "id": "fake-model", "name": "Fake Model", "reasoning": False, "input": ["text"],
-                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                        "contextWindow": 128000, "maxTokens": 4096,
-                    }],
+                    "models": [
+                        {
+                            "id": "fake-model",
+                            "name": "Fake Model",
+                            "reasoning": False,
+                            "input": ["text"],
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                            "contextWindow": 128000,
+                            "maxTokens": 4096,
+                        }
+                    ],
                 }
             },
         },
@@ -304,7 +380,8 @@ def clawdbot_config(root: Path, gw_port: int, llm_port: int) -> dict[str, Any]:
 
 def _base_env(home: Path) -> dict[str, str]:
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("CLAWDBOT_", "OPENCLAW_", "SESSIONTOOL_", "NODE_OPTIONS", "XDG_"))
     }
     env.update(HOME=str(home), TZ="UTC", NO_COLOR="1", LC_ALL="C.UTF-8")
@@ -328,8 +405,23 @@ def cb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     config = state / "clawdbot.json"
     config.write_text(json.dumps(clawdbot_config(root, gw_port, llm_port), indent=2))
     # sessiontool's own config: agent qa's runner always fails (the others use the echo runner)
-    (state / "sessiontool.json5").write_text(json.dumps({"agents": {"list": [{"id": "qa", "runner": {
-        "type": "command", "command": [sys.executable, "-c", QA_FAILING_AGENT]}}]}}))
+    (state / "sessiontool.json5").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "list": [
+                        {
+                            "id": "qa",
+                            "runner": {
+                                "type": "command",
+                                "command": [sys.executable, "-c", QA_FAILING_AGENT],
+                            },
+                        }
+                    ]
+                }
+            }
+        )
+    )
     env = _base_env(home)
     env["PATH"] = os.path.dirname(peer.node) + os.pathsep + env.get("PATH", "")
     env.update(
@@ -346,14 +438,30 @@ def cb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
         CLAWDBOT_NO_RESPAWN="1",  # one gateway process, not a launcher plus a child
     )
     st_env = _base_env(home)
-    h = Harness(peer, root, state, env, st_env, gw_port, llm_port, root / "fake-llm.jsonl", root / "gateway.out")
+    h = Harness(
+        peer,
+        root,
+        state,
+        env,
+        st_env,
+        gw_port,
+        llm_port,
+        root / "fake-llm.jsonl",
+        root / "gateway.out",
+    )
     try:
         llm_env = dict(env, FAKE_LLM_LOG=str(h.llm_log))
-        llm = start([sys.executable, str(FAKE_LLM), str(llm_port)], root / "fake-llm.out", llm_env, root)
+        llm = start(
+            [sys.executable, str(FAKE_LLM), str(llm_port)], root / "fake-llm.out", llm_env, root
+        )
         h.procs.append(llm)
         wait_port(llm, llm_port, 20, "fake LLM", root / "fake-llm.out")
-        gw = start([str(peer.bin), "gateway", "--port", str(gw_port), "--bind", "loopback", "--verbose"],
-                   h.gw_log, env, root)
+        gw = start(
+            [str(peer.bin), "gateway", "--port", str(gw_port), "--bind", "loopback", "--verbose"],
+            h.gw_log,
+            env,
+            root,
+        )
         h.procs.append(gw)
         wait_port(gw, gw_port, START_TIMEOUT, "clawdbot gateway", h.gw_log)
         deadline = time.monotonic() + 60

@@ -19,7 +19,9 @@ def text_of(msg: dict[str, Any]) -> str:
     if isinstance(c, str):
         return c
     if isinstance(c, list):
-        return "".join(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")
+        return "".join(
+            b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text"
+        )
     return ""
 
 
@@ -30,7 +32,9 @@ def assert_linear_chain(lines: list[dict[str, Any]]) -> None:
     assert sum(1 for ln in lines if ln.get("type") == "session") == 1
     prev = None
     for ln in lines[1:]:
-        assert ln.get("parentId") == prev, f"entry {ln.get('id')} has parentId {ln.get('parentId')}, expected {prev}"
+        assert ln.get("parentId") == prev, (
+            f"entry {ln.get('id')} has parentId {ln.get('parentId')}, expected {prev}"
+        )
         assert isinstance(ln.get("id"), str)
         prev = ln["id"]
 

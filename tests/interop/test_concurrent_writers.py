@@ -64,11 +64,15 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
 
     jobs: list[Any] = [lambda i=i: st_key(i) for i in range(N_ST)]
     jobs += [lambda k=k: st("policy", k, "deny") for k in both_keys]
-    jobs += [lambda i=i: st("send", TURNS, f"st-turn-{i}", "--timeout", "150") for i in range(N_ST_TURNS)]
+    jobs += [
+        lambda i=i: st("send", TURNS, f"st-turn-{i}", "--timeout", "150") for i in range(N_ST_TURNS)
+    ]
 
     patches = []
     for i, k in enumerate(gw_keys):
-        patches.append({"key": k, "label": f"gw-label-{i}", "thinkingLevel": "low", "sendPolicy": "deny"})
+        patches.append(
+            {"key": k, "label": f"gw-label-{i}", "thinkingLevel": "low", "sendPolicy": "deny"}
+        )
     for i, k in enumerate(both_keys):
         patches.append({"key": k, "label": f"both-label-{i}", "thinkingLevel": "high"})
     gw_results: dict[str, list[dict[str, Any]]] = {}
@@ -80,9 +84,19 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
         mark("gw")
 
     def gw_turns() -> None:
-        calls = [{"method": "agent", "expectFinal": True, "timeoutMs": 150_000,
-                  "params": {"sessionKey": TURNS, "message": f"gw-turn-{j}",
-                             "idempotencyKey": f"interop-{uuid.uuid4()}"}} for j in range(N_GW_TURNS)]
+        calls = [
+            {
+                "method": "agent",
+                "expectFinal": True,
+                "timeoutMs": 150_000,
+                "params": {
+                    "sessionKey": TURNS,
+                    "message": f"gw-turn-{j}",
+                    "idempotencyKey": f"interop-{uuid.uuid4()}",
+                },
+            }
+            for j in range(N_GW_TURNS)
+        ]
         mark("gw")
         gw_results["turns"] = cb.gw(calls, parallel=True, timeout=240)
         mark("gw")
@@ -106,23 +120,46 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
     # -- every update of both sides is on disk ---------------------------------------------
     store = cb.store()
     for i, k in enumerate(st_keys):
-        assert store[k].get("sendPolicy") == "allow" and store[k].get("label") == f"st-label-{i}", (k, store.get(k))
+        assert store[k].get("sendPolicy") == "allow" and store[k].get("label") == f"st-label-{i}", (
+            k,
+            store.get(k),
+        )
     for i, k in enumerate(gw_keys):
         e = store[k]
-        assert (e.get("label"), e.get("thinkingLevel"), e.get("sendPolicy")) == (f"gw-label-{i}", "low", "deny"), (k, e)
+        assert (e.get("label"), e.get("thinkingLevel"), e.get("sendPolicy")) == (
+            f"gw-label-{i}",
+            "low",
+            "deny",
+        ), (k, e)
     for i, k in enumerate(both_keys):
         e = store[k]
-        assert (e.get("label"), e.get("thinkingLevel"), e.get("sendPolicy")) == (f"both-label-{i}", "high", "deny"), (k, e)
+        assert (e.get("label"), e.get("thinkingLevel"), e.get("sendPolicy")) == (
+            f"both-label-{i}",
+            "high",
+            "deny",
+        ), (k, e)
 
     # ... and both programs read the same thing
     theirs = {r["key"]: r for r in cb.call("sessions.list", {})["sessions"]}
-    ours = {full_key(r["key"]): r for r in cb.st_json("list", "--all-agents", "--limit", "all")["sessions"]}
+    ours = {
+        full_key(r["key"]): r
+        for r in cb.st_json("list", "--all-agents", "--limit", "all")["sessions"]
+    }
     assert set(theirs) == set(ours)
     for k in st_keys + gw_keys + both_keys + [TURNS]:
         for name in ("sessionId", "updatedAt", "label", "sendPolicy", "thinkingLevel"):
-            assert ours[k].get(name) == theirs[k].get(name), (k, name, ours[k].get(name), theirs[k].get(name))
+            assert ours[k].get(name) == theirs[k].get(name), (
+                k,
+                name,
+                ours[k].get(name),
+                theirs[k].get(name),
+            )
     for k in gw_keys:  # the gateway's override counts for sessiontool's send policy
-        assert cb.st_json("policy", k) == {"sessionKey": k, "effective": "deny", "decidedBy": "override"}
+        assert cb.st_json("policy", k) == {
+            "sessionKey": k,
+            "effective": "deny",
+            "decidedBy": "override",
+        }
 
     # -- the shared transcript: every turn of both sides, once, one chain -------------------
     lines = cb.transcript_lines(TURNS)
@@ -130,14 +167,20 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
     msgs = [ln["message"] for ln in lines if ln.get("type") == "message"]
     users = sorted(text_of(m) for m in msgs if m["role"] == "user")
     assert users == sorted(
-        ["st-turn-pre"] + [f"st-turn-{i}" for i in range(N_ST_TURNS)] + [f"gw-turn-{j}" for j in range(N_GW_TURNS)]
+        ["st-turn-pre"]
+        + [f"st-turn-{i}" for i in range(N_ST_TURNS)]
+        + [f"gw-turn-{j}" for j in range(N_GW_TURNS)]
     )
     replies = [text_of(m) for m in msgs if m["role"] == "assistant"]
     for i in range(N_ST_TURNS):
         assert replies.count(f"echo: st-turn-{i}") == 1, replies
     for j in range(N_GW_TURNS):
-        assert sum(1 for r in replies if r.startswith("REPLY-") and r.endswith(f"| gw-turn-{j}")) == 1, replies
-    assert cb.history(TURNS)["messages"] == cb.st_json("history", TURNS, "--include-tools")["messages"]
+        assert (
+            sum(1 for r in replies if r.startswith("REPLY-") and r.endswith(f"| gw-turn-{j}")) == 1
+        ), replies
+    assert (
+        cb.history(TURNS)["messages"] == cb.st_json("history", TURNS, "--include-tools")["messages"]
+    )
 
     leftovers = [p.name for p in cb.sessions_dir().iterdir() if p.name.endswith((".lock", ".tmp"))]
     assert not leftovers, leftovers

@@ -75,7 +75,9 @@ def test_gateway_lists_and_reads_what_sessiontool_wrote(cb: Harness) -> None:
     assert theirs["agent:main:discord:group:interop-42"]["kind"] == "group"
     # both newest first (by the updatedAt sessiontool wrote)
     stamps_theirs = [ours[row["key"]]["updatedAt"] for row in listing["sessions"]]
-    stamps_ours = [r["updatedAt"] for r in cb.st_json("list", "--all-agents", "--limit", "all")["sessions"]]
+    stamps_ours = [
+        r["updatedAt"] for r in cb.st_json("list", "--all-agents", "--limit", "all")["sessions"]
+    ]
     assert stamps_theirs == sorted(stamps_theirs, reverse=True) == stamps_ours
 
     # the gateway's filters understand the fields sessiontool wrote
@@ -93,7 +95,9 @@ def test_gateway_lists_and_reads_what_sessiontool_wrote(cb: Harness) -> None:
 
     # -- chat.history == sessiontool history, message for message --------------------------
     keys = sorted(mine)
-    results = cb.gw([{"method": "chat.history", "params": {"sessionKey": k, "limit": 1000}} for k in keys])
+    results = cb.gw(
+        [{"method": "chat.history", "params": {"sessionKey": k, "limit": 1000}} for k in keys]
+    )
     for key, res in zip(keys, results, strict=True):
         assert res["ok"], (key, res)
         gw_hist = res["result"]
@@ -104,7 +108,10 @@ def test_gateway_lists_and_reads_what_sessiontool_wrote(cb: Harness) -> None:
 
     main = cb.history("agent:main:main")["messages"]
     assert [text_of(m) for m in main[:4]] == [
-        SENDS[0][1], f"echo: {SENDS[0][1]}", SENDS[1][1], f"echo: {SENDS[1][1]}",
+        SENDS[0][1],
+        f"echo: {SENDS[0][1]}",
+        SENDS[1][1],
+        f"echo: {SENDS[1][1]}",
     ]
     announce = main[-1]
     assert announce["role"] == "assistant" and announce["stopReason"] == "injected"

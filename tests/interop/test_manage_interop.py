@@ -29,7 +29,11 @@ def test_sessiontool_reset_and_delete_as_the_gateway_sees_them(cb: Harness) -> N
     assert frank not in listed
     row = listed[erin]
     assert (row["sessionId"], row.get("label"), row.get("totalTokens"), row.get("systemSent")) == (
-        new_erin, "erin-label", 0, False)
+        new_erin,
+        "erin-label",
+        0,
+        False,
+    )
     hist = cb.history(erin)
     assert hist["sessionId"] == new_erin and hist["messages"] == []
     gone = cb.history(frank)
@@ -64,7 +68,11 @@ def test_gateway_reset_and_delete_as_sessiontool_sees_them(cb: Harness) -> None:
 
     rows = {r["key"]: r for r in cb.st_json("list", "--limit", "all")["sessions"]}
     assert hal not in rows
-    assert (rows[gia]["sessionId"], rows[gia].get("totalTokens"), rows[gia].get("sendPolicy")) == (new_gia, 0, "deny")
+    assert (rows[gia]["sessionId"], rows[gia].get("totalTokens"), rows[gia].get("sendPolicy")) == (
+        new_gia,
+        0,
+        "deny",
+    )
     hist = cb.st_json("history", gia)
     assert hist["sessionId"] == new_gia and hist["messages"] == []
     proc = cb.st("history", hal, "--json")
@@ -75,7 +83,10 @@ def test_gateway_reset_and_delete_as_sessiontool_sees_them(cb: Harness) -> None:
     cb.st_json("policy", gia, "inherit")
     cb.st_json("send", gia, "gia: after the reset", "--timeout", "60")
     assert cb.store()[gia]["sessionId"] == new_gia
-    assert [text_of(m) for m in cb.history(gia)["messages"]] == ["gia: after the reset", "echo: gia: after the reset"]
+    assert [text_of(m) for m in cb.history(gia)["messages"]] == [
+        "gia: after the reset",
+        "echo: gia: after the reset",
+    ]
 
 
 def test_gateway_continues_after_a_failed_sessiontool_run(cb: Harness) -> None:

@@ -46,10 +46,16 @@ def test_sessiontool_reads_a_turn_the_gateway_appended(cb: Harness) -> None:
     assert hist["sessionId"] == sid
     msgs = hist["messages"]
     assert [(m["role"], text_of(m)) for m in msgs] == [
-        ("user", first), ("assistant", f"echo: {first}"),
-        ("user", second), ("assistant", f"REPLY-2 | {second}"),
+        ("user", first),
+        ("assistant", f"echo: {first}"),
+        ("user", second),
+        ("assistant", f"REPLY-2 | {second}"),
     ]
-    assert (msgs[3]["provider"], msgs[3]["model"], msgs[3]["api"]) == ("fake", "fake-model", "openai-completions")
+    assert (msgs[3]["provider"], msgs[3]["model"], msgs[3]["api"]) == (
+        "fake",
+        "fake-model",
+        "openai-completions",
+    )
     entry = cb.store()[key]
     row = _row(cb, key)
     assert row["sessionId"] == sid and row["model"] == "fake-model"
@@ -91,7 +97,8 @@ def test_gateway_turn_in_an_entry_sessiontool_created(cb: Harness) -> None:
     assert after["sessionId"] == sid and after["sendPolicy"] == "allow"
     hist = cb.st_json("history", key)
     assert [(m["role"], text_of(m)) for m in hist["messages"]] == [
-        ("user", "dave: hello gateway"), ("assistant", "REPLY-1 | dave: hello gateway"),
+        ("user", "dave: hello gateway"),
+        ("assistant", "REPLY-1 | dave: hello gateway"),
     ]
     assert_linear_chain(cb.transcript_lines(key))
     assert cb.st_json("policy", key)["decidedBy"] == "override"
@@ -101,7 +108,7 @@ HOLDER = r"""
 import json, os, sys, time
 from pathlib import Path
 from sessiontool.clock import now_ms
-from sessiontool.locks import transcript_lock
+from sessiontool.stores.locks import transcript_lock
 path, hold = Path(sys.argv[1]), float(sys.argv[2])
 lock = path.with_name(path.name + ".lock")
 with transcript_lock(path, timeout=10):
@@ -124,11 +131,16 @@ def test_gateway_waits_for_a_sessiontool_transcript_lock(cb: Harness) -> None:
     path = cb.sessions_dir() / f"{cb.store()[key]['sessionId']}.jsonl"
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(path), "4"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cb.st_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cb.st_env,
     )
     try:
         assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held", holder.stderr.read() if holder.stderr else ""
+        assert holder.stdout.readline().strip() == "held", (
+            holder.stderr.read() if holder.stderr else ""
+        )
         started = time.monotonic()
         cb.agent_turn(key, "during the lock", f"interop-{uuid.uuid4()}", timeout_ms=60_000)
         waited = time.monotonic() - started

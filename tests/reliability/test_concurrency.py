@@ -4,7 +4,7 @@ sender's messages to a session keep their order.
 
 How the senders send (the time budget): 400 `sessiontool send` processes plus their 400 workers
 would be ~800 interpreter starts on two cores. Each sender is instead one Python process that
-calls `sessiontool.send.send()` (exactly what the `send` command calls: resolve, policy, run
+calls `sessiontool.runs.submit.send()` (exactly what the `send` command calls: resolve, policy, run
 record, detached worker, wait) 50 times. Every run still gets its own real detached worker
 process, which is where the concurrency is; the readers are real CLI processes. Senders 0-3
 wait for each reply (their order in a session is then trivially theirs); senders 4-7 fire and
@@ -40,7 +40,7 @@ SENDER = r"""
 import json, random, sys
 from sessiontool.context import build_context
 from sessiontool.errors import SessiontoolError
-from sessiontool.send import send
+from sessiontool.runs.submit import send
 
 sender, timeout, count = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(1000 + sender)
@@ -58,7 +58,9 @@ sys.stdout.write(json.dumps(out))
 """
 
 
-def _reader_loop(args_for: Any, stop: threading.Event, failures: list[str], count: list[int]) -> None:
+def _reader_loop(
+    args_for: Any, stop: threading.Event, failures: list[str], count: list[int]
+) -> None:
     """Run a read command again and again until stopped (with a short breath between runs:
     two busy loops of interpreter starts would take a whole core from the writers)."""
     i = 0
@@ -91,10 +93,17 @@ def test_eight_senders_fifty_sends_ten_sessions_with_readers(state: Path) -> Non
     failures: list[str] = []
     counts = ([0], [0])
     readers = [
-        threading.Thread(target=_reader_loop, args=(lambda i: ("list",), stop, failures, counts[0])),
+        threading.Thread(
+            target=_reader_loop, args=(lambda i: ("list",), stop, failures, counts[0])
+        ),
         threading.Thread(
             target=_reader_loop,
-            args=(lambda i: ("history", SESSIONS[i % len(SESSIONS)], "--limit", "1000"), stop, failures, counts[1]),
+            args=(
+                lambda i: ("history", SESSIONS[i % len(SESSIONS)], "--limit", "1000"),
+                stop,
+                failures,
+                counts[1],
+            ),
         ),
     ]
     for t in readers:
@@ -162,13 +171,15 @@ def test_eight_senders_fifty_sends_ten_sessions_with_readers(state: Path) -> Non
             assert mine == sorted(mine), (key, n, mine)
             assert mine == [s["msg"] for s in results[n] if s["key"] == key]
     assert sorted(seen) == sorted(s["msg"] for s in sends)
-    print(f"senders done in {sent_at:.1f}s, all runs in {elapsed:.1f}s; reads: list {counts[0][0]}, history {counts[1][0]}")
+    print(
+        f"senders done in {sent_at:.1f}s, all runs in {elapsed:.1f}s; reads: list {counts[0][0]}, history {counts[1][0]}"
+    )
 
 
 SAME_MS = r"""
 import json, sys
 from sessiontool.context import build_context
-from sessiontool.send import send
+from sessiontool.runs.submit import send
 ctx = build_context()
 ids = [send(ctx, "main", "m%02d" % i, timeout=0)[0]["runId"] for i in range(int(sys.argv[1]))]
 sys.stdout.write(json.dumps(ids))
@@ -190,7 +201,10 @@ def test_fire_and_forget_sends_within_one_millisecond_keep_creation_order(state:
     assert proc.returncode == 0, proc.stderr
     ids = json.loads(proc.stdout)
     wait_until(
-        lambda: sum(1 for r in records(state) if r.get("status") in FINISHED) >= n, 30, "runs", poll=0.1
+        lambda: sum(1 for r in records(state) if r.get("status") in FINISHED) >= n,
+        30,
+        "runs",
+        poll=0.1,
     )
     got = [text_of(m) for m in messages(state, "agent:main:main") if m["role"] == "user"]
     assert got == [f"m{i:02d}" for i in range(n)]

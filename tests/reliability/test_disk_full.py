@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import run_cli, run_json
 from tests.reliability.util import check_transcripts, snapshot, stray_locks, wait_until
 
-SITECUSTOMIZE = r'''
+SITECUSTOMIZE = r"""
 import builtins, errno, fnmatch, io, os
 
 _root = os.environ.get("FAULT_ROOT")
@@ -87,7 +87,7 @@ if _root:
             return _bopen(file, mode, *a, **kw)
 
         builtins.open = io.open = _builtin_open
-'''
+"""
 
 
 @pytest.fixture
@@ -98,11 +98,18 @@ def faults(tmp_path: Path) -> Path:
     return d
 
 
-def fault_env(faults: Path, root: Path, err: str, match: str = "*", worker_only: bool = False) -> dict[str, str]:
+def fault_env(
+    faults: Path, root: Path, err: str, match: str = "*", worker_only: bool = False
+) -> dict[str, str]:
     """The environment that makes disk calls under `root` (on files matching `match`) fail
     with `err`, in the command and the workers it starts (or, `worker_only`, in workers only)."""
     pythonpath = os.pathsep.join(p for p in (str(faults), os.environ.get("PYTHONPATH", "")) if p)
-    env = {"PYTHONPATH": pythonpath, "FAULT_ROOT": str(root), "FAULT_ERRNO": err, "FAULT_MATCH": match}
+    env = {
+        "PYTHONPATH": pythonpath,
+        "FAULT_ROOT": str(root),
+        "FAULT_ERRNO": err,
+        "FAULT_MATCH": match,
+    }
     if worker_only:
         env["FAULT_IN"] = "worker"
     return env
@@ -148,8 +155,12 @@ WRITERS = [
 ]
 
 
-@pytest.mark.parametrize("err, message", [("ENOSPC", "No space left on device"), ("EROFS", "Read-only file system")])
-def test_a_refused_disk_fails_cleanly(populated: Path, faults: Path, err: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "err, message", [("ENOSPC", "No space left on device"), ("EROFS", "Read-only file system")]
+)
+def test_a_refused_disk_fails_cleanly(
+    populated: Path, faults: Path, err: str, message: str
+) -> None:
     """Every writing command, one after the other on the same state (one test, not 14, for
     the time budget): exit 1, one line, and the state dir byte for byte as it was."""
     state = populated
@@ -190,7 +201,14 @@ def test_transcript_append_fails_in_the_worker(populated: Path, faults: Path) ->
     state = populated
     transcripts = {p: p.read_bytes() for p in (state / "agents").glob("*/sessions/*.jsonl")}
     store_before = json.loads((state / "agents/main/sessions/sessions.json").read_text())
-    rc, out = run_json("send", "main", "lost words", "--timeout", "20", env=fault_env(faults, state, "ENOSPC", "*.jsonl"))
+    rc, out = run_json(
+        "send",
+        "main",
+        "lost words",
+        "--timeout",
+        "20",
+        env=fault_env(faults, state, "ENOSPC", "*.jsonl"),
+    )
     assert rc == 1, out
     assert out["status"] == "error" and out["runStatus"] == "error"
     assert "No space left on device" in out["error"], out
@@ -203,7 +221,9 @@ def test_transcript_append_fails_in_the_worker(populated: Path, faults: Path) ->
     assert rc == 0 and out["reply"] == "echo: space again"
 
 
-def test_worker_that_cannot_record_anything_is_lost_not_stuck(populated: Path, faults: Path) -> None:
+def test_worker_that_cannot_record_anything_is_lost_not_stuck(
+    populated: Path, faults: Path
+) -> None:
     """The disk fills up between the command and its worker, so the worker cannot even mark
     its run started. The caller's wait times out (the run's fate is unknown until the 30 s
     grace of spec section 5.1 passes); then the run is `lost`, and nothing is left behind."""
@@ -239,7 +259,9 @@ def test_send_whose_run_cannot_be_set_up_leaves_no_queued_run(
         import shutil
 
         shutil.rmtree(state / "sessiontool")
-    proc = run_cli("send", "main", "refused", "--timeout", "20", env=fault_env(faults, state, "EROFS", match))
+    proc = run_cli(
+        "send", "main", "refused", "--timeout", "20", env=fault_env(faults, state, "EROFS", match)
+    )
     assert_one_line_error(proc, "Read-only file system")
     rc, listing = run_json("runs")
     assert rc == 0
@@ -258,7 +280,9 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
@@ -293,7 +317,11 @@ def test_a_real_full_then_read_only_filesystem(small_fs: Path) -> None:
     reap_state(state)
     _fill(small_fs)
     before = snapshot(state)
-    for args in (("label", "main", "after"), ("send", "main", "more", "--timeout", "20"), ("spawn", "t")):
+    for args in (
+        ("label", "main", "after"),
+        ("send", "main", "more", "--timeout", "20"),
+        ("spawn", "t"),
+    ):
         proc = run_cli(*args, env=env)
         assert_one_line_error(proc, "No space left on device")
         assert snapshot(state) == before, args
@@ -301,7 +329,11 @@ def test_a_real_full_then_read_only_filesystem(small_fs: Path) -> None:
     assert rc == 0 and len(hist["messages"]) == 2
     (small_fs / "filler").unlink()
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    for args in (("label", "main", "after"), ("send", "main", "more", "--timeout", "20"), ("spawn", "t")):
+    for args in (
+        ("label", "main", "after"),
+        ("send", "main", "more", "--timeout", "20"),
+        ("spawn", "t"),
+    ):
         proc = run_cli(*args, env=env)
         assert_one_line_error(proc, "Read-only file system")
     assert snapshot(state) == before

@@ -67,7 +67,9 @@ def test_kill_9_at_a_chosen_point(state: Path, point: str) -> None:
     rid = out["runId"]
     agent_pid = None
     if point == "agent-running":
-        rec = wait_until(lambda: _record(state, rid).get("agentPid") and _record(state, rid), 15, "the agent")
+        rec = wait_until(
+            lambda: _record(state, rid).get("agentPid") and _record(state, rid), 15, "the agent"
+        )
         wait_until(lambda: "stall" in texts(state, "agent:main:main"), 10, "the user line")
         pid, agent_pid = int(rec["pid"]), int(rec["agentPid"])  # type: ignore[call-overload]
     else:
@@ -90,7 +92,11 @@ def test_kill_9_at_a_chosen_point(state: Path, point: str) -> None:
     check_transcripts(state)
     store = read_store(state)
     assert store["agent:main:other"]["label"] == "written meanwhile"
-    expected = {"before-user": [], "agent-running": ["stall"], "index-write": ["doomed", "echo: doomed"]}
+    expected = {
+        "before-user": [],
+        "agent-running": ["stall"],
+        "index-write": ["doomed", "echo: doomed"],
+    }
     assert texts(state, "agent:main:main") == expected[point]
 
     statuses = [r["status"] for r in reconcile() if r["runId"] == rid]
@@ -124,7 +130,9 @@ def test_random_kills_leave_a_consistent_state(state: Path) -> None:
     seed_store(state, [*keys, "agent:main:bystander"])
     runner_config(
         state,
-        py_command("import sys,time; m=sys.stdin.read(); time.sleep(0.3); sys.stdout.write('echo: '+m)"),
+        py_command(
+            "import sys,time; m=sys.stdin.read(); time.sleep(0.3); sys.stdout.write('echo: '+m)"
+        ),
     )
 
     stop = threading.Event()
@@ -152,12 +160,24 @@ def test_random_kills_leave_a_consistent_state(state: Path) -> None:
             # The delay counts from the moment the run record exists (just before the send
             # starts its worker), so the kills spread over the worker's whole life.
             proc = subprocess.Popen(
-                [sys.executable, "-m", "sessiontool", "send", key, f"msg-{key}", "--timeout", "0", "--json"],
+                [
+                    sys.executable,
+                    "-m",
+                    "sessiontool",
+                    "send",
+                    key,
+                    f"msg-{key}",
+                    "--timeout",
+                    "0",
+                    "--json",
+                ],
                 stdout=subprocess.PIPE,
                 text=True,
             )
             rec = wait_until(
-                lambda: next((r for r in records(state) if r.get("sessionKey") == key), None), 30, "record"
+                lambda: next((r for r in records(state) if r.get("sessionKey") == key), None),
+                30,
+                "record",
             )
             time.sleep(delay)
             for pid in worker_pids(state, rec["runId"]):
@@ -171,7 +191,9 @@ def test_random_kills_leave_a_consistent_state(state: Path) -> None:
             run_ids[key] = json.loads(out)["runId"]
             assert run_ids[key] == rec["runId"]
 
-        threads = [threading.Thread(target=send_then_kill, args=(k, rng.uniform(0.0, 0.6))) for k in keys]
+        threads = [
+            threading.Thread(target=send_then_kill, args=(k, rng.uniform(0.0, 0.6))) for k in keys
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -205,7 +227,9 @@ def test_random_kills_leave_a_consistent_state(state: Path) -> None:
             assert status == "lost", after[run_ids[k]]
             assert store[k]["abortedLastRun"] is True
     assert not stray_locks(state)
-    assert not [p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")]
+    assert not [
+        p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
+    ]
 
     # Every session takes the next run at once: no dead run blocks a lane, no lock is stuck.
     runner_config(state, {"type": "echo"})

@@ -87,10 +87,16 @@ def test_foreground_gives_up_with_75_naming_the_lock(seeded: Path) -> None:
 def test_background_worker_outwaits_the_foreground_timeout(seeded: Path) -> None:
     """The worker's store lock policy is 60 s whatever SESSIONTOOL_LOCK_TIMEOUT says."""
     with hold_lock(store_lock(seeded)) as held:
-        rc, out = run_json("send", "main", "patient", "--timeout", "0", env={"SESSIONTOOL_LOCK_TIMEOUT": "0.3"})
+        rc, out = run_json(
+            "send", "main", "patient", "--timeout", "0", env={"SESSIONTOOL_LOCK_TIMEOUT": "0.3"}
+        )
         assert rc == 0, out
         rid = out["runId"]
-        wait_until(lambda: any(r["runId"] == rid and r["status"] == "running" for r in records(seeded)), 10, "start")
+        wait_until(
+            lambda: any(r["runId"] == rid and r["status"] == "running" for r in records(seeded)),
+            10,
+            "start",
+        )
         time.sleep(1.5)  # well past the foreground's 0.3 s
         (rec,) = [r for r in records(seeded) if r["runId"] == rid]
         assert rec["status"] == "running"
@@ -108,7 +114,9 @@ def test_a_live_holders_transcript_lock_is_never_broken_even_when_old(state: Pat
     tpath = sessions_dir(state) / f"{sid}.jsonl"
     before = tpath.read_bytes()
     two_hours_ago = int(time.time() * 1000) - 2 * 3600_000
-    with hold_lock(tpath.with_name(tpath.name + ".lock"), stamp_key="createdAt", stamp_ms=two_hours_ago) as held:
+    with hold_lock(
+        tpath.with_name(tpath.name + ".lock"), stamp_key="createdAt", stamp_ms=two_hours_ago
+    ) as held:
         rc, out = run_json("send", "main", "second", "--timeout", "1.5")
         assert rc == 124, out  # the caller stopped waiting; the run waits for the lock
         assert tpath.with_name(tpath.name + ".lock").read_bytes() == held.content

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontool import perms
+from sessiontool.stores import perms
 from tests.conftest import run_cli, run_json
 from tests.reliability.util import FINISHED, wait_until
 from tests.runhelpers import records
@@ -43,20 +43,25 @@ def test_everything_created_is_private_even_with_umask_0(state: Path) -> None:
             proc = run_cli(*args)
             assert proc.returncode == 0, (args, proc.stderr)
         wait_until(
-            lambda: all(r.get("status") in FINISHED and (r["kind"] != "spawn" or r.get("announcedAt")) for r in records(state)),
+            lambda: all(
+                r.get("status") in FINISHED and (r["kind"] != "spawn" or r.get("announcedAt"))
+                for r in records(state)
+            ),
             20,
             "the spawn and its announce",
         )
-        wait_until(lambda: not list((state / "sessiontool" / "runs").glob("*-*.lock")), 10, "workers to exit")
+        wait_until(
+            lambda: not list((state / "sessiontool" / "runs").glob("*-*.lock")),
+            10,
+            "workers to exit",
+        )
     finally:
         os.umask(old)
     modes = _modes(state)
     assert any(p.endswith(".jsonl") for p in modes) and "sessiontool/deliveries.jsonl" in modes
     assert any(".deleted." in p for p in modes)  # the archived transcript keeps its mode
     wrong = {
-        p: m
-        for p, m in modes.items()
-        if m != ("0o700" if os.path.isdir(state / p) else "0o600")
+        p: m for p, m in modes.items() if m != ("0o700" if os.path.isdir(state / p) else "0o600")
     }
     assert not wrong, wrong
 
@@ -98,7 +103,10 @@ def test_a_state_dir_owned_by_another_user_warns(state: Path) -> None:
         # An error still comes after the warning, each on its own line.
         proc = run_cli("history", "nope")
         assert proc.returncode == 3
-        assert len(_warnings(proc.stderr)) == 1 and "sessiontool: error: Session not found" in proc.stderr
+        assert (
+            len(_warnings(proc.stderr)) == 1
+            and "sessiontool: error: Session not found" in proc.stderr
+        )
     finally:
         os.chown(state, 0, -1)
 

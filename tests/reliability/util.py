@@ -47,14 +47,14 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def worker_pids(state: Path, run_id: str | None = None) -> list[int]:
-    """Live `python -m sessiontool.worker <state> <runId>` processes, found in /proc: a worker
+    """Live `python -m sessiontool.runs.worker <state> <runId>` processes, found in /proc: a worker
     killed before it wrote its pid into the record is still found."""
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         argv = _cmdline(int(name))
-        if argv[1:3] != ["-m", "sessiontool.worker"] or len(argv) < 5:
+        if argv[1:3] != ["-m", "sessiontool.runs.worker"] or len(argv) < 5:
             continue
         if argv[3] != str(state) or (run_id is not None and argv[4] != run_id):
             continue
@@ -153,7 +153,9 @@ class HeldLock:
 
 
 @contextmanager
-def hold_lock(path: Path, *, stamp_key: str = "startedAt", stamp_ms: int | None = None) -> Iterator[HeldLock]:
+def hold_lock(
+    path: Path, *, stamp_key: str = "startedAt", stamp_ms: int | None = None
+) -> Iterator[HeldLock]:
     """Another live process takes `path` with exclusive create and `{"pid", <stamp_key>}`,
     holds it until `release()` (or the end of the block), then removes it, as OpenClaw does."""
     stamp = int(time.time() * 1000) if stamp_ms is None else stamp_ms
@@ -241,7 +243,10 @@ def seed_store(state: Path, keys: list[str], agent: str = "main", **fields: Any)
     sdir = sessions_dir(state, agent)
     sdir.mkdir(parents=True, exist_ok=True)
     now = int(time.time() * 1000)
-    store = {k: {"sessionId": str(uuid.uuid4()), "updatedAt": now - i, **fields} for i, k in enumerate(keys)}
+    store = {
+        k: {"sessionId": str(uuid.uuid4()), "updatedAt": now - i, **fields}
+        for i, k in enumerate(keys)
+    }
     (sdir / "sessions.json").write_text(json.dumps(store, indent=2))
     return store
 

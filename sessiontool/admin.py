@@ -1,0 +1,551 @@
+"""Managing sessions and the state dir: `label`, `reset`, `delete`, `paths`, `doctor` and
+`prune`. Every function returns plain data for the CLI to render and raises SessiontoolError
+subclasses; nothing here prints or exits.
+
+The writes follow OpenClaw's sessions.patch / sessions.reset / sessions.delete, so a state dir
+shared with a running gateway stays consistent: index changes happen under the store lock with an
+atomic replace, and a deleted session's transcript is archived (renamed), never unlinked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sessiontool.clock import now_ms, parse_iso_ms
+from sessiontool.context import Context
+from sessiontool.errors import ForbiddenError, StorageError, UsageError, session_not_found
+from sessiontool.flow import policy
+from sessiontool.sessions import Resolved, all_agent_ids, resolve, total_tokens
+from sessiontool.stores import keys
+from sessiontool.stores.jsonio import require_utf8
+from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
+from sessiontool.stores.sessions_json import (
+    Entry,
+    Store,
+    fold,
+    get_entry,
+    read_store,
+    set_entry,
+    update_store,
+)
+
+LABEL_MAX = 64
+
+# Per-conversation state that a reset clears. Everything else in the entry (label, levels,
+# model and provider overrides, send policy, routing such as deliveryContext / lastChannel,
+# spawnedBy, and fields we do not know) is kept: a reset starts a new conversation in the same
+# session, it does not forget what the session is or where it delivers.
+RESET_DROP = (
+    "sessionFile",
+    "totalTokensFresh",
+    "cacheRead",
+    "cacheWrite",
+    "compactionCount",
+    "memoryFlushAt",
+    "memoryFlushCompactionCount",
+    "systemPromptReport",
+    "cliSessionIds",
+    "claudeCliSessionId",
+)
+RESET_SET: dict[str, Any] = {
+    "systemSent": False,
+    "abortedLastRun": False,
+    "inputTokens": 0,
+    "outputTokens": 0,
+    "totalTokens": 0,
+}
+
+
+# -- label / reset / delete ------------------------------------------------------------------
+
+
+def _result(ctx: Context, full_key: str, entry: Entry | None, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"sessionKey": ctx.display(full_key), "entry": entry}
+    out.update(extra)
+    return out
+
+
+def _locate(ctx: Context, command: str, value: str | None, label: str | None) -> Resolved:
+    """Operator check first (a session requester learns nothing about other sessions), then
+    resolution; an unknown key is exit 3 since none of these commands creates sessions."""
+    policy.require_operator(ctx, command)
+    r = resolve(ctx, value, label=label)
+    if r.entry is None:  # pragma: no cover - resolve() without create never returns one
+        raise session_not_found(value or label or "")
+    return r
+
+
+def _updated_at(entry: Entry) -> int:
+    v = entry.get("updatedAt")
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+
+def validate_label(text: str) -> str:
+    """OpenClaw's rule: trimmed, not empty, at most 64 characters. Control characters are
+    refused too: labels are shown in one-line tables and matched exactly by `--label`."""
+    label = require_utf8(text.strip(), "the label")
+    if not label:
+        raise UsageError("a label must not be empty")
+    if len(label) > LABEL_MAX:
+        raise UsageError(f"a label is at most {LABEL_MAX} characters (got {len(label)})")
+    if any(ord(c) < 0x20 or c == "\x7f" for c in label):
+        raise UsageError("a label must not contain control characters (tabs, newlines)")
+    return label
+
+
+def set_label(
+    ctx: Context, value: str | None, text: str, *, label: str | None = None
+) -> dict[str, Any]:
+    """Set a session's label. As in OpenClaw's sessions.patch, a label already used by another
+    session of the same agent is refused (exit 2): `--label` must keep naming one session."""
+    new_label = validate_label(text)
+    r = _locate(ctx, "label", value, label)
+
+    def mutate(store: Store) -> Entry:
+        entry = get_entry(store, r.agent_id, r.key)
+        if entry is None:
+            raise session_not_found(value or label or r.key)
+        for full, f in fold(store, r.agent_id).items():
+            if full != r.key and f.entry.get("label") == new_label:
+                raise UsageError(
+                    f"label already in use: {new_label} (by {ctx.display(full)})",
+                    hint="labels name one session; pick another or relabel that one first",
+                )
+        entry = dict(entry)
+        entry["label"] = new_label
+        entry["updatedAt"] = max(_updated_at(entry), now_ms())
+        set_entry(store, r.agent_id, r.key, entry)
+        return entry
+
+    entry = update_store(r.store_path, mutate)
+    return _result(ctx, r.key, entry)
+
+
+def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
+    """Start a new conversation in the session: a new UUID v4 sessionId, zero tokens,
+    `systemSent: false`. The old transcript stays on disk (as OpenClaw does), unreferenced."""
+    r = _locate(ctx, "reset", value, label)
+
+    def mutate(store: Store) -> Entry:
+        entry = get_entry(store, r.agent_id, r.key)
+        if entry is None:
+            raise session_not_found(value or label or r.key)
+        fresh = {k: v for k, v in entry.items() if k not in RESET_DROP}
+        fresh["sessionId"] = str(uuid.uuid4())
+        fresh["updatedAt"] = now_ms()
+        fresh.update(RESET_SET)
+        set_entry(store, r.agent_id, r.key, fresh)
+        return fresh
+
+    entry = update_store(r.store_path, mutate)
+    return _result(ctx, r.key, entry, previousSessionId=r.session_id)
+
+
+def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
+    """Remove the session from its index and archive its transcript. A main session is refused
+    (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land."""
+    r = _locate(ctx, "delete", value, label)
+    if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
+        raise ForbiddenError(f"Cannot delete the main session ({ctx.display(r.key)}).")
+
+    from sessiontool.flow.archive import archive_session
+
+    # The transcript lock, then the index entry, then the rename (archive.py's order, shared
+    # with sweep): no append can start a fresh transcript between the two.
+    archived = archive_session(ctx.paths, r.agent_id, r.key)
+    return _result(ctx, r.key, None, archived=str(archived) if archived else None)
+
+
+# -- paths -----------------------------------------------------------------------------------
+
+
+def state_paths(ctx: Context) -> dict[str, Any]:
+    """Where everything is, for people and scripts (`paths --json`)."""
+    p = ctx.paths
+    agents = [
+        {
+            "id": a,
+            "sessionsDir": str(p.sessions_dir(a)),
+            "store": str(p.store(a)),
+            "exists": p.store(a).is_file(),
+        }
+        for a in all_agent_ids(ctx)
+        if is_plain_name(a)
+    ]
+    return {
+        "stateDir": str(p.root),
+        "configFiles": [str(f) for f in ctx.config.files],
+        "configDefault": str(p.own_config_default),
+        "agents": agents,
+        "runsDir": str(p.runs_dir),
+        "outbox": str(p.deliveries),
+    }
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    path: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "path": self.path, "detail": self.detail}
+
+
+@dataclass
+class LineScan:
+    bad: int = 0
+    first_bad: int | None = None
+    torn: bool = False
+
+
+def scan_transcript(path: Path) -> LineScan:
+    """Count unparsable lines, reading line by line (never the whole file at once). A last line
+    without its newline that does not parse is a torn write; one that parses is harmless (the
+    next append adds the newline first)."""
+    scan = LineScan()
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            terminated = raw.endswith(b"\n")
+            if not raw.strip():
+                continue
+            try:
+                json.loads(raw)
+                continue
+            except (ValueError, RecursionError):
+                pass
+            if not terminated:
+                scan.torn = True
+            else:
+                scan.bad += 1
+                if scan.first_bad is None:
+                    scan.first_bad = n
+    return scan
+
+
+def _transcript_files(sessions_dir: Path) -> list[Path]:
+    """The live transcripts of a sessions dir: `*.jsonl` (archives end in `.deleted.<time>`)."""
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return []
+    return sorted(sessions_dir / n for n in names if n.endswith(".jsonl") and is_plain_name(n))
+
+
+def _lock_files(sessions_dir: Path) -> list[Path]:
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return []
+    return sorted(sessions_dir / n for n in names if n.endswith(".lock"))
+
+
+def _stale_lock_detail(path: Path, now: int) -> str | None:
+    """Why a lock file is stale under OpenClaw's rules, or None while it may still be held.
+    Store locks are held for milliseconds (dead pid, or older than 30 s); transcript locks may
+    be held for a whole agent run (dead pid only, or no readable pid for 30 min)."""
+    from sessiontool.stores.locks import (
+        STORE_LOCK_STALE_MS,
+        TRANSCRIPT_NO_PID_STALE_MS,
+        pid_alive,
+        read_lock,
+    )
+
+    is_store = path.name == "sessions.json.lock"
+    info = read_lock(path)
+    pid = info.get("pid") if info else None
+    stamp: int | None = None
+    for k in ("startedAt", "createdAt"):
+        v = (info or {}).get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            stamp = int(v)
+            break
+        if isinstance(v, str):
+            stamp = parse_iso_ms(v)
+            if stamp is not None:
+                break
+    if stamp is None:
+        try:
+            stamp = int(path.stat().st_mtime * 1000)
+        except FileNotFoundError:
+            return None
+    age_s = max(0, now - stamp) // 1000
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        if not pid_alive(pid):
+            return f"held by pid {pid}, which is not running (age {age_s}s)"
+        if is_store and now - stamp > STORE_LOCK_STALE_MS:
+            return f"held by pid {pid} for {age_s}s (store locks go stale after 30s)"
+        return None
+    limit = STORE_LOCK_STALE_MS if is_store else TRANSCRIPT_NO_PID_STALE_MS
+    if now - stamp > limit:
+        return f"no readable pid, {age_s}s old"
+    return None
+
+
+def _entry_had_messages(entry: Entry) -> bool:
+    """Whether an entry's transcript should exist. A session can be in the index with no
+    transcript by design (after `reset`, or created by `policy`/`spawn` before its first run),
+    so only an entry with a `sessionFile` or with tokens counted (a model call happened) is
+    expected to have one."""
+    if isinstance(entry.get("sessionFile"), str) and entry["sessionFile"]:
+        return True
+    tt = total_tokens(entry)
+    return tt is not None and tt > 0
+
+
+def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem]:
+    sessions_dir = paths.sessions_dir(agent_id)
+    store_path = paths.store(agent_id)
+    if not sessions_dir.is_dir():
+        return
+    referenced: set[Path] | None = None
+    try:
+        folded = fold(read_store(store_path), agent_id)
+    except Exception as exc:  # noqa: BLE001 - CorruptStateError, or anything else unreadable
+        message = getattr(exc, "message", None) or str(exc)
+        yield Problem("unreadable-store", str(store_path), str(message))
+    else:
+        referenced = set()
+        for full, f in sorted(folded.items()):
+            sid = f.entry.get("sessionId")
+            if not isinstance(sid, str) or not is_plain_name(sid):
+                yield Problem(
+                    "unsafe-session-id",
+                    str(store_path),
+                    f"{full}: sessionId {sid!r} is not a plain file name; "
+                    "its transcript is never read",
+                )
+                continue
+            tp = transcript_path_for(sessions_dir, sid, f.entry.get("sessionFile"))
+            referenced.add(tp)
+            if not tp.exists() and _entry_had_messages(f.entry):
+                yield Problem(
+                    "missing-transcript",
+                    str(tp),
+                    f"{full} has had messages but its transcript is missing",
+                )
+    for tp in _transcript_files(sessions_dir):
+        try:
+            scan = scan_transcript(tp)
+        except OSError as exc:
+            yield Problem("unreadable-transcript", str(tp), exc.strerror or str(exc))
+            continue
+        if scan.bad:
+            yield Problem(
+                "bad-lines",
+                str(tp),
+                f"{scan.bad} unparsable line(s), first at line {scan.first_bad}; readers skip them",
+            )
+        if scan.torn:
+            yield Problem(
+                "torn-line",
+                str(tp),
+                "the last line is incomplete (an interrupted write); readers skip it and "
+                "the next append starts a new line",
+            )
+        if referenced is not None and tp not in referenced:
+            yield Problem("orphan-transcript", str(tp), "no index entry points to this transcript")
+    for lock in _lock_files(sessions_dir):
+        detail = _stale_lock_detail(lock, now)
+        if detail is not None:
+            yield Problem("stale-lock", str(lock), detail + "; the next writer breaks it")
+
+
+def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
+    from sessiontool.runs import records as runs
+
+    try:
+        names = sorted(os.listdir(paths.runs_dir))
+    except OSError:
+        names = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        p = paths.runs_dir / name
+        try:
+            with open(p, "rb") as fh:
+                data = json.loads(fh.read())
+        except (OSError, ValueError) as exc:
+            yield Problem("unreadable-run", str(p), f"not a readable run record: {exc}")
+            continue
+        if not isinstance(data, dict):
+            yield Problem("unreadable-run", str(p), "not a JSON object")
+    records = sorted(
+        runs.iter_records(paths), key=lambda r: (r.get("createdAt") or 0, str(r.get("runId")))
+    )
+    for rec in records:
+        run_id = rec.get("runId")
+        if not isinstance(run_id, str) or not is_plain_name(run_id):
+            continue
+        if runs.is_lost(paths, rec, now):
+            yield Problem(
+                "lost-run",
+                str(paths.run_record(run_id)),
+                f"run {run_id} ({rec.get('kind', '?')}, status {rec.get('status', '?')}) "
+                "has no live "
+                "worker; `sessiontool wait` or `runs` marks it lost",
+            )
+
+
+def doctor(ctx: Context) -> dict[str, Any]:
+    """Check the state dir and report; never write (reads never change the state dir, and a
+    lost run is reconciled by `wait`/`runs`, not here)."""
+    now = now_ms()
+    problems: list[Problem] = []
+    for agent_id in all_agent_ids(ctx):
+        if is_plain_name(agent_id):
+            problems.extend(_check_agent(ctx.paths, agent_id, now))
+    problems.extend(_check_runs(ctx.paths, now))
+    return {"ok": not problems, "problems": [p.to_json() for p in problems]}
+
+
+# -- prune -----------------------------------------------------------------------------------
+
+
+def _ms(v: Any) -> int | None:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str):
+        return parse_iso_ms(v)
+    return None
+
+
+def _child_in_index(ctx: Context, rec: dict[str, Any], cache: dict[str, set[str] | None]) -> bool:
+    """Whether a spawn record's child session is still in its agent's index (the archive rule
+    needs the record while it is). An unreadable store counts as "still there": keep."""
+    key = rec.get("sessionKey")
+    if not isinstance(key, str):
+        return False
+    agent_id = rec.get("agentId") if isinstance(rec.get("agentId"), str) else keys.agent_of(key)
+    agent_id = keys.normalize_agent_id(str(agent_id))
+    if agent_id not in cache:
+        try:
+            cache[agent_id] = set(fold(read_store(ctx.paths.store(agent_id)), agent_id))
+        except Exception:  # noqa: BLE001 - unreadable: be conservative
+            cache[agent_id] = None
+    present = cache[agent_id]
+    return present is None or key in present
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"cannot delete {path}: {exc.strerror}") from exc
+    return True
+
+
+def outbox_lock(path: Path) -> Any:
+    """The lock around rewriting the outbox (OpenClaw's lock-file protocol, held briefly).
+    Appenders that take it too make prune race-free; for those that do not, prune re-reads the
+    file just before replacing it and keeps whatever was appended meanwhile."""
+    from sessiontool.stores.locks import STORE_LOCK_STALE_MS, PidLock, lock_timeout
+
+    return PidLock(
+        path.with_name(path.name + ".lock"),
+        timeout=lock_timeout(),
+        stamp_key="startedAt",
+        stale_ms=STORE_LOCK_STALE_MS,
+        no_pid_stale_ms=STORE_LOCK_STALE_MS,
+        what="outbox lock",
+    )
+
+
+def _split_outbox(data: bytes, cutoff: int) -> tuple[list[bytes], int, bytes]:
+    """(kept complete lines, how many dropped, the trailing partial line). Unparsable lines and
+    lines without a readable `ts` are kept; a partial last line (an append in progress) too."""
+    body, sep, partial = data.rpartition(b"\n")
+    if not sep:
+        return [], 0, data
+    kept: list[bytes] = []
+    dropped = 0
+    for line in (body + sep).splitlines(keepends=True):
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            kept.append(line)
+            continue
+        ts = _ms(obj.get("ts")) if isinstance(obj, dict) else None
+        if ts is not None and ts < cutoff:
+            dropped += 1
+        else:
+            kept.append(line)
+    return kept, dropped, partial
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _prune_outbox(path: Path, cutoff: int, dry_run: bool) -> int:
+    """Drop outbox lines whose `ts` is older than the cutoff, rewriting the file atomically."""
+    from sessiontool.errors import BusyError
+    from sessiontool.stores.jsonio import atomic_write
+
+    data = _read_bytes(path)
+    if data is None:
+        return 0
+    kept, dropped, partial = _split_outbox(data, cutoff)
+    if dry_run or not dropped:
+        return dropped
+    with outbox_lock(path):
+        again = _read_bytes(path)
+        if again is None or not again.startswith(data):
+            raise BusyError(f"{path} was rewritten while pruning", hint="try again")
+        atomic_write(path, b"".join(kept) + partial + again[len(data) :])
+    return dropped
+
+
+def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[str, Any]:
+    """Delete finished run records and their logs, and outbox lines, older than a duration.
+    The one place sessiontool deletes anything: spawn records whose child is still in an index
+    are kept (the sub-agent archive rule looks for them), and so is anything unfinished or
+    unreadable."""
+    from sessiontool.runs.records import FINISHED_STATUSES, iter_records
+
+    policy.require_operator(ctx, "prune")
+    if older_than_s < 0:
+        raise UsageError("--older-than must not be negative")
+    cutoff = now_ms() - int(older_than_s * 1000)
+    paths = ctx.paths
+    counts = {"runs": 0, "logs": 0, "deliveries": 0}
+    index_cache: dict[str, set[str] | None] = {}
+    for rec in sorted(iter_records(paths), key=lambda r: str(r.get("runId"))):
+        run_id = rec.get("runId")
+        if not isinstance(run_id, str) or not is_plain_name(run_id):
+            continue
+        if rec.get("status") not in FINISHED_STATUSES:
+            continue
+        when = _ms(rec.get("endedAt")) or _ms(rec.get("createdAt"))
+        if when is None or when >= cutoff:
+            continue
+        if rec.get("kind") == "spawn" and _child_in_index(ctx, rec, index_cache):
+            continue
+        record, log = paths.run_record(run_id), paths.run_log(run_id)
+        if dry_run:
+            counts["runs"] += int(record.is_file())
+            counts["logs"] += int(log.is_file())
+            continue
+        counts["logs"] += int(_unlink(log))
+        counts["runs"] += int(_unlink(record))
+    counts["deliveries"] = _prune_outbox(paths.deliveries, cutoff, dry_run)
+    out: dict[str, Any] = {"deleted": counts}
+    if dry_run:
+        out["dryRun"] = True
+    return out

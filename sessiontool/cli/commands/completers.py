@@ -1,0 +1,155 @@
+"""Shell completion of session keys and run ids, straight from the state dir: this runs on every
+Tab, so it reads the stores with the standard json module and never loads rich."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _state_root(ctx: Any = None) -> Path:
+    """The state dir the command line being completed names: its `--state-dir` (completion
+    parses it without running the global callback, so `G` does not have it), else the env."""
+    from sessiontool.cli.app import G
+    from sessiontool.stores.paths import resolve_state_dir
+
+    explicit = G.state_dir
+    if ctx is not None:
+        try:
+            explicit = ctx.find_root().params.get("state_dir") or explicit
+        except AttributeError:
+            pass
+    return resolve_state_dir(explicit)
+
+
+def complete_keys(incomplete: str, ctx: Any = None) -> list[str]:
+    root = _state_root(ctx) / "agents"
+    out: list[str] = []
+    try:
+        agents = os.listdir(root)
+    except OSError:
+        return out
+    for agent in agents:
+        try:
+            with open(root / agent / "sessions" / "sessions.json", "rb") as fh:
+                store = json.loads(fh.read())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(store, dict):
+            continue
+        for key in store:
+            legacy = not key.startswith("agent:") and key not in ("global", "unknown")
+            full = f"agent:{agent}:{key}" if legacy else key
+            if full in ("global", "unknown"):
+                continue
+            if full.startswith(incomplete) and full not in out:
+                out.append(full)
+    if "main".startswith(incomplete):
+        out.insert(0, "main")
+    return sorted(out)
+
+
+def complete_run_ids(incomplete: str, ctx: Any = None) -> list[str]:
+    runs = _state_root(ctx) / "sessiontool" / "runs"
+    try:
+        names = os.listdir(runs)
+    except OSError:
+        return []
+    return sorted(n[:-5] for n in names if n.endswith(".json") and n.startswith(incomplete))
+
+
+# -- shell scripts -----------------------------------------------------------------------------
+# The protocol is Typer's (`_SESSIONTOOL_COMPLETE=source_<shell>` prints a script,
+# `complete_<shell>` answers one Tab); these templates replace two of its scripts:
+# - bash splits words at ':' (COMP_WORDBREAKS), and session keys are made of colons: the line is
+#   re-split on whitespace only, and completions are trimmed back to what bash will replace;
+# - zsh: Typer's script only registers itself, so autoloaded from $fpath as `_sessiontool` the
+#   first Tab completes nothing; this one completes at once either way.
+# Help texts are passed through as plain text (Typer renders them with rich on every Tab).
+
+BASH_SOURCE = """\
+# bash completion for %(prog_name)s
+%(complete_func)s() {
+    local IFS=$'\\n'
+    local line="${COMP_LINE:0:COMP_POINT}"
+    local -a words
+    IFS=$' \\t\\n' read -r -a words <<< "$line"
+    local cword=${#words[@]}
+    if [[ -n "$line" && "$line" != *[[:space:]] ]]; then
+        cword=$((cword - 1))
+    fi
+    local cur="${words[cword]}"
+    COMPREPLY=( $( env COMP_WORDS="$line" \\
+                   COMP_CWORD=$cword \\
+                   %(autocomplete_var)s=complete_bash "$1" 2>/dev/null ) )
+    if [[ "$cur" == *:* && "$COMP_WORDBREAKS" == *:* ]]; then
+        local prefix="${cur%%"${cur##*:}"}"
+        local i
+        for i in "${!COMPREPLY[@]}"; do
+            COMPREPLY[i]="${COMPREPLY[i]#"$prefix"}"
+        done
+    fi
+    return 0
+}
+
+complete -o default -F %(complete_func)s %(prog_name)s"""
+
+ZSH_SOURCE = """\
+#compdef %(prog_name)s
+
+%(complete_func)s() {
+  eval $(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" \\
+             %(autocomplete_var)s=complete_zsh %(prog_name)s)
+}
+
+if [[ "${funcstack[1]}" == "_%(prog_name)s" ]]; then
+  %(complete_func)s "$@"
+else
+  compdef %(complete_func)s %(prog_name)s
+fi"""
+
+
+def register_shell_classes() -> None:
+    """Register the completion classes `_SESSIONTOOL_COMPLETE` is answered with (Typer's, with
+    the scripts above). Called only when completing or generating the scripts."""
+    import re
+
+    from typer._click.shell_completion import CompletionItem, add_completion_class
+    from typer._completion_classes import BashComplete, FishComplete, ZshComplete, completion_init
+
+    completion_init()
+
+    class Bash(BashComplete):
+        source_template = BASH_SOURCE
+
+        def source(self) -> str:  # no bash version probe (a subprocess) just to print text
+            return self.source_template % self.source_vars()
+
+    class Zsh(ZshComplete):
+        source_template = ZSH_SOURCE
+
+        def format_completion(self, item: CompletionItem) -> str:
+            def esc(s: str) -> str:
+                return (
+                    s.replace('"', '""')
+                    .replace("'", "''")
+                    .replace("$", "\\$")
+                    .replace("`", "\\`")
+                    .replace(":", r"\\:")
+                )
+
+            if item.help:
+                return f'"{esc(item.value)}":"{esc(item.help)}"'
+            return f'"{esc(item.value)}"'
+
+    class Fish(FishComplete):
+        def format_completion(self, item: CompletionItem) -> str:
+            if item.help:
+                return f"{item.value}\t" + re.sub(r"\s", " ", item.help)
+            return str(item.value)
+
+    add_completion_class(Bash, "bash")
+    add_completion_class(Zsh, "zsh")
+    add_completion_class(Fish, "fish")

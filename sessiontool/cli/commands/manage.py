@@ -1,0 +1,191 @@
+"""`label`, `reset`, `delete`, `paths`, `doctor`, `prune` and `completion`: managing sessions
+and the state dir. Each command parses, calls one function of `sessiontool.admin` and renders
+what it returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from sessiontool.cli import render
+from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli.commands.completers import complete_keys
+
+KEY_HELP = "Session key, bare key, 'main' or sessionId."
+LABEL_HELP = "Pick the session by its label instead of KEY."
+SHELLS = ("bash", "zsh", "fish")
+
+
+def _complete_shells(incomplete: str) -> list[str]:
+    return [s for s in SHELLS if s.startswith(incomplete)]
+
+
+def _emit_session(result: dict[str, Any], as_json: bool, human: str) -> None:
+    if as_json:
+        render.emit_json(result)
+    else:
+        render.write_out(human + "\n")
+
+
+@app.command("label")
+@command
+def label_cmd(
+    key: str | None = typer.Argument(
+        None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
+    ),
+    text: str | None = typer.Argument(
+        None, help="The new label (at most 64 characters).", metavar="TEXT"
+    ),
+    label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Set a session's label (operator only)."""
+    from sessiontool.admin import set_label
+    from sessiontool.errors import UsageError
+
+    if label is not None and key is not None and text is None:
+        key, text = None, key  # `label --label OLD NEW`: the one positional is the new text
+    if text is None:
+        raise UsageError("usage: sessiontool label KEY TEXT (or --label L TEXT)")
+    result = set_label(get_ctx(), key, text, label=label)
+    _emit_session(
+        result, want_json(json_), f"{result['sessionKey']}\tlabel: {result['entry']['label']}"
+    )
+
+
+@app.command("reset")
+@command
+def reset_cmd(
+    key: str | None = typer.Argument(
+        None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
+    ),
+    label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Start a new conversation in a session: new sessionId, zero tokens (operator only).
+
+    The label, thinking and verbose levels, model override and send policy are kept; the old
+    transcript stays on disk."""
+    from sessiontool.admin import reset
+
+    result = reset(get_ctx(), key, label=label)
+    _emit_session(
+        result,
+        want_json(json_),
+        f"{result['sessionKey']}\tnew sessionId: {result['entry']['sessionId']}",
+    )
+
+
+@app.command("delete")
+@command
+def delete_cmd(
+    key: str | None = typer.Argument(
+        None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
+    ),
+    label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Delete a session: remove it from the index and archive its transcript (operator only).
+
+    The transcript is renamed to <file>.deleted.<time>, never removed. A main session cannot
+    be deleted."""
+    from sessiontool.admin import delete
+
+    result = delete(get_ctx(), key, label=label)
+    where = f" (transcript archived: {result['archived']})" if result.get("archived") else ""
+    _emit_session(result, want_json(json_), f"deleted {result['sessionKey']}{where}")
+
+
+@app.command("paths")
+@command
+def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
+    """Show where sessiontool reads and writes: state dir, config files, stores, runs, outbox."""
+    from sessiontool.admin import state_paths
+
+    result = state_paths(get_ctx())
+    if want_json(json_):
+        render.emit_json(result)
+        return
+    rows: list[tuple[str, str]] = [("state dir", result["stateDir"])]
+    if result["configFiles"]:
+        rows += [("config", f) for f in result["configFiles"]]
+    else:
+        rows.append(("config", f"(none; would read {result['configDefault']})"))
+    for a in result["agents"]:
+        rows.append((f"agent {a['id']} sessions", a["sessionsDir"]))
+        rows.append(
+            (f"agent {a['id']} store", a["store"] + ("" if a["exists"] else " (not created yet)"))
+        )
+    rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
+    width = max(len(name) for name, _ in rows)
+    render.write_out("".join(f"{name.ljust(width)}  {value}\n" for name, value in rows))
+
+
+@app.command("doctor")
+@command
+def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> int:
+    """Check the state dir and report problems (exit 1 when there are any); never changes it.
+
+    Reports unreadable stores and run records, transcripts with bad or torn lines, entries
+    whose transcript is missing although the session has had messages (a sessionFile, or
+    tokens counted), transcripts no entry points to, stale lock files and lost runs."""
+    from sessiontool.admin import doctor
+
+    result = doctor(get_ctx())
+    if want_json(json_):
+        render.emit_json(result)
+    else:
+        out = [f"{p['kind']}: {p['path']}\n    {p['detail']}\n" for p in result["problems"]]
+        n = len(result["problems"])
+        out.append(
+            "no problems found\n" if n == 0 else f"{n} problem{'s' if n != 1 else ''} found\n"
+        )
+        render.write_out("".join(out))
+    return 0 if result["ok"] else 1
+
+
+@app.command("prune")
+@command
+def prune_cmd(
+    older_than: str = typer.Option(
+        ..., "--older-than", help="Age to delete beyond (30s, 5m, 2h, 7d).", metavar="D"
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only count what would be deleted."),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Delete finished run records, their logs and outbox lines older than D (operator only).
+
+    Spawn records whose child session is still in an index are kept."""
+    from sessiontool.admin import prune
+    from sessiontool.durations import parse_duration
+
+    seconds = parse_duration(older_than, option="--older-than")
+    result = prune(get_ctx(), seconds, dry_run=dry_run)
+    if want_json(json_):
+        render.emit_json(result)
+        return
+    d = result["deleted"]
+    verb = "would delete" if dry_run else "deleted"
+    render.write_out(
+        f"{verb} {d['runs']} run record(s), {d['logs']} log(s), {d['deliveries']} outbox line(s)\n"
+    )
+
+
+@app.command("completion")
+@command
+def completion_cmd(
+    shell: str = typer.Argument(
+        ..., help="bash, zsh or fish.", metavar="SHELL", autocompletion=_complete_shells
+    ),
+) -> None:
+    """Print the shell completion script (the one shipped in completions/).
+
+    bash: add `source <(sessiontool completion bash)` to ~/.bashrc.
+
+    zsh: `sessiontool completion zsh > ~/.zfunc/_sessiontool` with ~/.zfunc in $fpath.
+
+    fish: `sessiontool completion fish > ~/.config/fish/completions/sessiontool.fish`."""
+    from sessiontool.cli.docs import completion_script
+
+    render.write_out(completion_script(shell))

@@ -1,0 +1,172 @@
+"""`list` and `history`: the read side."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from sessiontool.cli import render
+from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli.commands.completers import complete_keys
+from sessiontool.errors import StorageError, UsageError
+
+
+def _without_cyclic_gc() -> None:
+    """A read command parses a store (real ones reach 100 MB) and exits. JSON data has no
+    reference cycles, so the cyclic collector would only re-scan those objects over and over
+    (a fifth of the run on a big store); reference counting still frees everything."""
+    import gc
+
+    gc.disable()
+
+
+def _limit(value: str) -> int | None:
+    if value.strip().lower() == "all":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise UsageError(f"--limit expects a whole number or 'all', got {value!r}") from None
+    if n < 1:
+        raise UsageError("--limit must be at least 1 (or 'all')")
+    return n
+
+
+@app.command("list")
+@command
+def list_cmd(
+    kinds: list[str] = typer.Option(
+        [], "--kinds", help="main, group, cron, hook, node, other (repeat or comma-separate)."
+    ),
+    limit: str = typer.Option("200", "--limit", help="At most N rows, or 'all'."),
+    active_minutes: int | None = typer.Option(
+        None, "--active-minutes", help="Only sessions updated in the last N minutes."
+    ),
+    message_limit: int = typer.Option(
+        0, "--message-limit", help="Include each session's last N messages (max 20)."
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="Only sessions updated since (30m, 2h, 1d or an ISO date)."
+    ),
+    all_agents: bool = typer.Option(
+        False, "--all-agents", help="Every agent's sessions (operator)."
+    ),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Keys only."),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """List sessions, newest first."""
+    from sessiontool.durations import parse_since
+    from sessiontool.sessions import list_sessions
+
+    _without_cyclic_gc()
+    ctx = get_ctx()
+    result = list_sessions(
+        ctx,
+        kinds=kinds,
+        limit=_limit(limit),
+        active_minutes=active_minutes,
+        message_limit=message_limit,
+        since_ms=parse_since(since) if since else None,
+        all_agents=all_agents,
+    )
+    if want_json(json_):
+        render.emit_json(result)
+    elif quiet:
+        render.write_out("".join(r["key"] + "\n" for r in result["sessions"]))
+    elif render.is_terminal():
+        render.sessions_table(result)
+    else:
+        render.write_out(render.sessions_tsv(result))
+
+
+FORMATS = ("text", "markdown", "json", "jsonl")
+
+
+@app.command("history")
+@command
+def history_cmd(
+    key: str | None = typer.Argument(
+        None, help="Session key, bare key, 'main' or sessionId.", autocompletion=complete_keys
+    ),
+    label: str | None = typer.Option(None, "--label", help="Pick the session by its label."),
+    limit: int = typer.Option(200, "--limit", help="The last N messages (max 1000)."),
+    include_tools: bool = typer.Option(False, "--include-tools", help="Include tool results."),
+    raw: bool = typer.Option(False, "--raw", help="Keep the channel envelope in user messages."),
+    since: str | None = typer.Option(
+        None, "--since", help="Only messages since (30m, 2h, 1d or an ISO date)."
+    ),
+    fmt: str | None = typer.Option(None, "--format", help="text, markdown, json or jsonl."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write to FILE instead of stdout."
+    ),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new messages."),
+    json_: bool = typer.Option(False, "--json", help="JSON output (same as --format json)."),
+) -> None:
+    """Show a session's transcript."""
+    from sessiontool.durations import parse_since
+    from sessiontool.sessions import history, strip_envelope
+    from sessiontool.stores.transcript import file_size
+    from sessiontool.stores.transcript import follow as follow_messages
+
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
+    if want_json(json_):
+        fmt = "json" if fmt in (None, "json") else fmt
+    if limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if follow and output is not None:
+        raise UsageError("--follow writes to stdout; it cannot be combined with -o")
+    _without_cyclic_gc()
+    ctx = get_ctx()
+    h = history(
+        ctx,
+        key,
+        label=label,
+        limit=limit,
+        include_tools=include_tools,
+        raw=raw,
+        since_ms=parse_since(since) if since else None,
+    )
+    start = file_size(h.path) if (follow and h.path) else 0
+    fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
+    if fmt == "json" and not follow:
+        text = render.json_line(h.to_json())
+    elif fmt in ("json", "jsonl"):
+        text = "".join(render.json_line(m) for m in h.messages)
+    elif fmt == "markdown":
+        text = render.history_markdown(h.session_key, h.messages)
+    else:
+        text = None
+    if output is not None:
+        try:
+            output.write_text(
+                text if text is not None else render.history_plain(h.session_key, h.messages),
+                encoding="utf-8",
+            )
+        except OSError as exc:
+            raise StorageError(f"cannot write {output}: {exc.strerror}") from exc
+        return
+    if text is not None:
+        render.write_out(text)
+    elif render.is_terminal() and render.use_color():
+        render.history_rich(h.session_key, h.messages)
+    else:
+        render.write_out(render.history_plain(h.session_key, h.messages))
+    if not follow or h.path is None:
+        return
+    import gc
+
+    gc.enable()  # --follow runs for as long as the user likes
+    for msg in follow_messages(h.path, start):
+        if not include_tools and msg.get("role") == "toolResult":
+            continue
+        m = msg if raw else strip_envelope(msg)
+        if fmt in ("json", "jsonl"):
+            render.write_out(render.json_line(m))
+        elif fmt == "markdown":
+            render.write_out(render.history_markdown(h.session_key, [m]).split("\n", 2)[-1])
+        else:
+            render.write_out(render.history_plain(h.session_key, [m]))
+        sys.stdout.flush()

@@ -1,0 +1,50 @@
+"""`spawn`: a sub-agent run in a new isolated session, announced back when it ends."""
+
+from __future__ import annotations
+
+import typer
+
+from sessiontool.cli import render
+from sessiontool.cli.app import app, command, get_ctx, want_json
+
+
+@app.command("spawn")
+@command
+def spawn_cmd(
+    task: str = typer.Argument(..., help="The task for the sub-agent ('-' reads stdin)."),
+    label: str | None = typer.Option(None, "--label", help="A label for the child session."),
+    agent_id: str | None = typer.Option(
+        None, "--agent-id", help="Spawn under this agent (allowlist)."
+    ),
+    model: str | None = typer.Option(None, "--model", help="Model override for the child."),
+    run_timeout: str | None = typer.Option(
+        None, "--run-timeout", help="Kill the run after this long (600, 10m)."
+    ),
+    cleanup: str = typer.Option(
+        "keep", "--cleanup", help="keep or delete the child after the announce."
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Start a sub-agent run; returns at once with its run id and child session key."""
+    import sys
+
+    from sessiontool.durations import parse_duration
+    from sessiontool.runs.submit import spawn
+
+    if task == "-":
+        task = sys.stdin.read()
+    timeout_s = parse_duration(run_timeout, option="--run-timeout") if run_timeout else None
+    ctx = get_ctx()
+    result = spawn(
+        ctx,
+        task,
+        label=label,
+        agent_id=agent_id,
+        model=model,
+        run_timeout=timeout_s,
+        cleanup=cleanup,
+    )
+    if want_json(json_):
+        render.emit_json(result)
+    else:
+        render.write_out(f"{result['runId']}\t{result['childSessionKey']}\n")

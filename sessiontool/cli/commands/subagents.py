@@ -1,0 +1,57 @@
+"""`agents` (which agent ids the requester may spawn under) and `sweep` (archive expired
+sub-agents). `spawn` itself lives in `spawncmd`."""
+
+from __future__ import annotations
+
+import typer
+
+from sessiontool.cli import render
+from sessiontool.cli.app import app, command, get_ctx, want_json
+
+
+@app.command("agents")
+@command
+def agents_cmd(
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Ids only, without marks."),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """List the agent ids this requester may spawn sub-agents under."""
+    from sessiontool.flow.policy import agents_list
+
+    result = agents_list(get_ctx())
+    if want_json(json_):
+        render.emit_json(result)
+        return
+    lines = []
+    for item in result["agents"]:
+        if quiet:
+            lines.append(item["id"])
+            continue
+        # Tab-separated, so `cut -f1` gives clean ids.
+        marks = ["requester"] if item["id"] == result["requester"] else []
+        if not item["configured"]:
+            marks.append("not configured")
+        cols = [item["id"], item.get("name", ""), ", ".join(marks)]
+        lines.append("\t".join(cols).rstrip("\t"))
+    render.write_out("".join(line + "\n" for line in lines))
+
+
+@app.command("sweep")
+@command
+def sweep_cmd(
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Name what would be archived; change nothing."
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Archive expired sub-agent sessions that sessiontool spawned (operator only)."""
+    from sessiontool.flow import policy
+    from sessiontool.flow.archive import sweep
+
+    ctx = get_ctx()
+    policy.require_operator(ctx, "sweep")
+    result = sweep(ctx, dry_run=dry_run)
+    if want_json(json_):
+        render.emit_json(result)
+    else:
+        render.write_out("".join(key + "\n" for key in result["archived"]))

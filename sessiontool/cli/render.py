@@ -1,0 +1,320 @@
+"""All output: JSON (one compact line, one write), TSV when piped, and rich tables and chat views
+on a terminal. The only module that imports rich, and only inside functions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from sessiontool.clock import iso, now_ms
+
+_color_choice = "auto"
+
+
+def set_color(choice: str) -> None:
+    global _color_choice
+    _color_choice = choice
+
+
+def use_color(stream: IO[str] | None = None) -> bool:
+    stream = stream or sys.stdout
+    if _color_choice == "always":
+        return True
+    if _color_choice == "never":
+        return False
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def is_terminal(stream: IO[str] | None = None) -> bool:
+    stream = stream or sys.stdout
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def write_out(text: str, fd: int = 1) -> None:
+    """Write all of `text` with as few write(2) calls as the kernel allows (one, for a pipe
+    under its buffer size), so lines from many processes sharing a pipe do not interleave."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a "\\ud800" escape in a file, an undecodable byte in an argument)
+        # has no UTF-8 form: write it as the escape `\\ud800`, which is also what it must be
+        # inside a JSON string. Never invalid UTF-8 on stdout, never a crash.
+        data = text.encode("utf-8", "backslashreplace")
+    try:
+        sys.stdout.flush()
+    except (ValueError, OSError):
+        pass
+    view = memoryview(data)
+    try:
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except BrokenPipeError:
+        # `sessiontool list | head`: the reader left; that is not an error of ours.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+        except OSError:
+            pass
+
+
+def json_line(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def emit_json(obj: Any) -> None:
+    write_out(json_line(obj))
+
+
+def err(text: str) -> None:
+    try:
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """Messages quote what the user typed or a file held; a newline or other control
+    character in there must not break the one-line error format: it is shown escaped."""
+    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def error_line(message: str, hint: str | None = None) -> None:
+    err(f"sessiontool: error: {one_line(message)}")
+    if hint:
+        err(f"hint: {one_line(hint)}")
+
+
+def warning_line(message: str) -> None:
+    err(f"sessiontool: warning: {one_line(message)}")
+
+
+# -- time and numbers --------------------------------------------------------------------------
+
+
+def ago(ms: Any, now: int | None = None) -> str:
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return "-"
+    delta = max(0, (now if now is not None else now_ms()) - int(ms)) // 1000
+    if delta < 60:
+        return "just now" if delta < 5 else f"{delta}s ago"
+    if delta < 3600:
+        return f"{delta // 60}m ago"
+    if delta < 86400:
+        return f"{delta // 3600}h ago"
+    return f"{delta // 86400}d ago"
+
+
+def iso_or_dash(ms: Any) -> str:
+    if isinstance(ms, int | float) and not isinstance(ms, bool):
+        return iso(ms)
+    return ""
+
+
+def compact_count(n: Any) -> str:
+    if not isinstance(n, int | float) or isinstance(n, bool):
+        return "-"
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}m"
+    if n >= 1_000:
+        return f"{n / 1_000:.1f}k"
+    return str(int(n))
+
+
+def local_time(ms: Any) -> str:
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    s = str(v)
+    return s.replace("\t", " ").replace("\n", " ")
+
+
+def tsv(rows: Iterable[Sequence[Any]]) -> str:
+    return "".join("\t".join(_cell(c) for c in row) + "\n" for row in rows)
+
+
+# -- rich --------------------------------------------------------------------------------------
+
+
+def console(stream: IO[str] | None = None) -> Any:
+    from rich.console import Console
+
+    color = use_color(stream)
+    return Console(
+        file=stream or sys.stdout,
+        no_color=not color,
+        color_system="auto" if color else None,
+        force_terminal=True if _color_choice == "always" else None,
+        highlight=False,
+        soft_wrap=False,
+    )
+
+
+def table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, box=None, header_style="bold", pad_edge=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[_cell(v) for v in r])
+    console().print(t)
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+def sessions_table(result: dict[str, Any]) -> None:
+    rows = result["sessions"]
+    if not rows:
+        err("No sessions.")
+        return
+    now = now_ms()
+    table(
+        ["KEY", "KIND", "CHANNEL", "LABEL", "UPDATED", "MODEL", "TOKENS"],
+        (
+            [
+                r["key"],
+                r["kind"],
+                r.get("channel", ""),
+                r.get("label") or r.get("displayName") or "",
+                ago(r.get("updatedAt"), now),
+                r.get("model", ""),
+                _tokens_cell(r),
+            ]
+            for r in rows
+        ),
+    )
+
+
+def _tokens_cell(r: dict[str, Any]) -> str:
+    total = r.get("totalTokens")
+    ctx = r.get("contextTokens")
+    if total is None:
+        return "-"
+    if isinstance(ctx, int | float) and ctx:
+        return f"{compact_count(total)}/{compact_count(ctx)} ({round(total * 100 / ctx)}%)"
+    return compact_count(total)
+
+
+def sessions_tsv(result: dict[str, Any]) -> str:
+    return tsv(
+        [
+            r["key"],
+            r["kind"],
+            r.get("channel", ""),
+            iso_or_dash(r.get("updatedAt")),
+            r.get("sessionId", ""),
+            r.get("model", ""),
+            r.get("totalTokens", ""),
+            r.get("label", ""),
+        ]
+        for r in result["sessions"]
+    )
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+def message_text(msg: dict[str, Any], *, summarise_tools: bool = True) -> str:
+    """The readable text of a message: text blocks, tool calls summarised, images named."""
+    content = msg.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            t = b.get("type")
+            if t == "text" and isinstance(b.get("text"), str):
+                parts.append(b["text"])
+            elif t == "thinking" and isinstance(b.get("thinking"), str):
+                parts.append(f"(thinking) {b['thinking']}")
+            elif t == "toolCall" and summarise_tools:
+                args = json.dumps(b.get("arguments", {}), ensure_ascii=False)
+                if len(args) > 200:
+                    args = args[:197] + "..."
+                parts.append(f"→ {b.get('name', '?')}({args})")
+            elif t == "image":
+                parts.append(f"[image {b.get('mimeType', '')}]")
+    elif isinstance(msg.get("text"), str):
+        parts.append(msg["text"])
+    return "\n".join(parts)
+
+
+def _role_label(msg: dict[str, Any]) -> str:
+    role = str(msg.get("role", "?"))
+    if role == "toolResult":
+        return f"tool {msg.get('toolName', '')}".strip() + (
+            " (error)" if msg.get("isError") else ""
+        )
+    return role
+
+
+def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
+    out = [f"# Session {session_key}\n"]
+    for m in messages:
+        out.append(f"## {_role_label(m)} — {local_time(m.get('timestamp'))}\n")
+        text = message_text(m)
+        out.append((text or "_(empty)_") + "\n")
+    return "\n".join(out)
+
+
+def history_plain(session_key: str, messages: list[dict[str, Any]]) -> str:
+    out = []
+    for m in messages:
+        out.append(f"[{local_time(m.get('timestamp'))}] {_role_label(m)}:")
+        out.append(message_text(m))
+        out.append("")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+
+    c = console()
+    styles = {"user": "bold cyan", "assistant": "bold green", "toolResult": "bold yellow"}
+    for m in messages:
+        role = str(m.get("role"))
+        c.print(
+            f"[{styles.get(role, 'bold')}]{escape(_role_label(m))}[/] [dim]{local_time(m.get('timestamp'))}[/]"
+        )
+        content = m.get("content")
+        if isinstance(content, list):
+            for b in content:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "thinking":
+                    c.print(f"[dim italic]{escape(str(b.get('thinking', '')))}[/]")
+                else:
+                    text = message_text({"content": [b]})
+                    if text:
+                        c.print(escape(text))
+        else:
+            c.print(escape(message_text(m)))
+        c.print()

@@ -1,0 +1,1 @@
+"""What happens around a run: agent-to-agent turns, announce, delivery, policies, archive, tools."""

@@ -1,0 +1,337 @@
+"""Announce delivery (spec §7): where a reply would be posted, the outbox line that always
+records the attempt, the optional delivery command, and the transcript mirror.
+
+OpenClaw posts announces to chat channels; sessiontool has none, so the outbox
+(`<state>/sessiontool/deliveries.jsonl`) is the channel and an operator-configured command may
+forward records to a real one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from sessiontool.clock import iso_now, now_ms, parse_iso_ms
+from sessiontool.errors import SessiontoolError, StorageError
+from sessiontool.flow import policy
+from sessiontool.stores import keys
+from sessiontool.stores.config import Config
+from sessiontool.stores.jsonio import compact_utf8
+from sessiontool.stores.paths import (
+    FILE_MODE,
+    StatePaths,
+    ensure_dir,
+    is_plain_name,
+    transcript_path_for,
+)
+from sessiontool.stores.sessions_json import read_entry
+from sessiontool.stores.transcript import append_message
+
+Mode = Literal["announce", "deliver", "spawn-announce"]
+MODES: tuple[str, ...] = ("announce", "deliver", "spawn-announce")
+
+DELIVERED = "delivered"
+UNDELIVERED = "undelivered"
+FAILED = "failed"
+DENIED = "denied"
+
+COMMAND_TIMEOUT_SECONDS = 30.0
+STDERR_TAIL_CHARS = 500
+FOLLOW_POLL_SECONDS = 0.2
+
+Target = tuple[str | None, str | None, str | None]
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def resolve_target(full_key: str, entry: Mapping[str, Any] | None) -> Target:
+    """(channel, to, accountId) to post to. The group or channel a key names wins, because a
+    group entry's own routing fields often point at the gateway's internal channel; otherwise
+    where the session was last reached (deliveryContext, field by field falling back to
+    lastChannel / lastTo / lastAccountId). Values may be partial; a target needs channel and to."""
+    e = entry or {}
+    dc = e.get("deliveryContext")
+    dcm: Mapping[str, Any] = dc if isinstance(dc, Mapping) else {}
+    ctx_channel = _text(dcm.get("channel")) or _text(e.get("lastChannel"))
+    account = _text(dcm.get("accountId")) or _text(e.get("lastAccountId"))
+    group = keys.key_group_target(full_key)
+    if group is not None:
+        channel, to = group
+        # The account only means something on the same channel as the key's.
+        same = ctx_channel is not None and ctx_channel.lower() == channel
+        return channel, to, account if same else None
+    to_ = _text(dcm.get("to")) or _text(e.get("lastTo"))
+    return ctx_channel, to_, account
+
+
+def has_target(target: Target) -> bool:
+    return bool(target[0]) and bool(target[1])
+
+
+def _read_entry(paths: StatePaths, agent_id: str, full_key: str) -> dict[str, Any] | None:
+    return read_entry(paths, full_key, agent_id)
+
+
+def mirror_message(text: str, ts_ms: int | None = None) -> dict[str, Any]:
+    """The assistant message OpenClaw writes after posting to a channel. Its api / provider /
+    model marks are what make OpenClaw keep the mirror out of the model's context, so they
+    must be exactly these."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "openai-responses",
+        "provider": "openclaw",
+        "model": "delivery-mirror",
+        "usage": {
+            "input": 0,
+            "output": 0,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 0,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+        },
+        "stopReason": "stop",
+        "timestamp": now_ms() if ts_ms is None else ts_ms,
+    }
+
+
+def _tail(data: bytes) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    return text[-STDERR_TAIL_CHARS:]
+
+
+def run_delivery_command(command: list[str], record: Mapping[str, Any]) -> str | None:
+    """Hand the record to the operator's command on stdin. None when it exited 0, else the
+    reason. Its own process group, so a timeout kills whatever it started too."""
+    payload = compact_utf8(dict(record)) + b"\n"
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        return f"cannot run delivery command {command[0]!r}: {exc.strerror or exc}"
+    try:
+        _, err = proc.communicate(payload, timeout=COMMAND_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        return f"delivery command timed out after {COMMAND_TIMEOUT_SECONDS:g}s"
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        raise
+    if proc.returncode == 0:
+        return None
+    tail = _tail(err)
+    reason = f"delivery command exited with status {proc.returncode}"
+    return f"{reason}: {tail}" if tail else reason
+
+
+def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> None:
+    """One line, one os.write on an O_APPEND descriptor: concurrent workers never interleave
+    bytes. A torn last line (a crash mid-write) gets its newline first, so ours stays whole."""
+    try:
+        ensure_dir(paths.tool_dir)
+        fd = os.open(paths.deliveries, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    except OSError as exc:
+        raise StorageError(f"cannot open {paths.deliveries}: {exc.strerror}") from exc
+    try:
+        size = os.fstat(fd).st_size
+        prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+        data = prefix + compact_utf8(dict(record)) + b"\n"
+        written = os.write(fd, data)
+        while written < len(data):  # only on a nearly full disk; keep the line whole if we can
+            written += os.write(fd, data[written:])
+    except OSError as exc:
+        raise StorageError(f"cannot append to {paths.deliveries}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+
+
+def _mirror(paths: StatePaths, agent_id: str, entry: Mapping[str, Any] | None, text: str) -> bool:
+    """Append the mirror to the target's transcript; False when the session has no entry or
+    no usable sessionId (nothing to mirror into)."""
+    if entry is None:
+        return False
+    sid = entry.get("sessionId")
+    if not isinstance(sid, str) or not is_plain_name(sid):
+        return False
+    path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
+    append_message(path, sid, mirror_message(text))
+    return True
+
+
+def deliver(
+    paths: StatePaths,
+    config: Config,
+    *,
+    run_id: str,
+    session_key: str,
+    mode: Mode,
+    text: str,
+    mirror: bool = True,
+    agent_id: str | None = None,
+) -> dict[str, Any]:
+    """Deliver `text` to the channel of the session `session_key` (full form) and return the
+    outbox record. Exactly one outbox line is written whatever happens; the send policy of the
+    target is checked first (`denied`), then the target (`undelivered`), then the delivery
+    command, if any (`failed` on a non-zero exit). Only a delivered text is mirrored.
+
+    A mirror that cannot be written does not undo the delivery: the returned record (not the
+    outbox line) then carries `mirrorError`. `agent_id` is only needed for the key `global`."""
+    if mode not in MODES:
+        raise ValueError(f"unknown delivery mode {mode!r}")
+    agent = agent_id or keys.agent_of(session_key)
+    record: dict[str, Any] = {
+        "ts": iso_now(),
+        "runId": run_id,
+        "sessionKey": session_key,
+        "mode": mode,
+        "channel": None,
+        "to": None,
+        "accountId": None,
+        "text": text,
+        "status": FAILED,
+    }
+    entry: dict[str, Any] | None = None
+    try:
+        entry = _read_entry(paths, agent, session_key)
+        decision = policy.send_decision(config.send_policy, session_key, entry)
+        channel, to, account = resolve_target(session_key, entry)
+        record.update(channel=channel, to=to, accountId=account)
+        command = config.delivery_command
+    except SessiontoolError as exc:
+        # An unreadable store or config: we cannot tell whether delivery is allowed, so it
+        # is not attempted, and the outbox says why.
+        record["error"] = exc.message
+        append_outbox(paths, record)
+        return record
+    if not decision.allowed:
+        record["status"] = DENIED
+        record["error"] = f"send blocked by session policy ({decision.decided_by})"
+    elif not has_target((record["channel"], record["to"], None)):
+        record["status"] = UNDELIVERED
+        record["error"] = (
+            "no delivery target: the key names no group or channel, and the session has no "
+            "deliveryContext or lastChannel/lastTo"
+        )
+    elif command:
+        sent = {k: v for k, v in record.items() if k not in ("status", "error")}
+        failure = run_delivery_command(command, sent)
+        if failure is None:
+            record["status"] = DELIVERED
+        else:
+            record["error"] = failure
+    else:
+        record["status"] = DELIVERED
+    append_outbox(paths, record)
+    if record["status"] == DELIVERED and mirror:
+        try:
+            _mirror(paths, agent, entry, text)
+        except SessiontoolError as exc:
+            return {**record, "mirrorError": exc.message}
+    return record
+
+
+# -- reading the outbox ------------------------------------------------------------------------
+
+
+def _parse_record(raw: bytes) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _after(record: Mapping[str, Any], since_ms: int | None) -> bool:
+    if since_ms is None:
+        return True
+    ts = record.get("ts")
+    ms = parse_iso_ms(ts) if isinstance(ts, str) else None
+    return ms is not None and ms >= since_ms
+
+
+def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[dict[str, Any]]:
+    """Every outbox record in file order (oldest first), those at or after `since_ms` when
+    given. Unparsable lines (a torn write) are skipped: the outbox is a log, not a database."""
+    try:
+        data = paths.deliveries.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return []
+    except OSError as exc:
+        raise StorageError(f"cannot read {paths.deliveries}: {exc.strerror}") from exc
+    out: list[dict[str, Any]] = []
+    for raw in data.split(b"\n"):
+        rec = _parse_record(raw)
+        if rec is not None and _after(rec, since_ms):
+            out.append(rec)
+    return out
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size
+
+
+def follow_deliveries(
+    paths: StatePaths, since_ms: int | None = None, *, poll: float = FOLLOW_POLL_SECONDS
+) -> Iterator[dict[str, Any]]:
+    """Records as they are appended, like `tail -f`, forever. With `since_ms` the matching
+    records already in the outbox come first; without it following starts at the current end.
+    A missing outbox is waited for; one replaced or cut shorter (prune) is re-followed from
+    its end, since what it kept was already seen."""
+    path = paths.deliveries
+    ident = _identity(path)
+    inode = ident[0] if ident else None
+    offset = 0 if since_ms is not None or ident is None else ident[1]
+    pending = b""
+    while True:
+        ident = _identity(path)
+        if ident is None:
+            time.sleep(poll)
+            continue
+        if inode is not None and (ident[0] != inode or ident[1] < offset):
+            offset, pending = ident[1], b""
+        inode = ident[0]
+        data = b""
+        if ident[1] > offset:
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read(ident[1] - offset)
+            except OSError:
+                data = b""
+        if not data:
+            time.sleep(poll)
+            continue
+        offset += len(data)
+        pending += data
+        *complete, pending = pending.split(b"\n")
+        for raw in complete:
+            rec = _parse_record(raw)
+            if rec is not None and _after(rec, since_ms):
+                yield rec

@@ -1,0 +1,119 @@
+"""The per-session send-policy override (spec §8): reading the effective decision and setting or
+clearing an entry's `sendPolicy`, as OpenClaw's sessions.patch and its `/send on|off|inherit`
+command do. Shared by the `policy` command and by `send`'s `/send ...` message."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sessiontool.clock import now_ms
+from sessiontool.context import Context
+from sessiontool.errors import UsageError
+from sessiontool.flow import policy
+from sessiontool.sessions import Resolved, resolve
+from sessiontool.stores.sessions_json import Entry, Store, get_entry, set_entry, update_store
+
+# Every spelling a user may type, and the override it means (None: follow the rules).
+ACTIONS: dict[str, str | None] = {
+    "allow": "allow",
+    "on": "allow",
+    "deny": "deny",
+    "off": "deny",
+    "inherit": None,
+}
+
+
+def parse_action(action: str) -> str | None:
+    """`allow|on` → "allow", `deny|off` → "deny", `inherit` → None; anything else exit 2."""
+    key = action.strip().lower()
+    if key not in ACTIONS:
+        raise UsageError(
+            f"unknown send policy action {action!r} (expected allow, deny, inherit, on or off)"
+        )
+    return ACTIONS[key]
+
+
+def is_action(word: str) -> bool:
+    return word.strip().lower() in ACTIONS
+
+
+def decision_json(ctx: Context, full_key: str, entry: Entry | None) -> dict[str, Any]:
+    """`{"sessionKey","effective","decidedBy"}`: what a send to this session would meet, and
+    which layer decided it, so an operator can tell an override from a rule."""
+    d = policy.send_decision(ctx.config.send_policy, full_key, entry)
+    return {
+        "sessionKey": ctx.display(full_key),
+        "effective": d.effective,
+        "decidedBy": d.decided_by,
+    }
+
+
+def _resolve(ctx: Context, key: str | None, label: str | None) -> Resolved:
+    # A key with no entry yet is still a session the policy speaks about (its rules apply now,
+    # and setting an override creates the entry), so unknown keys resolve rather than fail.
+    return resolve(ctx, key, label=label, create=True)
+
+
+def policy_status(
+    ctx: Context, key: str | None, label: str | None = None, *, command: str = "policy"
+) -> dict[str, Any]:
+    """The effective send policy of one session. Operator-only: agents must not probe or learn
+    the operator's routing rules."""
+    policy.require_operator(ctx, command)
+    r = _resolve(ctx, key, label)
+    return decision_json(ctx, r.key, r.entry)
+
+
+def set_send_policy(
+    ctx: Context,
+    key: str | None,
+    label: str | None,
+    action: str,
+    *,
+    command: str = "policy",
+) -> dict[str, Any]:
+    """Set (`allow|on`, `deny|off`) or clear (`inherit`) a session's override and return
+    `{"status":"ok","sessionKey","sendPolicy","effective","decidedBy"}`.
+
+    A key without an entry gets one (a new UUID v4 sessionId, no transcript yet), as OpenClaw's
+    sessions.patch does; clearing an override of a session that has no entry changes nothing.
+    `updatedAt` moves forward, never back, like OpenClaw's patch. `command` names the caller in
+    the operator-only refusal (`policy`, or `send` for its `/send` message)."""
+    policy.require_operator(ctx, command)
+    wanted = parse_action(action)
+    r = _resolve(ctx, key, label)
+
+    def mutate(store: Store) -> Entry | None:
+        current = get_entry(store, r.agent_id, r.key)
+        entry: Entry
+        if current is None:
+            if wanted is None:
+                return None
+            entry = {"sessionId": str(uuid.uuid4()), "updatedAt": now_ms()}
+        else:
+            entry = dict(current)
+            if wanted is None and "sendPolicy" not in entry:
+                return entry  # nothing to clear: leave the entry (and updatedAt) as it is
+            prev = entry.get("updatedAt")
+            now = now_ms()
+            if isinstance(prev, int | float) and not isinstance(prev, bool):
+                entry["updatedAt"] = max(int(prev), now)
+            else:
+                entry["updatedAt"] = now
+        if wanted is None:
+            entry.pop("sendPolicy", None)
+        else:
+            entry["sendPolicy"] = wanted
+        set_entry(store, r.agent_id, r.key, entry)
+        return entry
+
+    if wanted is None and (r.entry is None or "sendPolicy" not in r.entry):
+        entry: Entry | None = r.entry  # nothing to clear: do not rewrite (or create) the store
+    else:
+        entry = update_store(r.store_path, mutate)
+    out: dict[str, Any] = {"status": "ok", "sessionKey": ctx.display(r.key), "sendPolicy": wanted}
+    decision = decision_json(ctx, r.key, entry)
+    out["effective"] = decision["effective"]
+    out["decidedBy"] = decision["decidedBy"]
+    return out

@@ -1,0 +1,1 @@
+"""The run engine: run records, the detached worker, submitting and waiting, runners."""

@@ -1,0 +1,351 @@
+"""The command runner: any program is an agent. It gets the message (or the whole request as
+JSON) on stdin and answers on stdout. It runs in its own process group, so a timeout or an
+`abort` kills it together with everything it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sessiontool.runs.runners.base import (
+    RunnerError,
+    RunnerResult,
+    RunnerTimeout,
+    estimated_usage,
+    format_seconds,
+    positive_seconds,
+    requested_model,
+    split_model,
+    usage_from,
+)
+from sessiontool.stores.jsonio import dumps_compact
+
+STDERR_TAIL = 2000
+MAX_STDOUT = 32 * 1024 * 1024
+MAX_STDERR_KEPT = 64 * 1024
+# After the agent itself has exited, how long to keep reading pipes that a background child
+# still holds open before giving up on them (the reply is what the agent wrote, not its orphans).
+LINGER_SECONDS = 1.0
+POLL_SECONDS = 0.1
+READ_CHUNK = 64 * 1024
+WRITE_CHUNK = 64 * 1024
+
+
+def _command_argv(cfg: Mapping[str, Any]) -> list[str]:
+    cmd = cfg.get("command")
+    if isinstance(cmd, str) and cmd.strip():
+        try:
+            argv = shlex.split(cmd)
+        except ValueError as exc:
+            raise RunnerError(f"runner.command: cannot split {cmd!r}: {exc}") from exc
+        if argv:
+            return argv
+    if isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd):
+        return list(cmd)
+    raise RunnerError("runner.command: expected a non-empty array of strings or a command string")
+
+
+def _mode(cfg: Mapping[str, Any], key: str) -> str:
+    value = cfg.get(key, "text")
+    if value not in ("text", "json"):
+        raise RunnerError(f'runner.{key}: expected "text" or "json", got {value!r}')
+    return str(value)
+
+
+def _tail(data: bytes, limit: int = STDERR_TAIL) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    return text[-limit:].lstrip() if len(text) > limit else text
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Pumped:
+    """What came out of the agent, and whether it had to be killed for time."""
+
+    def __init__(self) -> None:
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.timed_out = False
+
+
+def _pump(proc: subprocess.Popen[bytes], data: bytes, stop_at: float | None) -> _Pumped:
+    """Feed stdin and drain stdout and stderr together (no pipe can fill up and deadlock),
+    until the agent closes its pipes or `stop_at` (monotonic) passes. On time-out the whole
+    process group is killed. Pipes that outlive the agent itself (held by a background child)
+    are abandoned after a short grace instead of blocking the run."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out = _Pumped()
+    sel = selectors.DefaultSelector()
+    stdin_fd = proc.stdin.fileno()
+    view = memoryview(data)
+    if view:
+        os.set_blocking(stdin_fd, False)
+        sel.register(stdin_fd, selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    sinks = {proc.stdout.fileno(): out.stdout, proc.stderr.fileno(): out.stderr}
+    for fd in sinks:
+        sel.register(fd, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while sinks:
+            now = time.monotonic()
+            if stop_at is not None and now >= stop_at:
+                out.timed_out = True
+                _kill_group(proc.pid)
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > LINGER_SECONDS:
+                break
+            wait = POLL_SECONDS if stop_at is None else max(0.0, min(POLL_SECONDS, stop_at - now))
+            for key, _ in sel.select(wait):
+                fd = int(key.fd)
+                if fd == stdin_fd:
+                    try:
+                        n = os.write(fd, view[:WRITE_CHUNK])
+                    except BlockingIOError:
+                        continue
+                    except (BrokenPipeError, OSError):
+                        n = len(view)  # the agent does not want (the rest of) its input
+                    view = view[n:]
+                    if not view:
+                        sel.unregister(fd)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(fd, READ_CHUNK)
+                if not chunk:
+                    sel.unregister(fd)
+                    del sinks[fd]
+                    continue
+                sink = sinks[fd]
+                sink += chunk
+                if sink is out.stderr and len(sink) > MAX_STDERR_KEPT:
+                    del sink[: len(sink) - MAX_STDERR_KEPT]
+                if sink is out.stdout and len(sink) > MAX_STDOUT:
+                    _kill_group(proc.pid)
+                    raise RunnerError(
+                        f"runner wrote more than {MAX_STDOUT // (1024 * 1024)} MiB to stdout"
+                    )
+    finally:
+        sel.close()
+        _close_pipes(proc)
+    return out
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def _child_env(
+    base: Mapping[str, str], cfg: Mapping[str, Any], request: Mapping[str, Any]
+) -> dict[str, str]:
+    """The worker's environment, the runner's own `env`, then the run's variables (these win:
+    an agent must be able to trust them). Step and turn are removed when the run has none, so
+    values inherited from an outer agent never leak into this one."""
+    env = dict(base)
+    extra = cfg.get("env")
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise RunnerError("runner.env: expected an object of strings")
+        for k, v in extra.items():
+            env[str(k)] = v if isinstance(v, str) else json.dumps(v)
+
+    def put(name: str, value: Any) -> None:
+        if value is None or value == "":
+            env.pop(name, None)
+        else:
+            env[name] = str(value).replace("\0", "")
+
+    system = request.get("system")
+    env["SESSIONTOOL_SYSTEM_PROMPT"] = (system if isinstance(system, str) else "").replace("\0", "")
+    put("SESSIONTOOL_RUN_KIND", request.get("kind"))
+    put("SESSIONTOOL_STEP", request.get("step"))
+    put("SESSIONTOOL_TURN", request.get("turn"))
+    return env
+
+
+def _substitute(argv: list[str], request: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[str]:
+    """Fill `{model}`, `{sessionKey}`, `{runId}`, `{sessionId}`, `{agentId}` in each argument.
+    Plain replacement, not str.format: other braces (JSON, shell) pass through untouched.
+    `{model}` is the run's model, else the runner's `model`, else empty (never the bare type
+    name the model resolution ends with)."""
+    cfg_model = cfg.get("model")
+    model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else "")
+    values = {
+        "{model}": str(model),
+        "{sessionKey}": str(request.get("sessionKey") or ""),
+        "{runId}": str(request.get("runId") or ""),
+        "{sessionId}": str(request.get("sessionId") or ""),
+        "{agentId}": str(request.get("agentId") or ""),
+    }
+    out = []
+    for arg in argv:
+        for placeholder, value in values.items():
+            arg = arg.replace(placeholder, value)
+        out.append(arg)
+    return out
+
+
+class CommandRunner:
+    """`{"type": "command", "command": [...] | "string", "input": "text"|"json",
+    "output": "text"|"json", "timeoutSeconds"?: N, "env"?: {...}, "model"?: "..."}`."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = cfg
+        self.argv = _command_argv(cfg)
+        self.input = _mode(cfg, "input")
+        self.output = _mode(cfg, "output")
+        self.timeout = positive_seconds(cfg, "timeoutSeconds", "runner")
+
+    def run(
+        self,
+        request: dict[str, Any],
+        *,
+        env: dict[str, str],
+        on_agent_pid: Callable[[int], object],
+        deadline: float | None,
+    ) -> RunnerResult:
+        start = time.monotonic()
+        limit = self.timeout
+        if deadline is not None:
+            limit = deadline - start if limit is None else min(limit, deadline - start)
+        if limit is not None and limit <= 0:
+            raise RunnerTimeout("runner timed out after 0s (no time left before the run deadline)")
+        argv = _substitute(self.argv, request, self.cfg)
+        message = request.get("message")
+        if self.input == "json":
+            payload = dumps_compact(request) + "\n"
+        else:
+            payload = message if isinstance(message, str) else ""
+            if payload and not payload.endswith("\n"):
+                payload += "\n"  # a text line, as Unix filters expect
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=_child_env(env, self.cfg, request),
+                close_fds=True,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise RunnerError(f"runner command not found: {argv[0]}") from exc
+        except PermissionError as exc:
+            raise RunnerError(f"runner command is not executable: {argv[0]}") from exc
+        except OSError as exc:
+            raise RunnerError(
+                f"cannot start runner command {argv[0]}: {exc.strerror or exc}"
+            ) from exc
+        try:
+            on_agent_pid(proc.pid)
+            pumped = _pump(proc, payload.encode("utf-8"), None if limit is None else start + limit)
+        except BaseException:
+            _kill_group(proc.pid)
+            _close_pipes(proc)
+            proc.wait()
+            raise
+        if pumped.timed_out:
+            proc.wait()
+            raise RunnerTimeout(f"runner timed out after {format_seconds(limit or 0)}")
+        code = proc.wait()
+        if code < 0:
+            detail = _tail(bytes(pumped.stderr))
+            msg = f"runner was killed by {_signal_name(-code)}"
+            raise RunnerError(f"{msg}: {detail}" if detail else msg)
+        if code != 0:
+            detail = _tail(bytes(pumped.stderr))
+            msg = f"runner exited with code {code}"
+            raise RunnerError(f"{msg}: {detail}" if detail else msg)
+        stdout = bytes(pumped.stdout).decode("utf-8", "replace")
+        if self.output == "json":
+            return self._from_json(stdout, request)
+        reply = stdout.rstrip()
+        return self._result(reply, None, None, None, request)
+
+    def _from_json(self, stdout: str, request: Mapping[str, Any]) -> RunnerResult:
+        """`{reply, usage?, model?, provider?, cost?, stopReason?}`. If stdout is not one JSON
+        document, its last non-empty line is tried: tools often log a line before answering."""
+        data: Any = None
+        try:
+            data = json.loads(stdout)
+        except ValueError:
+            lines = [ln for ln in stdout.splitlines() if ln.strip()]
+            if lines:
+                try:
+                    data = json.loads(lines[-1])
+                except ValueError:
+                    data = None
+        if not isinstance(data, dict):
+            excerpt = stdout.strip()[:300] or "(empty)"
+            raise RunnerError(f"runner output is not a JSON object with a reply: {excerpt}")
+        reply = data.get("reply")
+        if not isinstance(reply, str):
+            raise RunnerError('runner JSON output has no "reply" string')
+        usage = usage_from(data.get("usage"), data.get("cost"))
+        if usage is None and data.get("cost") is not None:
+            base = estimated_usage(_str(request.get("system")), _str(request.get("message")), reply)
+            usage = usage_from(base, data.get("cost"))
+        stop = data.get("stopReason")
+        result = self._result(
+            reply.rstrip(), usage, _str(data.get("model")), _str(data.get("provider")), request
+        )
+        if isinstance(stop, str) and stop:
+            result.stop_reason = stop
+        return result
+
+    def _result(
+        self,
+        reply: str,
+        usage: dict[str, Any] | None,
+        model: str | None,
+        provider: str | None,
+        request: Mapping[str, Any],
+    ) -> RunnerResult:
+        if usage is None:
+            usage = estimated_usage(
+                _str(request.get("system")), _str(request.get("message")), reply
+            )
+        if model is None:
+            cfg_model = self.cfg.get("model")
+            model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else None)
+        if model and provider is None:
+            provider, model = split_model(model)
+        elif model and provider and model.startswith(provider + "/"):
+            model = model[len(provider) + 1 :]
+        return RunnerResult(
+            reply=reply,
+            usage=usage,
+            model=model,
+            provider=provider,
+            api="sessiontool-command",
+        )
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

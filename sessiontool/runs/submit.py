@@ -1,0 +1,293 @@
+"""`send` and `spawn` as library calls: checks, the run record, the detached worker, and the
+waiting that emulates OpenClaw's timeoutSeconds. The CLI and the runners' tool calls share
+these, so a model calling sessions_send gets exactly what `sessiontool send --json` prints."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sessiontool.clock import now_ms
+from sessiontool.context import Context
+from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
+from sessiontool.flow import policy
+from sessiontool.runs import records as runs
+from sessiontool.sessions import resolve
+from sessiontool.stores import keys
+from sessiontool.stores.jsonio import require_utf8
+
+Result = tuple[dict[str, Any], int]
+
+SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "inherit"}
+
+
+def _start(ctx: Context, rec: dict[str, Any]) -> None:
+    own = ctx.config.own_file
+    try:
+        runs.start_worker(ctx.paths, rec["runId"], config_path=str(own) if own else None)
+    except StorageError as exc:
+        runs.abandon(ctx.paths, rec, exc.message)
+        raise
+
+
+def _maybe_sweep(ctx: Context) -> None:
+    try:
+        from sessiontool.flow.archive import maybe_sweep
+    except ImportError:  # pragma: no cover - archive lands with spawn
+        return
+    maybe_sweep(ctx)
+
+
+def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
+    """The send/wait result shape of spec §5.2 for a record, and its exit code."""
+    out: dict[str, Any] = {"runId": rec["runId"]}
+    status = rec.get("status")
+    key = ctx.display(rec["sessionKey"])
+    if status == "ok":
+        out.update(status="ok", reply=rec.get("reply") or "", sessionKey=key)
+        code = ExitCode.OK
+    elif runs.is_finished(rec):
+        out.update(
+            status="error",
+            error=rec.get("error") or f"run ended with status {status}",
+            runStatus=status,
+            sessionKey=key,
+        )
+        code = ExitCode.FAILURE
+    else:
+        out.update(
+            status="timeout",
+            error=f"still running after the wait timed out: sessiontool wait {rec['runId']}",
+            sessionKey=key,
+        )
+        code = ExitCode.TIMEOUT
+    mode = "announce" if rec.get("a2a") else "deliver" if rec.get("deliver") else None
+    if mode and rec.get("kind") == "send" and status in (None, "queued", "running", "ok"):
+        out["delivery"] = {"status": "pending", "mode": mode}
+    return out, int(code)
+
+
+def send(
+    ctx: Context,
+    key: str | None,
+    message: str,
+    *,
+    label: str | None = None,
+    timeout: float = 30.0,
+    deliver: bool = False,
+) -> Result:
+    policy.check_tool(ctx, "sessions_send")
+    stripped = message.strip()
+    if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
+        from sessiontool.flow.sendpolicy import set_send_policy
+
+        data = set_send_policy(ctx, key, label, SEND_POLICY_COMMANDS[stripped])
+        return {
+            "status": "ok",
+            "sessionKey": data["sessionKey"],
+            "sendPolicy": data.get("sendPolicy"),
+        }, 0
+    if not stripped:
+        raise UsageError("the message is empty")
+    require_utf8(message, "the message")
+    r = resolve(ctx, key, label=label, create=True)
+    display = ctx.display(r.key)
+    req = ctx.requester
+    try:
+        if req.session_key is not None and req.session_key == r.key:
+            raise ForbiddenError(
+                "a session cannot send to itself (it would wait on its own lane)",
+            )
+        policy.check_access(ctx, r.key, r.entry, "send")
+        decision = policy.send_decision(ctx.config.send_policy, r.key, r.entry)
+        if not decision.allowed:
+            raise ForbiddenError("send blocked by session policy")
+    except ForbiddenError as exc:
+        exc.extra.setdefault("sessionKey", display)
+        raise
+    _maybe_sweep(ctx)
+    a2a = req.session_key is not None and req.session_key != r.key
+    if a2a:
+        from sessiontool.flow.a2a import context_prompt, session_channel
+
+        req_entry = _entry(ctx, req.session_key)  # type: ignore[arg-type]
+        provenance: dict[str, Any] = {
+            "kind": "inter_session",
+            "sourceSessionKey": req.session_key,
+            "sourceChannel": session_channel(req.session_key, req_entry),  # type: ignore[arg-type]
+            "sourceTool": "sessions_send",
+        }
+        if provenance["sourceChannel"] is None:
+            del provenance["sourceChannel"]
+        system = context_prompt(req.session_key, provenance.get("sourceChannel"), r.key)  # type: ignore[arg-type]
+    else:
+        provenance = {"kind": "external_user", "sourceTool": "sessiontool"}
+        system = None
+    rec = runs.create_record(
+        ctx.paths,
+        kind="send",
+        sessionKey=r.key,
+        agentId=r.agent_id,
+        requesterSessionKey=req.session_key,
+        message=message,
+        system=system,
+        provenance=provenance,
+        a2a=True if a2a else None,
+        deliver=True if (deliver and not a2a) else None,
+        timeoutSeconds=timeout,
+    )
+    _start(ctx, rec)
+    if timeout <= 0:
+        out: dict[str, Any] = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}
+        if a2a or deliver:
+            out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
+        return out, 0
+    return run_result(ctx, runs.wait_for(ctx.paths, rec["runId"], timeout))
+
+
+def _entry(ctx: Context, full_key: str) -> dict[str, Any] | None:
+    from sessiontool.stores.sessions_json import peek_entry
+
+    return peek_entry(ctx.paths, full_key)
+
+
+def spawn(
+    ctx: Context,
+    task: str,
+    *,
+    label: str | None = None,
+    agent_id: str | None = None,
+    model: str | None = None,
+    run_timeout: float | None = None,
+    cleanup: str = "keep",
+) -> dict[str, Any]:
+    """Start a sub-agent run in a new isolated session; never waits."""
+    from sessiontool.flow.announce import subagent_system_prompt
+    from sessiontool.stores import sessions_json as store
+
+    if ctx.requester.is_subagent:
+        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
+    if not task.strip():
+        raise UsageError("the task is empty")
+    require_utf8(task, "the task")
+    if cleanup not in ("keep", "delete"):
+        raise UsageError(f"--cleanup must be keep or delete, got {cleanup!r}")
+    if label is not None and len(label) > 64:
+        raise UsageError("--label must be at most 64 characters")
+    target_agent = keys.normalize_agent_id(agent_id) if agent_id else ctx.agent_id
+    policy.check_spawn_agent(ctx, target_agent)
+    if model is not None:
+        from sessiontool.flow.announce import validate_model
+
+        model = validate_model(ctx.config, model)
+    requester = ctx.requester_or_main()
+    child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
+    _maybe_sweep(ctx)
+    req_agent = keys.agent_of(requester, ctx.agent_id)
+
+    def ensure_requester(s: store.Store) -> None:
+        if store.get_entry(s, req_agent, requester) is None:
+            store.set_entry(
+                s, req_agent, requester, {"sessionId": str(uuid.uuid4()), "updatedAt": now_ms()}
+            )
+
+    store.update_store(ctx.paths.store(req_agent), ensure_requester)
+    entry: dict[str, Any] = {
+        "sessionId": str(uuid.uuid4()),
+        "updatedAt": now_ms(),
+        "spawnedBy": requester,
+    }
+    if label:
+        entry["label"] = label
+    if model and model != "echo":
+        if "/" in model:
+            entry["providerOverride"], entry["modelOverride"] = model.split("/", 1)
+        else:
+            entry["modelOverride"] = model
+
+    def add_child(s: store.Store) -> None:
+        store.set_entry(s, target_agent, child, entry)
+
+    store.update_store(ctx.paths.store(target_agent), add_child)
+    req_entry = _entry(ctx, requester)
+    from sessiontool.flow.a2a import session_channel
+
+    system = subagent_system_prompt(
+        task=task,
+        label=label,
+        requester_key=requester,
+        requester_channel=session_channel(requester, req_entry),
+        child_key=child,
+    )
+    rec = runs.create_record(
+        ctx.paths,
+        kind="spawn",
+        sessionKey=child,
+        agentId=target_agent,
+        requesterSessionKey=requester,
+        message=task,
+        system=system,
+        label=label,
+        cleanup=cleanup,
+        runTimeoutSeconds=run_timeout,
+        provenance={
+            "kind": "inter_session",
+            "sourceSessionKey": requester,
+            "sourceTool": "sessions_spawn",
+        },
+    )
+    _start(ctx, rec)
+    return {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+
+
+def run_view(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
+    """A record for output: keys in display form."""
+    out = dict(rec)
+    for k in ("sessionKey", "requesterSessionKey"):
+        if isinstance(out.get(k), str):
+            out[k] = ctx.display(out[k])
+    return out
+
+
+def visible_run(ctx: Context, rec: dict[str, Any]) -> bool:
+    """A session requester sees only the runs it started (and their steps)."""
+    req = ctx.requester.session_key
+    return req is None or rec.get("requesterSessionKey") == req or rec.get("startedBy") == req
+
+
+def list_runs(
+    ctx: Context,
+    *,
+    status: str | None = None,
+    session: str | None = None,
+    kind: str | None = None,
+) -> dict[str, Any]:
+    if status and status not in runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES:
+        valid = ", ".join(sorted(runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES))
+        raise UsageError(f"unknown status {status!r} (valid: {valid})")
+    if kind and kind not in ("send", "spawn", "step"):
+        raise UsageError(f"unknown kind {kind!r} (valid: send, spawn, step)")
+    full = ctx.canonical(session) if session else None
+    out = []
+    for rec in runs.iter_records(ctx.paths):
+        if not visible_run(ctx, rec):
+            continue
+        rec = runs.reconcile(ctx.paths, rec)
+        if status and rec.get("status") != status:
+            continue
+        if kind and rec.get("kind") != kind:
+            continue
+        if full and rec.get("sessionKey") != full:
+            continue
+        out.append(rec)
+    out.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")), reverse=True)
+    return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
+
+
+def get_run(ctx: Context, run_id: str) -> dict[str, Any]:
+    from sessiontool.errors import NotFoundError
+
+    rec = runs.reconcile(ctx.paths, runs.read_record(ctx.paths, run_id))
+    if not visible_run(ctx, rec):
+        raise NotFoundError(f"Run not found: {run_id}")
+    return rec

@@ -1,0 +1,1 @@
+"""On-disk formats: paths, keys, config, sessions.json + JSONL transcripts, locks."""

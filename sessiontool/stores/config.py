@@ -1,0 +1,453 @@
+"""Configuration: OpenClaw's own config (read-only, shared keys) overlaid by sessiontool's, both
+JSON5. Defaults live here, and every error names the file, the key and what was expected."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sessiontool.errors import ConfigError
+from sessiontool.stores.jsonio import loads_tolerant
+from sessiontool.stores.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize_agent_id
+from sessiontool.stores.paths import StatePaths
+
+SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
+OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
+OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds"})
+RUNNER_TYPES = ("echo", "command", "openai")
+
+
+def _merge(base: Any, over: Any, path: str = "") -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base.get(k), v, f"{path}.{k}" if path else k) if k in base else v
+        return out
+    if path == "agents.list" and isinstance(base, list) and isinstance(over, list):
+        return _merge_agent_list(base, over)
+    return over
+
+
+def _merge_agent_list(base: list[Any], over: list[Any]) -> list[Any]:
+    """Entries merge by agent id; new ids are appended."""
+    out = [dict(a) if isinstance(a, dict) else a for a in base]
+    index = {normalize_agent_id(a.get("id")): i for i, a in enumerate(out) if isinstance(a, dict)}
+    for item in over:
+        if not isinstance(item, dict):
+            out.append(item)
+            continue
+        aid = normalize_agent_id(item.get("id"))
+        if aid in index:
+            out[index[aid]] = _merge(out[index[aid]], item, "agents.list[]")
+        else:
+            index[aid] = len(out)
+            out.append(item)
+    return out
+
+
+def _has_path(node: Any, dotted: str) -> bool:
+    """Whether `dotted` (`agents.list[0].runner.type`) exists in a parsed config layer."""
+    parts = dotted.split(".")
+    for n, part in enumerate(parts):
+        name, _, index = part.partition("[")
+        if not isinstance(node, dict) or name not in node:
+            return False
+        node = node[name]
+        if index:
+            if not isinstance(node, list):
+                return False
+            i = int(index.rstrip("]")) if index.rstrip("]").isdigit() else -1
+            rest = ".".join(parts[n + 1 :])
+            items = [node[i]] if 0 <= i < len(node) else node
+            return any(not rest or _has_path(item, rest) for item in items)
+    return True
+
+
+def _load_file(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    if not data.strip():
+        return {}
+    try:
+        parsed = loads_tolerant(data)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"config file {path} is not valid JSON5: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"config file {path}: expected an object at the top level")
+    return parsed
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    id: str
+    name: str | None = None
+    default: bool = False
+    model: str | None = None
+    model_fallbacks: tuple[str, ...] = ()
+    runner: Mapping[str, Any] | None = None
+    allow_agents: tuple[str, ...] | None = None
+    subagent_model: str | None = None
+    sandbox_mode: str | None = None
+    configured: bool = True
+
+
+def model_primary(value: Any) -> tuple[str | None, tuple[str, ...]]:
+    """A `model` setting: a string, or OpenClaw's {primary, fallbacks}."""
+    if isinstance(value, str) and value.strip():
+        return value.strip(), ()
+    if isinstance(value, dict):
+        primary = value.get("primary")
+        fb = value.get("fallbacks")
+        fallbacks = tuple(x for x in fb if isinstance(x, str)) if isinstance(fb, list) else ()
+        return (primary if isinstance(primary, str) and primary else None), fallbacks
+    return None, ()
+
+
+@dataclass
+class Config:
+    raw: dict[str, Any]
+    files: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    own_file: Path | None = None
+    # (file, what it contributed), in merge order: an error names the file that set the key.
+    layers: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+
+    # -- generic access -------------------------------------------------------------------
+    def get(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self.raw
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def _where(self, dotted: str) -> str:
+        """`<file>: <key>`, naming the last file that sets the key (else every file read)."""
+        for path, layer in reversed(self.layers):
+            if _has_path(layer, dotted):
+                return f"{path}: {dotted}"
+        names = ", ".join(str(f) for f in self.files) or "config"
+        return f"{names}: {dotted}"
+
+    def expect(
+        self, dotted: str, kind: type | tuple[type, ...], what: str, default: Any = None
+    ) -> Any:
+        value = self.get(dotted, None)
+        if value is None:
+            return default
+        if (
+            not isinstance(value, kind)
+            or isinstance(value, bool)
+            and bool not in (kind if isinstance(kind, tuple) else (kind,))
+        ):
+            raise ConfigError(f"{self._where(dotted)}: expected {what}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):  # JSON5 Infinity, NaN, 1e400
+            raise ConfigError(f"{self._where(dotted)}: expected {what}, got {value!r}")
+        return value
+
+    # -- session ---------------------------------------------------------------------------
+    # Read for every key shown (thousands per `list`): computed once. The raw config never
+    # changes after loading.
+    @functools.cached_property
+    def main_key(self) -> str:
+        v = self.expect("session.mainKey", str, "a string", DEFAULT_MAIN_KEY)
+        return v.strip() or DEFAULT_MAIN_KEY
+
+    @functools.cached_property
+    def scope(self) -> str:
+        return str(self.expect("session.scope", str, '"per-sender" or "global"', "per-sender"))
+
+    @property
+    def max_ping_pong_turns(self) -> int:
+        v = self.expect("session.agentToAgent.maxPingPongTurns", (int, float), "a number", 5)
+        return max(0, min(5, int(v)))
+
+    @property
+    def send_policy(self) -> dict[str, Any]:
+        return dict(self.expect("session.sendPolicy", dict, "an object with rules and default", {}))
+
+    # -- agents ----------------------------------------------------------------------------
+    def agents(self) -> list[AgentConfig]:
+        items = self.expect("agents.list", list, "an array of agents", [])
+        out: list[AgentConfig] = []
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ConfigError(f"{self._where(f'agents.list[{i}]')}: expected an object")
+            aid = normalize_agent_id(item.get("id") if isinstance(item.get("id"), str) else None)
+            if aid in seen:
+                continue
+            seen.add(aid)
+            out.append(self._agent_from(item, aid, f"agents.list[{i}]"))
+        return out
+
+    def _agent_from(self, item: Mapping[str, Any], aid: str, where: str) -> AgentConfig:
+        primary, fallbacks = model_primary(item.get("model"))
+        runner = item.get("runner")
+        if runner is not None:
+            self._check_runner(runner, f"{where}.runner")
+        sub = item.get("subagents") if isinstance(item.get("subagents"), dict) else {}
+        allow = sub.get("allowAgents") if isinstance(sub, dict) else None
+        allow_t = tuple(str(a) for a in allow) if isinstance(allow, list) else None
+        sub_model, _ = model_primary(sub.get("model") if isinstance(sub, dict) else None)
+        sandbox = item.get("sandbox")
+        mode = sandbox.get("mode") if isinstance(sandbox, dict) else None
+        name = item.get("name")
+        return AgentConfig(
+            id=aid,
+            name=name if isinstance(name, str) else None,
+            default=item.get("default") is True,
+            model=primary,
+            model_fallbacks=fallbacks,
+            runner=runner,
+            allow_agents=allow_t,
+            subagent_model=sub_model,
+            sandbox_mode=mode if isinstance(mode, str) else None,
+        )
+
+    def _check_runner(self, runner: Any, where: str) -> None:
+        if not isinstance(runner, dict):
+            raise ConfigError(f'{self._where(where)}: expected an object like {{"type": "echo"}}')
+        rtype = runner.get("type", "echo")
+        if rtype not in RUNNER_TYPES:
+            raise ConfigError(
+                f"{self._where(where + '.type')}: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}"
+            )
+        if rtype == "command":
+            cmd = runner.get("command")
+            if not (
+                isinstance(cmd, str)
+                and cmd.strip()
+                or isinstance(cmd, list)
+                and cmd
+                and all(isinstance(c, str) for c in cmd)
+            ):
+                raise ConfigError(
+                    f"{self._where(where + '.command')}: expected a non-empty array of strings"
+                )
+            for k in ("input", "output"):
+                if runner.get(k, "text") not in ("text", "json"):
+                    raise ConfigError(f'{self._where(where + "." + k)}: expected "text" or "json"')
+        if rtype == "openai" and not isinstance(runner.get("baseUrl", ""), str):
+            raise ConfigError(f"{self._where(where + '.baseUrl')}: expected a URL string")
+
+    @property
+    def default_agent_id(self) -> str:
+        agents = self.agents()
+        for a in agents:
+            if a.default:
+                return a.id
+        return agents[0].id if agents else DEFAULT_AGENT_ID
+
+    def agent(self, agent_id: str) -> AgentConfig:
+        for a in self.agents():
+            if a.id == agent_id:
+                return a
+        return AgentConfig(id=agent_id, configured=False)
+
+    def known_agent_ids(self) -> list[str]:
+        return [a.id for a in self.agents()] or [DEFAULT_AGENT_ID]
+
+    @property
+    def defaults_model(self) -> tuple[str | None, tuple[str, ...]]:
+        return model_primary(self.get("agents.defaults.model"))
+
+    @property
+    def defaults_subagent_model(self) -> str | None:
+        return model_primary(self.get("agents.defaults.subagents.model"))[0]
+
+    def runner_for(self, agent_id: str) -> dict[str, Any]:
+        a = self.agent(agent_id)
+        if a.runner is not None:
+            return dict(a.runner)
+        default = self.get("agents.defaults.runner")
+        if default is not None:
+            self._check_runner(default, "agents.defaults.runner")
+            return dict(default)
+        return {"type": "echo"}
+
+    def sandbox_mode(self, agent_id: str) -> str:
+        mode = self.agent(agent_id).sandbox_mode
+        if mode is None:
+            mode = self.get("agents.defaults.sandbox.mode")
+        return mode if mode in ("off", "all", "non-main") else "off"
+
+    @property
+    def sandbox_visibility(self) -> str:
+        v = self.get("agents.defaults.sandbox.sessionToolsVisibility", "spawned")
+        return v if v in ("spawned", "all") else "spawned"
+
+    @property
+    def archive_after_minutes(self) -> float:
+        v = self.expect(
+            "agents.defaults.subagents.archiveAfterMinutes", (int, float), "a number", 60
+        )
+        return max(0.0, float(v))
+
+    # -- tools -----------------------------------------------------------------------------
+    @property
+    def a2a_enabled(self) -> bool:
+        return self.get("tools.agentToAgent.enabled") is True
+
+    @property
+    def a2a_allow(self) -> list[str]:
+        v = self.expect("tools.agentToAgent.allow", list, "an array of agent-id globs", [])
+        return [str(x) for x in v]
+
+    def a2a_allows(self, agent_id: str) -> bool:
+        pats = self.a2a_allow
+        if not pats:
+            return True
+        import fnmatch  # only agent-to-agent checks need it: kept off the start-up path
+
+        return any(fnmatch.fnmatchcase(agent_id, p.strip().lower()) for p in pats)
+
+    @property
+    def subagent_tools_allow(self) -> list[str]:
+        v = self.expect("tools.subagents.tools.allow", list, "an array of tool names", [])
+        return [str(x) for x in v]
+
+    # -- sessiontool's own -----------------------------------------------------------------
+    @property
+    def delivery_command(self) -> list[str] | None:
+        v = self.get("sessiontool.delivery.command")
+        if v is None:
+            return None
+        if isinstance(v, str) and v.strip():
+            import shlex
+
+            try:
+                return shlex.split(v)
+            except ValueError as exc:  # an unbalanced quote
+                raise ConfigError(
+                    f"{self._where('sessiontool.delivery.command')}: cannot split {v!r}: {exc}"
+                ) from None
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            return list(v)
+        raise ConfigError(
+            f"{self._where('sessiontool.delivery.command')}: expected a command as an array of strings"
+        )
+
+    @property
+    def max_tool_rounds(self) -> int:
+        v = self.expect("sessiontool.maxToolRounds", int, "a whole number", 8)
+        return max(1, int(v))
+
+    @property
+    def providers(self) -> dict[str, Any]:
+        v = self.get("models.providers", {})
+        return v if isinstance(v, dict) else {}
+
+    def model_cost(self, provider: str | None, model: str | None) -> dict[str, float] | None:
+        """Per-million-token prices for a model, when the config gives them."""
+        if not model:
+            return None
+        for pname, p in self.providers.items():
+            if provider and pname != provider:
+                continue
+            models = p.get("models") if isinstance(p, dict) else None
+            if not isinstance(models, list):
+                continue
+            for m in models:
+                if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("cost"), dict):
+                    cost = m["cost"]
+                    try:
+                        return {
+                            "input": float(cost.get("input", 0)),
+                            "output": float(cost.get("output", 0)),
+                        }
+                    except (TypeError, ValueError):
+                        return None
+        return None
+
+    def known_models(self) -> list[str]:
+        """Every model name the config knows, for `spawn --model` validation."""
+        names: list[str] = ["echo"]
+
+        def add(v: Any) -> None:
+            primary, fallbacks = model_primary(v)
+            for n in (primary, *fallbacks):
+                if n and n not in names:
+                    names.append(n)
+
+        add(self.get("agents.defaults.model"))
+        add(self.get("agents.defaults.subagents.model"))
+        dm = self.get("agents.defaults.models")
+        if isinstance(dm, dict):
+            for k in dm:
+                add(k)
+        for a in self.agents():
+            add(a.model)
+            for fb in a.model_fallbacks:
+                add(fb)
+            add(a.subagent_model)
+            if a.runner and isinstance(a.runner.get("model"), str):
+                add(a.runner["model"])
+        default_runner = self.get("agents.defaults.runner")
+        if isinstance(default_runner, dict) and isinstance(default_runner.get("model"), str):
+            add(default_runner["model"])
+        for pname, p in self.providers.items():
+            models = p.get("models") if isinstance(p, dict) else None
+            if isinstance(models, list):
+                for m in models:
+                    if isinstance(m, dict) and isinstance(m.get("id"), str):
+                        add(f"{pname}/{m['id']}")
+        return names
+
+    def is_known_model(self, name: str) -> bool:
+        known = self.known_models()
+        if name in known:
+            return True
+        return any("/" in k and k.split("/", 1)[1] == name for k in known)
+
+
+def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
+    """OpenClaw's config (if any) under sessiontool's (`--config` > SESSIONTOOL_CONFIG >
+    <state>/sessiontool.json5). OpenClaw's file is only read, and only for shared keys."""
+    merged: dict[str, Any] = {}
+    files: list[Path] = []
+    layers: list[tuple[Path, dict[str, Any]]] = []
+    warnings: list[str] = []
+    oc = paths.openclaw_config()
+    if oc is not None:
+        base = _load_file(oc)
+        merged = {k: base[k] for k in SHARED_TOP_KEYS if k in base}
+        files.append(oc)
+        layers.append((oc, merged))
+    own: Path | None = None
+    if explicit:
+        own = Path(explicit).expanduser()
+    elif os.environ.get("SESSIONTOOL_CONFIG"):
+        own = Path(os.environ["SESSIONTOOL_CONFIG"]).expanduser()
+    elif paths.own_config_default.is_file():
+        own = paths.own_config_default
+    if own is not None:
+        layer = _load_file(own)
+        for k in layer:
+            if k not in OWN_TOP_KEYS:
+                warnings.append(f"{own}: unknown config key {k!r} (ignored)")
+        section = layer.get("sessiontool")
+        if isinstance(section, dict):
+            for k in section:
+                if k not in OWN_SECTION_KEYS:
+                    warnings.append(f"{own}: unknown config key 'sessiontool.{k}' (ignored)")
+        own_layer = {k: v for k, v in layer.items() if k in OWN_TOP_KEYS}
+        merged = _merge(merged, own_layer)
+        files.append(own)
+        layers.append((own, own_layer))
+    cfg = Config(raw=merged, files=files, warnings=warnings, own_file=own, layers=layers)
+    # Validate eagerly what every command depends on, so a bad file fails at once with exit 2.
+    cfg.agents()
+    _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns
+    if cfg.get("agents.defaults.runner") is not None:
+        cfg._check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner")
+    return cfg

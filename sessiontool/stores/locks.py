@@ -1,0 +1,259 @@
+"""OpenClaw's lock-file protocol, shared by the sessions.json lock and the transcript lock.
+
+A lock is a file made with O_CREAT|O_EXCL holding `{"pid": ..., <stamp>: ...}`. OpenClaw takes the
+same files, so both programs can write one live state dir. The stamps are what OpenClaw writes: the
+store lock's `startedAt` in epoch ms, the transcript lock's `createdAt` as an ISO-8601 string
+(Clawdbot 2026.1 treats a transcript lock whose `createdAt` is not a string as stale and removes it
+at once; seen in tests/interop). Both forms are accepted when reading. Staleness differs: a store
+lock is held for milliseconds (dead pid or 30 s old = stale), a transcript lock may be held by
+OpenClaw for a whole agent run (only a dead pid, or no readable pid for 30 min, makes it stale).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sessiontool.clock import iso, parse_iso_ms
+from sessiontool.errors import BusyError, StorageError
+
+POLL_SECONDS = 0.025
+
+
+def wall_ms() -> int:
+    """The real time, never the pinned SESSIONTOOL_NOW_MS: lock stamps and ages are compared
+    with other processes' (OpenClaw's included), so they must all read the same clock."""
+    return int(time.time() * 1000)
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    # A zombie is dead for our purpose: it can never release the lock.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
+        if state == b"Z":
+            return False
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def read_lock(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read(4096))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _stamp_ms(info: dict[str, Any] | None, keys: tuple[str, ...]) -> int | None:
+    if not info:
+        return None
+    for k in keys:
+        v = info.get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return int(v)
+        if isinstance(v, str):
+            ms = parse_iso_ms(v)
+            if ms is not None:
+                return ms
+    return None
+
+
+class PidLock:
+    """An exclusive-create lock file with OpenClaw's content and staleness rules."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        timeout: float,
+        stamp_key: str,
+        stale_ms: int | None,
+        no_pid_stale_ms: int,
+        what: str = "lock",
+        iso_stamp: bool = False,
+    ) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.stamp_key = stamp_key
+        self.stale_ms = stale_ms
+        self.no_pid_stale_ms = no_pid_stale_ms
+        self.what = what
+        self.iso_stamp = iso_stamp
+        self._token: dict[str, Any] | None = None
+
+    def _is_stale(self) -> bool:
+        info = read_lock(self.path)
+        pid = info.get("pid") if info else None
+        stamp = _stamp_ms(info, (self.stamp_key, "startedAt", "createdAt"))
+        if stamp is None:
+            try:
+                stamp = int(self.path.stat().st_mtime * 1000)
+            except FileNotFoundError:
+                return False
+        age = wall_ms() - stamp
+        if isinstance(pid, int) and not isinstance(pid, bool):
+            if not pid_alive(pid):
+                return True
+            return self.stale_ms is not None and age > self.stale_ms
+        # No readable pid: its creator may not have written it yet; go by age alone.
+        try:
+            mtime_age = time.time() * 1000 - self.path.stat().st_mtime * 1000
+        except FileNotFoundError:
+            return False
+        return min(age, mtime_age) > self.no_pid_stale_ms
+
+    def _break(self) -> None:
+        # Rename first so that two breakers never both remove a lock a third process re-took.
+        tag = f"{os.getpid()}.{os.urandom(4).hex()}"
+        aside = self.path.with_name(f"{self.path.name}.{tag}.stale")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return
+        # If what we moved aside turns out to be fresh (re-taken between check and rename), put it
+        # back when the name is still free; otherwise it was stale and goes.
+        if not self._is_stale_file(aside):
+            try:
+                os.link(aside, self.path)
+            except OSError:
+                pass
+        try:
+            os.unlink(aside)
+        except FileNotFoundError:
+            pass
+
+    def _is_stale_file(self, path: Path) -> bool:
+        saved = self.path
+        self.path = path
+        try:
+            return self._is_stale()
+        finally:
+            self.path = saved
+
+    def try_acquire(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            if self._is_stale():
+                self._break()
+            return False
+        except FileNotFoundError:
+            os.makedirs(self.path.parent, mode=0o700, exist_ok=True)
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
+        stamp_ms = wall_ms()
+        token = {"pid": os.getpid(), self.stamp_key: iso(stamp_ms) if self.iso_stamp else stamp_ms}
+        try:
+            os.write(fd, json.dumps(token).encode())
+        except OSError as exc:
+            os.close(fd)
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            raise StorageError(f"cannot write lock {self.path}: {exc.strerror}") from exc
+        os.close(fd)
+        self._token = token
+        return True
+
+    def acquire(self) -> PidLock:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if self.try_acquire():
+                return self
+            if time.monotonic() >= deadline:
+                raise BusyError(
+                    f"{self.what} is busy: {self.path}",
+                    hint="another process holds it; try again",
+                )
+            time.sleep(POLL_SECONDS)
+
+    def release(self) -> None:
+        token, self._token = self._token, None
+        if token is None:
+            return
+        info = read_lock(self.path)
+        if info is not None and (
+            info.get("pid") != token["pid"] or info.get(self.stamp_key) != token[self.stamp_key]
+        ):
+            return  # someone broke ours and re-took it; theirs now
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT,):
+                raise
+
+    def __enter__(self) -> PidLock:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+STORE_LOCK_STALE_MS = 30_000
+TRANSCRIPT_NO_PID_STALE_MS = 30 * 60_000
+FOREGROUND_TIMEOUT = 10.0
+BACKGROUND_TIMEOUT = 60.0
+
+
+def lock_timeout() -> float:
+    """Foreground commands give up after 10 s; the background worker keeps trying for 60 s."""
+    if os.environ.get("SESSIONTOOL_WORKER") == "1":
+        return BACKGROUND_TIMEOUT
+    env = os.environ.get("SESSIONTOOL_LOCK_TIMEOUT")
+    if env:
+        try:
+            return float(env)
+        except ValueError:
+            pass
+    return FOREGROUND_TIMEOUT
+
+
+def store_lock(store_path: Path, timeout: float | None = None) -> PidLock:
+    return PidLock(
+        store_path.with_name(store_path.name + ".lock"),
+        timeout=lock_timeout() if timeout is None else timeout,
+        stamp_key="startedAt",
+        stale_ms=STORE_LOCK_STALE_MS,
+        no_pid_stale_ms=STORE_LOCK_STALE_MS,
+        what="session store lock",
+    )
+
+
+def transcript_lock(transcript: Path, timeout: float | None = None) -> PidLock:
+    return PidLock(
+        transcript.with_name(transcript.name + ".lock"),
+        timeout=lock_timeout() if timeout is None else timeout,
+        stamp_key="createdAt",
+        iso_stamp=True,  # OpenClaw's session-write-lock reads createdAt as a date string
+        stale_ms=None,
+        no_pid_stale_ms=TRANSCRIPT_NO_PID_STALE_MS,
+        what="transcript lock",
+    )

@@ -1,0 +1,156 @@
+"""Every location sessiontool reads or writes, in OpenClaw's layout, and the one guard that keeps
+keys, ids and file names from ever naming a path outside the state dir."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessiontool.errors import StorageError, UsageError
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def default_state_dir() -> Path:
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("sessiontool"))
+
+
+def resolve_state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """`--state-dir` > SESSIONTOOL_STATE_DIR > the platform's user state dir."""
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    env = os.environ.get("SESSIONTOOL_STATE_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    return default_state_dir()
+
+
+def is_plain_name(name: str) -> bool:
+    """A name usable as one path component: no separators, no `..`, no NUL, not empty."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        return False
+    try:
+        encoded = os.fsencode(name)  # a lone surrogate from a "\\ud800" escape has no file name
+    except UnicodeEncodeError:
+        return False
+    return len(encoded) <= 255
+
+
+def require_plain_name(name: str, what: str = "session id") -> str:
+    if not is_plain_name(name):
+        raise UsageError(f"invalid {what}: {name!r} is not a plain name")
+    return name
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create a private directory (0700), and each missing parent 0700 too (transcripts are
+    private conversations; a state dir readable by others would leak them)."""
+    if path.is_dir():
+        return path
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+        except OSError as exc:  # read-only or full disk: a clear error, not a crash
+            raise StorageError(f"cannot create {d}: {exc.strerror or exc}") from exc
+    return path
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    root: Path
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.root / "agents"
+
+    def sessions_dir(self, agent_id: str) -> Path:
+        return self.agents_dir / require_plain_name(agent_id, "agent id") / "sessions"
+
+    def store(self, agent_id: str) -> Path:
+        return self.sessions_dir(agent_id) / "sessions.json"
+
+    def transcript(self, agent_id: str, session_id: str) -> Path:
+        return self.sessions_dir(agent_id) / f"{require_plain_name(session_id)}.jsonl"
+
+    @property
+    def tool_dir(self) -> Path:
+        return self.root / "sessiontool"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.tool_dir / "runs"
+
+    def run_record(self, run_id: str) -> Path:
+        return self.runs_dir / f"{require_plain_name(run_id, 'run id')}.json"
+
+    def run_log(self, run_id: str) -> Path:
+        return self.runs_dir / f"{require_plain_name(run_id, 'run id')}.log"
+
+    def run_lock(self, run_id: str) -> Path:
+        return self.runs_dir / f"{require_plain_name(run_id, 'run id')}.lock"
+
+    @property
+    def lanes_dir(self) -> Path:
+        return self.tool_dir / "lanes"
+
+    @property
+    def deliveries(self) -> Path:
+        return self.tool_dir / "deliveries.jsonl"
+
+    @property
+    def sweep_stamp(self) -> Path:
+        return self.tool_dir / "last-sweep"
+
+    def openclaw_config(self) -> Path | None:
+        for name in ("openclaw.json", "clawdbot.json"):
+            p = self.root / name
+            if p.is_file():
+                return p
+        return None
+
+    @property
+    def own_config_default(self) -> Path:
+        return self.root / "sessiontool.json5"
+
+    def agent_ids_on_disk(self) -> list[str]:
+        """Agents that have a sessions dir, sorted: the stores that exist to be read."""
+        try:
+            names = os.listdir(self.agents_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(
+            n for n in names if is_plain_name(n) and (self.agents_dir / n / "sessions").is_dir()
+        )
+
+
+def transcript_path_for(sessions_dir: Path, session_id: str, session_file: object = None) -> Path:
+    """Where an entry's transcript lives. A sessionFile inside the sessions dir is honoured; one
+    pointing elsewhere (an old absolute path from a moved state dir) is reduced to its file name
+    inside the sessions dir and never followed."""
+    if isinstance(session_file, str) and session_file and "\x00" not in session_file:
+        candidate = Path(session_file)
+        if not candidate.is_absolute():
+            candidate = sessions_dir / candidate
+        try:
+            resolved_parent = Path(os.path.normpath(candidate)).parent
+        except ValueError:
+            resolved_parent = None
+        if resolved_parent is not None and resolved_parent == Path(os.path.normpath(sessions_dir)):
+            name = candidate.name
+            if is_plain_name(name):
+                return sessions_dir / name
+        name = candidate.name
+        if is_plain_name(name) and (sessions_dir / name).exists():
+            return sessions_dir / name
+    return sessions_dir / f"{require_plain_name(session_id)}.jsonl"

@@ -1,0 +1,254 @@
+"""JSONL transcripts in OpenClaw's session format (version 3): the header, whole-line appends
+under the transcript lock, and readers that tolerate torn and bad lines and read the last N
+messages from the end without loading the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sessiontool.clock import iso, now_ms
+from sessiontool.errors import StorageError
+from sessiontool.stores.jsonio import compact_utf8
+from sessiontool.stores.locks import transcript_lock
+from sessiontool.stores.paths import ensure_dir
+
+SESSION_VERSION = 3
+BLOCK = 64 * 1024
+
+Message = dict[str, Any]
+
+
+def new_entry_id() -> str:
+    return os.urandom(4).hex()
+
+
+def header_line(
+    session_id: str, cwd: str | None = None, ts_ms: int | None = None
+) -> dict[str, Any]:
+    return {
+        "type": "session",
+        "version": SESSION_VERSION,
+        "id": session_id,
+        "timestamp": iso(now_ms() if ts_ms is None else ts_ms),
+        "cwd": cwd if cwd is not None else os.getcwd(),
+    }
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+def iter_lines_reverse(path: Path) -> Iterator[tuple[bytes, bool]]:
+    """Lines from the last to the first, each with whether it was newline-terminated. Reads
+    fixed-size blocks backwards, so the tail of a 1 GB file costs what the tail of 1 MB does.
+    A line longer than a block is gathered as a list of pieces and joined once (re-joining it
+    at every block made a 50 MB line, a pasted image, take seconds per block)."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        pos = fh.tell()
+        pending: list[bytes] = []  # pieces of the line being gathered, last piece first
+        pending_terminated = False  # the segment after the file's last '\n' is unterminated
+        while pos > 0:
+            size = min(BLOCK, pos)
+            pos -= size
+            fh.seek(pos)
+            block = fh.read(size)
+            if b"\n" not in block:
+                pending.append(block)
+                continue
+            parts = block.split(b"\n")
+            pending.append(parts[-1])
+            last = b"".join(reversed(pending))
+            if last:
+                yield last, pending_terminated
+            for line in reversed(parts[1:-1]):
+                yield line, True
+            pending = [parts[0]]
+            pending_terminated = True
+        rest = b"".join(reversed(pending))
+        if rest:
+            yield rest, pending_terminated
+
+
+@dataclass
+class ReadResult:
+    messages: list[Message] = field(default_factory=list)
+    bad_lines: int = 0
+    exists: bool = True
+
+
+def _message_of(obj: Any) -> Message | None:
+    if isinstance(obj, dict):
+        msg = obj.get("message")
+        if isinstance(msg, dict):
+            return msg
+    return None
+
+
+def read_tail(
+    path: Path, limit: int | None, keep: Callable[[Message], bool] | None = None
+) -> ReadResult:
+    """The last `limit` kept messages in file order (None: all). Blank lines and a torn last line
+    are skipped silently; other unparsable lines are counted."""
+    result = ReadResult()
+    if limit is not None and limit <= 0:
+        result.exists = path.exists()
+        return result
+    try:
+        lines = iter_lines_reverse(path)
+        collected: list[Message] = []
+        for raw, terminated in lines:
+            if not raw.strip():
+                continue
+            obj = _parse(raw)
+            if obj is None:
+                if terminated:
+                    result.bad_lines += 1
+                continue
+            msg = _message_of(obj)
+            if msg is None or (keep is not None and not keep(msg)):
+                continue
+            collected.append(msg)
+            if limit is not None and len(collected) >= limit:
+                break
+    except FileNotFoundError:
+        result.exists = False
+        return result
+    except IsADirectoryError:
+        result.exists = False
+        return result
+    collected.reverse()
+    result.messages = collected
+    return result
+
+
+def read_all(path: Path) -> ReadResult:
+    return read_tail(path, None)
+
+
+def _last_entry_id(path: Path) -> str | None:
+    try:
+        for raw, _terminated in iter_lines_reverse(path):
+            obj = _parse(raw)
+            if (
+                isinstance(obj, dict)
+                and obj.get("type") != "session"
+                and isinstance(obj.get("id"), str)
+            ):
+                return str(obj["id"])
+            if isinstance(obj, dict) and obj.get("type") == "session":
+                return None
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def _needs_newline(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return False
+    return os.pread(fd, 1, size - 1) != b"\n"
+
+
+def append_entries(
+    path: Path,
+    session_id: str,
+    entries: list[dict[str, Any]],
+    *,
+    cwd: str | None = None,
+    timeout: float | None = None,
+) -> list[dict[str, Any]]:
+    """Append transcript entries (each gets id, parentId, timestamp), writing the header first
+    when the file is new. Each line is one os.write on an O_APPEND descriptor, under the
+    transcript lock, so concurrent writers (OpenClaw included) never interleave bytes."""
+    ensure_dir(path.parent)
+    written: list[dict[str, Any]] = []
+    with transcript_lock(path, timeout):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StorageError(f"cannot open transcript {path}: {exc.strerror}") from exc
+        try:
+            new_file = os.fstat(fd).st_size == 0
+            parent = None if new_file else _last_entry_id(path)
+            prefix = b"\n" if _needs_newline(fd) else b""
+            lines: list[bytes] = []
+            if new_file:
+                lines.append(compact_utf8(header_line(session_id, cwd)) + b"\n")
+            for entry in entries:
+                line = {
+                    "type": entry.get("type", "message"),
+                    "id": new_entry_id(),
+                    "parentId": parent,
+                    "timestamp": iso(now_ms()),
+                }
+                line.update({k: v for k, v in entry.items() if k != "type"})
+                parent = line["id"]
+                written.append(line)
+                lines.append(compact_utf8(line) + b"\n")
+            payload = prefix + b"".join(lines)
+            _write_all(fd, payload, path)
+        finally:
+            os.close(fd)
+    return written
+
+
+def _write_all(fd: int, payload: bytes, path: Path) -> None:
+    start = os.fstat(fd).st_size
+    try:
+        view = memoryview(payload)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError as exc:
+        # Never leave half a line behind: cut back to where this append started.
+        try:
+            os.ftruncate(fd, start)
+        except OSError:
+            pass
+        raise StorageError(f"cannot append to transcript {path}: {exc.strerror}") from exc
+
+
+def append_message(path: Path, session_id: str, message: Message, **kw: Any) -> dict[str, Any]:
+    return append_entries(path, session_id, [{"type": "message", "message": message}], **kw)[0]
+
+
+def follow(path: Path, start_offset: int, poll: float = 0.25) -> Iterator[Message]:
+    """New messages appended after `start_offset`, as they arrive (a partial line waits)."""
+    import time
+
+    offset = start_offset
+    pending = b""
+    while True:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except FileNotFoundError:
+            data = b""
+        if data:
+            offset += len(data)
+            pending += data
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                obj = _parse(raw) if raw.strip() else None
+                msg = _message_of(obj)
+                if msg is not None:
+                    yield msg
+        else:
+            time.sleep(poll)
+
+
+def file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
