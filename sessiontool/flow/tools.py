@@ -1,23 +1,111 @@
-"""The session tools as function tools for a model: OpenClaw's names and parameter names, run
-in-process with the same core functions as the CLI, acting as the run's own session. A tool's
-refusal or error comes back as the JSON object the CLI prints with `--json`, never as a crash."""
+"""The session tools, defined once: OpenClaw's names, parameters and result shapes, run in-process
+with the same core functions as the CLI, acting as the caller's own session.
+
+Each tool is one `ToolDef` (name, description, JSON input schema with a description for every
+parameter, behaviour hints, handler). Every transport is built from these: the `openai` runner's
+function tools (`offered_tools`/`execute_tool`), the `llm` runner, and the MCP server
+(`sessiontool mcp`). Arguments are checked against the tool's own schema before the handler
+runs, so what a client is told is exactly what is enforced.
+
+A tool's refusal or failure comes back as the JSON object the CLI prints with `--json`
+(`{"status": "forbidden"|"error"|"timeout", "error": ..., "code": N}`), never as a crash."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context, Requester
-from sessiontool.errors import SessiontoolError, UsageError
+from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
+
+if TYPE_CHECKING:
+    from sessiontool.stores.paths import StatePaths
 
 TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
+READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
+FAILED_STATUSES = frozenset({"forbidden", "error", "timeout"})
+
+Waiter = Callable[["StatePaths", str, float], dict[str, Any]]
 
 
-def _fn(
-    name: str, description: str, properties: dict[str, Any], required: list[str] | None = None
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CallOptions:
+    """How a transport wants a call carried out. `wait` replaces the run engine's blocking wait
+    for a `sessions_send` with `timeoutSeconds > 0` (the MCP server waits in slices, reporting
+    progress and honouring cancellation); None is the engine's own `wait_for`."""
+
+    wait: Waiter | None = None
+
+
+Handler = Callable[[Context, Mapping[str, Any], CallOptions], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One session tool, as every transport offers it."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        """MCP tool annotations (hints a client may show or act on)."""
+        return {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+    def openai_spec(self) -> dict[str, Any]:
+        """The chat-completions `tools[]` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one call gave. `data` is the CLI's JSON object for it; `failed` is true for a
+    refusal, an error or a send that timed out (`status` forbidden/error/timeout); `malformed`
+    only when the call could not even be interpreted (unknown tool, arguments not an object, a
+    crash): the `openai` runner's own isError."""
+
+    data: dict[str, Any]
+    failed: bool = False
+    malformed: bool = False
+
+    @property
+    def status(self) -> str | None:
+        s = self.data.get("status")
+        return s if isinstance(s, str) else None
+
+    def text(self) -> str:
+        """The text rendering every transport shows a model: the JSON object, indented."""
+        return json.dumps(self.data, indent=2, ensure_ascii=False)
+
+
+# -- schemas --------------------------------------------------------------------------------
+
+
+def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
     params: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -25,69 +113,383 @@ def _fn(
     }
     if required:
         params["required"] = required
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": params},
-    }
+    return params
 
 
-_INT = {"type": "integer"}
-TOOL_SPECS: dict[str, dict[str, Any]] = {
-    "sessions_list": _fn(
-        "sessions_list",
-        "List sessions (newest first) with optional filters and the last messages of each.",
-        {
-            "kinds": {
-                "type": "array",
-                "items": {
-                    "type": "string",
-                    "enum": ["main", "group", "cron", "hook", "node", "other"],
-                },
-            },
-            "limit": {**_INT, "minimum": 1},
-            "activeMinutes": {**_INT, "minimum": 1},
-            "messageLimit": {**_INT, "minimum": 0, "maximum": 20},
-        },
-    ),
-    "sessions_history": _fn(
-        "sessions_history",
-        "Fetch the message history of a session (by key or sessionId).",
-        {
-            "sessionKey": {"type": "string"},
-            "limit": {**_INT, "minimum": 1},
-            "includeTools": {"type": "boolean"},
-        },
-        ["sessionKey"],
-    ),
-    "sessions_send": _fn(
-        "sessions_send",
-        "Send a message to another session and wait up to timeoutSeconds for its reply "
-        "(0 = don't wait).",
-        {
-            "sessionKey": {"type": "string"},
-            "label": {"type": "string"},
-            "message": {"type": "string"},
-            "timeoutSeconds": {"type": "number", "minimum": 0},
-        },
-        ["message"],
-    ),
-    "sessions_spawn": _fn(
-        "sessions_spawn",
-        "Start a sub-agent run in a new isolated session; its result is announced back here.",
-        {
-            "task": {"type": "string"},
-            "label": {"type": "string"},
-            "agentId": {"type": "string"},
-            "model": {"type": "string"},
-            "runTimeoutSeconds": {"type": "number", "minimum": 0},
-            "cleanup": {"type": "string", "enum": ["keep", "delete"]},
-        },
-        ["task"],
-    ),
-    "agents_list": _fn(
-        "agents_list", "List the agent ids this session may spawn sub-agents under.", {}
-    ),
+def _int(description: str, minimum: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "integer", "description": description}
+    if minimum is not None:
+        out["minimum"] = minimum
+    return out
+
+
+def _str(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+KINDS = ["main", "group", "cron", "hook", "node", "other"]
+
+_SESSION_KEY = (
+    "The target session: its key as sessions_list shows it (e.g. `main` or "
+    "`agent:main:discord:group:123`), or its sessionId."
+)
+
+
+# -- checking arguments against a schema ------------------------------------------------------
+
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "an array",
+    "object": "an object",
 }
+
+
+def _type_ok(kind: str, v: Any) -> bool:
+    if kind == "string":
+        return isinstance(v, str)
+    if kind == "boolean":
+        return isinstance(v, bool)
+    if kind == "integer":
+        return (isinstance(v, int) and not isinstance(v, bool)) or (
+            isinstance(v, float) and v.is_integer()
+        )
+    if kind == "number":
+        return isinstance(v, int | float) and not isinstance(v, bool) and v == v  # not NaN
+    if kind == "array":
+        return isinstance(v, list)
+    return isinstance(v, Mapping)
+
+
+def _check_value(name: str, schema: Mapping[str, Any], v: Any) -> Any:
+    kind = schema.get("type", "string")
+    if not _type_ok(kind, v):
+        raise UsageError(f"{name} must be {_TYPE_NAMES.get(kind, kind)}")
+    if kind == "integer":
+        v = int(v)
+    if kind in ("integer", "number"):
+        if v in (float("inf"), float("-inf")):
+            raise UsageError(f"{name} must be a finite number")
+        low = schema.get("minimum")
+        if low is not None and v < low:
+            raise UsageError(f"{name} must be at least {low}")
+        high = schema.get("maximum")
+        if high is not None and v > high:
+            raise UsageError(f"{name} must be at most {high}")
+    enum = schema.get("enum")
+    if enum is not None and v not in enum:
+        raise UsageError(f"{name} must be one of: {', '.join(map(str, enum))}")
+    if kind == "array":
+        items = schema.get("items") or {}
+        v = [_check_value(f"{name}[{i}]", items, x) for i, x in enumerate(v)]
+    return v
+
+
+def check_arguments(tool: ToolDef, arguments: Any) -> dict[str, Any]:
+    """The arguments as the tool's schema allows them (integers as int), or a UsageError
+    naming the first thing wrong. Null counts as absent, as models send it for "unset"."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise UsageError(f"the arguments of {tool.name} must be a JSON object")
+    props: Mapping[str, Any] = tool.input_schema.get("properties", {})
+    unknown = sorted(str(k) for k in arguments if k not in props)
+    if unknown:
+        valid = ", ".join(props) or "none"
+        raise UsageError(f"{tool.name} has no argument {unknown[0]!r} (valid: {valid})")
+    out: dict[str, Any] = {}
+    for name, v in arguments.items():
+        if v is None:
+            continue
+        out[str(name)] = _check_value(str(name), props[name], v)
+    for name in tool.input_schema.get("required", []):
+        if name not in out:
+            raise UsageError(f"{name} is required")
+    return out
+
+
+# -- handlers -------------------------------------------------------------------------------
+
+
+def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
+    from sessiontool.sessions import list_sessions
+
+    return list_sessions(
+        ctx,
+        kinds=args.get("kinds"),
+        limit=args.get("limit", 200),
+        active_minutes=args.get("activeMinutes"),
+        message_limit=min(args.get("messageLimit", 0), 20),
+    )
+
+
+def _sessions_history(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
+    from sessiontool.sessions import history
+
+    return history(
+        ctx,
+        args["sessionKey"],
+        limit=args.get("limit", 200),
+        include_tools=bool(args.get("includeTools", False)),
+    ).to_json()
+
+
+def _sessions_send(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
+    from sessiontool.runs import submit
+
+    label = args.get("label")
+    key = args.get("sessionKey")
+    if label is None and key is None:
+        raise UsageError("sessions_send needs sessionKey or label")
+    result, _code = submit.send(
+        ctx,
+        None if label else key,
+        args["message"],
+        label=label,
+        timeout=float(args.get("timeoutSeconds", 30)),
+        wait=opts.wait,
+    )
+    return result
+
+
+def _sessions_spawn(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
+    from sessiontool.runs import submit
+
+    if ctx.requester.is_subagent:
+        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
+    run_timeout = args.get("runTimeoutSeconds")
+    return submit.spawn(
+        ctx,
+        args["task"],
+        label=args.get("label"),
+        agent_id=args.get("agentId"),
+        model=args.get("model"),
+        run_timeout=float(run_timeout) if run_timeout else None,
+        cleanup=args.get("cleanup", "keep"),
+    )
+
+
+def _agents_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
+    from sessiontool.flow.policy import agents_list
+
+    return agents_list(ctx)
+
+
+# -- the definitions ------------------------------------------------------------------------
+
+TOOLS: dict[str, ToolDef] = {
+    t.name: t
+    for t in (
+        ToolDef(
+            name="sessions_list",
+            title="List sessions",
+            description=(
+                "List the sessions this session may see, newest first, with optional filters "
+                "and the last messages of each. Result: {count, sessions: [{key, kind, channel, "
+                "label, updatedAt (epoch ms), sessionId, model, totalTokens, ...}]}."
+            ),
+            input_schema=_schema(
+                {
+                    "kinds": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": KINDS},
+                        "description": "Only sessions of these kinds.",
+                    },
+                    "limit": _int("At most this many sessions (default 200).", 1),
+                    "activeMinutes": _int("Only sessions updated in the last N minutes.", 1),
+                    "messageLimit": _int(
+                        "Include the last N messages of each session (0 = none, the default; "
+                        "at most 20).",
+                        0,
+                    ),
+                }
+            ),
+            handler=_sessions_list,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolDef(
+            name="sessions_history",
+            title="Read a session's history",
+            description=(
+                "Fetch the message history of a session (by key or sessionId), oldest first. "
+                "Result: {sessionKey, sessionId, messages: [...]}."
+            ),
+            input_schema=_schema(
+                {
+                    "sessionKey": _str(_SESSION_KEY),
+                    "limit": _int("The last N messages (default 200, at most 1000).", 1),
+                    "includeTools": {
+                        "type": "boolean",
+                        "description": "Include tool-result messages (default false).",
+                    },
+                },
+                ["sessionKey"],
+            ),
+            handler=_sessions_history,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolDef(
+            name="sessions_send",
+            title="Send a message to a session",
+            description=(
+                "Send a message to another session: its agent runs on it. Waits up to "
+                "timeoutSeconds for the reply (0 = don't wait). Result: {status: ok, reply, "
+                "runId, sessionKey}; {status: accepted, runId} when not waiting; {status: "
+                "timeout, runId} when the run is still going (it goes on). A key that does not "
+                "exist yet is created."
+            ),
+            input_schema=_schema(
+                {
+                    "sessionKey": _str(_SESSION_KEY + " Give this or label."),
+                    "label": _str("The target session's label, instead of sessionKey."),
+                    "message": _str("The message for the target session's agent."),
+                    "timeoutSeconds": {
+                        "type": "number",
+                        "minimum": 0,
+                        "description": "How long to wait for the reply (default 30; 0 = "
+                        "return at once with status accepted).",
+                    },
+                },
+                ["message"],
+            ),
+            handler=_sessions_send,
+            read_only=False,
+            open_world=True,
+        ),
+        ToolDef(
+            name="sessions_spawn",
+            title="Spawn a sub-agent",
+            description=(
+                "Start a sub-agent run on a task in a new isolated session; returns at once "
+                "with {status: accepted, runId, childSessionKey}. When the run ends its result "
+                "is announced back to this session."
+            ),
+            input_schema=_schema(
+                {
+                    "task": _str("What the sub-agent should do."),
+                    "label": _str("A label for the child session (at most 64 characters)."),
+                    "agentId": _str("Run under this agent (it must be in the spawn allowlist)."),
+                    "model": _str("Model override for the child session."),
+                    "runTimeoutSeconds": {
+                        "type": "number",
+                        "minimum": 0,
+                        "description": "Stop the run after this many seconds (0 = no limit).",
+                    },
+                    "cleanup": {
+                        "type": "string",
+                        "enum": ["keep", "delete"],
+                        "description": "keep (default) or delete the child session after the "
+                        "announce.",
+                    },
+                },
+                ["task"],
+            ),
+            handler=_sessions_spawn,
+            read_only=False,
+            open_world=True,
+        ),
+        ToolDef(
+            name="agents_list",
+            title="List spawnable agents",
+            description=(
+                "List the agent ids this session may spawn sub-agents under. Result: "
+                "{requester, allowAny, agents: [{id, name, configured}]}."
+            ),
+            input_schema=_schema({}),
+            handler=_agents_list,
+            read_only=True,
+            idempotent=True,
+        ),
+    )
+}
+
+# The chat-completions `tools[]` entries, built from the definitions (kept for callers).
+TOOL_SPECS: dict[str, dict[str, Any]] = {n: t.openai_spec() for n, t in TOOLS.items()}
+
+
+def get_tool(name: str) -> ToolDef:
+    tool = TOOLS.get(name)
+    if tool is None:
+        raise UsageError(f"unknown tool {name!r} (available: {', '.join(TOOL_NAMES)})")
+    return tool
+
+
+def offered_names(ctx: Context) -> list[str]:
+    """The tools this session may call: a sub-agent gets only what the config grants, and
+    never sessions_spawn."""
+    names = list(TOOL_NAMES)
+    if ctx.requester.is_subagent:
+        allowed = set(ctx.config.subagent_tools_allow)
+        names = [n for n in names if n in allowed and n != "sessions_spawn"]
+    return names
+
+
+def offered_definitions(
+    ctx: Context, *, read_only: bool = False, only: list[str] | None = None
+) -> list[ToolDef]:
+    """The definitions a transport offers: `offered_names`, narrowed to the read-only tools
+    and/or to `only` (order kept)."""
+    names = offered_names(ctx)
+    if read_only:
+        names = [n for n in names if n in READ_ONLY_TOOLS]
+    if only is not None:
+        names = [n for n in names if n in only]
+    return [TOOLS[n] for n in names]
+
+
+def offered_tools(ctx: Context) -> list[dict[str, Any]]:
+    """The chat-completions `tools[]` entries this session may call."""
+    return [TOOLS[n].openai_spec() for n in offered_names(ctx)]
+
+
+def call_tool(
+    ctx: Context, name: str, arguments: Any, options: CallOptions | None = None
+) -> ToolResult:
+    """Run one tool call as the context's requester. Never raises for what a tool or its
+    caller got wrong: that is a failed result with the CLI's JSON object."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return ToolResult(
+            {
+                "status": "error",
+                "error": f"unknown tool {name!r} (available: {', '.join(TOOL_NAMES)})",
+                "code": 2,
+            },
+            failed=True,
+            malformed=True,
+        )
+    if arguments is not None and not isinstance(arguments, Mapping):
+        return ToolResult(
+            {"status": "error", "error": f"arguments of {name} must be a JSON object", "code": 2},
+            failed=True,
+            malformed=True,
+        )
+    try:
+        args = check_arguments(tool, arguments)
+        data = tool.handler(ctx, args, options or CallOptions())
+    except SessiontoolError as exc:
+        return ToolResult(exc.to_json(), failed=True)
+    except Exception as exc:  # noqa: BLE001 - a tool's crash must not end the run or server
+        return ToolResult(
+            {"status": "error", "error": f"{type(exc).__name__}: {exc}", "code": 1},
+            failed=True,
+            malformed=True,
+        )
+    return ToolResult(data, failed=data.get("status") in FAILED_STATUSES)
+
+
+def execute_tool(ctx: Context, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
+    """(result object, isError) for the `openai` runner. Refusals and failures of the tools
+    themselves are ordinary results (`{"status": "forbidden"|"error", ...}`, isError false),
+    exactly as the CLI would print them; only a call the tool could not even interpret is an
+    error result."""
+    r = call_tool(ctx, name, arguments)
+    return r.data, r.malformed
 
 
 def tool_context(env: Mapping[str, str]) -> Context:
@@ -107,119 +509,27 @@ def tool_context(env: Mapping[str, str]) -> Context:
     return Context(paths, cfg, Requester(key, agent_id, sandboxed))
 
 
-def offered_tools(ctx: Context) -> list[dict[str, Any]]:
-    """The tools this session may call: a sub-agent gets only what the config grants, and
-    never sessions_spawn."""
-    names = list(TOOL_NAMES)
-    if ctx.requester.is_subagent:
-        allowed = set(ctx.config.subagent_tools_allow)
-        names = [n for n in names if n in allowed and n != "sessions_spawn"]
-    return [TOOL_SPECS[n] for n in names]
-
-
-def _int(args: Mapping[str, Any], name: str, default: int | None = None) -> int | None:
-    v = args.get(name, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise UsageError(f"{name} must be a number")
-    return int(v)
-
-
-def _str(args: Mapping[str, Any], name: str, required: bool = False) -> str | None:
-    v = args.get(name)
-    if v is None:
-        if required:
-            raise UsageError(f"{name} is required")
-        return None
-    if not isinstance(v, str):
-        raise UsageError(f"{name} must be a string")
-    return v
-
-
-def _dispatch(ctx: Context, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    from sessiontool.runs import submit as sending
-    from sessiontool.sessions import history, list_sessions
-
-    if name == "sessions_list":
-        kinds = args.get("kinds")
-        if kinds is not None and not (
-            isinstance(kinds, list) and all(isinstance(k, str) for k in kinds)
-        ):
-            raise UsageError("kinds must be an array of strings")
-        return list_sessions(
-            ctx,
-            kinds=kinds,
-            limit=_int(args, "limit", 200),
-            active_minutes=_int(args, "activeMinutes"),
-            message_limit=_int(args, "messageLimit", 0) or 0,
-        )
-    if name == "sessions_history":
-        return history(
-            ctx,
-            _str(args, "sessionKey", required=True),
-            limit=_int(args, "limit", 200) or 200,
-            include_tools=bool(args.get("includeTools", False)),
-        ).to_json()
-    if name == "sessions_send":
-        timeout = args.get("timeoutSeconds", 30)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-            raise UsageError("timeoutSeconds must be a number >= 0")
-        label = _str(args, "label")
-        result, _code = sending.send(
-            ctx,
-            None if label else _str(args, "sessionKey", required=True),
-            _str(args, "message", required=True) or "",
-            label=label,
-            timeout=float(timeout),
-        )
-        return result
-    if name == "sessions_spawn":
-        if ctx.requester.is_subagent:
-            from sessiontool.errors import ForbiddenError
-
-            raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
-        run_timeout = args.get("runTimeoutSeconds")
-        if run_timeout is not None and (
-            isinstance(run_timeout, bool) or not isinstance(run_timeout, int | float)
-        ):
-            raise UsageError("runTimeoutSeconds must be a number")
-        return sending.spawn(
-            ctx,
-            _str(args, "task", required=True) or "",
-            label=_str(args, "label"),
-            agent_id=_str(args, "agentId"),
-            model=_str(args, "model"),
-            run_timeout=float(run_timeout) if run_timeout else None,
-            cleanup=_str(args, "cleanup") or "keep",
-        )
-    if name == "agents_list":
-        from sessiontool.flow.policy import agents_list
-
-        return agents_list(ctx)
-    raise UsageError(f"unknown tool {name!r} (available: {', '.join(TOOL_NAMES)})")
-
-
-def execute_tool(ctx: Context, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
-    """(result object, isError). Refusals and failures of the tools themselves are ordinary
-    results (`{"status": "forbidden"|"error", ...}`, isError false), exactly as the CLI would
-    print them; only a call the tool could not even interpret is an error result."""
-    if not isinstance(arguments, Mapping):
-        return {
-            "status": "error",
-            "error": f"arguments of {name} must be a JSON object",
-            "code": 2,
-        }, True
-    if name not in TOOL_NAMES:
-        return {"status": "error", "error": f"unknown tool {name!r}", "code": 2}, True
-    try:
-        return _dispatch(ctx, name, arguments), False
-    except SessiontoolError as exc:
-        return exc.to_json(), False
-    except Exception as exc:  # noqa: BLE001 - a tool's crash must not end the run
-        return {"status": "error", "error": f"{type(exc).__name__}: {exc}", "code": 1}, True
-
-
 def state_root(env: Mapping[str, str]) -> Path | None:
     v = env.get("SESSIONTOOL_STATE_DIR")
     return Path(v) if v else None
+
+
+__all__ = [
+    "FAILED_STATUSES",
+    "READ_ONLY_TOOLS",
+    "TOOLS",
+    "TOOL_NAMES",
+    "TOOL_SPECS",
+    "CallOptions",
+    "ToolDef",
+    "ToolResult",
+    "call_tool",
+    "check_arguments",
+    "execute_tool",
+    "get_tool",
+    "offered_definitions",
+    "offered_names",
+    "offered_tools",
+    "state_root",
+    "tool_context",
+]

@@ -5,6 +5,7 @@ these, so a model calling sessions_send gets exactly what `sessiontool send --js
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sessiontool.clock import now_ms
@@ -75,7 +76,10 @@ def send(
     label: str | None = None,
     timeout: float = 30.0,
     deliver: bool = False,
+    wait: Callable[[Any, str, float], dict[str, Any]] | None = None,
 ) -> Result:
+    """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
+    its own way (the MCP server: in slices, with progress and cancellation)."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -142,7 +146,7 @@ def send(
         if a2a or deliver:
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
         return out, 0
-    return run_result(ctx, runs.wait_for(ctx.paths, rec["runId"], timeout))
+    return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))
 
 
 def _entry(ctx: Context, full_key: str) -> dict[str, Any] | None:

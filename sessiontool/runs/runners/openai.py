@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiontool import __version__
-from sessiontool.flow.tools import execute_tool, offered_tools, tool_context
+from sessiontool.flow.tools import call_tool, offered_tools, tool_context
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -500,16 +500,16 @@ class OpenAIRunner:
             )
             assert tool_ctx is not None
             for call in done.tool_calls:
-                result, is_error = execute_tool(tool_ctx, call["name"], call.get("arguments"))
-                text = json.dumps(result, indent=2, ensure_ascii=False)
+                outcome = call_tool(tool_ctx, call["name"], call.get("arguments"))
+                text = outcome.text()
                 extra.append(
                     {
                         "role": "toolResult",
                         "toolCallId": call["id"],
                         "toolName": call["name"],
                         "content": [{"type": "text", "text": text}],
-                        "details": result,
-                        "isError": is_error,
+                        "details": outcome.data,
+                        "isError": outcome.malformed,
                         "timestamp": int(time.time() * 1000),
                     }
                 )
