@@ -78,6 +78,9 @@ def _locate(ctx: Context, command: str, value: str | None, label: str | None) ->
     r = resolve(ctx, value, label=label)
     if r.entry is None:  # pragma: no cover - resolve() without create never returns one
         raise session_not_found(value or label or "")
+    from sessiontool.stores.reader import require_writable
+
+    require_writable(ctx.paths, [r.agent_id], command)
     return r
 
 
@@ -167,17 +170,24 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
 
 def state_paths(ctx: Context) -> dict[str, Any]:
     """Where everything is, for people and scripts (`paths --json`)."""
+    from sessiontool.stores.reader import detect
+
     p = ctx.paths
-    agents = [
-        {
-            "id": a,
-            "sessionsDir": str(p.sessions_dir(a)),
-            "store": str(p.store(a)),
-            "exists": p.store(a).is_file(),
-        }
-        for a in all_agent_ids(ctx)
-        if is_plain_name(a)
-    ]
+    agents = []
+    for a in all_agent_ids(ctx):
+        if not is_plain_name(a):
+            continue
+        info = detect(p, a)
+        agents.append(
+            {
+                "id": a,
+                "sessionsDir": str(p.sessions_dir(a)),
+                "store": str(info.location),
+                "exists": info.location.is_file(),
+                "format": info.kind,
+                "why": info.reason,
+            }
+        )
     return {
         "stateDir": str(p.root),
         "configFiles": [str(f) for f in ctx.config.files],
@@ -302,7 +312,25 @@ def _entry_had_messages(entry: Entry) -> bool:
     return tt is not None and tt > 0
 
 
+def _check_sqlite_agent(paths: StatePaths, agent_id: str) -> Iterator[Problem]:
+    """An OpenClaw SQLite store: readable read-only, with the columns sessiontool reads."""
+    from sessiontool.errors import SessiontoolError
+    from sessiontool.stores.reader import read_scope, reader_for
+
+    with read_scope():
+        rd = reader_for(paths, agent_id)
+        try:
+            rd.sessions(("sessionId",))
+        except SessiontoolError as exc:
+            yield Problem("unreadable-store", str(rd.info.location), exc.message)
+
+
 def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem]:
+    from sessiontool.stores.reader import detect
+
+    if detect(paths, agent_id).gateway_written:
+        yield from _check_sqlite_agent(paths, agent_id)
+        return
     sessions_dir = paths.sessions_dir(agent_id)
     store_path = paths.store(agent_id)
     if not sessions_dir.is_dir():
@@ -399,13 +427,17 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
 def doctor(ctx: Context) -> dict[str, Any]:
     """Check the state dir and report; never write (reads never change the state dir, and a
     lost run is reconciled by `wait`/`runs`, not here)."""
+    from sessiontool.stores.reader import detect
+
     now = now_ms()
     problems: list[Problem] = []
+    stores: list[dict[str, str]] = []
     for agent_id in all_agent_ids(ctx):
         if is_plain_name(agent_id):
+            stores.append({"agent": agent_id, **detect(ctx.paths, agent_id).to_json()})
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
-    return {"ok": not problems, "problems": [p.to_json() for p in problems]}
+    return {"ok": not problems, "problems": [p.to_json() for p in problems], "stores": stores}
 
 
 # -- prune -----------------------------------------------------------------------------------

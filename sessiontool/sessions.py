@@ -15,10 +15,12 @@ from sessiontool.context import Context
 from sessiontool.errors import NotFoundError, UsageError, session_not_found
 from sessiontool.flow import policy
 from sessiontool.stores import keys
+from sessiontool.stores import reader as store_reader
 from sessiontool.stores.jsonio import require_utf8
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
-from sessiontool.stores.sessions_json import Entry, Folded, fold, listable, read_store
-from sessiontool.stores.transcript import Message, ReadResult, read_tail
+from sessiontool.stores.reader import read_scope
+from sessiontool.stores.sessions_json import Entry, Folded, listable
+from sessiontool.stores.transcript import Message, ReadResult
 
 HISTORY_DEFAULT_LIMIT = 200
 HISTORY_MAX_LIMIT = 1000
@@ -34,6 +36,13 @@ class Resolved:
     store_path: Path
     sessions_dir: Path
     stored_keys: list[str] = field(default_factory=list)
+    store: store_reader.StoreInfo | None = None
+
+    @property
+    def gateway_written(self) -> bool:
+        """The session lives in OpenClaw's SQLite store (read-only for sessiontool)."""
+        return self.store is not None and self.store.gateway_written
+
 
     @property
     def exists(self) -> bool:
@@ -45,19 +54,27 @@ class Resolved:
         return sid if isinstance(sid, str) else None
 
     def transcript_path(self) -> Path | None:
-        """None when the entry's id is not a plain name: such an id never becomes a path."""
+        """None when the entry's id is not a plain name: such an id never becomes a path, and
+        for a session in OpenClaw's SQLite store (no transcript file)."""
         sid = self.session_id
+        if self.gateway_written:
+            return None
         if sid is None or not is_plain_name(sid):
             return None
         return transcript_path_for(self.sessions_dir, sid, (self.entry or {}).get("sessionFile"))
 
 
-def agent_sessions(ctx: Context, agent_id: str) -> dict[str, Folded]:
-    return fold(read_store(ctx.paths.store(agent_id)), agent_id)
+def agent_sessions(
+    ctx: Context, agent_id: str, fields: Iterable[str] | None = None
+) -> dict[str, Folded]:
+    """One agent's sessions through its store reader (sessions.json or OpenClaw's SQLite)."""
+    return store_reader.reader_for(ctx.paths, agent_id).sessions(
+        tuple(fields) if fields is not None else None
+    )
 
 
 def all_agent_ids(ctx: Context) -> list[str]:
-    ids = list(ctx.paths.agent_ids_on_disk())
+    ids = store_reader.agent_ids_on_disk(ctx.paths)
     for a in ctx.config.known_agent_ids():
         if a not in ids:
             ids.append(a)
@@ -86,6 +103,7 @@ def _resolved(ctx: Context, agent_id: str, folded: Folded | None, key: str) -> R
         store_path=ctx.paths.store(agent_id),
         sessions_dir=ctx.paths.sessions_dir(agent_id),
         stored_keys=folded.stored_keys if folded else [],
+        store=store_reader.detect(ctx.paths, agent_id),
     )
 
 
@@ -162,6 +180,35 @@ def resolve(
 
 
 # -- list ------------------------------------------------------------------------------------
+
+# The entry fields a list row and its filters read: a reader that can fetch fields one by one
+# (OpenClaw's SQLite store) reads only these.
+LIST_FIELDS = (
+    "sessionId",
+    "updatedAt",
+    "label",
+    "displayName",
+    "model",
+    "contextTokens",
+    "totalTokens",
+    "inputTokens",
+    "outputTokens",
+    "thinkingLevel",
+    "verboseLevel",
+    "systemSent",
+    "abortedLastRun",
+    "sendPolicy",
+    "lastChannel",
+    "lastTo",
+    "deliveryContext",
+    "sessionFile",
+    "chatType",
+    "channel",
+    "spawnedBy",
+    "provider",
+    "lastProvider",
+    "room",
+)
 
 _ROW_PASSTHROUGH = (
     "thinkingLevel",
@@ -297,12 +344,30 @@ def list_sessions(
     cutoff = now - active_minutes * 60_000 if active_minutes is not None else None
     if since_ms is not None:
         cutoff = max(cutoff, since_ms) if cutoff is not None else since_ms
+    with read_scope():
+        return _list_in_scope(
+            ctx, wanted, limit, cutoff, min(message_limit, MESSAGE_LIMIT_MAX), all_agents
+        )
+
+
+def _list_in_scope(
+    ctx: Context,
+    wanted: set[str] | None,
+    limit: int | None,
+    cutoff: int | None,
+    n_messages: int,
+    all_agents: bool,
+) -> dict[str, Any]:
     candidates: list[tuple[float, str, str, Entry, str]] = []
     main_key = ctx.config.main_key
     sessions_dirs: dict[str, Path] = {}
+    gateway: set[str] = set()
     for agent_id in list_agent_ids(ctx, all_agents):
         sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
-        for full_key, f in agent_sessions(ctx, agent_id).items():
+        rd = store_reader.reader_for(ctx.paths, agent_id)
+        if rd.info.gateway_written:
+            gateway.add(agent_id)
+        for full_key, f in rd.sessions(LIST_FIELDS).items():
             if not listable(full_key):
                 continue
             kind = keys.kind_of(full_key, f.entry, main_key)
@@ -317,17 +382,17 @@ def list_sessions(
     if limit is not None:
         candidates = candidates[:limit]
     rows = []
-    n_messages = min(message_limit, MESSAGE_LIMIT_MAX)
     for _, agent_id, full_key, entry, kind in candidates:
         row = build_row(
             ctx, agent_id, full_key, entry, kind=kind, sessions_dir=sessions_dirs[agent_id]
         )
+        if agent_id in gateway:
+            row.pop("transcriptPath", None)  # no file: the transcript is in the database
         if n_messages > 0:
-            path = row.get("transcriptPath")
             msgs: list[Message] = []
-            if path:
-                res = read_tail(Path(path), n_messages, _not_tool_result)
-                _warn_bad(Path(path), res)
+            if agent_id in gateway or row.get("transcriptPath"):
+                rd = store_reader.reader_for(ctx.paths, agent_id)
+                res = rd.messages(full_key, entry, n_messages, _not_tool_result)
                 msgs = strip_envelopes(res.messages)
             row["messages"] = msgs
         rows.append(row)
@@ -405,8 +470,16 @@ def strip_envelopes(msgs: list[Message]) -> list[Message]:
     return [strip_envelope(m) for m in msgs]
 
 
+def is_tool_output(msg: Message) -> bool:
+    """A tool result, or OpenClaw's nested-tool record (`role: custom`, a tool customType)."""
+    role = msg.get("role")
+    if role == "toolResult":
+        return True
+    return role == "custom" and "tool" in str(msg.get("customType", ""))
+
+
 def _not_tool_result(msg: Message) -> bool:
-    return msg.get("role") != "toolResult"
+    return not is_tool_output(msg)
 
 
 def _warn_bad(path: Path, res: ReadResult) -> None:
@@ -449,22 +522,23 @@ def history(
     if limit < 0:
         raise UsageError("--limit must not be negative")
     limit = min(limit, HISTORY_MAX_LIMIT)
-    r = resolve(ctx, value, label=label)
-    policy.check_access(ctx, r.key, r.entry, "history")
-    path = r.transcript_path()
-    messages: list[Message] = []
-    if path is not None:
 
-        def keep(m: Message) -> bool:
-            if not include_tools and m.get("role") == "toolResult":
+    def keep(m: Message) -> bool:
+        if not include_tools and is_tool_output(m):
+            return False
+        if since_ms is not None:
+            ts = message_ts(m)
+            if ts is not None and ts < since_ms:
                 return False
-            if since_ms is not None:
-                ts = message_ts(m)
-                if ts is not None and ts < since_ms:
-                    return False
-            return True
+        return True
 
-        res = read_tail(path, limit, keep)
-        _warn_bad(path, res)
-        messages = res.messages if raw else strip_envelopes(res.messages)
+    with read_scope():
+        r = resolve(ctx, value, label=label)
+        policy.check_access(ctx, r.key, r.entry, "history")
+        path = r.transcript_path()
+        messages: list[Message] = []
+        if r.entry is not None and (path is not None or r.gateway_written):
+            rd = store_reader.reader_for(ctx.paths, r.agent_id)
+            res = rd.messages(r.key, r.entry, limit, keep)
+            messages = res.messages if raw else strip_envelopes(res.messages)
     return History(ctx.display(r.key), r.session_id, messages, path, r)

@@ -37,6 +37,7 @@ class Globals:
     agent: str | None = None
     as_key: str | None = None
     json: bool = False
+    store: str = "auto"
 
 
 G = Globals()
@@ -62,6 +63,12 @@ def _global_options(
     as_key: str | None = typer.Option(
         None, "--as", help="Act as this session (env SESSIONTOOL_SESSION_KEY).", metavar="KEY"
     ),
+    store: str = typer.Option(
+        "auto",
+        "--store",
+        help="Session store format: auto (per agent), jsonl or openclaw-sqlite.",
+        metavar="FORMAT",
+    ),
     color: str = typer.Option("auto", "--color", help="auto, always or never.", metavar="WHEN"),
     json_: bool = typer.Option(False, "--json", help="JSON output for the command."),
     version: bool = typer.Option(
@@ -70,13 +77,18 @@ def _global_options(
 ) -> None:
     if color not in ("auto", "always", "never"):
         raise typer.BadParameter("expected auto, always or never", param_hint="--color")
+    if store not in ("auto", "jsonl", "openclaw-sqlite"):
+        raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
+    G.store = store
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
     render.set_color(color)
 
 
 def get_ctx() -> Any:
     from sessiontool.context import build_context
+    from sessiontool.stores import reader
 
+    reader.set_override(G.store)
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:

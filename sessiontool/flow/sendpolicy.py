@@ -83,6 +83,9 @@ def set_send_policy(
     policy.require_operator(ctx, command)
     wanted = parse_action(action)
     r = _resolve(ctx, key, label)
+    from sessiontool.stores.reader import require_writable
+
+    require_writable(ctx.paths, [r.agent_id], command)
 
     def mutate(store: Store) -> Entry | None:
         current = get_entry(store, r.agent_id, r.key)

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sessiontool.stores.reader import require_writable
 from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
@@ -95,6 +96,7 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
+    require_writable(ctx.paths, {r.agent_id, ctx.agent_id}, "send")
     display = ctx.display(r.key)
     req = ctx.requester
     try:
@@ -185,6 +187,7 @@ def spawn(
 
         model = validate_model(ctx.config, model)
     requester = ctx.requester_or_main()
+    require_writable(ctx.paths, {target_agent, keys.agent_of(requester, ctx.agent_id)}, "spawn")
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     _maybe_sweep(ctx)
     req_agent = keys.agent_of(requester, ctx.agent_id)

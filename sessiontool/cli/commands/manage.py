@@ -117,6 +117,7 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
         rows.append(
             (f"agent {a['id']} store", a["store"] + ("" if a["exists"] else " (not created yet)"))
         )
+        rows.append((f"agent {a['id']} format", f"{a['format']} ({a['why']})"))
     rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
     width = max(len(name) for name, _ in rows)
     render.write_out("".join(f"{name.ljust(width)}  {value}\n" for name, value in rows))
@@ -136,7 +137,8 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
     if want_json(json_):
         render.emit_json(result)
     else:
-        out = [f"{p['kind']}: {p['path']}\n    {p['detail']}\n" for p in result["problems"]]
+        out = [f"store {s['agent']}: {s['format']} ({s['reason']})\n" for s in result["stores"]]
+        out += [f"{p['kind']}: {p['path']}\n    {p['detail']}\n" for p in result["problems"]]
         n = len(result["problems"])
         out.append(
             "no problems found\n" if n == 0 else f"{n} problem{'s' if n != 1 else ''} found\n"
@@ -160,8 +162,13 @@ def prune_cmd(
     from sessiontool.admin import prune
     from sessiontool.durations import parse_duration
 
+    from sessiontool.sessions import all_agent_ids
+    from sessiontool.stores.reader import require_writable
+
     seconds = parse_duration(older_than, option="--older-than")
-    result = prune(get_ctx(), seconds, dry_run=dry_run)
+    ctx = get_ctx()
+    require_writable(ctx.paths, all_agent_ids(ctx), "prune")
+    result = prune(ctx, seconds, dry_run=dry_run)
     if want_json(json_):
         render.emit_json(result)
         return

@@ -50,6 +50,10 @@ def sweep_cmd(
 
     ctx = get_ctx()
     policy.require_operator(ctx, "sweep")
+    from sessiontool.sessions import all_agent_ids
+    from sessiontool.stores.reader import require_writable
+
+    require_writable(ctx.paths, all_agent_ids(ctx), "sweep")
     result = sweep(ctx, dry_run=dry_run)
     if want_json(json_):
         render.emit_json(result)

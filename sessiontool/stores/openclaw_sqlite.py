@@ -1,0 +1,441 @@
+"""OpenClaw 2026.8+'s per-agent SQLite session store, read-only.
+
+`agents/<id>/agent/openclaw-agent.sqlite` (WAL mode, held open by the running gateway):
+- `session_nodes`: one row per session key; `entry_json` is the entry object sessions.json held.
+- `transcript_events`: one row per transcript line (`event_json`, or `event_zstd`: a plain zstd
+  frame of the same JSON); `session_transcript_active_events` orders the active branch.
+- `session_transcript_cold_archives`: transcripts moved to `sessions/cold/<sha256>.jsonl.zst`
+  (or into the row's blob), JSONL records of kind header/event/active/....
+
+Safety: the database is opened with `mode=ro&readonly_shm=1` (no write to the database, its WAL
+or its shared-memory index, never a checkpoint), with a busy timeout, inside one read
+transaction per scope (`reader.read_scope`), so a listing is one committed snapshot while the
+gateway writes. When the `-wal`/`-shm` files are absent nobody holds the database open in WAL
+mode and the main file is complete: it is opened `immutable=1` (SQLite would otherwise create
+them). A non-empty WAL without its index (a crashed gateway) is read from a private copy under
+the system temp dir. Columns are checked by name; a schema without them is refused with its
+version, never misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sessiontool.errors import BusyError, CorruptStateError
+from sessiontool.stores.paths import StatePaths
+from sessiontool.stores.reader import StoreInfo
+from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
+from sessiontool.stores.transcript import Message, ReadResult
+
+BUSY_TIMEOUT_S = 5.0
+KNOWN_SCHEMA = 23
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "session_nodes": ("session_key", "current_session_id", "entry_json", "updated_at"),
+    "transcript_events": ("session_id", "seq", "event_json", "event_zstd"),
+    "session_transcript_active_events": ("session_id", "active_position", "event_seq"),
+}
+
+# What the gateway's chat.history shows, applied the same way here (see README, "OpenClaw
+# 2026.8+"): silent control replies are not messages, an inter-session message is shown as
+# the other session's assistant turn without the routing preamble, and a reset is one
+# system "Reset" line after which the older turns of the window are no longer shown.
+SILENT_REPLIES = frozenset({"REPLY_SKIP", "ANNOUNCE_SKIP", "NO_REPLY"})
+INTER_SESSION_HEADER = "[Inter-session message]"
+INTER_SESSION_NOTE = "This content was routed by OpenClaw"
+
+
+class UnsupportedStoreError(CorruptStateError):
+    """The database's schema lacks what sessiontool reads: refused, never misread (exit 5)."""
+
+
+def _ms_of_iso(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    from sessiontool.clock import parse_iso_ms
+
+    return parse_iso_ms(value)
+
+
+def _text_of(msg: Message) -> str | None:
+    c = msg.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict):
+        if c[0].get("type") == "text" and isinstance(c[0].get("text"), str):
+            return str(c[0]["text"])
+    return None
+
+
+def display_message(msg: Message) -> Message | None:
+    """One stored message as chat.history shows it (None: not shown)."""
+    role = msg.get("role")
+    if role == "user":
+        prov = msg.get("provenance")
+        content = msg.get("content")
+        if (
+            isinstance(prov, dict)
+            and prov.get("kind") == "inter_session"
+            and isinstance(content, str)
+        ):
+            lines = content.split("\n")
+            if lines and lines[0].startswith(INTER_SESSION_HEADER):
+                lines = lines[1:]
+                if lines and lines[0].startswith(INTER_SESSION_NOTE):
+                    lines = lines[1:]
+            return {**msg, "role": "assistant", "content": "\n".join(lines)}
+        return msg
+    if role == "assistant":
+        text = _text_of(msg)
+        if text is not None and text.strip() in SILENT_REPLIES:
+            return None
+        return msg
+    if role == "toolResult" and "details" in msg:
+        return {k: v for k, v in msg.items() if k != "details"}
+    return msg
+
+
+def reset_message(event: dict[str, Any]) -> Message:
+    msg: Message = {"role": "system", "content": [{"type": "text", "text": "Reset"}]}
+    ts = _ms_of_iso(event.get("timestamp"))
+    if ts is not None:
+        msg["timestamp"] = ts
+    return msg
+
+
+def _decompress(blob: bytes) -> bytes:
+    import zstandard
+
+    # A plain frame without its content size in the header needs the streaming reader.
+    try:
+        return zstandard.ZstdDecompressor().decompress(blob)
+    except zstandard.ZstdError:
+        import io
+
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(blob)) as r:
+            return r.read()
+
+
+class SqliteReader:
+    def __init__(self, paths: StatePaths, info: StoreInfo) -> None:
+        self.paths = paths
+        self.info = info
+        self.db = info.location
+        self._conn: sqlite3.Connection | None = None
+        self._tmpdir: str | None = None
+        self._columns: dict[str, set[str]] = {}
+        self._version: int | None = None
+        self._sessions: dict[str, Folded] | None = None
+        self._fields: tuple[str, ...] | None = None
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _uri(self) -> str:
+        db = str(self.db)
+        wal, shm = db + "-wal", db + "-shm"
+        has_wal, has_shm = os.path.exists(wal), os.path.exists(shm)
+        if has_wal and has_shm:
+            return f"file:{quote(db)}?mode=ro&readonly_shm=1"
+        if not has_wal or os.path.getsize(wal) == 0:
+            # Nobody holds it open in WAL mode: the main file is the whole committed state.
+            return f"file:{quote(db)}?mode=ro&immutable=1"
+        # Committed pages in a WAL whose index is gone: read a private copy, never rebuild the
+        # index in the state dir.
+        import shutil
+        import tempfile
+
+        self._tmpdir = tempfile.mkdtemp(prefix="sessiontool-oc-")
+        copy = os.path.join(self._tmpdir, "db.sqlite")
+        shutil.copyfile(db, copy)
+        shutil.copyfile(wal, copy + "-wal")
+        return f"file:{quote(copy)}?mode=ro"
+
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if not self.db.is_file():
+            raise CorruptStateError(f"no OpenClaw session database at {self.db}")
+        try:
+            conn = sqlite3.connect(
+                self._uri(), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise CorruptStateError(f"cannot open {self.db} read-only: {exc}") from exc
+        try:
+            conn.execute("PRAGMA query_only=1")
+            conn.execute("BEGIN")  # deferred: the first read takes the snapshot
+            self._conn = conn
+            self._check_schema()
+        except sqlite3.OperationalError as exc:
+            self.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise BusyError(f"{self.db} stayed locked for {BUSY_TIMEOUT_S:g}s") from exc
+            raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
+        return conn
+
+    def _q(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn().execute(sql, args)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise BusyError(f"{self.db} stayed locked for {BUSY_TIMEOUT_S:g}s") from exc
+            raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
+
+    def schema_version(self) -> int | None:
+        self.conn()
+        return self._version
+
+    def _check_schema(self) -> None:
+        assert self._conn is not None
+        c = self._conn
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "schema_meta" in tables:
+            cols = {r[1] for r in c.execute("PRAGMA table_info(schema_meta)")}
+            if "schema_version" in cols:
+                row = c.execute("SELECT max(schema_version) FROM schema_meta").fetchone()
+                self._version = row[0] if row and isinstance(row[0], int) else None
+        if self._version is None:
+            row = c.execute("PRAGMA user_version").fetchone()
+            self._version = row[0] if row and row[0] else None
+        for table in list(REQUIRED) + ["session_transcript_cold_archives"]:
+            if table in tables:
+                self._columns[table] = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+        missing = [
+            f"{t}.{col}"
+            for t, cols in REQUIRED.items()
+            for col in cols
+            if col not in self._columns.get(t, set())
+        ]
+        if missing:
+            v = self._version if self._version is not None else "unknown"
+            raise UnsupportedStoreError(
+                f"{self.db}: OpenClaw schema version {v} lacks {', '.join(missing)}; "
+                f"sessiontool reads schema {KNOWN_SCHEMA} and refuses to guess",
+                hint="update sessiontool, or read it with `openclaw sessions --json`",
+            )
+
+    def _has(self, table: str, column: str) -> bool:
+        self.conn()
+        return column in self._columns.get(table, set())
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error:
+                pass
+            self._conn.close()
+            self._conn = None
+        if self._tmpdir is not None:
+            import shutil
+
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
+        want = tuple(fields) if fields is not None else None
+        if self._sessions is not None and (self._fields is None or self._fields == want):
+            return self._sessions
+        archived = " WHERE archived_at IS NULL" if self._has("session_nodes", "archived_at") else ""
+        out: dict[str, Folded] = {}
+        if want is None:
+            rows = self._q(
+                "SELECT session_key, current_session_id, updated_at, entry_json FROM session_nodes"
+                + archived
+            )
+            for key, sid, updated, raw in rows:
+                try:
+                    entry = json.loads(raw)
+                except (ValueError, RecursionError, TypeError):
+                    entry = None
+                if not isinstance(entry, dict):
+                    from sessiontool import diag
+
+                    diag.warn(f"{self.db}: session {key}: unreadable entry_json, skipped")
+                    continue
+                self._add(out, key, sid, updated, entry)
+        else:
+            # Only the fields asked for, extracted by SQLite in C: an entry_json is ~15 KB
+            # (skills snapshot, prompt report) and a listing needs a dozen small fields.
+            # json_extract with two or more paths returns one JSON array: always >= 2 here.
+            names = [
+                f for f in dict.fromkeys(("sessionId", "updatedAt", *want)) if f.isidentifier()
+            ]
+            paths_sql = ", ".join("'$." + n + "'" for n in names)
+            rows = self._q(
+                "SELECT session_key, current_session_id, updated_at, "
+                f"json_extract(entry_json, {paths_sql}) FROM session_nodes" + archived
+            )
+            for key, sid, updated, packed in rows:
+                try:
+                    values = json.loads(packed) if isinstance(packed, str) else []
+                except ValueError:
+                    values = []
+                if not isinstance(values, list):
+                    values = []
+                entry = {n: v for n, v in zip(names, values, strict=False) if v is not None}
+                self._add(out, key, sid, updated, entry)
+        self._sessions, self._fields = out, want
+        return out
+
+    def _add(
+        self, out: dict[str, Folded], key: Any, sid: Any, updated: Any, entry: Entry
+    ) -> None:
+        if not isinstance(key, str):
+            return
+        entry = normalize_entry(entry)
+        if not isinstance(entry.get("sessionId"), str) and isinstance(sid, str):
+            entry["sessionId"] = sid
+        if "updatedAt" not in entry and isinstance(updated, int):
+            entry["updatedAt"] = updated
+        out[key] = Folded(key, entry, [key])
+
+    # -- transcripts --------------------------------------------------------------------
+
+    def _session_id(self, full_key: str, entry: Entry) -> str | None:
+        sid = entry.get("sessionId")
+        return sid if isinstance(sid, str) else None
+
+    def _events_newest_first(self, session_id: str) -> Iterator[Any]:
+        """The active branch's events, newest first, decoded lazily."""
+        rows = self._q(
+            "SELECT e.event_json, e.event_zstd FROM session_transcript_active_events a "
+            "JOIN transcript_events e ON e.session_id = a.session_id AND e.seq = a.event_seq "
+            "WHERE a.session_id = ? ORDER BY a.active_position DESC",
+            (session_id,),
+        )
+        any_row = False
+        for text, blob in rows:
+            any_row = True
+            yield self._decode(text, blob)
+        if not any_row:
+            yield from reversed(self._cold_events(session_id))
+
+    def _decode(self, text: Any, blob: Any) -> Any:
+        try:
+            if text is not None:
+                return json.loads(text)
+            if blob is not None:
+                return json.loads(_decompress(bytes(blob)))
+        except Exception:  # noqa: BLE001 - a bad row is skipped and counted
+            return None
+        return None
+
+    def _cold_events(self, session_id: str) -> list[Any]:
+        """A cold-stored transcript's active branch, oldest first ([] when none)."""
+        cols = self._columns.get("session_transcript_cold_archives")
+        if not cols or not {"archive_name", "storage"} <= cols:
+            return []
+        blob_col = "archive_blob" if "archive_blob" in cols else "NULL"
+        row = self._q(
+            f"SELECT archive_name, storage, {blob_col} FROM session_transcript_cold_archives "
+            "WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return []
+        name, storage, blob = row
+        if storage == "sqlite" and blob is not None:
+            data = bytes(blob)
+        else:
+            if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+                return []
+            base = self.db.parent
+            cold = (base.parent / "sessions" / "cold") if base.name == "agent" else base / "cold"
+            try:
+                data = (cold / name).read_bytes()
+            except OSError as exc:
+                raise CorruptStateError(
+                    f"cold transcript {cold / name} of session {session_id} is unreadable: "
+                    f"{exc.strerror}"
+                ) from exc
+        try:
+            raw = _decompress(data)
+        except Exception as exc:  # noqa: BLE001
+            raise CorruptStateError(f"cold transcript {name}: not a zstd archive") from exc
+        events: dict[int, str] = {}
+        active: list[tuple[int, int]] = []
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get("row"), dict):
+                continue
+            r = rec["row"]
+            if rec.get("kind") == "event" and isinstance(r.get("seq"), int):
+                events[r["seq"]] = r.get("event_json", "")
+            elif rec.get("kind") == "active":
+                ap, es = r.get("active_position"), r.get("event_seq")
+                if isinstance(ap, int) and isinstance(es, int):
+                    active.append((ap, es))
+        order = [es for _, es in sorted(active)] if active else sorted(events)
+        out = []
+        for seq in order:
+            text = events.get(seq)
+            if text is not None:
+                out.append(self._decode(text, None))
+        return out
+
+    def messages(
+        self,
+        full_key: str,
+        entry: Entry,
+        limit: int | None,
+        keep: Callable[[Message], bool] | None = None,
+    ) -> ReadResult:
+        result = ReadResult()
+        sid = self._session_id(full_key, entry)
+        if sid is None:
+            result.exists = False
+            return result
+        if limit is not None and limit <= 0:
+            return result
+        collected: list[Message] = []
+        for ev in self._events_newest_first(sid):
+            if not isinstance(ev, dict):
+                result.bad_lines += 1
+                continue
+            kind = ev.get("type")
+            if kind == "reset":
+                msg: Message | None = reset_message(ev)
+            elif kind == "message" and isinstance(ev.get("message"), dict):
+                msg = display_message(ev["message"])
+            else:
+                continue
+            if msg is not None and (keep is None or keep(msg)):
+                collected.append(msg)
+            if kind == "reset" or (limit is not None and len(collected) >= limit):
+                break
+        collected.reverse()
+        result.messages = collected
+        if result.bad_lines:
+            from sessiontool import diag
+
+            diag.warn(f"{self.db}: session {sid}: skipped {result.bad_lines} unreadable event(s)")
+        return result
+
+    def transcript_ref(self, entry: Entry) -> str | None:
+        sid = entry.get("sessionId")
+        return f"{self.db}#{sid}" if isinstance(sid, str) else None
+
+    def counts(self) -> dict[str, int]:
+        """For doctor/paths: sessions and transcript events in the snapshot."""
+        n_sessions = self._q("SELECT count(*) FROM session_nodes").fetchone()[0]
+        n_events = self._q("SELECT count(*) FROM transcript_events").fetchone()[0]
+        return {"sessions": int(n_sessions), "events": int(n_events)}

@@ -1,0 +1,279 @@
+"""One read interface over both session-store formats, detected per agent.
+
+- `jsonl`: sessiontool's own format, OpenClaw's up to 2026.7 (`agents/<id>/sessions/sessions.json`
+  plus one `<sessionId>.jsonl` transcript per session).
+- `openclaw-sqlite`: OpenClaw 2026.8+ (`agents/<id>/agent/openclaw-agent.sqlite`), read by
+  `stores/openclaw_sqlite.py`, never written.
+
+Detection: the database present → `openclaw-sqlite` (even when an old sessions.json is still on
+disk after OpenClaw's own migration); otherwise `jsonl`. The global `--store` option (or
+SESSIONTOOL_STORE) overrides it for every agent.
+
+For other modules (list/history, search, usage, the MCP read tools), the whole interface is:
+
+    with read_scope():                       # one snapshot per command / per tool call
+        for s in iter_sessions(ctx, agent_ids):            # SessionRow(agent_id, key, entry)
+            ...  # s.entry has sessionId, updatedAt, label, tokens, ... (fields=... to slim it)
+        msgs = read_messages(ctx, agent_id, full_key, entry, limit=20, keep=None)
+
+`reader_for(ctx, agent_id)` gives the agent's `SessionReader` (`sessions()`, `messages()`,
+`info`); `require_writable(ctx, agent_ids, command)` refuses (exit 4) a write to an agent whose
+store is written through OpenClaw's gateway.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from sessiontool.errors import ForbiddenError, UsageError
+from sessiontool.stores.paths import StatePaths, is_plain_name
+from sessiontool.stores.sessions_json import Entry, Folded, fold, read_store
+from sessiontool.stores.transcript import Message, ReadResult, read_tail
+
+STORE_CHOICES = ("auto", "jsonl", "openclaw-sqlite")
+SQLITE_NAME = "openclaw-agent.sqlite"
+
+_override: str | None = None
+
+
+def set_override(value: str | None) -> None:
+    """The `--store` global option: auto (None), jsonl or openclaw-sqlite."""
+    global _override
+    if value is not None and value not in STORE_CHOICES:
+        raise UsageError(f"unknown store {value!r} (valid: {', '.join(STORE_CHOICES)})")
+    _override = None if value in (None, "auto") else value
+
+
+def override() -> str | None:
+    if _override is not None:
+        return _override
+    env = os.environ.get("SESSIONTOOL_STORE", "").strip()
+    if env and env != "auto":
+        if env not in STORE_CHOICES:
+            raise UsageError(
+                f"SESSIONTOOL_STORE={env!r} is not a store (valid: {', '.join(STORE_CHOICES)})"
+            )
+        return env
+    return None
+
+
+def sqlite_path(paths: StatePaths, agent_id: str) -> Path:
+    return paths.agents_dir / agent_id / "agent" / SQLITE_NAME
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """Which format an agent's sessions are read from, where, and why."""
+
+    agent_id: str
+    kind: str  # "jsonl" | "openclaw-sqlite"
+    location: Path  # sessions.json or the database
+    reason: str
+
+    @property
+    def gateway_written(self) -> bool:
+        """Writes to this store go through OpenClaw's gateway, never through files."""
+        return self.kind == "openclaw-sqlite"
+
+    def to_json(self) -> dict[str, str]:
+        return {"format": self.kind, "location": str(self.location), "reason": self.reason}
+
+
+def detect(paths: StatePaths, agent_id: str) -> StoreInfo:
+    forced = override()
+    db = sqlite_path(paths, agent_id)
+    if forced == "openclaw-sqlite":
+        return StoreInfo(agent_id, forced, db, "--store openclaw-sqlite")
+    if forced == "jsonl":
+        return StoreInfo(agent_id, forced, paths.store(agent_id), "--store jsonl")
+    if db.is_file():
+        legacy = paths.store(agent_id)
+        why = f"{db.relative_to(paths.root)} present"
+        if legacy.is_file():
+            why += " (the old sessions.json beside it is OpenClaw's pre-migration copy)"
+        return StoreInfo(agent_id, "openclaw-sqlite", db, why)
+    return StoreInfo(
+        agent_id, "jsonl", paths.store(agent_id), "no OpenClaw SQLite database for this agent"
+    )
+
+
+def agent_ids_on_disk(paths: StatePaths) -> list[str]:
+    """Agents with a sessions dir or an OpenClaw database, sorted."""
+    try:
+        names = os.listdir(paths.agents_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for n in names:
+        if not is_plain_name(n):
+            continue
+        base = paths.agents_dir / n
+        if (base / "sessions").is_dir() or (base / "agent" / SQLITE_NAME).is_file():
+            out.append(n)
+    return sorted(out)
+
+
+class SessionReader(Protocol):
+    info: StoreInfo
+
+    def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
+        """Full key → session. `fields`: only these entry fields are needed (a reader may
+        return just those, plus sessionId and updatedAt)."""
+        ...
+
+    def messages(
+        self,
+        full_key: str,
+        entry: Entry,
+        limit: int | None,
+        keep: Callable[[Message], bool] | None = None,
+    ) -> ReadResult:
+        """The last `limit` kept messages of the session's current transcript, oldest first."""
+        ...
+
+    def transcript_ref(self, entry: Entry) -> str | None:
+        """Where the transcript lives, for people (a path, or `<db>#<sessionId>`)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class JsonlReader:
+    """sessions.json + `<sessionId>.jsonl`: the format sessiontool writes."""
+
+    def __init__(self, paths: StatePaths, info: StoreInfo) -> None:
+        self.paths = paths
+        self.info = info
+        self._sessions: dict[str, Folded] | None = None
+
+    def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
+        if self._sessions is None:
+            self._sessions = fold(read_store(self.info.location), self.info.agent_id)
+        return self._sessions
+
+    def _path(self, entry: Entry) -> Path | None:
+        from sessiontool.stores.paths import transcript_path_for
+
+        sid = entry.get("sessionId")
+        if not isinstance(sid, str) or not is_plain_name(sid):
+            return None
+        return transcript_path_for(
+            self.paths.sessions_dir(self.info.agent_id), sid, entry.get("sessionFile")
+        )
+
+    def messages(
+        self,
+        full_key: str,
+        entry: Entry,
+        limit: int | None,
+        keep: Callable[[Message], bool] | None = None,
+    ) -> ReadResult:
+        path = self._path(entry)
+        if path is None:
+            return ReadResult(exists=False)
+        res = read_tail(path, limit, keep)
+        if res.bad_lines:
+            from sessiontool import diag
+
+            diag.warn(f"{path}: skipped {res.bad_lines} unreadable line(s)")
+        return res
+
+    def transcript_ref(self, entry: Entry) -> str | None:
+        p = self._path(entry)
+        return str(p) if p is not None else None
+
+    def close(self) -> None:
+        self._sessions = None
+
+
+# -- scopes: one snapshot per command --------------------------------------------------------
+
+_scopes: list[dict[tuple[str, str], SessionReader]] = []
+
+
+@contextmanager
+def read_scope() -> Iterator[None]:
+    """Readers opened inside share one snapshot (one read transaction per database) and are
+    closed at the end. Nested scopes reuse the outermost one."""
+    if _scopes:
+        yield
+        return
+    _scopes.append({})
+    try:
+        yield
+    finally:
+        for r in _scopes.pop().values():
+            r.close()
+
+
+def reader_for(paths: StatePaths, agent_id: str) -> SessionReader:
+    info = detect(paths, agent_id)
+    cache_key = (str(paths.root), agent_id)
+    if _scopes and cache_key in _scopes[0]:
+        return _scopes[0][cache_key]
+    reader: SessionReader
+    if info.kind == "openclaw-sqlite":
+        from sessiontool.stores.openclaw_sqlite import SqliteReader
+
+        reader = SqliteReader(paths, info)
+    else:
+        reader = JsonlReader(paths, info)
+    if _scopes:
+        _scopes[0][cache_key] = reader
+    return reader
+
+
+@dataclass
+class SessionRow:
+    agent_id: str
+    key: str  # the full key, `agent:<id>:<rest>`
+    entry: Entry
+
+
+def iter_sessions(
+    paths: StatePaths, agent_ids: Iterable[str], fields: Sequence[str] | None = None
+) -> Iterator[SessionRow]:
+    """Every session of these agents (call inside `read_scope()` for one snapshot)."""
+    for agent_id in agent_ids:
+        for full_key, f in reader_for(paths, agent_id).sessions(fields).items():
+            yield SessionRow(agent_id, full_key, f.entry)
+
+
+def read_messages(
+    paths: StatePaths,
+    agent_id: str,
+    full_key: str,
+    entry: Entry,
+    *,
+    limit: int | None = None,
+    keep: Callable[[Message], bool] | None = None,
+) -> list[Message]:
+    """A session's messages as stored (envelopes kept), oldest first, the last `limit`."""
+    return reader_for(paths, agent_id).messages(full_key, entry, limit, keep).messages
+
+
+# -- writes ----------------------------------------------------------------------------------
+
+
+def gateway_agents(paths: StatePaths, agent_ids: Iterable[str]) -> list[str]:
+    return [a for a in agent_ids if is_plain_name(a) and detect(paths, a).gateway_written]
+
+
+def require_writable(paths: StatePaths, agent_ids: Iterable[str], command: str) -> None:
+    """Exit 4 before anything is written when one of these agents' store is OpenClaw's SQLite
+    database: it is written through OpenClaw's gateway only (never by sessiontool's files)."""
+    found = gateway_agents(paths, agent_ids)
+    if found:
+        raise ForbiddenError(
+            f"{command}: agent {found[0]}'s sessions are in OpenClaw's SQLite store, which is "
+            "written through OpenClaw's gateway only; sessiontool reads it but never writes it",
+        )
+
+
+def describe(paths: StatePaths, agent_id: str) -> dict[str, Any]:
+    return detect(paths, agent_id).to_json()
