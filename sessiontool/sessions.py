@@ -43,7 +43,6 @@ class Resolved:
         """The session lives in OpenClaw's SQLite store (read-only for sessiontool)."""
         return self.store is not None and self.store.gateway_written
 
-
     @property
     def exists(self) -> bool:
         return self.entry is not None

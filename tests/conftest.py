@@ -37,6 +37,7 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "SESSIONTOOL_AGENT_ID",
         "SESSIONTOOL_WORKER",
         "SESSIONTOOL_DEBUG",
+        "SESSIONTOOL_STORE",
     ):
         monkeypatch.delenv(var, raising=False)
     yield

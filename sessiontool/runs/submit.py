@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sessiontool.stores.reader import require_writable
 from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
@@ -17,6 +16,7 @@ from sessiontool.runs import records as runs
 from sessiontool.sessions import resolve
 from sessiontool.stores import keys
 from sessiontool.stores.jsonio import require_utf8
+from sessiontool.stores.reader import require_writable
 
 Result = tuple[dict[str, Any], int]
 

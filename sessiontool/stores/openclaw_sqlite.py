@@ -23,7 +23,6 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -67,9 +66,14 @@ def _text_of(msg: Message) -> str | None:
     c = msg.get("content")
     if isinstance(c, str):
         return c
-    if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict):
-        if c[0].get("type") == "text" and isinstance(c[0].get("text"), str):
-            return str(c[0]["text"])
+    if (
+        isinstance(c, list)
+        and len(c) == 1
+        and isinstance(c[0], dict)
+        and c[0].get("type") == "text"
+        and isinstance(c[0].get("text"), str)
+    ):
+        return str(c[0]["text"])
     return None
 
 
@@ -291,9 +295,7 @@ class SqliteReader:
         self._sessions, self._fields = out, want
         return out
 
-    def _add(
-        self, out: dict[str, Folded], key: Any, sid: Any, updated: Any, entry: Entry
-    ) -> None:
+    def _add(self, out: dict[str, Folded], key: Any, sid: Any, updated: Any, entry: Entry) -> None:
         if not isinstance(key, str):
             return
         entry = normalize_entry(entry)

@@ -161,7 +161,6 @@ def prune_cmd(
     Spawn records whose child session is still in an index are kept."""
     from sessiontool.admin import prune
     from sessiontool.durations import parse_duration
-
     from sessiontool.sessions import all_agent_ids
     from sessiontool.stores.reader import require_writable
 
