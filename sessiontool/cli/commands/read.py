@@ -129,6 +129,8 @@ def history_cmd(
         raw=raw,
         since_ms=parse_since(since) if since else None,
     )
+    if follow and h.resolved.gateway_written:
+        raise UsageError("--follow reads a transcript file; OpenClaw's SQLite store has none")
     start = file_size(h.path) if (follow and h.path) else 0
     fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
     if fmt == "json" and not follow:
