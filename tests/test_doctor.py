@@ -65,7 +65,8 @@ def clean(state: Path) -> Path:
 def test_clean_state_is_ok(clean: Path) -> None:
     rc, data = doctor()
     assert rc == 0
-    assert data == {"ok": True, "problems": []}
+    assert data["ok"] is True and data["problems"] == []
+    assert {s["format"] for s in data["stores"]} == {"jsonl"}
     proc = run_cli("doctor")
     assert proc.returncode == 0
     assert proc.stdout == "no problems found\n"

@@ -137,7 +137,11 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
     if want_json(json_):
         render.emit_json(result)
     else:
-        out = [f"store {s['agent']}: {s['format']} ({s['reason']})\n" for s in result["stores"]]
+        out = [
+            f"store {s['agent']}: {s['format']} ({s['reason']})\n"
+            for s in result["stores"]
+            if s["format"] != "jsonl"
+        ]
         out += [f"{p['kind']}: {p['path']}\n    {p['detail']}\n" for p in result["problems"]]
         n = len(result["problems"])
         out.append(
