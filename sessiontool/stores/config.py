@@ -19,7 +19,7 @@ from sessiontool.stores.paths import StatePaths
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
 OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds"})
-RUNNER_TYPES = ("echo", "command", "openai")
+RUNNER_TYPES = ("echo", "command", "openai", "llm")
 
 
 def _merge(base: Any, over: Any, path: str = "") -> Any:
@@ -239,6 +239,13 @@ class Config:
                     raise ConfigError(f'{self._where(where + "." + k)}: expected "text" or "json"')
         if rtype == "openai" and not isinstance(runner.get("baseUrl", ""), str):
             raise ConfigError(f"{self._where(where + '.baseUrl')}: expected a URL string")
+        if rtype == "llm":
+            if not isinstance(runner.get("model", ""), str):
+                raise ConfigError(f"{self._where(where + '.model')}: expected a model id or alias")
+            if not isinstance(runner.get("options", {}), dict):
+                raise ConfigError(f"{self._where(where + '.options')}: expected an object")
+            if not isinstance(runner.get("tools", True), bool):
+                raise ConfigError(f"{self._where(where + '.tools')}: expected true or false")
 
     @property
     def default_agent_id(self) -> str:

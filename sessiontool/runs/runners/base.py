@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from sessiontool.errors import SessiontoolError
 
-RUNNER_TYPES = ("echo", "command", "openai")
+RUNNER_TYPES = ("echo", "command", "openai", "llm")
 
 # Placeholder model names that mean "nothing was configured": the model resolution of §6 ends
 # with the runner type's name, which no real endpoint knows.
@@ -59,7 +59,7 @@ class Runner(Protocol):
 
 
 def get_runner(cfg: Mapping[str, Any]) -> Runner:
-    """The runner for a runner config object (`{"type": "echo"|"command"|"openai", ...}`).
+    """The runner for a runner config object (`{"type": "echo"|"command"|"openai"|"llm", ...}`).
 
     The runner modules are imported here, not at module level: most commands never run an agent
     and should not pay for urllib or subprocess set-up at start-up."""
@@ -76,6 +76,10 @@ def get_runner(cfg: Mapping[str, Any]) -> Runner:
         from sessiontool.runs.runners.openai import OpenAIRunner
 
         return OpenAIRunner(cfg)
+    if rtype == "llm":
+        from sessiontool.runs.runners.llm import LLMRunner
+
+        return LLMRunner(cfg)
     raise RunnerError(f"runner.type: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}")
 
 

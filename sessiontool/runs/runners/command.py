@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,6 +26,7 @@ from sessiontool.runs.runners.base import (
     positive_seconds,
     requested_model,
     split_model,
+    text_of,
     usage_from,
 )
 from sessiontool.stores.jsonio import dumps_compact
@@ -189,26 +193,110 @@ def _child_env(
     return env
 
 
-def _substitute(argv: list[str], request: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[str]:
-    """Fill `{model}`, `{sessionKey}`, `{runId}`, `{sessionId}`, `{agentId}` in each argument.
-    Plain replacement, not str.format: other braces (JSON, shell) pass through untouched.
-    `{model}` is the run's model, else the runner's `model`, else empty (never the bare type
-    name the model resolution ends with)."""
+PLACEHOLDER = re.compile(
+    r"\{(model|sessionKey|runId|sessionId|agentId|system|system_file|history_file|history_text_file)\}"
+)
+FILE_PLACEHOLDERS = ("system_file", "history_file", "history_text_file")
+HISTORY_HEADER = "Earlier messages of this conversation, oldest first:"
+HISTORY_FOOTER = "(End of the earlier messages. The new message follows.)"
+
+
+def history_of(request: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The earlier turns as chat messages `{"role": "user"|"assistant", "content": text}`:
+    what the model said and was told, without tool calls, delivery mirrors or failed turns,
+    and without the new message (the command gets that on stdin)."""
+    from sessiontool.runs.runners.openai import to_chat_messages
+
+    transcript = request.get("messages")
+    messages = (
+        [m for m in transcript if isinstance(m, Mapping)] if isinstance(transcript, list) else []
+    )
+    out = []
+    for m in to_chat_messages(None, messages, None):
+        content = m.get("content")
+        text = content if isinstance(content, str) else text_of(content)
+        if text:
+            out.append({"role": str(m["role"]), "content": text})
+    message = request.get("message")
+    if out and out[-1]["role"] == "user" and out[-1]["content"] == message:
+        out.pop()  # the worker may have appended the new message already
+    return out
+
+
+def history_text(history: list[dict[str, str]]) -> str:
+    """The earlier turns as plain text for a program that takes one prompt (an LLM CLI's
+    fragment file); empty when there are none."""
+    if not history:
+        return ""
+    lines = [HISTORY_HEADER, ""]
+    for m in history:
+        who = "User" if m["role"] == "user" else "Assistant"
+        lines += [f"{who}: {m['content']}", ""]
+    lines.append(HISTORY_FOOTER)
+    return "\n".join(lines) + "\n"
+
+
+class _Files:
+    """The files behind `{system_file}`, `{history_file}` and `{history_text_file}`: written
+    only when the command names them, in a private temporary directory removed after the run."""
+
+    def __init__(self) -> None:
+        self.dir: str | None = None
+
+    def write(self, name: str, text: str) -> str:
+        if self.dir is None:
+            self.dir = tempfile.mkdtemp(prefix="sessiontool-run-")
+        path = os.path.join(self.dir, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return path
+
+    def remove(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+def _substitute(
+    argv: list[str], request: Mapping[str, Any], cfg: Mapping[str, Any], files: _Files | None = None
+) -> list[str]:
+    """Fill the placeholders in each argument: `{model}`, `{sessionKey}`, `{runId}`,
+    `{sessionId}`, `{agentId}`, `{system}` (the system prompt itself), and the paths of files
+    holding the system prompt (`{system_file}`), the earlier turns as JSON (`{history_file}`)
+    or as text (`{history_text_file}`).
+
+    One pass of plain replacement, not str.format: other braces (JSON, shell) pass through, a
+    value is never substituted into again (a system prompt that mentions `{runId}` stays as
+    it is), and an argument stays one argument whatever the value holds (no shell ever sees
+    it). `{model}` is the run's model, else the runner's `model`, else empty (never the bare
+    type name the model resolution ends with)."""
     cfg_model = cfg.get("model")
     model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else "")
+    system = request.get("system")
     values = {
-        "{model}": str(model),
-        "{sessionKey}": str(request.get("sessionKey") or ""),
-        "{runId}": str(request.get("runId") or ""),
-        "{sessionId}": str(request.get("sessionId") or ""),
-        "{agentId}": str(request.get("agentId") or ""),
+        "model": str(model),
+        "sessionKey": str(request.get("sessionKey") or ""),
+        "runId": str(request.get("runId") or ""),
+        "sessionId": str(request.get("sessionId") or ""),
+        "agentId": str(request.get("agentId") or ""),
+        "system": system if isinstance(system, str) else "",
     }
-    out = []
-    for arg in argv:
-        for placeholder, value in values.items():
-            arg = arg.replace(placeholder, value)
-        out.append(arg)
-    return out
+    wanted = {m.group(1) for arg in argv for m in PLACEHOLDER.finditer(arg)}
+    if wanted & set(FILE_PLACEHOLDERS):
+        if files is None:
+            raise RunnerError("runner.command: file placeholders need a place for their files")
+        if "system_file" in wanted:
+            values["system_file"] = files.write("system.txt", values["system"])
+        if "history_file" in wanted or "history_text_file" in wanted:
+            history = history_of(request)
+            if "history_file" in wanted:
+                values["history_file"] = files.write(
+                    "history.json", json.dumps(history, ensure_ascii=False, indent=1) + "\n"
+                )
+            if "history_text_file" in wanted:
+                values["history_text_file"] = files.write("history.txt", history_text(history))
+    return [PLACEHOLDER.sub(lambda m: values[m.group(1)].replace("\0", ""), arg) for arg in argv]
 
 
 class CommandRunner:
@@ -236,7 +324,25 @@ class CommandRunner:
             limit = deadline - start if limit is None else min(limit, deadline - start)
         if limit is not None and limit <= 0:
             raise RunnerTimeout("runner timed out after 0s (no time left before the run deadline)")
-        argv = _substitute(self.argv, request, self.cfg)
+        files = _Files()
+        try:
+            return self._run(request, env, on_agent_pid, start, limit, files)
+        finally:
+            files.remove()
+
+    def _run(
+        self,
+        request: dict[str, Any],
+        env: dict[str, str],
+        on_agent_pid: Callable[[int], object],
+        start: float,
+        limit: float | None,
+        files: _Files,
+    ) -> RunnerResult:
+        try:
+            argv = _substitute(self.argv, request, self.cfg, files)
+        except OSError as exc:
+            raise RunnerError(f"cannot write the command's input files: {exc}") from exc
         message = request.get("message")
         if self.input == "json":
             payload = dumps_compact(request) + "\n"

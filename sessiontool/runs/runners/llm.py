@@ -1,0 +1,666 @@
+"""The llm runner: every model the `llm` library reaches (OpenAI, Anthropic, Gemini, Ollama,
+llama.cpp, MLX and more through its plugins), with the session transcript as the conversation
+and the session tools as `llm` tools.
+
+`llm` is an optional extra (`pip install "sessiontool[llm]"`), imported only when a run uses this
+runner, so it costs the rest of sessiontool nothing. Model ids, aliases, the default model and
+API keys are `llm`'s own (`llm models`, `llm aliases`, `llm keys set`, its environment
+variables): whoever has `llm` working has this runner working.
+
+The conversation reaches the model twice over, because `llm` plugins read it in one of two ways:
+as the message list of the prompt (`messages=`, `llm`'s message parts: the current way) and as
+the earlier responses of a `Conversation` (the way older plugins still read it). Both are built
+from the same transcript, so every plugin sees the system prompt, the earlier turns (tool calls
+and results included) and the new message.
+
+The tool loop is sessiontool's own, like the `openai` runner's: each tool call is executed as the
+run's own session with every policy applied, and recorded as OpenClaw's toolCall/toolResult
+messages; `sessiontool.maxToolRounds` bounds it. The model calls and tool calls run in a helper
+thread so that the run's deadline and `abort` interrupt a call that `llm` itself cannot."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessiontool.runs.runners.base import (
+    RunnerError,
+    RunnerResult,
+    RunnerTimeout,
+    format_seconds,
+    make_usage,
+    positive_seconds,
+    remaining,
+    requested_model,
+    text_of,
+)
+
+API = "llm"
+INSTALL = 'pip install "sessiontool[llm]"'
+POLL_SECONDS = 0.1
+NO_OUTPUT = "(no output)"
+
+
+def import_llm() -> Any:
+    """The `llm` module, or a RunnerError that says how to install it."""
+    try:
+        import llm
+    except ImportError as exc:
+        raise RunnerError(
+            f"the llm runner needs the llm library, which is not installed: {INSTALL}"
+        ) from exc
+    return llm
+
+
+# -- model, provider, options ----------------------------------------------------------------
+
+
+def get_model(llm: Any, name: str | None) -> Any:
+    """The model as `llm` resolves the name (ids and aliases; None = llm's default model).
+
+    An OpenClaw-style `provider/model` name that `llm` does not know is tried once more without
+    the provider (`openai/gpt-4o-mini` -> `gpt-4o-mini`); the error names the name as given."""
+    try:
+        return llm.get_model(name)
+    except llm.UnknownModelError as exc:
+        if name and "/" in name:
+            rest = name.split("/", 1)[1]
+            if rest:
+                try:
+                    return llm.get_model(rest)
+                except llm.UnknownModelError:
+                    pass
+        message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+        raise RunnerError(f"{message} (`llm models` lists the models llm knows)") from exc
+
+
+def provider_of(model: Any) -> str:
+    """The provider `llm` serves the model through: the plugin's name (`llm_anthropic` ->
+    `anthropic`, llm's built-in OpenAI plugin -> `openai`)."""
+    module = type(model).__module__ or ""
+    if module.startswith("llm.default_plugins."):
+        name = module.rsplit(".", 1)[1]
+        return name.removesuffix("_models") or "llm"
+    top = module.split(".", 1)[0]
+    return top.removeprefix("llm_").replace("_", "-") or "llm"
+
+
+def model_name(model: Any, provider: str, resolved: str | None = None) -> str:
+    """The model's id as `llm` reports it (the resolved id when the plugin gives one), without
+    a leading `provider/` that only repeats the provider."""
+    name = resolved or str(getattr(model, "model_id", "") or "")
+    return name.removeprefix(provider + "/") if name.startswith(provider + "/") else name
+
+
+def model_options(model: Any, options: Any) -> dict[str, Any]:
+    """`runner.options`, checked against the model's own options (`llm models --options`)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise RunnerError("runner.options: expected an object of model options")
+    opts = {str(k): v for k, v in options.items()}
+    try:
+        model.Options(**opts)
+    except Exception as exc:  # pydantic's ValidationError; its text names the option
+        first = " ".join(str(exc).split())
+        raise RunnerError(f"runner.options: not valid for {model.model_id}: {first}") from exc
+    return opts
+
+
+# -- usage ------------------------------------------------------------------------------------
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return max(0, int(value))
+
+
+def usage_of(usage: Any) -> dict[str, Any]:
+    """OpenClaw's usage object from `llm`'s `Usage(input, output, details)`.
+
+    Cache counts come from the details plugins report: Anthropic's `cache_read_input_tokens` /
+    `cache_creation_input_tokens` (not part of `input`), OpenAI's
+    `prompt_tokens_details.cached_tokens` (part of `input`, so taken out of it)."""
+    inp = _count(getattr(usage, "input", None))
+    out = _count(getattr(usage, "output", None))
+    details = getattr(usage, "details", None)
+    cache_read = cache_write = 0
+    if isinstance(details, Mapping):
+        cache_read = _count(details.get("cache_read_input_tokens"))
+        cache_write = _count(details.get("cache_creation_input_tokens"))
+        prompt_details = details.get("prompt_tokens_details")
+        if isinstance(prompt_details, Mapping):
+            cached = min(_count(prompt_details.get("cached_tokens")), inp)
+            inp -= cached
+            cache_read += cached
+    return make_usage(inp, out, cache_read, cache_write)
+
+
+def add_usage(total: dict[str, Any], part: Mapping[str, Any]) -> None:
+    for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
+        total[k] = (total.get(k) or 0) + (part.get(k) or 0)
+
+
+# -- transcript -> llm messages ---------------------------------------------------------------
+
+
+def _usable_assistant(message: Mapping[str, Any]) -> bool:
+    """Delivery mirrors and failed or aborted turns are not part of what the model said."""
+    mirror = message.get("provider") == "openclaw" and message.get("model") == "delivery-mirror"
+    return not mirror and message.get("stopReason") not in ("error", "aborted")
+
+
+def _tool_calls_of(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        b
+        for b in content
+        if isinstance(b, Mapping)
+        and b.get("type") == "toolCall"
+        and isinstance(b.get("id"), str)
+        and isinstance(b.get("name"), str)
+    ]
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def _tool_result_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    text = text_of(content)
+    if not text and isinstance(content, list) and content:
+        text = "(see attached image)"
+    return text or NO_OUTPUT
+
+
+def _images(llm: Any, model: Any, content: Any) -> list[Any]:
+    """Image blocks of a user message as `llm` attachments, when the model takes that type."""
+    if not isinstance(content, list):
+        return []
+    import base64
+    import binascii
+
+    accepted = set(getattr(model, "attachment_types", ()) or ())
+    out = []
+    for b in content:
+        if not (isinstance(b, Mapping) and b.get("type") == "image"):
+            continue
+        data, mime = b.get("data"), b.get("mimeType")
+        if not isinstance(data, str) or not isinstance(mime, str) or mime not in accepted:
+            continue
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        out.append(llm.Attachment(type=mime, content=raw))
+    return out
+
+
+@dataclass
+class _Turn:
+    """One earlier exchange as an older plugin reads it from `conversation.responses`: its input
+    (a user prompt or tool results), the chain before the reply, and the reply message."""
+
+    prompt: str | None
+    tool_results: list[Any]
+    chain: list[Any]
+    reply: Any = None
+
+
+@dataclass
+class History:
+    """The transcript in `llm`'s two forms: the message chain and the earlier turns."""
+
+    messages: list[Any] = field(default_factory=list)
+    turns: list[_Turn] = field(default_factory=list)
+
+
+def to_history(
+    llm: Any,
+    model: Any,
+    system: str | None,
+    transcript: Sequence[Mapping[str, Any]],
+    message: str | None,
+) -> History:
+    """The system prompt and the transcript as `llm` messages (the new message is not included:
+    it is the prompt). Tool calls become `tool_call` parts of the assistant message and their
+    results a `tool` message right after it; a call without its result (or a result without
+    its call) is left out, since model APIs reject either half alone. A transcript that
+    already ends with the new message (the worker may append it first) does not repeat it."""
+    from llm.parts import AttachmentPart, Message, TextPart, ToolCallPart, ToolResultPart
+
+    results: dict[str, Mapping[str, Any]] = {}
+    for m in transcript:
+        if m.get("role") == "toolResult" and isinstance(m.get("toolCallId"), str):
+            results.setdefault(m["toolCallId"], m)
+
+    msgs = [m for m in transcript if m.get("role") in ("user", "assistant")]
+    if (
+        message is not None
+        and msgs
+        and msgs[-1].get("role") == "user"
+        and text_of(msgs[-1].get("content")) == message
+    ):
+        msgs = msgs[:-1]
+
+    out = History()
+    if system:
+        out.messages.append(Message(role="system", parts=[TextPart(text=system)]))
+    pending: _Turn | None = None  # the user input that waits for its reply
+
+    for m in msgs:
+        if m.get("role") == "user":
+            text = text_of(m.get("content"))
+            parts: list[Any] = [TextPart(text=text)] if text else []
+            parts += [AttachmentPart(attachment=a) for a in _images(llm, model, m.get("content"))]
+            if not parts:
+                continue
+            out.messages.append(Message(role="user", parts=parts))
+            if pending is not None and pending.reply is None and pending.prompt is not None:
+                pending.prompt = f"{pending.prompt}\n\n{text}" if text else pending.prompt
+                pending.chain = list(out.messages)
+            else:
+                pending = _Turn(prompt=text, tool_results=[], chain=list(out.messages))
+                out.turns.append(pending)
+            continue
+        if not _usable_assistant(m):
+            continue
+        text = text_of(m.get("content"))
+        calls = [b for b in _tool_calls_of(m) if b["id"] in results]
+        if not text and not calls:
+            continue
+        parts = [TextPart(text=text)] if text else []
+        parts += [
+            ToolCallPart(
+                name=b["name"], arguments=_arguments(b.get("arguments")), tool_call_id=b["id"]
+            )
+            for b in calls
+        ]
+        reply = Message(role="assistant", parts=parts)
+        if pending is None or pending.reply is not None:
+            # An assistant message without a user message before it (a transcript that starts
+            # mid-conversation): its turn has no input of its own.
+            pending = _Turn(prompt=None, tool_results=[], chain=list(out.messages))
+            out.turns.append(pending)
+        out.messages.append(reply)
+        pending.reply = reply
+        if calls:
+            tool_results = [
+                llm.ToolResult(
+                    name=b["name"],
+                    output=_tool_result_text(results[b["id"]]),
+                    tool_call_id=b["id"],
+                )
+                for b in calls
+            ]
+            out.messages.append(
+                Message(
+                    role="tool",
+                    parts=[
+                        ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
+                        for r in tool_results
+                    ],
+                )
+            )
+            pending = _Turn(prompt=None, tool_results=tool_results, chain=list(out.messages))
+            out.turns.append(pending)
+    return out
+
+
+def earlier_responses(llm: Any, model: Any, turns: Sequence[_Turn]) -> list[Any]:
+    """The earlier turns as finished `llm` responses, for plugins that read the history from
+    `conversation.responses` (each response's prompt text, tool results, reply and calls)."""
+    out = []
+    for turn in turns:
+        reply = turn.reply
+        data = {
+            "model": model.model_id,
+            "prompt": {"messages": [m.to_dict() for m in turn.chain]},
+            "messages": [reply.to_dict()] if reply is not None else [],
+        }
+        response = llm.Response.from_dict(data, model=model)
+        response.prompt = llm.Prompt(
+            turn.prompt,
+            model=model,
+            tool_results=turn.tool_results,
+            messages=turn.chain,
+        )
+        out.append(response)
+    return out
+
+
+# -- the tool loop ----------------------------------------------------------------------------
+
+
+def llm_tools(llm: Any, specs: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The session tools (OpenAI-style function specs from flow.tools) as `llm` tools. They
+    carry no implementation: the loop below executes every call itself, as the session."""
+    out = []
+    for spec in specs:
+        fn = spec.get("function", spec)
+        out.append(
+            llm.Tool(
+                name=fn["name"],
+                description=fn.get("description"),
+                input_schema=dict(fn.get("parameters") or {"type": "object", "properties": {}}),
+            )
+        )
+    return out
+
+
+def _refused(result: Mapping[str, Any]) -> str | None:
+    """The error text of a refusal or failure result (`{"status": "forbidden"|"error"}`)."""
+    if result.get("status") in ("forbidden", "error"):
+        err = result.get("error")
+        return f"{result.get('status')}: {err}" if isinstance(err, str) else str(result["status"])
+    return None
+
+
+def _error_text(result: Mapping[str, Any]) -> str:
+    err = result.get("error")
+    return err if isinstance(err, str) and err else "the tool call failed"
+
+
+class _Loop:
+    """Model calls and tool calls of one run, run in a helper thread. What it has recorded so
+    far (`extra`, `total`) stays readable when the run stops it for time or an abort."""
+
+    def __init__(
+        self,
+        runner: LLMRunner,
+        llm: Any,
+        model: Any,
+        request: Mapping[str, Any],
+        env: Mapping[str, str],
+    ) -> None:
+        self.runner = runner
+        self.llm = llm
+        self.model = model
+        self.request = request
+        self.env = env
+        self.provider = provider_of(model)
+        self.model_id = model_name(model, self.provider)
+        self.extra: list[dict[str, Any]] = []
+        self.total = make_usage(0, 0)
+        self.result: RunnerResult | None = None
+        self.error: BaseException | None = None
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+
+    def partial(self) -> RunnerResult:
+        with self.lock:
+            return RunnerResult(
+                reply="",
+                usage=dict(self.total),
+                model=self.model_id,
+                provider=self.provider,
+                api=API,
+                extra_messages=list(self.extra),
+            )
+
+    def __call__(self) -> None:
+        try:
+            self.result = self._run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the run's thread
+            self.error = exc
+
+    def _run(self) -> RunnerResult:
+        llm, model, request = self.llm, self.model, self.request
+        system = request.get("system") if isinstance(request.get("system"), str) else None
+        message = request.get("message") if isinstance(request.get("message"), str) else ""
+        transcript = request.get("messages")
+        history = to_history(
+            llm,
+            model,
+            system or None,
+            [m for m in transcript if isinstance(m, Mapping)]
+            if isinstance(transcript, list)
+            else [],
+            message,
+        )
+        if not getattr(model, "supports_conversation", True):
+            history = to_history(llm, model, system or None, [], message)
+        options = model_options(model, self.runner.cfg.get("options"))
+        tool_ctx, specs = self.runner.tools_for(model, self.env)
+        tools = llm_tools(llm, specs)
+        offered = {t.name for t in tools}
+        max_rounds = tool_ctx.config.max_tool_rounds if tool_ctx is not None else 0
+
+        conversation = model.conversation()
+        conversation.responses = earlier_responses(llm, model, history.turns)
+        response = conversation.prompt(
+            message,
+            system=system or None,
+            messages=history.messages,
+            tools=tools or None,
+            stream=False,
+            options=options or None,
+        )
+        rounds = 0
+        while True:
+            text = response.text()
+            calls = list(response.tool_calls()) if tools else []
+            usage = usage_of(response.usage())
+            self.model_id = model_name(
+                model, self.provider, getattr(response, "resolved_model", None)
+            )
+            with self.lock:
+                add_usage(self.total, usage)
+            if not calls:
+                with self.lock:
+                    return RunnerResult(
+                        reply=text.strip(),
+                        usage=dict(self.total),
+                        model=self.model_id,
+                        provider=self.provider,
+                        api=API,
+                        stop_reason="stop",
+                        last_call_usage=usage,
+                        extra_messages=list(self.extra),
+                    )
+            if rounds >= max_rounds:
+                err = RunnerError(
+                    f"the model was still calling tools after {max_rounds} rounds "
+                    "(sessiontool.maxToolRounds); stopped"
+                )
+                err.partial = self.partial()
+                err.partial.last_call_usage = usage
+                raise err
+            rounds += 1
+            blocks: list[dict[str, Any]] = (
+                [{"type": "text", "text": text.strip()}] if text.strip() else []
+            )
+            blocks += [
+                {"type": "toolCall", "id": c.tool_call_id, "name": c.name, "arguments": c.arguments}
+                for c in calls
+            ]
+            self._record(
+                {
+                    "role": "assistant",
+                    "content": blocks,
+                    "api": API,
+                    "provider": self.provider,
+                    "model": self.model_id,
+                    "usage": usage,
+                    "stopReason": "toolUse",
+                    "timestamp": int(time.time() * 1000),
+                }
+            )
+            results = []
+            for call in calls:
+                if self.stopped.is_set():
+                    raise RunnerError("stopped")
+                result, is_error = self._execute(tool_ctx, offered, call.name, call.arguments)
+                output = json.dumps(result, indent=2, ensure_ascii=False)
+                self._record(
+                    {
+                        "role": "toolResult",
+                        "toolCallId": call.tool_call_id,
+                        "toolName": call.name,
+                        "content": [{"type": "text", "text": output}],
+                        "details": result,
+                        "isError": is_error,
+                        "timestamp": int(time.time() * 1000),
+                    }
+                )
+                refused = _refused(result)
+                results.append(
+                    llm.ToolResult(
+                        name=call.name,
+                        output=output,
+                        tool_call_id=call.tool_call_id,
+                        exception=RunnerError(refused or _error_text(result))
+                        if (is_error or refused)
+                        else None,
+                    )
+                )
+            if self.stopped.is_set():
+                raise RunnerError("stopped")
+            chain = list(response.prompt.messages) + list(response.messages())
+            response = conversation.prompt(
+                None,
+                system=system or None,
+                messages=chain,
+                tools=tools,
+                tool_results=results,
+                stream=False,
+                options=options or None,
+            )
+
+    def _record(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            self.extra.append(message)
+
+    @staticmethod
+    def _execute(
+        ctx: Any, offered: set[str], name: str, arguments: Any
+    ) -> tuple[dict[str, Any], bool]:
+        from sessiontool.flow.tools import execute_tool
+
+        if name not in offered:
+            available = ", ".join(sorted(offered)) or "none"
+            return {
+                "status": "forbidden",
+                "error": f"{name} is not available to this session (available: {available})",
+                "code": 4,
+            }, True
+        return execute_tool(ctx, name, arguments)
+
+
+class LLMRunner:
+    """`{"type": "llm", "model"?: "...", "options"?: {...}, "tools"?: bool, "timeoutSeconds"?: N}`.
+
+    The model is the run's (unless that is only the type-name placeholder), else the runner's,
+    else `llm`'s default model. `tools` defaults to on when the model supports tools; `true`
+    insists (a model without tool support is then an error), `false` turns them off."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = cfg
+        self.timeout = positive_seconds(cfg, "timeoutSeconds", "runner")
+        model = cfg.get("model")
+        if model is not None and not isinstance(model, str):
+            raise RunnerError(f"runner.model: expected a model id or alias, got {model!r}")
+        tools = cfg.get("tools")
+        if tools is not None and not isinstance(tools, bool):
+            raise RunnerError(f"runner.tools: expected true or false, got {tools!r}")
+        options = cfg.get("options")
+        if options is not None and not isinstance(options, Mapping):
+            raise RunnerError("runner.options: expected an object of model options")
+
+    def model_requested(self, request: Mapping[str, Any]) -> str | None:
+        cfg_model = self.cfg.get("model")
+        return requested_model(request) or (
+            cfg_model.strip() if isinstance(cfg_model, str) and cfg_model.strip() else None
+        )
+
+    def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Any, list[dict[str, Any]]]:
+        """(tool context, offered specs): none when tools are off, the run has no session, or
+        the model cannot call tools and the config did not insist."""
+        from sessiontool.flow.tools import offered_tools, tool_context
+
+        setting = self.cfg.get("tools")
+        if setting is False or not env.get("SESSIONTOOL_SESSION_KEY"):
+            return None, []
+        if not getattr(model, "supports_tools", False):
+            if setting is True:
+                raise RunnerError(
+                    f"model {model.model_id} does not support tools; set runner.tools to false"
+                )
+            return None, []
+        ctx = tool_context(env)
+        return ctx, offered_tools(ctx)
+
+    def run(
+        self,
+        request: dict[str, Any],
+        *,
+        env: dict[str, str],
+        on_agent_pid: Callable[[int], object],
+        deadline: float | None,
+    ) -> RunnerResult:
+        limit = self.timeout
+        left = remaining(deadline)
+        if left is not None:
+            limit = left if limit is None else min(limit, left)
+        if limit is not None and limit <= 0:
+            raise RunnerTimeout("runner timed out after 0s (no time left before the run deadline)")
+        start = time.monotonic()
+        llm = import_llm()
+        model = get_model(llm, self.model_requested(request))
+        loop = _Loop(self, llm, model, request, env)
+        thread = threading.Thread(target=loop, name="sessiontool-llm", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                wait = POLL_SECONDS
+                if limit is not None:
+                    left = start + limit - time.monotonic()
+                    if left <= 0:
+                        err = RunnerTimeout(f"runner timed out after {format_seconds(limit)}")
+                        err.partial = loop.partial()
+                        raise err
+                    wait = min(wait, left)
+                thread.join(wait)
+        except BaseException:
+            loop.stopped.set()  # an abort or the deadline: the thread makes no further calls
+            raise
+        if loop.error is not None:
+            raise self._failure(llm, loop, loop.error)
+        assert loop.result is not None
+        return loop.result
+
+    @staticmethod
+    def _failure(llm: Any, loop: _Loop, exc: BaseException) -> RunnerError:
+        """What a failure inside `llm` or a plugin means for the run: its own message."""
+        if isinstance(exc, RunnerError):
+            if exc.partial is None and loop.extra:
+                exc.partial = loop.partial()
+            return exc
+        if isinstance(exc, llm.UnknownModelError):
+            text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+        elif isinstance(exc, llm.NeedsKeyException | llm.ModelError):
+            text = str(exc) or type(exc).__name__
+        else:
+            detail = " ".join(str(exc).split())
+            text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        err = RunnerError(f"llm: {text}")
+        err.__cause__ = exc
+        if loop.extra:
+            err.partial = loop.partial()
+        return err
