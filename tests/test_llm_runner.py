@@ -73,7 +73,6 @@ def test_model_receives_system_prompt_earlier_turns_and_new_message(state: Path)
     # An agent-to-agent send: its run has sessiontool's agent-to-agent system prompt.
     rc, out = run_json("--as", "agent:main:dm:alice", "send", bob, "second message")
     assert rc == 0 and out["status"] == "ok", out
-    settle(state)
     msgs = _messages(bob)
     reply = next(
         m for m in msgs if m["role"] == "assistant" and '"prompt": "second message"' in text_of(m)

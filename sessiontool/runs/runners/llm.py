@@ -348,33 +348,20 @@ def earlier_responses(llm: Any, model: Any, turns: Sequence[_Turn]) -> list[Any]
 # -- the tool loop ----------------------------------------------------------------------------
 
 
-def llm_tools(llm: Any, specs: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The session tools (OpenAI-style function specs from flow.tools) as `llm` tools. They
-    carry no implementation: the loop below executes every call itself, as the session."""
-    out = []
-    for spec in specs:
-        fn = spec.get("function", spec)
-        out.append(
-            llm.Tool(
-                name=fn["name"],
-                description=fn.get("description"),
-                input_schema=dict(fn.get("parameters") or {"type": "object", "properties": {}}),
-            )
-        )
-    return out
-
-
-def _refused(result: Mapping[str, Any]) -> str | None:
-    """The error text of a refusal or failure result (`{"status": "forbidden"|"error"}`)."""
-    if result.get("status") in ("forbidden", "error"):
-        err = result.get("error")
-        return f"{result.get('status')}: {err}" if isinstance(err, str) else str(result["status"])
-    return None
+def llm_tools(llm: Any, definitions: Sequence[Any]) -> list[Any]:
+    """The session tools (flow.tools' one definition of each) as `llm` tools. They carry no
+    implementation: the loop below executes every call itself, as the session."""
+    return [
+        llm.Tool(name=d.name, description=d.description, input_schema=dict(d.input_schema))
+        for d in definitions
+    ]
 
 
 def _error_text(result: Mapping[str, Any]) -> str:
+    """`forbidden: <why>`: a refusal or failure as one line for llm's tool-error channel."""
+    status = result.get("status") if isinstance(result.get("status"), str) else "error"
     err = result.get("error")
-    return err if isinstance(err, str) and err else "the tool call failed"
+    return f"{status}: {err}" if isinstance(err, str) and err else f"{status}: the call failed"
 
 
 class _Loop:
@@ -437,8 +424,8 @@ class _Loop:
         if not getattr(model, "supports_conversation", True):
             history = to_history(llm, model, system or None, [], message)
         options = model_options(model, self.runner.cfg.get("options"))
-        tool_ctx, specs = self.runner.tools_for(model, self.env)
-        tools = llm_tools(llm, specs)
+        tool_ctx, definitions = self.runner.tools_for(model, self.env)
+        tools = llm_tools(llm, definitions)
         offered = {t.name for t in tools}
         max_rounds = tool_ctx.config.max_tool_rounds if tool_ctx is not None else 0
 
@@ -506,27 +493,28 @@ class _Loop:
             for call in calls:
                 if self.stopped.is_set():
                     raise RunnerError("stopped")
-                result, is_error = self._execute(tool_ctx, offered, call.name, call.arguments)
-                output = json.dumps(result, indent=2, ensure_ascii=False)
+                outcome = self._execute(tool_ctx, offered, call.name, call.arguments)
+                output = outcome.text()
                 self._record(
                     {
                         "role": "toolResult",
                         "toolCallId": call.tool_call_id,
                         "toolName": call.name,
                         "content": [{"type": "text", "text": output}],
-                        "details": result,
-                        "isError": is_error,
+                        "details": outcome.data,
+                        "isError": outcome.malformed,
                         "timestamp": int(time.time() * 1000),
                     }
                 )
-                refused = _refused(result)
+                # A refusal or failure goes back through llm's tool-error channel, so plugins
+                # that mark tool errors for the model (is_error) do so; the text is the same.
                 results.append(
                     llm.ToolResult(
                         name=call.name,
                         output=output,
                         tool_call_id=call.tool_call_id,
-                        exception=RunnerError(refused or _error_text(result))
-                        if (is_error or refused)
+                        exception=RunnerError(_error_text(outcome.data))
+                        if outcome.failed
                         else None,
                     )
                 )
@@ -548,19 +536,21 @@ class _Loop:
             self.extra.append(message)
 
     @staticmethod
-    def _execute(
-        ctx: Any, offered: set[str], name: str, arguments: Any
-    ) -> tuple[dict[str, Any], bool]:
-        from sessiontool.flow.tools import execute_tool
+    def _execute(ctx: Any, offered: set[str], name: str, arguments: Any) -> Any:
+        from sessiontool.flow.tools import ToolResult, call_tool
 
         if name not in offered:
             available = ", ".join(sorted(offered)) or "none"
-            return {
-                "status": "forbidden",
-                "error": f"{name} is not available to this session (available: {available})",
-                "code": 4,
-            }, True
-        return execute_tool(ctx, name, arguments)
+            return ToolResult(
+                {
+                    "status": "forbidden",
+                    "error": f"{name} is not available to this session (available: {available})",
+                    "code": 4,
+                },
+                failed=True,
+                malformed=True,
+            )
+        return call_tool(ctx, name, arguments)
 
 
 class LLMRunner:
@@ -589,10 +579,10 @@ class LLMRunner:
             cfg_model.strip() if isinstance(cfg_model, str) and cfg_model.strip() else None
         )
 
-    def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Any, list[dict[str, Any]]]:
-        """(tool context, offered specs): none when tools are off, the run has no session, or
-        the model cannot call tools and the config did not insist."""
-        from sessiontool.flow.tools import offered_tools, tool_context
+    def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Any, list[Any]]:
+        """(tool context, offered definitions): none when tools are off, the run has no
+        session, or the model cannot call tools and the config did not insist."""
+        from sessiontool.flow.tools import offered_definitions, tool_context
 
         setting = self.cfg.get("tools")
         if setting is False or not env.get("SESSIONTOOL_SESSION_KEY"):
@@ -604,7 +594,7 @@ class LLMRunner:
                 )
             return None, []
         ctx = tool_context(env)
-        return ctx, offered_tools(ctx)
+        return ctx, offered_definitions(ctx)
 
     def run(
         self,
