@@ -325,14 +325,18 @@ def to_history(
 
 def earlier_responses(llm: Any, model: Any, turns: Sequence[_Turn]) -> list[Any]:
     """The earlier turns as finished `llm` responses, for plugins that read the history from
-    `conversation.responses` (each response's prompt text, tool results, reply and calls)."""
+    `conversation.responses` (each response's prompt text, tool results, reply and calls).
+    A turn that got no reply (its run failed) is left out: such plugins would send an empty
+    assistant message, which model APIs reject; the message chain still has it."""
     out = []
     for turn in turns:
         reply = turn.reply
+        if reply is None:
+            continue
         data = {
             "model": model.model_id,
             "prompt": {"messages": [m.to_dict() for m in turn.chain]},
-            "messages": [reply.to_dict()] if reply is not None else [],
+            "messages": [reply.to_dict()],
         }
         response = llm.Response.from_dict(data, model=model)
         response.prompt = llm.Prompt(
