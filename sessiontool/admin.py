@@ -19,7 +19,13 @@ from typing import Any
 
 from sessiontool.clock import now_ms, parse_iso_ms
 from sessiontool.context import Context
-from sessiontool.errors import ForbiddenError, StorageError, UsageError, session_not_found
+from sessiontool.errors import (
+    ForbiddenError,
+    SessiontoolError,
+    StorageError,
+    UsageError,
+    session_not_found,
+)
 from sessiontool.flow import policy
 from sessiontool.sessions import Resolved, all_agent_ids, resolve, total_tokens
 from sessiontool.stores import keys
@@ -102,6 +108,19 @@ def validate_label(text: str) -> str:
     return label
 
 
+def refuse_label_in_use(
+    ctx: Context, store: Store, agent_id: str, label: str, *, but: str | None = None
+) -> None:
+    """Exit 2 naming the session of this store that already has `label` (a label names one
+    session). Called inside the store lock by `label` and `spawn --label`."""
+    for full, f in fold(store, agent_id).items():
+        if full != but and f.entry.get("label") == label:
+            raise UsageError(
+                f"label already in use: {label} (by {ctx.display(full)})",
+                hint="labels name one session; pick another or relabel that one first",
+            )
+
+
 def set_label(
     ctx: Context, value: str | None, text: str, *, label: str | None = None
 ) -> dict[str, Any]:
@@ -114,12 +133,7 @@ def set_label(
         entry = get_entry(store, r.agent_id, r.key)
         if entry is None:
             raise session_not_found(value or label or r.key)
-        for full, f in fold(store, r.agent_id).items():
-            if full != r.key and f.entry.get("label") == new_label:
-                raise UsageError(
-                    f"label already in use: {new_label} (by {ctx.display(full)})",
-                    hint="labels name one session; pick another or relabel that one first",
-                )
+        refuse_label_in_use(ctx, store, r.agent_id, new_label, but=r.key)
         entry = dict(entry)
         entry["label"] = new_label
         entry["updatedAt"] = max(_updated_at(entry), now_ms())
@@ -203,12 +217,60 @@ def state_paths(ctx: Context) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Problem:
+    """One doctor finding. A `warning` is a state that is expected to arise in normal use (a
+    reset's old transcript, a lock the next writer breaks) or that sessiontool repairs itself;
+    a `problem` needs attention. `hint` says how to clear it."""
+
     kind: str
     path: str
     detail: str
+    severity: str = "problem"
+    hint: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "path": self.path, "detail": self.detail}
+        out = {"kind": self.kind, "path": self.path, "detail": self.detail}
+        out["severity"] = self.severity
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+def state_findings(
+    ctx: Context, *, explicit_state: bool, explicit_agent: str | None
+) -> list[dict[str, str]]:
+    """Why reading this state dir would show nothing, before anything is read: a `--state-dir`
+    that does not exist (a typo on the command line), or an `--agent` that is neither
+    configured nor on disk. The environment's or the platform's state dir may not exist yet
+    (nothing was written): reading it shows nothing, and doctor warns."""
+    out: list[dict[str, str]] = []
+    root = ctx.paths.root
+    if not root.exists():
+        if explicit_state:
+            out.append(
+                {
+                    "kind": "missing-state-dir",
+                    "path": str(root),
+                    "detail": f"state dir {root} does not exist",
+                    "hint": "check --state-dir / SESSIONTOOL_STATE_DIR; a send or spawn creates it",
+                }
+            )
+        return out
+    if explicit_agent is not None:
+        aid = keys.normalize_agent_id(explicit_agent)
+        on_disk = ctx.paths.agent_ids_on_disk()
+        known = ctx.config.known_agent_ids()
+        if aid not in on_disk and aid not in known:
+            names = ", ".join(sorted(set(on_disk) | set(known))) or "none"
+            out.append(
+                {
+                    "kind": "unknown-agent",
+                    "path": str(ctx.paths.agents_dir / aid) if is_plain_name(aid) else str(root),
+                    "detail": f"unknown agent {aid!r}: not configured and no sessions in {root} "
+                    f"(agents: {names})",
+                    "hint": "check --agent; add it to agents.list in the config to use it",
+                }
+            )
+    return out
 
 
 @dataclass
@@ -381,11 +443,23 @@ def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem
                 "the next append starts a new line",
             )
         if referenced is not None and tp not in referenced:
-            yield Problem("orphan-transcript", str(tp), "no index entry points to this transcript")
+            yield Problem(
+                "orphan-transcript",
+                str(tp),
+                "no index entry points to this transcript (a reset keeps the old one)",
+                severity="warning",
+                hint=f"archive it to clear this: mv '{tp}' '{tp}.reset.{now}'",
+            )
     for lock in _lock_files(sessions_dir):
         detail = _stale_lock_detail(lock, now)
         if detail is not None:
-            yield Problem("stale-lock", str(lock), detail + "; the next writer breaks it")
+            yield Problem(
+                "stale-lock",
+                str(lock),
+                detail + "; the next writer breaks it",
+                severity="warning",
+                hint=f"if no sessiontool or OpenClaw process runs: rm '{lock}'",
+            )
 
 
 def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
@@ -424,7 +498,7 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
             )
 
 
-def doctor(ctx: Context) -> dict[str, Any]:
+def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]:
     """Check the state dir and report; never write (reads never change the state dir, and a
     lost run is reconciled by `wait`/`runs`, not here)."""
     from sessiontool.stores.reader import detect
@@ -432,12 +506,63 @@ def doctor(ctx: Context) -> dict[str, Any]:
     now = now_ms()
     problems: list[Problem] = []
     stores: list[dict[str, str]] = []
+    root = ctx.paths.root
+    if root.exists() and not root.is_dir():
+        problems.append(
+            Problem(
+                "state-dir-not-a-directory",
+                str(root),
+                "the state dir is not a directory; every command refuses it",
+                hint="point --state-dir (or SESSIONTOOL_STATE_DIR) at a directory",
+            )
+        )
+        return _doctor_result(problems)
+    for f in state_findings(ctx, explicit_state=True, explicit_agent=explicit_agent):
+        problems.append(
+            Problem(f["kind"], f["path"], f["detail"], severity="warning", hint=f.get("hint"))
+        )
     for agent_id in all_agent_ids(ctx):
         if is_plain_name(agent_id):
             stores.append({"agent": agent_id, **detect(ctx.paths, agent_id).to_json()})
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
-    return {"ok": not problems, "problems": [p.to_json() for p in problems], "stores": stores}
+    problems.extend(_check_deliveries(ctx))
+    return _doctor_result(problems, stores)
+
+
+def _doctor_result(
+    problems: list[Problem], stores: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    errors = sum(1 for p in problems if p.severity == "problem")
+    return {
+        "ok": not problems,
+        "errors": errors,
+        "warnings": len(problems) - errors,
+        "problems": [p.to_json() for p in problems],
+        "stores": stores or [],
+    }
+
+
+def _check_deliveries(ctx: Context) -> Iterator[Problem]:
+    """Deliveries whose latest attempt did not reach the channel: a failed delivery command is
+    a problem, a session with no delivery target a warning; both can be retried."""
+    from sessiontool.flow.redeliver import undelivered
+
+    try:
+        pending = undelivered(ctx)
+    except SessiontoolError as exc:
+        yield Problem("unreadable-outbox", str(ctx.paths.deliveries), exc.message)
+        return
+    for rec in pending:
+        status = rec.get("status")
+        yield Problem(
+            f"{status}-delivery",
+            str(ctx.paths.deliveries),
+            f"delivery {rec['id']} to {rec.get('sessionKey')} is {status}"
+            + (f": {rec['error']}" if rec.get("error") else ""),
+            severity="problem" if status == "failed" else "warning",
+            hint=f"sessiontool deliveries retry {rec['id']}",
+        )
 
 
 # -- prune -----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     BUSY = 75
     TIMEOUT = 124
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 class SessiontoolError(Exception):

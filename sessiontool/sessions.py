@@ -512,15 +512,18 @@ def history(
     value: str | None,
     *,
     label: str | None = None,
-    limit: int = HISTORY_DEFAULT_LIMIT,
+    limit: int | None = HISTORY_DEFAULT_LIMIT,
     include_tools: bool = False,
     raw: bool = False,
     since_ms: int | None = None,
 ) -> History:
+    """A session's last `limit` messages (None: all of them, for the operator's export; the
+    tool's limit is capped at HISTORY_MAX_LIMIT)."""
     policy.check_tool(ctx, "sessions_history")
-    if limit < 0:
-        raise UsageError("--limit must not be negative")
-    limit = min(limit, HISTORY_MAX_LIMIT)
+    if limit is not None:
+        if limit < 0:
+            raise UsageError("--limit must not be negative")
+        limit = min(limit, HISTORY_MAX_LIMIT)
 
     def keep(m: Message) -> bool:
         if not include_tools and is_tool_output(m):

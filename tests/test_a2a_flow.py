@@ -361,8 +361,10 @@ def test_operator_deliver_posts_the_reply_itself(
     scripted(state, tmp_path, {"send": "today: 3 alerts"})
     rc, out = run_json("send", B, "summarise today's alerts", "--deliver")
     assert rc == 0
+    # send --deliver waits for the worker's delivery and reports how it went.
     assert out["reply"] == "today: 3 alerts" and out["delivery"] == {
-        "status": "pending",
+        "id": f"{out['runId']}:deliver",
+        "status": "delivered",
         "mode": "deliver",
     }
     (d,) = poll(lambda: outbox(state), 15, "the delivery")

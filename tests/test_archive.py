@@ -121,13 +121,20 @@ def test_sweep_archives_without_unlinking(state: Path, env: dict[str, str]) -> N
     assert run_json("sweep") == (0, {"archived": []})
 
 
-def test_human_output_is_one_key_per_line(state: Path, env: dict[str, str]) -> None:
+def test_human_output_names_each_key_and_says_dry_run(state: Path, env: dict[str, str]) -> None:
     child = _child_key()
     add_session(state, child, updated_at=NOW - 2 * MINUTE)
     add_run(state, child)
     proc = run_cli("sweep", "--dry-run")
     assert proc.returncode == 0
-    assert proc.stdout == child + "\n"
+    assert proc.stdout == (
+        f"would archive\t{child}\nwould archive 1 sub-agent session (dry run: nothing changed)\n"
+    )
+    assert child in store_keys(state)
+    assert run_cli("sweep", "-q").stdout == ""
+    assert child not in store_keys(state)
+    proc = run_cli("sweep")
+    assert (proc.returncode, proc.stdout) == (0, "nothing to archive\n")
 
 
 @pytest.mark.parametrize("status", ["running", "queued"])

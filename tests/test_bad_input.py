@@ -244,14 +244,20 @@ def test_json5_store_is_accepted(tmp_path: Path) -> None:
     assert rc == 0 and [r["key"] for r in data["sessions"]] == ["agent:main:x"]
 
 
-def test_missing_state_dir_lists_nothing_and_creates_nothing(tmp_path: Path) -> None:
+def test_missing_state_dir_is_not_found_and_creates_nothing(tmp_path: Path) -> None:
+    """A --state-dir that does not exist (a typo such as ~/.openclw) is exit 3, not an empty
+    listing; the environment's state dir may not exist yet (nothing written): empty."""
     state = tmp_path / "does" / "not" / "exist"
     proc = run_cli("--state-dir", str(state), "list", "--json")
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout)["code"] == 3
+    assert proc.stderr.startswith(f"sessiontool: error: state dir {state} does not exist\n")
+    assert not (tmp_path / "does").exists()
+    proc = run_cli("list", "--json", env={"SESSIONTOOL_STATE_DIR": str(state)})
     assert proc.returncode == 0
     assert proc.stdout == '{"count":0,"sessions":[]}\n'
     assert proc.stderr == ""
     assert not (tmp_path / "does").exists()
-    assert run_cli("--state-dir", str(state), "list").stdout == ""
 
 
 def test_history_in_missing_state_dir_is_not_found(tmp_path: Path) -> None:

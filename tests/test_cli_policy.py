@@ -139,8 +139,23 @@ def test_policy_by_label(discord_deny: None, state: Path) -> None:
     assert data["decidedBy"] == "override"
 
 
+def test_policy_on_a_missing_key_is_not_found_and_creates_nothing(state: Path) -> None:
+    """A typo (`policy nosuch deny`) must not create a session: exit 3, store untouched."""
+    write_store(state, {"agent:main:main": {"sessionId": "m1", "updatedAt": 5}})
+    before = store_path(state).read_bytes()
+    proc = run_cli("policy", "nosuch", "deny")
+    assert proc.returncode == 3
+    assert "Session not found: agent:main:nosuch" in proc.stderr and "--create" in proc.stderr
+    assert store_path(state).read_bytes() == before
+    # The agent's main session always exists in OpenClaw's sense.
+    rc, _ = run_json("policy", "main", "deny")
+    assert rc == 0
+
+
 def test_policy_creates_entry_for_new_key(state: Path) -> None:
-    rc, data = run_json("policy", "cron:nightly", "deny", env={"SESSIONTOOL_NOW_MS": NOW})
+    rc, data = run_json(
+        "policy", "cron:nightly", "deny", "--create", env={"SESSIONTOOL_NOW_MS": NOW}
+    )
     assert rc == 0
     assert data["sessionKey"] == "agent:main:cron:nightly"
     entry = read_store(state)["agent:main:cron:nightly"]

@@ -26,7 +26,21 @@ def doctor(*extra: str, env: dict[str, str] | None = None) -> tuple[int, dict[st
     assert data["ok"] is (rc == 0)
     assert data["ok"] is (not data["problems"])
     for p in data["problems"]:
-        assert set(p) == {"kind", "path", "detail"}
+        assert (
+            {"kind", "path", "detail", "severity"}
+            <= set(p)
+            <= {
+                "kind",
+                "path",
+                "detail",
+                "severity",
+                "hint",
+            }
+        )
+        assert p["severity"] in ("problem", "warning")
+    # The documented exit status: 0 clean, 1 problems, 2 warnings only.
+    severities = {p["severity"] for p in data["problems"]}
+    assert rc == (1 if "problem" in severities else 2 if severities else 0)
     return rc, data
 
 
@@ -66,6 +80,7 @@ def test_clean_state_is_ok(clean: Path) -> None:
     rc, data = doctor()
     assert rc == 0
     assert data["ok"] is True and data["problems"] == []
+    assert data["errors"] == 0 and data["warnings"] == 0
     assert {s["format"] for s in data["stores"]} == {"jsonl"}
     proc = run_cli("doctor")
     assert proc.returncode == 0
@@ -73,8 +88,33 @@ def test_clean_state_is_ok(clean: Path) -> None:
 
 
 def test_empty_state_dir_is_ok(state: Path) -> None:
+    state.mkdir()
     rc, data = doctor()
     assert rc == 0 and data["ok"] is True
+
+
+def test_missing_state_dir_and_unknown_agent_are_warnings(state: Path, tmp_path: Path) -> None:
+    rc, data = doctor()
+    assert rc == 2
+    assert [(p["kind"], p["severity"]) for p in data["problems"]] == [
+        ("missing-state-dir", "warning")
+    ]
+    state.mkdir()
+    rc, data = doctor("--agent", "nosuch")
+    assert rc == 2
+    assert [p["kind"] for p in data["problems"]] == ["unknown-agent"]
+    assert "nosuch" in data["problems"][0]["detail"]
+    proc = run_cli("--agent", "nosuch", "doctor")
+    assert proc.returncode == 2
+    assert "warning: unknown-agent" in proc.stdout and "1 warning found" in proc.stdout
+
+
+def test_state_dir_that_is_a_file_is_a_problem(tmp_path: Path) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    rc, data = doctor("--state-dir", str(f))
+    assert rc == 1
+    assert [p["kind"] for p in data["problems"]] == ["state-dir-not-a-directory"]
 
 
 def test_torn_transcript_line_and_lost_run(clean: Path) -> None:
@@ -190,8 +230,16 @@ def test_missing_transcript_only_when_the_session_had_messages(state: Path) -> N
 def test_orphan_transcript(clean: Path) -> None:
     write_transcript(clean, "dev-orphan-7", [("user", "nobody points here", NOW)])
     rc, data = doctor()
-    assert rc == 1
+    assert rc == 2  # a warning: a reset leaves one by design
     assert kinds(data) == [("orphan-transcript", "dev-orphan-7.jsonl")]
+    hint = data["problems"][0]["hint"]
+    assert hint.startswith("archive it to clear this: mv ")
+    # Doing what the hint says clears it.
+    import shlex
+
+    subprocess.run(shlex.split(hint.split(": ", 1)[1]), check=True)
+    rc, data = doctor()
+    assert rc == 0, data
 
 
 def test_unreadable_store_is_reported_not_fatal(clean: Path, tmp_path: Path) -> None:
@@ -236,7 +284,7 @@ def test_stale_locks(clean: Path) -> None:
         json.dumps({"pid": dead, "createdAt": "2027-01-15T07:59:00.000Z"})
     )
     rc, data = doctor(env=PINNED)
-    assert rc == 1
+    assert rc == 2
     assert kinds(data) == [
         ("stale-lock", f"{SID_B}.jsonl.lock"),
         ("stale-lock", "sessions.json.lock"),
@@ -272,7 +320,7 @@ def test_real_clawdbot_state_and_doctor_never_writes(tmp_path: Path) -> None:
     state = copy_state(tmp_path / "fx")
     before = tree_digest(state)
     rc, data = run_json("--state-dir", str(state), "doctor")
-    assert rc == 1
+    assert rc == 2
     assert kinds(data) == [
         ("orphan-transcript", "78617bfd-7559-4ab1-a058-0dc6b09eb470.jsonl"),
         ("orphan-transcript", "dev-orphan-42.jsonl"),

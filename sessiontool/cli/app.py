@@ -14,6 +14,7 @@ import typer
 
 from sessiontool import __version__, diag
 from sessiontool.cli import render
+from sessiontool.cli.commands.completers import choices, complete_agent_ids
 from sessiontool.errors import ExitCode, SessiontoolError
 from sessiontool.stores import perms
 
@@ -58,7 +59,11 @@ def _global_options(
         None, "--config", help="sessiontool config file (env SESSIONTOOL_CONFIG).", metavar="FILE"
     ),
     agent: str | None = typer.Option(
-        None, "--agent", help="Act for this agent (operator).", metavar="ID"
+        None,
+        "--agent",
+        help="Act for this agent (operator).",
+        metavar="ID",
+        autocompletion=complete_agent_ids,
     ),
     as_key: str | None = typer.Option(
         None, "--as", help="Act as this session (env SESSIONTOOL_SESSION_KEY).", metavar="KEY"
@@ -68,8 +73,15 @@ def _global_options(
         "--store",
         help="Session store format: auto (per agent), jsonl or openclaw-sqlite.",
         metavar="FORMAT",
+        autocompletion=choices("auto", "jsonl", "openclaw-sqlite"),
     ),
-    color: str = typer.Option("auto", "--color", help="auto, always or never.", metavar="WHEN"),
+    color: str = typer.Option(
+        "auto",
+        "--color",
+        help="auto, always or never.",
+        metavar="WHEN",
+        autocompletion=choices("auto", "always", "never"),
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output for the command."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -84,16 +96,45 @@ def _global_options(
     render.set_color(color)
 
 
-def get_ctx() -> Any:
+def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
+    """The command's context. Every command refuses a state dir that is not a directory
+    (exit 2). A command that only reads (`reads=True`) also refuses a state dir that does not
+    exist when it was given with `--state-dir`, and an `--agent` that is
+    neither configured nor on disk (exit 3): a typo must not look like an empty store.
+    `check=False` is for `doctor` and `paths`, which report these instead."""
     from sessiontool.context import build_context
     from sessiontool.stores import reader
 
     reader.set_override(G.store)
+    if check:
+        check_state_dir_is_dir()
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
+    if check and reads:
+        check_readable_state(ctx)
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:
         diag.warn(w)
     return ctx
+
+
+def check_state_dir_is_dir() -> None:
+    from sessiontool.errors import UsageError
+    from sessiontool.stores.paths import resolve_state_dir
+
+    root = resolve_state_dir(G.state_dir)
+    if root.exists() and not root.is_dir():
+        raise UsageError(
+            f"state dir {root} is not a directory",
+            hint="point --state-dir (or SESSIONTOOL_STATE_DIR) at a directory",
+        )
+
+
+def check_readable_state(ctx: Any) -> None:
+    from sessiontool.admin import state_findings
+    from sessiontool.errors import NotFoundError
+
+    for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=G.agent):
+        raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
 def want_json(local: bool) -> bool:
@@ -127,6 +168,9 @@ def command(fn: F) -> F:
         except KeyboardInterrupt:
             _flush_warnings()
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except Terminated:
+            _flush_warnings()
+            raise typer.Exit(int(ExitCode.TERMINATED)) from None
         _flush_warnings()
         if isinstance(rv, int) and rv:
             raise typer.Exit(rv)
@@ -136,7 +180,52 @@ def command(fn: F) -> F:
 
 
 class Terminated(BaseException):
-    """SIGTERM, turned into an exception so that `finally` blocks release locks."""
+    """SIGTERM, turned into an exception so that `finally` blocks release locks; the process
+    then exits 143 (128 + SIGTERM), as a shell reports a program killed by it."""
+
+
+GLOBAL_VALUE_OPTIONS = ("--state-dir", "--config", "--agent", "--as", "--store", "--color")
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Global options may also follow the command (`list --state-dir X`): move them in front
+    of it, where Click expects them. Only options before a `--` move; `--json` is an option
+    of every command too and stays where it is."""
+    # Find the command: the first word that is not a global option or its value.
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return args
+        if a in GLOBAL_VALUE_OPTIONS:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        break
+    if i >= len(args):
+        return args
+    head, rest = args[: i + 1], args[i + 1 :]
+    moved: list[str] = []
+    kept: list[str] = []
+    j = 0
+    while j < len(rest):
+        a = rest[j]
+        if a == "--":
+            kept.extend(rest[j:])
+            break
+        if a in GLOBAL_VALUE_OPTIONS and j + 1 < len(rest):
+            moved.extend(rest[j : j + 2])
+            j += 2
+            continue
+        if any(a.startswith(o + "=") for o in GLOBAL_VALUE_OPTIONS):
+            moved.append(a)
+            j += 1
+            continue
+        kept.append(a)
+        j += 1
+    return moved + head + kept
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -154,6 +243,10 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError:
         pass
     args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        args = ["--help"]  # bare `sessiontool`: the help, exit 0
+    elif not os.environ.get("_SESSIONTOOL_COMPLETE"):
+        args = hoist_global_options(args)
     if os.environ.get("_SESSIONTOOL_COMPLETE"):
         # Shell completion (cmd.main below answers it and exits): register the completion
         # classes that understand `source_bash`/`complete_bash`; Click's own do not, and
@@ -174,8 +267,10 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.exit_code
     except typer.Abort:
         code = int(ExitCode.INTERRUPTED)
-    except (KeyboardInterrupt, Terminated):
+    except KeyboardInterrupt:
         code = int(ExitCode.INTERRUPTED)
+    except Terminated:
+        code = int(ExitCode.TERMINATED)
     except SessiontoolError as exc:  # raised outside a wrapped command (e.g. completion)
         code = report_error(exc, "--json" in args)
     except Exception as exc:

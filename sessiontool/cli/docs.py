@@ -266,14 +266,16 @@ FILES = [
 EXIT_MEANINGS = {
     ExitCode.OK: "ok, or accepted",
     ExitCode.FAILURE: "the run ended badly, or another runtime failure; doctor found problems",
-    ExitCode.USAGE: "usage or config error (bad flag or value, unknown kind, unknown model)",
+    ExitCode.USAGE: "usage or config error (bad flag or value, unknown kind, unknown model, a "
+    "label in use); doctor found only warnings",
     ExitCode.NOT_FOUND: "not found (session, run, label)",
     ExitCode.FORBIDDEN: "refused (send policy, sandbox visibility, agent-to-agent, allowlist, "
     "sub-agent, self-send, deleting a main session)",
     ExitCode.CORRUPT: "corrupt state (unreadable sessions.json or run record); nothing was changed",
     ExitCode.BUSY: "busy: a lock could not be taken in time; try again",
     ExitCode.TIMEOUT: "the caller stopped waiting; the run goes on",
-    ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C); a send or wait names the run, which goes on",
+    ExitCode.TERMINATED: "terminated (SIGTERM)",
 }
 
 EXAMPLES = [

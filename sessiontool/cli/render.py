@@ -36,6 +36,10 @@ def use_color(stream: IO[str] | None = None) -> bool:
 
 
 def is_terminal(stream: IO[str] | None = None) -> bool:
+    """Whether to render for a person: stdout is a terminal, or `--color always` asked for the
+    terminal view anyway (`sessiontool --color always list | less -R`)."""
+    if _color_choice == "always" and (stream is None or stream is sys.stdout):
+        return True
     stream = stream or sys.stdout
     try:
         return stream.isatty()
@@ -173,13 +177,21 @@ def console(stream: IO[str] | None = None) -> Any:
 
 
 def table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
+    no_wrap: Sequence[str] = (),
 ) -> None:
+    """A table; the `no_wrap` columns (ids, short words) are never folded over two lines."""
     from rich.table import Table
 
     t = Table(title=title, box=None, header_style="bold", pad_edge=False)
     for c in columns:
-        t.add_column(c, overflow="fold")
+        if c in no_wrap:
+            t.add_column(c, no_wrap=True, overflow="ignore")
+        else:
+            t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*[_cell(v) for v in r])
     console().print(t)
@@ -209,6 +221,23 @@ def sessions_table(result: dict[str, Any]) -> None:
             for r in rows
         ),
     )
+
+
+def sessions_messages(result: dict[str, Any]) -> None:
+    """`list --message-limit N` on a terminal: each session's last messages under the table."""
+    out: list[str] = []
+    for r in result["sessions"]:
+        msgs = r.get("messages") or []
+        if not msgs:
+            continue
+        out.append(f"\n{r['key']}:")
+        for m in msgs:
+            text = one_line(message_text(m).replace("\n", " "))
+            if len(text) > 200:
+                text = text[:199] + "…"
+            out.append(f"  {_role_label(m)}: {text}")
+    if out:
+        write_out("\n".join(out) + "\n")
 
 
 def _tokens_cell(r: dict[str, Any]) -> str:
@@ -264,7 +293,21 @@ def message_text(msg: dict[str, Any], *, summarise_tools: bool = True) -> str:
                 parts.append(f"[image {b.get('mimeType', '')}]")
     elif isinstance(msg.get("text"), str):
         parts.append(msg["text"])
+    failure = run_failure(msg)
+    if failure:
+        parts.append(failure)
     return "\n".join(parts)
+
+
+def run_failure(msg: dict[str, Any]) -> str | None:
+    """A failed or aborted run's assistant message carries no text, only `stopReason` and
+    `errorMessage` (OpenClaw's shape): show those rather than an empty reply."""
+    reason = msg.get("stopReason")
+    if msg.get("role") != "assistant" or reason not in ("error", "aborted"):
+        return None
+    error = msg.get("errorMessage")
+    detail = error.strip() if isinstance(error, str) and error.strip() else "(no message)"
+    return f"[{'aborted' if reason == 'aborted' else 'error'}: {detail}]"
 
 
 def _role_label(msg: dict[str, Any]) -> str:
@@ -315,6 +358,9 @@ def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
                     text = message_text({"content": [b]})
                     if text:
                         c.print(escape(text))
+            failure = run_failure(m)
+            if failure:
+                c.print(f"[bold red]{escape(failure)}[/]")
         else:
             c.print(escape(message_text(m)))
         c.print()

@@ -72,6 +72,7 @@ def set_send_policy(
     action: str,
     *,
     command: str = "policy",
+    create: bool = True,
 ) -> dict[str, Any]:
     """Set (`allow|on`, `deny|off`) or clear (`inherit`) a session's override and return
     `{"status":"ok","sessionKey","sendPolicy","effective","decidedBy"}`.
@@ -79,13 +80,23 @@ def set_send_policy(
     A key without an entry gets one (a new UUID v4 sessionId, no transcript yet), as OpenClaw's
     sessions.patch does; clearing an override of a session that has no entry changes nothing.
     `updatedAt` moves forward, never back, like OpenClaw's patch. `command` names the caller in
-    the operator-only refusal (`policy`, or `send` for its `/send` message)."""
+    the operator-only refusal (`policy`, or `send` for its `/send` message). With
+    `create=False` a key that has no entry is not found (exit 3), except the agent's main
+    session, which always exists in OpenClaw's sense: a typo must not create a session."""
     policy.require_operator(ctx, command)
     wanted = parse_action(action)
     r = _resolve(ctx, key, label)
     from sessiontool.stores.reader import require_writable
 
     require_writable(ctx.paths, [r.agent_id], command)
+    if r.entry is None and wanted is not None and not create and r.key != ctx.main_key(r.agent_id):
+        from sessiontool.errors import NotFoundError
+
+        raise NotFoundError(
+            f"Session not found: {ctx.display(r.key)} (use the full key from list)",
+            hint="to set a policy for a session that does not exist yet: policy KEY ACTION "
+            "--create",
+        )
 
     def mutate(store: Store) -> Entry | None:
         current = get_entry(store, r.agent_id, r.key)

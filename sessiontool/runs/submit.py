@@ -213,6 +213,10 @@ def spawn(
             entry["modelOverride"] = model
 
     def add_child(s: store.Store) -> None:
+        if label:
+            from sessiontool.admin import refuse_label_in_use
+
+            refuse_label_in_use(ctx, s, target_agent, label)
         store.set_entry(s, target_agent, child, entry)
 
     store.update_store(ctx.paths.store(target_agent), add_child)

@@ -515,7 +515,10 @@ class Worker:
             cost=cost,
             child_key=child,
             session_id=sid if isinstance(sid, str) else None,
-            transcript=tpath,
+            # --cleanup delete archives the child right after this announce: name where to.
+            transcript=f"{tpath}.deleted.<time> (archived: --cleanup delete)"
+            if tpath and rec.get("cleanup") == "delete"
+            else tpath,
         )
         message = announce.announce_message(
             status=outcome,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,10 +81,33 @@ def _load_file(path: Path) -> dict[str, Any]:
     try:
         parsed = loads_tolerant(data)
     except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"config file {path} is not valid JSON5: {exc}") from exc
+        raise ConfigError(
+            f"config file {path} is not valid JSON5: {_json5_error(data, exc)}"
+        ) from exc
     if not isinstance(parsed, dict):
         raise ConfigError(f"config file {path}: expected an object at the top level")
     return parsed
+
+
+def _json5_error(data: bytes, exc: BaseException) -> str:
+    """Where a config file stops being JSON5. The fast path's error is the strict JSON
+    parser's (it fails at the first comment or unquoted key, usually line 1), so the file is
+    parsed again with json5 alone to name the real line and column."""
+    try:
+        import json5
+
+        json5.loads(data.decode("utf-8", errors="replace"))
+    except RecursionError:
+        return "nested too deeply"
+    except ValueError as j5:
+        text = str(j5)
+        m = re.match(r"^<string>:(\d+) (.*) at column (\d+)$", text)
+        if m:
+            return f"line {m.group(1)} column {m.group(3)}: {m.group(2)}"
+        return text.removeprefix("<string>:")
+    except Exception:  # noqa: BLE001 - json5 failing in another way: keep the first error
+        pass
+    return str(exc)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def test_everything_created_is_private_even_with_umask_0(state: Path) -> None:
             ("send", "cron:nightly", "report", "--timeout", "20", "--deliver"),
             ("spawn", "a small task", "--label", "kid"),
             ("label", "main", "labelled"),
-            ("policy", "discord:group:1", "deny"),
+            ("policy", "discord:group:1", "deny", "--create"),
             ("send", "other", "to be deleted", "--timeout", "20"),
             ("delete", "other"),
             ("reset", "cron:nightly"),

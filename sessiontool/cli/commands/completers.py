@@ -47,7 +47,47 @@ def complete_keys(incomplete: str, ctx: Any = None) -> list[str]:
             if full.startswith(incomplete) and full not in out:
                 out.append(full)
     if "main".startswith(incomplete):
+        # `main` and `agent:main:main` are one session: offer it once, as list shows it.
+        out = [k for k in out if k != "agent:main:main"]
         out.insert(0, "main")
+    return sorted(out)
+
+
+def choices(*values: str) -> Any:
+    """A completer for an option that takes one of a few words."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [v for v in values if v.startswith(incomplete)]
+
+    return complete
+
+
+def complete_agent_ids(incomplete: str, ctx: Any = None) -> list[str]:
+    try:
+        names = os.listdir(_state_root(ctx) / "agents")
+    except OSError:
+        names = []
+    return sorted({n for n in [*names, "main"] if n.startswith(incomplete)})
+
+
+def complete_labels(incomplete: str, ctx: Any = None) -> list[str]:
+    root = _state_root(ctx) / "agents"
+    out: set[str] = set()
+    try:
+        agents = os.listdir(root)
+    except OSError:
+        return []
+    for agent in agents:
+        try:
+            with open(root / agent / "sessions" / "sessions.json", "rb") as fh:
+                store = json.loads(fh.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(store, dict):
+            for entry in store.values():
+                label = entry.get("label") if isinstance(entry, dict) else None
+                if isinstance(label, str) and label.startswith(incomplete):
+                    out.add(label)
     return sorted(out)
 
 

@@ -10,7 +10,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import complete_keys
+from sessiontool.cli.commands.completers import complete_keys, complete_labels
 
 KEY_HELP = "Session key, bare key, 'main' or sessionId."
 LABEL_HELP = "Pick the session by its label instead of KEY."
@@ -37,7 +37,9 @@ def label_cmd(
     text: str | None = typer.Argument(
         None, help="The new label (at most 64 characters).", metavar="TEXT"
     ),
-    label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
+    label: str | None = typer.Option(
+        None, "--label", help=LABEL_HELP, metavar="L", autocompletion=complete_labels
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Set a session's label (operator only)."""
@@ -60,7 +62,9 @@ def reset_cmd(
     key: str | None = typer.Argument(
         None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
     ),
-    label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
+    label: str | None = typer.Option(
+        None, "--label", help=LABEL_HELP, metavar="L", autocompletion=complete_labels
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Start a new conversation in a session: new sessionId, zero tokens (operator only).
@@ -83,7 +87,9 @@ def delete_cmd(
     key: str | None = typer.Argument(
         None, help=KEY_HELP, metavar="KEY", autocompletion=complete_keys
     ),
-    label: str | None = typer.Option(None, "--label", help=LABEL_HELP, metavar="L"),
+    label: str | None = typer.Option(
+        None, "--label", help=LABEL_HELP, metavar="L", autocompletion=complete_labels
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Delete a session: remove it from the index and archive its transcript (operator only).
@@ -126,14 +132,18 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
 @app.command("doctor")
 @command
 def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> int:
-    """Check the state dir and report problems (exit 1 when there are any); never changes it.
+    """Check the state dir and report what it finds; never changes it.
 
-    Reports unreadable stores and run records, transcripts with bad or torn lines, entries
-    whose transcript is missing although the session has had messages (a sessionFile, or
-    tokens counted), transcripts no entry points to, stale lock files and lost runs."""
+    Exit 0 when clean, 1 when there are problems, 2 when there are only warnings. Problems:
+    a state dir that is not a directory, unreadable stores and run records, transcripts with
+    bad or torn lines, entries whose transcript is missing although the session has had
+    messages, lost runs, failed deliveries. Warnings: a chosen state dir or --agent that does
+    not exist, transcripts no entry points to (a reset keeps the old one), stale lock files,
+    deliveries with no target. Each finding has a hint how to clear it."""
     from sessiontool.admin import doctor
+    from sessiontool.cli.app import G
 
-    result = doctor(get_ctx())
+    result = doctor(get_ctx(check=False), explicit_agent=G.agent)
     if want_json(json_):
         render.emit_json(result)
     else:
@@ -142,13 +152,25 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
             for s in result["stores"]
             if s["format"] != "jsonl"
         ]
-        out += [f"{p['kind']}: {p['path']}\n    {p['detail']}\n" for p in result["problems"]]
-        n = len(result["problems"])
-        out.append(
-            "no problems found\n" if n == 0 else f"{n} problem{'s' if n != 1 else ''} found\n"
-        )
+        for p in result["problems"]:
+            head = "warning: " if p["severity"] == "warning" else ""
+            out.append(f"{head}{p['kind']}: {p['path']}\n    {p['detail']}\n")
+            if p.get("hint"):
+                out.append(f"    hint: {p['hint']}\n")
+        errors, warnings = result["errors"], result["warnings"]
+        if not errors and not warnings:
+            out.append("no problems found\n")
+        else:
+            parts = []
+            if errors:
+                parts.append(f"{errors} problem{'s' if errors != 1 else ''}")
+            if warnings:
+                parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+            out.append(" and ".join(parts) + " found\n")
         render.write_out("".join(out))
-    return 0 if result["ok"] else 1
+    if result["errors"]:
+        return 1
+    return 2 if result["warnings"] else 0
 
 
 @app.command("prune")
@@ -158,6 +180,7 @@ def prune_cmd(
         ..., "--older-than", help="Age to delete beyond (30s, 5m, 2h, 7d).", metavar="D"
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only count what would be deleted."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print nothing (for cron)."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Delete finished run records, their logs and outbox lines older than D (operator only).
@@ -175,10 +198,14 @@ def prune_cmd(
     if want_json(json_):
         render.emit_json(result)
         return
+    if quiet:
+        return
     d = result["deleted"]
     verb = "would delete" if dry_run else "deleted"
+    tail = " (dry run: nothing changed)" if dry_run else ""
     render.write_out(
-        f"{verb} {d['runs']} run record(s), {d['logs']} log(s), {d['deliveries']} outbox line(s)\n"
+        f"{verb} {d['runs']} run record(s), {d['logs']} log(s), "
+        f"{d['deliveries']} outbox line(s){tail}\n"
     )
 
 

@@ -9,7 +9,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import complete_keys
+from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
 
 
 def _decision_line(result: dict[str, Any]) -> str:
@@ -33,20 +33,29 @@ def policy_cmd(
         None,
         help="allow, deny or inherit (also on, off); omit to show the effective policy.",
         metavar="ACTION",
+        autocompletion=choices("allow", "deny", "inherit", "on", "off"),
     ),
-    label: str | None = typer.Option(None, "--label", help="Pick the session by its label."),
+    label: str | None = typer.Option(
+        None, "--label", help="Pick the session by its label.", autocompletion=complete_labels
+    ),
+    create: bool = typer.Option(
+        False, "--create", help="Setting: create the session's entry if it has none yet."
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Show or set a session's send policy override (operator only)."""
+    """Show or set a session's send policy override (operator only).
+
+    Setting one on a session that does not exist is exit 3 (a typo must not create a
+    session), unless --create is given or it is the agent's main session."""
     from sessiontool.flow.sendpolicy import is_action, policy_status, set_send_policy
 
     if label is not None and key is not None and action is None and is_action(key):
         key, action = None, key  # `policy --label L deny`: the one positional is the action
-    ctx = get_ctx()
+    ctx = get_ctx(reads=action is None)
     if action is None:
         result = policy_status(ctx, key, label)
     else:
-        result = set_send_policy(ctx, key, label, action)
+        result = set_send_policy(ctx, key, label, action, create=create)
     if want_json(json_):
         render.emit_json(result)
     else:
@@ -68,9 +77,32 @@ def _readable(rec: dict[str, Any]) -> str:
     return line + "\n"
 
 
+def _retry(ctx: Any, ids: list[str], as_json: bool) -> int:
+    from sessiontool.flow.redeliver import retry
+
+    result = retry(ctx, ids)
+    if as_json:
+        render.emit_json(result)
+    else:
+        if not result["deliveries"]:
+            render.err("Nothing to retry.")
+        for rec in result["deliveries"]:
+            line = f"{rec['id']}\t{rec.get('previousStatus')} -> {rec.get('status')}"
+            if rec.get("error"):
+                line += f"\t{rec['error']}"
+            render.write_out(line + "\n")
+    return 0 if result["delivered"] == result["count"] else 1
+
+
 @app.command("deliveries")
 @command
 def deliveries_cmd(
+    words: list[str] | None = typer.Argument(
+        None,
+        help="'retry' re-sends failed, undelivered or pending deliveries: the given ids (or "
+        "id prefixes), or all of them.",
+        metavar="[retry [ID]...]",
+    ),
     follow: bool = typer.Option(
         False, "-f", "--follow", help="Keep printing records as they are appended."
     ),
@@ -80,18 +112,31 @@ def deliveries_cmd(
     json_: bool = typer.Option(
         False, "--json", help="JSON output (one line per record with --follow)."
     ),
-) -> None:
-    """Read or follow the announce outbox (operator only)."""
+) -> int:
+    """Read or follow the announce outbox, or retry deliveries (operator only).
+
+    `deliveries retry [ID...]` re-sends deliveries whose latest attempt failed, found no
+    target, or is still pending (each attempt is one more outbox line); exit 1 when any is
+    still not delivered. A delivery's id is `<runId>:<mode>` (shown by --json and doctor)."""
     from sessiontool.durations import parse_since
+    from sessiontool.errors import UsageError
     from sessiontool.flow.delivery import follow_deliveries, read_deliveries
     from sessiontool.flow.policy import require_operator
+    from sessiontool.flow.redeliver import delivery_id
 
-    ctx = get_ctx()
+    ctx = get_ctx(reads=True)
     require_operator(ctx, "deliveries")
+    if words:
+        if words[0] != "retry":
+            raise UsageError(f"unknown deliveries action {words[0]!r} (expected: retry)")
+        if follow or since is not None:
+            raise UsageError("retry takes ids only, not --follow or --since")
+        return _retry(ctx, words[1:], want_json(json_))
     since_ms = parse_since(since) if since is not None else None
 
     def shown(rec: dict[str, Any]) -> dict[str, Any]:
         key = rec.get("sessionKey")
+        rec = {**rec, "id": delivery_id(rec)}
         return {**rec, "sessionKey": ctx.display(key)} if isinstance(key, str) else rec
 
     as_json = want_json(json_)
@@ -106,7 +151,7 @@ def deliveries_cmd(
                 render.write_out(_readable(rec))
         else:
             render.write_out(render.tsv([rec.get(f) for f in _TSV_FIELDS] for rec in records))
-        return
+        return 0
     terminal = render.is_terminal()
     for rec in follow_deliveries(ctx.paths, since_ms):
         rec = shown(rec)
@@ -116,3 +161,4 @@ def deliveries_cmd(
             render.write_out(_readable(rec))
         else:
             render.write_out(render.tsv([[rec.get(f) for f in _TSV_FIELDS]]))
+    return 0

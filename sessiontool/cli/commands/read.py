@@ -9,7 +9,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import complete_keys
+from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
 from sessiontool.errors import StorageError, UsageError
 
 
@@ -22,7 +22,8 @@ def _without_cyclic_gc() -> None:
     gc.disable()
 
 
-def _limit(value: str) -> int | None:
+def parse_limit(value: str) -> int | None:
+    """`--limit N` or `--limit all` (None)."""
     if value.strip().lower() == "all":
         return None
     try:
@@ -38,7 +39,10 @@ def _limit(value: str) -> int | None:
 @command
 def list_cmd(
     kinds: list[str] = typer.Option(
-        [], "--kinds", help="main, group, cron, hook, node, other (repeat or comma-separate)."
+        [],
+        "--kinds",
+        help="main, group, cron, hook, node, other (repeat or comma-separate).",
+        autocompletion=choices("main", "group", "cron", "hook", "node", "other"),
     ),
     limit: str = typer.Option("200", "--limit", help="At most N rows, or 'all'."),
     active_minutes: int | None = typer.Option(
@@ -60,23 +64,31 @@ def list_cmd(
     from sessiontool.durations import parse_since
     from sessiontool.sessions import list_sessions
 
+    as_json = want_json(json_)
+    if message_limit and not as_json and not quiet and not render.is_terminal():
+        raise UsageError(
+            "--message-limit needs --json when the output is piped (TSV is one line per session)",
+            hint="sessiontool list --message-limit N --json",
+        )
     _without_cyclic_gc()
-    ctx = get_ctx()
+    ctx = get_ctx(reads=True)
     result = list_sessions(
         ctx,
         kinds=kinds,
-        limit=_limit(limit),
+        limit=parse_limit(limit),
         active_minutes=active_minutes,
         message_limit=message_limit,
         since_ms=parse_since(since) if since else None,
         all_agents=all_agents,
     )
-    if want_json(json_):
+    if as_json:
         render.emit_json(result)
     elif quiet:
         render.write_out("".join(r["key"] + "\n" for r in result["sessions"]))
     elif render.is_terminal():
         render.sessions_table(result)
+        if message_limit:
+            render.sessions_messages(result)
     else:
         render.write_out(render.sessions_tsv(result))
 
@@ -90,14 +102,25 @@ def history_cmd(
     key: str | None = typer.Argument(
         None, help="Session key, bare key, 'main' or sessionId.", autocompletion=complete_keys
     ),
-    label: str | None = typer.Option(None, "--label", help="Pick the session by its label."),
-    limit: int = typer.Option(200, "--limit", help="The last N messages (max 1000)."),
+    label: str | None = typer.Option(
+        None, "--label", help="Pick the session by its label.", autocompletion=complete_labels
+    ),
+    limit: str | None = typer.Option(
+        None,
+        "--limit",
+        help="The last N messages (max 1000), or 'all'. Default 200; with -o: all.",
+    ),
     include_tools: bool = typer.Option(False, "--include-tools", help="Include tool results."),
     raw: bool = typer.Option(False, "--raw", help="Keep the channel envelope in user messages."),
     since: str | None = typer.Option(
         None, "--since", help="Only messages since (30m, 2h, 1d or an ISO date)."
     ),
-    fmt: str | None = typer.Option(None, "--format", help="text, markdown, json or jsonl."),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="text, markdown, json or jsonl.",
+        autocompletion=choices(*FORMATS),
+    ),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Write to FILE instead of stdout."
     ),
@@ -114,17 +137,18 @@ def history_cmd(
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
     if want_json(json_):
         fmt = "json" if fmt in (None, "json") else fmt
-    if limit < 1:
-        raise UsageError("--limit must be at least 1")
+    # An export (-o) is the whole transcript unless --limit says otherwise.
+    default_n = None if output is not None else 200
+    n = parse_limit(limit) if limit is not None else default_n
     if follow and output is not None:
         raise UsageError("--follow writes to stdout; it cannot be combined with -o")
     _without_cyclic_gc()
-    ctx = get_ctx()
+    ctx = get_ctx(reads=True)
     h = history(
         ctx,
         key,
         label=label,
-        limit=limit,
+        limit=n,
         include_tools=include_tools,
         raw=raw,
         since_ms=parse_since(since) if since else None,
@@ -150,9 +174,10 @@ def history_cmd(
         except OSError as exc:
             raise StorageError(f"cannot write {output}: {exc.strerror}") from exc
         return
+    rich_view = text is None and render.is_terminal() and render.use_color()
     if text is not None:
         render.write_out(text)
-    elif render.is_terminal() and render.use_color():
+    elif rich_view:
         render.history_rich(h.session_key, h.messages)
     else:
         render.write_out(render.history_plain(h.session_key, h.messages))
@@ -167,6 +192,8 @@ def history_cmd(
         m = msg if raw else strip_envelope(msg)
         if fmt in ("json", "jsonl"):
             render.write_out(render.json_line(m))
+        elif rich_view:  # the same view as the messages above it
+            render.history_rich(h.session_key, [m])
         elif fmt == "markdown":
             render.write_out(render.history_markdown(h.session_key, [m]).split("\n", 2)[-1])
         else:

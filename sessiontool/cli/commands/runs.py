@@ -10,7 +10,12 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import complete_keys, complete_run_ids
+from sessiontool.cli.commands.completers import (
+    choices,
+    complete_keys,
+    complete_labels,
+    complete_run_ids,
+)
 from sessiontool.errors import UsageError
 
 
@@ -55,18 +60,34 @@ def send_cmd(
         None, help="Session key, bare key, 'main' or sessionId.", autocompletion=complete_keys
     ),
     message: str | None = typer.Argument(None, help="The message ('-' reads stdin)."),
-    label: str | None = typer.Option(None, "--label", help="Pick the session by its label."),
+    label: str | None = typer.Option(
+        None, "--label", help="Pick the session by its label.", autocompletion=complete_labels
+    ),
     timeout: str = typer.Option(
-        "30", "--timeout", help="Wait up to this long (30, 30s, 5m); 0 = don't wait."
+        "30", "--timeout", help="Wait up to this long (30, 30s, 5m, 1h30m); 0 = don't wait."
     ),
     deliver: bool = typer.Option(
         False, "--deliver", help="Deliver the reply to the session's channel."
     ),
+    no_create: bool = typer.Option(
+        False, "--no-create", help="Exit 3 instead of creating a session that does not exist."
+    ),
+    quiet: bool = typer.Option(
+        False, "-q", "--quiet", help="No notices on stderr (such as a created session)."
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
-    """Run a session's agent on a message and wait for the reply."""
+    """Run a session's agent on a message and wait for the reply.
+
+    A key that does not exist yet is created (as OpenClaw does) with a notice on stderr;
+    --no-create makes that exit 3. Ctrl-C while waiting prints the run id and exits 130: the
+    run goes on. With --deliver, a reply that could not be delivered is a warning on stderr
+    (the exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
-    from sessiontool.runs.submit import send
+    from sessiontool.errors import session_not_found
+    from sessiontool.runs import records as runs
+    from sessiontool.runs.submit import run_result, send
+    from sessiontool.sessions import resolve
 
     if label is not None and message is None:
         key, message = None, key
@@ -75,10 +96,89 @@ def send_cmd(
     if message == "-":
         message = sys.stdin.read()
     wait_s = parse_duration(timeout, option="--timeout")
+    as_json = want_json(json_)
     ctx = get_ctx()
-    with _spinner("waiting for the reply…") if wait_s > 0 else nullcontext():
-        result, code = send(ctx, key, message, label=label, timeout=wait_s, deliver=deliver)
-    return _print_result(result, code, want_json(json_))
+    created: str | None = None
+    if key is not None and message.strip():
+        target = resolve(ctx, key, label=label, create=True)
+        if target.entry is None:
+            if no_create:
+                raise session_not_found(key)
+            if target.key != ctx.main_key(target.agent_id):  # `main` always exists
+                created = ctx.display(target.key)
+    # Start the run without waiting, then wait here: an interrupted wait still knows the run.
+    result, code = send(ctx, key, message, label=label, timeout=0, deliver=deliver)
+    if created and not quiet and result.get("runId"):
+        render.err(f"created session {created}")
+    if result.get("status") != "accepted" or wait_s <= 0:
+        return _print_result(result, code, as_json)
+    run_id = result["runId"]
+    try:
+        with _spinner("waiting for the reply…"):
+            rec = runs.wait_for(ctx.paths, run_id, wait_s)
+    except KeyboardInterrupt:
+        return _interrupted(run_id, result.get("sessionKey"), as_json)
+    result, code = run_result(ctx, rec)
+    if deliver and result.get("status") == "ok":
+        code = _report_delivery(ctx, result, rec, wait_s, as_json, code)
+    return _print_result(result, code, as_json)
+
+
+def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
+    """Ctrl-C while waiting: the run goes on in its worker; say which run it is."""
+    from sessiontool.errors import ExitCode
+
+    msg = f"interrupted; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
+    render.error_line(msg)
+    if as_json:
+        render.emit_json(
+            {
+                "status": "interrupted",
+                "runId": run_id,
+                "sessionKey": session_key,
+                "error": msg,
+                "code": int(ExitCode.INTERRUPTED),
+            }
+        )
+    return int(ExitCode.INTERRUPTED)
+
+
+def _report_delivery(
+    ctx: Any, result: dict[str, Any], rec: dict[str, Any], wait_s: float, as_json: bool, code: int
+) -> int:
+    """After a `--deliver` run ended ok, its worker delivers the reply: wait (within what is
+    left of --timeout, at most the delivery command's own limit) for the outbox line and say
+    when the reply was not delivered: a warning on stderr, the exit status stays the run's
+    (`deliveries retry ID` tries again; `delivery.status` in the JSON says it too)."""
+    import time
+
+    from sessiontool.flow.delivery import COMMAND_TIMEOUT_SECONDS, DELIVERED
+    from sessiontool.flow.redeliver import latest
+
+    did = f"{rec['runId']}:deliver"
+    deadline = time.monotonic() + min(wait_s, COMMAND_TIMEOUT_SECONDS + 5)
+    found: dict[str, Any] | None = None
+    while True:
+        for rid, r in latest(ctx).items():
+            if r.get("runId") == rec["runId"] and r.get("mode") == "deliver":
+                found, did = r, rid
+        if found is not None or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if found is None:
+        return code  # still pending: `delivery.status` says so
+    info: dict[str, Any] = {"id": did, "status": found.get("status"), "mode": "deliver"}
+    if found.get("error"):
+        info["error"] = found["error"]
+    result["delivery"] = info
+    if found.get("status") == DELIVERED:
+        return code
+    render.warning_line(
+        f"the reply was not delivered ({found.get('status')}): {found.get('error') or '?'}"
+    )
+    if found.get("status") != "denied":
+        render.err(f"hint: sessiontool deliveries retry {did}")
+    return code
 
 
 @app.command("wait")
@@ -95,37 +195,100 @@ def wait_cmd(
     from sessiontool.runs import records as runs
     from sessiontool.runs.submit import get_run, run_result
 
-    ctx = get_ctx()
+    ctx = get_ctx(reads=True)
+    run_id = full_run_id(ctx, run_id)
     get_run(ctx, run_id)
     wait_s = parse_duration(timeout, option="--timeout") if timeout is not None else None
-    with _spinner("waiting for the run…"):
-        rec = runs.wait_for(ctx.paths, run_id, wait_s)
+    try:
+        with _spinner("waiting for the run…"):
+            rec = runs.wait_for(ctx.paths, run_id, wait_s)
+    except KeyboardInterrupt:
+        return _interrupted(run_id, None, want_json(json_))
     result, code = run_result(ctx, rec)
     return _print_result(result, code, want_json(json_))
+
+
+def full_run_id(ctx: Any, given: str) -> str:
+    """A run id, or a unique prefix of one (the RUN column shows 8 characters)."""
+    import os
+
+    from sessiontool.stores.paths import is_plain_name
+
+    if not is_plain_name(given) or ctx.paths.run_record(given).exists():
+        return given
+    try:
+        names = os.listdir(ctx.paths.runs_dir)
+    except OSError:
+        return given
+    hits: list[str] = sorted(n[:-5] for n in names if n.endswith(".json") and n.startswith(given))
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        shown = ", ".join(hits[:5]) + (" …" if len(hits) > 5 else "")
+        raise UsageError(
+            f"run id prefix {given!r} is ambiguous ({len(hits)} runs: {shown})",
+            hint="give more characters of the run id",
+        )
+    return given
+
+
+def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """The shortest prefix of each id, at least `minimum` long, that no other id shares."""
+    out: dict[str, str] = {}
+    ordered = sorted(set(ids))
+    for i, rid in enumerate(ordered):
+        n = minimum
+        for other in (ordered[i - 1] if i else "", ordered[i + 1] if i + 1 < len(ordered) else ""):
+            common = 0
+            while common < min(len(rid), len(other)) and rid[common] == other[common]:
+                common += 1
+            n = max(n, common + 1)
+        out[rid] = rid[:n]
+    return out
+
+
+def _human_value(key: str, value: Any) -> str:
+    """A run record's value for people: times as ISO and age, everything else whole."""
+    if key.endswith("At") and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{render.iso_or_dash(value)} ({render.ago(value)})"
+    s: str = value if isinstance(value, str) else render.json_line(value).strip()
+    return s.replace("\n", "\n\t")
 
 
 @app.command("runs")
 @command
 def runs_cmd(
     run_id: str | None = typer.Argument(
-        None, help="Show one run.", autocompletion=complete_run_ids
+        None, help="Show one run (its id or a unique prefix).", autocompletion=complete_run_ids
     ),
     status: str | None = typer.Option(
-        None, "--status", help="queued, running, ok, error, timeout, aborted, lost."
+        None,
+        "--status",
+        help="queued, running, ok, error, timeout, aborted, lost.",
+        autocompletion=choices("queued", "running", "ok", "error", "timeout", "aborted", "lost"),
     ),
     session: str | None = typer.Option(
         None, "--session", help="Only runs of this session.", autocompletion=complete_keys
     ),
-    kind: str | None = typer.Option(None, "--kind", help="send, spawn or step."),
+    kind: str | None = typer.Option(
+        None, "--kind", help="send, spawn or step.", autocompletion=choices("send", "spawn", "step")
+    ),
+    limit: str = typer.Option("all", "--limit", help="At most N runs (newest first), or 'all'."),
     log: bool = typer.Option(False, "--log", help="With RUN_ID: include the worker log."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Run ids only."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """List background runs, newest first, or show one."""
+    """List background runs, newest first, or show one.
+
+    The RUN column shows the shortest unique prefix (8 characters or more); wait, runs and
+    abort accept it."""
+    from sessiontool.cli.commands.read import parse_limit
     from sessiontool.runs.submit import get_run, list_runs, run_view
 
-    ctx = get_ctx()
+    n = parse_limit(limit)
+    ctx = get_ctx(reads=True)
     if run_id is not None:
+        run_id = full_run_id(ctx, run_id)
         rec = run_view(ctx, get_run(ctx, run_id))
         if log:
             try:
@@ -135,7 +298,7 @@ def runs_cmd(
         if want_json(json_):
             render.emit_json(rec)
         else:
-            lines = [f"{k}\t{_short(v)}" for k, v in rec.items() if k != "log"]
+            lines = [f"{k}\t{_human_value(k, v)}" for k, v in rec.items() if k != "log"]
             text = "\n".join(lines) + "\n"
             if log:
                 text += "--- log ---\n" + rec["log"]
@@ -144,6 +307,8 @@ def runs_cmd(
     if log:
         raise UsageError("--log needs a RUN_ID")
     result = list_runs(ctx, status=status, session=session, kind=kind)
+    if n is not None and len(result["runs"]) > n:
+        result = {"count": n, "runs": result["runs"][:n]}
     if want_json(json_):
         render.emit_json(result)
         return
@@ -151,25 +316,31 @@ def runs_cmd(
     if quiet:
         render.write_out("".join(r["runId"] + "\n" for r in rows))
         return
+    terminal = render.is_terminal()
+    short = short_ids([r["runId"] for r in rows]) if terminal else {}
     cells = [
         [
-            r["runId"],
+            short.get(r["runId"], r["runId"]),
             r.get("kind", ""),
             (r.get("step") or ""),
             r.get("status", ""),
             r.get("sessionKey", ""),
             render.iso_or_dash(r.get("createdAt"))
-            if not render.is_terminal()
+            if not terminal
             else render.ago(r.get("createdAt")),
             _short(r.get("reply") or r.get("error") or ""),
         ]
         for r in rows
     ]
-    if render.is_terminal():
+    if terminal:
         if not rows:
             render.err("No runs.")
             return
-        render.table(["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"], cells)
+        render.table(
+            ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
+            cells,
+            no_wrap=("RUN", "KIND", "STATUS", "CREATED"),
+        )
     else:
         render.write_out(render.tsv(cells))
 
@@ -190,7 +361,8 @@ def abort_cmd(
     from sessiontool.runs import records as runs
     from sessiontool.runs.submit import get_run
 
-    ctx = get_ctx()
+    ctx = get_ctx(reads=True)
+    run_id = full_run_id(ctx, run_id)
     get_run(ctx, run_id)
     rec = runs.abort(ctx.paths, run_id)
     result = {"runId": run_id, "status": rec.get("status")}

@@ -6,6 +6,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli.commands.completers import choices, complete_agent_ids
 
 
 @app.command("spawn")
@@ -14,18 +15,27 @@ def spawn_cmd(
     task: str = typer.Argument(..., help="The task for the sub-agent ('-' reads stdin)."),
     label: str | None = typer.Option(None, "--label", help="A label for the child session."),
     agent_id: str | None = typer.Option(
-        None, "--agent-id", help="Spawn under this agent (allowlist)."
+        None,
+        "--agent-id",
+        help="Spawn under this agent (allowlist).",
+        autocompletion=complete_agent_ids,
     ),
     model: str | None = typer.Option(None, "--model", help="Model override for the child."),
     run_timeout: str | None = typer.Option(
         None, "--run-timeout", help="Kill the run after this long (600, 10m)."
     ),
     cleanup: str = typer.Option(
-        "keep", "--cleanup", help="keep or delete the child after the announce."
+        "keep",
+        "--cleanup",
+        help="keep or delete the child after the announce.",
+        autocompletion=choices("keep", "delete"),
     ),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="The run id only."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Start a sub-agent run; returns at once with its run id and child session key."""
+    """Start a sub-agent run; returns at once with its run id and child session key.
+
+    A --label already used by another session of that agent is refused (exit 2)."""
     import sys
 
     from sessiontool.durations import parse_duration
@@ -46,5 +56,7 @@ def spawn_cmd(
     )
     if want_json(json_):
         render.emit_json(result)
+    elif quiet:
+        render.write_out(f"{result['runId']}\n")
     else:
         render.write_out(f"{result['runId']}\t{result['childSessionKey']}\n")

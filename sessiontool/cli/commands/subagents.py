@@ -42,9 +42,13 @@ def sweep_cmd(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Name what would be archived; change nothing."
     ),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print nothing (for cron)."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Archive expired sub-agent sessions that sessiontool spawned (operator only)."""
+    """Archive expired sub-agent sessions that sessiontool spawned (operator only).
+
+    Prints one line per session (`archived KEY`, or `would archive KEY` with --dry-run) and a
+    count; -q prints nothing."""
     from sessiontool.flow import policy
     from sessiontool.flow.archive import sweep
 
@@ -57,5 +61,18 @@ def sweep_cmd(
     result = sweep(ctx, dry_run=dry_run)
     if want_json(json_):
         render.emit_json(result)
+    elif not quiet:
+        render.write_out(sweep_text(result["archived"], dry_run))
+
+
+def sweep_text(archived: list[str], dry_run: bool) -> str:
+    verb = "would archive" if dry_run else "archived"
+    lines = [f"{verb}\t{key}\n" for key in archived]
+    n = len(archived)
+    if not n:
+        lines.append("nothing to archive" + (" (dry run)" if dry_run else "") + "\n")
     else:
-        render.write_out("".join(key + "\n" for key in result["archived"]))
+        plural = "s" if n != 1 else ""
+        tail = " (dry run: nothing changed)" if dry_run else ""
+        lines.append(f"{verb} {n} sub-agent session{plural}{tail}\n")
+    return "".join(lines)

@@ -1,0 +1,90 @@
+"""The outbox as a to-do list: which deliveries did not reach their channel (their latest line
+says `failed` or `undelivered`, or a `pending` one that nothing finished), and re-sending them by
+id through `delivery.deliver`, which appends the new attempt as one more outbox line.
+
+A delivery's id is the record's own `id` when it has one, else `<runId>:<mode>` (one delivery of
+each mode per run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessiontool.context import Context
+from sessiontool.errors import NotFoundError, UsageError
+from sessiontool.flow import delivery
+
+RETRYABLE = ("failed", "undelivered", "pending")
+
+
+def delivery_id(rec: dict[str, Any]) -> str:
+    rid = rec.get("id")
+    if isinstance(rid, str) and rid:
+        return rid
+    return f"{rec.get('runId', '?')}:{rec.get('mode', '?')}"
+
+
+def latest(ctx: Context) -> dict[str, dict[str, Any]]:
+    """The last outbox record of every delivery id, in the order ids first appeared."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in delivery.read_deliveries(ctx.paths):
+        out[delivery_id(rec)] = rec
+    return out
+
+
+def undelivered(ctx: Context) -> list[dict[str, Any]]:
+    """Deliveries whose latest attempt did not deliver and may be retried."""
+    return [
+        {**rec, "id": did} for did, rec in latest(ctx).items() if rec.get("status") in RETRYABLE
+    ]
+
+
+def _match(ids: list[str], known: dict[str, dict[str, Any]]) -> list[str]:
+    """Ids as given, or unique prefixes of them (a run id's first characters)."""
+    out: list[str] = []
+    for want in ids:
+        if want in known:
+            out.append(want)
+            continue
+        hits = [k for k in known if k.startswith(want)]
+        if not hits:
+            raise NotFoundError(f"Delivery not found: {want}", hint="see: sessiontool deliveries")
+        if len(hits) > 1:
+            raise UsageError(
+                f"delivery id {want!r} is ambiguous: {', '.join(hits[:5])}"
+                + (" …" if len(hits) > 5 else "")
+            )
+        out.append(hits[0])
+    return out
+
+
+def retry(ctx: Context, ids: list[str]) -> dict[str, Any]:
+    """Re-send deliveries by id (all retryable ones when `ids` is empty). A delivery that was
+    delivered or denied is refused by id (exit 2): retrying cannot change a policy decision,
+    and a delivered text must not be posted twice."""
+    known = latest(ctx)
+    chosen = _match(ids, known) if ids else [d["id"] for d in undelivered(ctx)]
+    for did in chosen:
+        status = known[did].get("status")
+        if status not in RETRYABLE:
+            raise UsageError(
+                f"delivery {did} is {status}; only failed, undelivered or pending "
+                "deliveries are retried"
+            )
+    results = []
+    for did in chosen:
+        old = known[did]
+        mode = old.get("mode")
+        key = old.get("sessionKey")
+        if mode not in delivery.MODES or not isinstance(key, str):
+            raise UsageError(f"delivery {did} has no mode or session key to retry with")
+        rec = delivery.deliver(
+            ctx.paths,
+            ctx.config,
+            run_id=str(old.get("runId", "")),
+            session_key=key,
+            mode=mode,
+            text=str(old.get("text") or ""),
+        )
+        results.append({**rec, "id": did, "previousStatus": old.get("status")})
+    ok = sum(1 for r in results if r.get("status") == delivery.DELIVERED)
+    return {"count": len(results), "delivered": ok, "deliveries": results}
