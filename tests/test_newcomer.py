@@ -437,3 +437,29 @@ def test_announce_after_cleanup_delete_names_the_archive(state: Path, reap_worke
     stem = archived.name.split(".deleted.")[0]
     assert f"{stem}.deleted.<time> (archived: --cleanup delete)" in text
     assert not (sdir / stem).exists()
+
+
+@pytest.mark.slow
+def test_history_follow_keeps_one_style(state: Path) -> None:
+    """The terminal view (forced with --color always) is kept for messages that arrive while
+    following, instead of switching to the plain `[time] role:` lines mid-stream."""
+    assert run_cli("send", "main", "before").returncode == 0
+    proc = sessiontool("--color", "always", "history", "main", "--follow")
+    try:
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        time.sleep(1.0)
+        assert run_cli("send", "main", "after").returncode == 0
+        out = ""
+        deadline = time.monotonic() + 20
+        while "echo: after" not in out and time.monotonic() < deadline:
+            time.sleep(0.1)
+            out += proc.stdout.read() or ""
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    assert "echo: after" in out
+    tail = out[out.index("echo: before") :]
+    assert "] user:" not in tail and "] assistant:" not in tail  # never the plain style
+    assert out.count("\x1b[1;36muser") == 2  # both user turns in the same coloured view
+    assert "\x1b[1;32massistant" in tail
