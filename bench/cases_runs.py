@@ -28,9 +28,9 @@ from harness import Bench, Row, case, mb, ms, ratio, run_once, tail
 
 PARALLEL_SENDS = (100, 25)  # full, --quick
 PARALLEL_DEADLINE_S = 240.0
-WORKER_MARKER = (
-    "sessiontool.runs.worker"  # in a worker's argv: python -m sessiontool.runs.worker ...
-)
+# Workers are forked from the foreground without exec (no argv of their own): every process
+# re-parented to the launcher that is not a foreground command is a worker.
+WORKER_MARKER = ""
 FINISHED = ("ok", "error", "timeout", "aborted", "lost")
 
 LAUNCHER = r"""
@@ -93,7 +93,7 @@ def runs_finished():
     return len(done) >= expect
 
 
-peak = {"rss": 0, "anon": 0, "procs": 0}
+peak = {"rss": 0, "anon": 0, "procs": 0, "bg_rss": 0, "bg_procs": 0}
 marker = spec.get("worker_marker", "")
 confirmed, worker_hwm = set(), {}
 
@@ -108,7 +108,7 @@ def sample():
             kids = [int(k) for k in fh.read().split()]
     except OSError:
         return
-    rss = anon = n = 0
+    rss = anon = n = bg = bg_n = 0
     for p in kids:
         worker = p not in fg
         try:
@@ -133,12 +133,40 @@ def sample():
         n += 1
         if worker:
             worker_hwm[p] = max(worker_hwm.get(p, 0), vals.get("VmHWM", 0))
+            bg += vals["VmRSS"] + _descendants_rss(p)
+            bg_n += 1
     if rss > peak["rss"]:
         peak.update(rss=rss, anon=anon, procs=n)
+    if bg > peak["bg_rss"]:
+        peak.update(bg_rss=bg, bg_procs=bg_n)
+
+
+def _descendants_rss(pid):
+    # The agents a worker runs (a command runner's processes) count as background too.
+    total = 0
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as fh:
+            kids = [int(k) for k in fh.read().split()]
+    except OSError:
+        return 0
+    for k in kids:
+        try:
+            with open("/proc/%d/status" % k) as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+        total += _descendants_rss(k)
+    return total
 
 
 t0 = time.perf_counter()
-for i, argv in enumerate(cmds):
+limit = spec.get("concurrency") or len(cmds)
+
+
+def start(i):
+    argv = cmds[i]
     pid = os.fork()
     if pid == 0:
         try:
@@ -147,6 +175,21 @@ for i, argv in enumerate(cmds):
         finally:
             os._exit(127)
     fg[pid] = i
+
+
+todo = list(range(len(cmds)))
+while todo and len(fg) < limit:
+    start(todo.pop(0))
+while todo:  # a limited number in flight: start the next as one ends
+    pid, status, ru = os.wait4(-1, 0)
+    rec = usage(ru, status, time.perf_counter() - t0)
+    if pid in fg:
+        fg_out[fg.pop(pid)] = rec
+        start(todo.pop(0))
+    else:
+        workers.append(rec)
+    if interval:
+        sample()
 t_fg = t_runs = None
 timed_out = False
 if not runs_dir and not interval:
@@ -296,8 +339,8 @@ def send_roundtrip(bench: Bench) -> list[Row]:
             f"{ms(med)} = {r:.2f}× `list --json` ({ms(lmed)}); CPU {ms(statistics.median(fg_cpu))} "
             f"foreground + {ms(statistics.median(w_cpu))} worker vs "
             f"{ms(statistics.median(lst_cpu))}",
-            "< 3×",
-            r < 3,
+            "≤ 1.5×",
+            r <= 1.5,
         ),
         Row(
             f"{label}: peak RSS",
@@ -336,7 +379,7 @@ def parallel_sends(bench: Bench) -> list[Row]:
         recs = [json.loads(p.read_text()) for p in rec_dir.glob("*.json")]
         ok = sum(1 for r in recs if r.get("status") == "ok")
         # The transcript of main: every par-i once, each followed by its own echo, and in the
-        # lane's order (createdAt, then runId), which is the order the runs were queued in.
+        # lane's order (the position each record got when it was created).
         main_store = json.loads((state / "agents/main/sessions/sessions.json").read_text())
         sid = main_store["agent:main:main"]["sessionId"]
         msgs = messages(state / "agents/main/sessions" / f"{sid}.jsonl")
@@ -346,7 +389,7 @@ def parallel_sends(bench: Bench) -> list[Row]:
                 seen.append(text)
                 if role2 == "assistant" and text2 == f"echo: {text}":
                     pairs += 1
-        lane = [r["message"] for r in sorted(recs, key=lambda r: (r["createdAt"], r["runId"]))]
+        lane = [r["message"] for r in sorted(recs, key=lambda r: r["seq"])]
         in_order = seen == lane
         correct = (
             ok == n

@@ -323,11 +323,12 @@ def _lock_files(sessions_dir: Path) -> list[Path]:
 
 def _stale_lock_detail(path: Path, now: int) -> str | None:
     """Why a lock file is stale under OpenClaw's rules, or None while it may still be held.
-    Store locks are held for milliseconds (dead pid, or older than 30 s); transcript locks may
-    be held for a whole agent run (dead pid only, or no readable pid for 30 min)."""
+    A live holder on this host is never stale; a dead one is. The age rules (store lock 30 s,
+    transcript lock without a readable pid 30 min) cover locks whose pid cannot be checked."""
     from sessiontool.stores.locks import (
         STORE_LOCK_STALE_MS,
         TRANSCRIPT_NO_PID_STALE_MS,
+        other_host,
         pid_alive,
         read_lock,
     )
@@ -352,10 +353,12 @@ def _stale_lock_detail(path: Path, now: int) -> str | None:
             return None
     age_s = max(0, now - stamp) // 1000
     if isinstance(pid, int) and not isinstance(pid, bool):
+        if other_host(info):
+            if is_store and now - stamp > STORE_LOCK_STALE_MS:
+                return f"held on another host for {age_s}s (store locks go stale after 30s)"
+            return None
         if not pid_alive(pid):
             return f"held by pid {pid}, which is not running (age {age_s}s)"
-        if is_store and now - stamp > STORE_LOCK_STALE_MS:
-            return f"held by pid {pid} for {age_s}s (store locks go stale after 30s)"
         return None
     limit = STORE_LOCK_STALE_MS if is_store else TRANSCRIPT_NO_PID_STALE_MS
     if now - stamp > limit:
@@ -463,39 +466,47 @@ def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem
 
 
 def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
+    """Unusable run records and lane markers, started runs with no live worker, and finished
+    runs whose follow-up (reply turns, announce, delivery) is stalled, e.g. an outbox that
+    cannot be written."""
+    from sessiontool.runs import lanes, steps
     from sessiontool.runs import records as runs
 
-    try:
-        names = sorted(os.listdir(paths.runs_dir))
-    except OSError:
-        names = []
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        p = paths.runs_dir / name
-        try:
-            with open(p, "rb") as fh:
-                data = json.loads(fh.read())
-        except (OSError, ValueError) as exc:
-            yield Problem("unreadable-run", str(p), f"not a readable run record: {exc}")
-            continue
-        if not isinstance(data, dict):
-            yield Problem("unreadable-run", str(p), "not a JSON object")
+    for path, why in runs.bad_records(paths):
+        yield Problem("unreadable-run", str(path), f"not a usable run record: {why}")
     records = sorted(
-        runs.iter_records(paths), key=lambda r: (r.get("createdAt") or 0, str(r.get("runId")))
+        runs.iter_records(paths, warn=False),
+        key=lambda r: (r.get("createdAt") or 0, str(r.get("runId"))),
     )
+    known = {r["runId"] for r in records}
     for rec in records:
-        run_id = rec.get("runId")
-        if not isinstance(run_id, str) or not is_plain_name(run_id):
-            continue
+        run_id = rec["runId"]
         if runs.is_lost(paths, rec, now):
             yield Problem(
                 "lost-run",
                 str(paths.run_record(run_id)),
                 f"run {run_id} ({rec.get('kind', '?')}, status {rec.get('status', '?')}) "
-                "has no live "
-                "worker; `sessiontool wait` or `runs` marks it lost",
+                "has no live worker; `sessiontool wait` or `runs` marks it lost",
             )
+        elif steps.pending(rec) and not runs.lock_held(paths, run_id):
+            fu = rec["followUp"]
+            err = f" (last attempt: {fu['error']})" if fu.get("error") else ""
+            yield Problem(
+                "pending-follow-up",
+                str(paths.run_record(run_id)),
+                f"run {run_id} ({rec.get('kind')}, {rec.get('status')}) still owes its "
+                f"{fu.get('next')} step{err}; `sessiontool runs` or `sweep` resumes it",
+            )
+    for lane in lanes.iter_lanes(paths):
+        d = lanes.lane_path(paths, lane)
+        for name in lanes.markers(d):
+            parsed = lanes.parse_marker(name)
+            if parsed is None:
+                yield Problem("bad-lane-marker", str(d / name), "not a lane marker; skipped")
+            elif parsed[1] not in known and not paths.run_record(parsed[1]).exists():
+                yield Problem(
+                    "bad-lane-marker", str(d / name), f"names run {parsed[1]}, which has no record"
+                )
 
 
 def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]:
@@ -603,22 +614,6 @@ def _unlink(path: Path) -> bool:
     return True
 
 
-def outbox_lock(path: Path) -> Any:
-    """The lock around rewriting the outbox (OpenClaw's lock-file protocol, held briefly).
-    Appenders that take it too make prune race-free; for those that do not, prune re-reads the
-    file just before replacing it and keeps whatever was appended meanwhile."""
-    from sessiontool.stores.locks import STORE_LOCK_STALE_MS, PidLock, lock_timeout
-
-    return PidLock(
-        path.with_name(path.name + ".lock"),
-        timeout=lock_timeout(),
-        stamp_key="startedAt",
-        stale_ms=STORE_LOCK_STALE_MS,
-        no_pid_stale_ms=STORE_LOCK_STALE_MS,
-        what="outbox lock",
-    )
-
-
 def _split_outbox(data: bytes, cutoff: int) -> tuple[list[bytes], int, bytes]:
     """(kept complete lines, how many dropped, the trailing partial line). Unparsable lines and
     lines without a readable `ts` are kept; a partial last line (an append in progress) too."""
@@ -650,36 +645,87 @@ def _read_bytes(path: Path) -> bytes | None:
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
 
 
-def _prune_outbox(path: Path, cutoff: int, dry_run: bool) -> int:
-    """Drop outbox lines whose `ts` is older than the cutoff, rewriting the file atomically."""
-    from sessiontool.errors import BusyError
+def _prune_outbox(paths: StatePaths, cutoff: int, dry_run: bool) -> int:
+    """Drop outbox lines whose `ts` is older than the cutoff, rewriting the file atomically
+    under the outbox lock every appender takes: no line appended meanwhile is lost."""
+    from sessiontool.flow.delivery import outbox_lock
     from sessiontool.stores.jsonio import atomic_write
 
-    data = _read_bytes(path)
-    if data is None:
-        return 0
-    kept, dropped, partial = _split_outbox(data, cutoff)
-    if dry_run or not dropped:
-        return dropped
-    with outbox_lock(path):
-        again = _read_bytes(path)
-        if again is None or not again.startswith(data):
-            raise BusyError(f"{path} was rewritten while pruning", hint="try again")
-        atomic_write(path, b"".join(kept) + partial + again[len(data) :])
+    path = paths.deliveries
+    if dry_run:
+        data = _read_bytes(path)
+        return 0 if data is None else _split_outbox(data, cutoff)[1]
+    with outbox_lock(paths):
+        data = _read_bytes(path)
+        if data is None:
+            return 0
+        kept, dropped, partial = _split_outbox(data, cutoff)
+        if dropped:
+            atomic_write(path, b"".join(kept) + partial)
     return dropped
+
+
+def _prune_unusable(paths: StatePaths, counts: dict[str, int], dry_run: bool) -> None:
+    """Malformed run records (with their logs), lane markers naming no usable run, and wait
+    FIFOs of runs that are over or gone."""
+    from sessiontool.runs import lanes
+    from sessiontool.runs import records as runs
+
+    for path, _why in runs.bad_records(paths):
+        log = path.with_suffix(".log")
+        if dry_run:
+            counts["runs"] += 1
+            counts["logs"] += int(log.is_file())
+            continue
+        counts["logs"] += int(_unlink(log))
+        counts["runs"] += int(_unlink(path))
+    if dry_run:
+        return
+    for lane in lanes.iter_lanes(paths):
+        d = lanes.lane_path(paths, lane)
+        for name in lanes.markers(d):
+            parsed = lanes.parse_marker(name)
+            if parsed is not None:
+                try:
+                    rec = runs.read_record(paths, parsed[1])
+                except SessiontoolError:
+                    rec = None
+                if rec is not None and not runs.is_finished(rec):
+                    continue
+                if rec is not None and lanes.worker_alive(paths, lane):
+                    continue  # its worker clears it
+            _unlink(d / name)
+    try:
+        fifos = [n for n in os.listdir(paths.runs_dir) if n.endswith(".fifo")]
+    except OSError:
+        fifos = []
+    for name in fifos:
+        try:
+            rec = runs.read_record(paths, name[: -len(".fifo")])
+        except SessiontoolError:
+            rec = None
+        if rec is None or runs.is_finished(rec):
+            _unlink(paths.runs_dir / name)
 
 
 def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[str, Any]:
     """Delete finished run records and their logs, and outbox lines, older than a duration.
     The one place sessiontool deletes anything: spawn records whose child is still in an index
     are kept (the sub-agent archive rule looks for them), and so is anything unfinished or
-    unreadable."""
-    from sessiontool.runs.records import FINISHED_STATUSES, iter_records
+    still owes follow-up steps. Run records that cannot be used (malformed, out of range) go
+    whatever their age, with stray lane markers and wait FIFOs."""
+    from sessiontool.runs.records import FINISHED_STATUSES, MAX_MS, iter_records
+    from sessiontool.runs.steps import pending
 
     policy.require_operator(ctx, "prune")
     if older_than_s < 0:
         raise UsageError("--older-than must not be negative")
-    cutoff = now_ms() - int(older_than_s * 1000)
+    now = now_ms()
+    if not 0 <= now <= MAX_MS:
+        raise UsageError(
+            f"the clock reads {now}, which is not a time in milliseconds (SESSIONTOOL_NOW_MS?)"
+        )
+    cutoff = now - int(older_than_s * 1000)
     paths = ctx.paths
     counts = {"runs": 0, "logs": 0, "deliveries": 0}
     index_cache: dict[str, set[str] | None] = {}
@@ -694,6 +740,8 @@ def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[s
             continue
         if rec.get("kind") == "spawn" and _child_in_index(ctx, rec, index_cache):
             continue
+        if pending(rec):
+            continue
         record, log = paths.run_record(run_id), paths.run_log(run_id)
         if dry_run:
             counts["runs"] += int(record.is_file())
@@ -701,7 +749,8 @@ def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[s
             continue
         counts["logs"] += int(_unlink(log))
         counts["runs"] += int(_unlink(record))
-    counts["deliveries"] = _prune_outbox(paths.deliveries, cutoff, dry_run)
+    _prune_unusable(paths, counts, dry_run)
+    counts["deliveries"] = _prune_outbox(paths, cutoff, dry_run)
     out: dict[str, Any] = {"deleted": counts}
     if dry_run:
         out["dryRun"] = True

@@ -3,8 +3,11 @@ process exactly there. Inert unless `SESSIONTOOL_TEST_PAUSE=<point>:<seconds>` i
 when it is not is one environment lookup.
 
 Points: `store-locked` (store.update_store, holding the store lock, before the write),
-`before-user` (worker: session ensured, before the user line), `index-write` (worker: inside
-the final index update, holding the store lock). On reaching the point the process writes
+`before-user` (worker: session ensured, before the user line), `after-user` (the user line is
+written, the agent not started), `after-runner` (the agent is done, nothing recorded),
+`index-write` (inside the final index update, holding the store lock), `deliver` (a delivery
+recorded as started, before its command), `cleanup` (a spawn's cleanup step). The run points
+also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes
 `sessiontool test pause: <point> pid=<pid>` to stderr (a worker's stderr is its run log), so
 the test knows where it is, then sleeps."""
 
@@ -13,13 +16,16 @@ from __future__ import annotations
 import os
 
 
-def pause(point: str) -> None:
+def pause(*points: str) -> None:
+    """Pause when the configured point is one of `points` (a point may be given in a general
+    and a specific form, e.g. `after-user` and `after-user:reply`)."""
     spec = os.environ.get("SESSIONTOOL_TEST_PAUSE")
     if not spec:
         return
     name, _, seconds = spec.rpartition(":")
-    if name != point:
+    if name not in points:
         return
+    point = name
     import sys
     import time
 

@@ -290,8 +290,15 @@ def test_stale_locks(clean: Path) -> None:
         ("stale-lock", "sessions.json.lock"),
     ]
     assert all(str(dead) in p["detail"] for p in data["problems"])
+    # A live holder on this host is never stale, however old (it may be stopped); one that
+    # names another host goes by OpenClaw's 30 s rule.
     (sdir / "sessions.json.lock").write_text(
         json.dumps({"pid": os.getpid(), "startedAt": NOW - 45_000})
+    )
+    rc, data = doctor(env=PINNED)
+    assert ("stale-lock", "sessions.json.lock") not in kinds(data)
+    (sdir / "sessions.json.lock").write_text(
+        json.dumps({"pid": os.getpid(), "startedAt": NOW - 45_000, "hostname": "elsewhere"})
     )
     rc, data = doctor(env=PINNED)
     assert ("stale-lock", "sessions.json.lock") in kinds(data)

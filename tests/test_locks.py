@@ -143,9 +143,24 @@ def test_waiter_gets_the_lock_when_it_is_released(tmp_path: Path, live_pid: int)
         remover.wait()
 
 
-def test_old_store_lock_is_broken_even_with_live_pid(tmp_path: Path, live_pid: int) -> None:
+def test_old_store_lock_of_a_live_pid_here_is_never_broken(tmp_path: Path, live_pid: int) -> None:
+    """A live holder on this host may be stopped (Ctrl-Z): breaking its lock would let its
+    write overwrite ours, so however old, it is waited for (busy)."""
     sp = store_path(tmp_path)
-    put_lock(sp.with_name("sessions.json.lock"), {"pid": live_pid, "startedAt": now_ms() - 31_000})
+    lock = {"pid": live_pid, "startedAt": now_ms() - 3_600_000}
+    put_lock(sp.with_name("sessions.json.lock"), lock)
+    with pytest.raises(BusyError), locks.store_lock(sp, timeout=0.2):
+        pass
+    assert json.loads(sp.with_name("sessions.json.lock").read_text()) == lock
+
+
+def test_old_store_lock_of_another_host_is_broken(tmp_path: Path, live_pid: int) -> None:
+    """OpenClaw's 30 s rule still holds where the pid cannot be checked: another host."""
+    sp = store_path(tmp_path)
+    put_lock(
+        sp.with_name("sessions.json.lock"),
+        {"pid": live_pid, "startedAt": now_ms() - 31_000, "hostname": "elsewhere.invalid"},
+    )
     start = time.monotonic()
     with locks.store_lock(sp, timeout=5):
         pass

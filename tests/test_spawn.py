@@ -509,6 +509,9 @@ def test_announce_to_a_closed_requester_is_recorded_as_denied(state: Path, tmp_p
 def test_worker_killed_during_the_announce_step_still_announces(
     state: Path, tmp_path: Path
 ) -> None:
+    """The announce step's worker dies: the step is lost (never run twice, so the child's
+    transcript gets no second announce turn) and the announce goes on with the child's own
+    reply, exactly once."""
     scripted(
         state, tmp_path, {"spawn": "child finished", "announce": {"sleep": 30, "reply": "never"}}
     )
@@ -532,4 +535,5 @@ def test_worker_killed_during_the_announce_step_still_announces(
     assert spawn["status"] == "ok"
     (msg,) = injected(state)
     parts = announce_lines(msg)
-    assert parts["Status"] == "ok" and parts["Result"] == "second try"
+    assert parts["Status"] == "ok" and parts["Result"] == "child finished"
+    assert [d["id"] for d in outbox(state)] == [f"{rid}:spawn-announce"]

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,36 +146,116 @@ def run_delivery_command(command: list[str], record: Mapping[str, Any]) -> str |
     return f"{reason}: {tail}" if tail else reason
 
 
-def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> None:
-    """One line, one os.write on an O_APPEND descriptor: concurrent workers never interleave
-    bytes. A torn last line (a crash mid-write) gets its newline first, so ours stays whole."""
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@contextmanager
+def outbox_lock(paths: StatePaths) -> Iterator[None]:
+    """The one lock every outbox writer takes: appenders and prune's rewrite. A flock, so a
+    killed holder never blocks anyone and a live one is simply waited for."""
+    import fcntl
+
     try:
         ensure_dir(paths.tool_dir)
-        fd = os.open(paths.deliveries, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        fd = os.open(
+            paths.tool_dir / ".deliveries.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE
+        )
     except OSError as exc:
-        raise StorageError(f"cannot open {paths.deliveries}: {exc.strerror}") from exc
+        raise StorageError(f"cannot lock {paths.deliveries}: {exc.strerror or exc}") from exc
     try:
-        size = os.fstat(fd).st_size
-        prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
-        data = prefix + compact_utf8(dict(record)) + b"\n"
-        written = os.write(fd, data)
-        while written < len(data):  # only on a nearly full disk; keep the line whole if we can
-            written += os.write(fd, data[written:])
-    except OSError as exc:
-        raise StorageError(f"cannot append to {paths.deliveries}: {exc.strerror}") from exc
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 
 
-def _mirror(paths: StatePaths, agent_id: str, entry: Mapping[str, Any] | None, text: str) -> bool:
+def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> bool:
+    """One line, one os.write on an O_APPEND descriptor, under the outbox lock (prune's rewrite
+    takes it too, so no line is lost to it). A record with an `id` already in the outbox is not
+    written again (False). A torn last line gets its newline first, so ours stays whole."""
+    with outbox_lock(paths):
+        rid = record.get("id")
+        if isinstance(rid, str) and rid in _ids(paths):
+            return False
+        try:
+            fd = os.open(
+                paths.deliveries, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE
+            )
+        except OSError as exc:
+            raise StorageError(f"cannot open {paths.deliveries}: {exc.strerror}") from exc
+        try:
+            start = os.fstat(fd).st_size
+            prefix = b"\n" if start and os.pread(fd, 1, start - 1) != b"\n" else b""
+            data = prefix + compact_utf8(dict(record)) + b"\n"
+            try:
+                written = os.write(fd, data)
+                while written < len(data):  # only on a nearly full disk
+                    written += os.write(fd, data[written:])
+            except OSError:
+                # Never leave half a line: cut back to where this append started.
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+                raise
+        except OSError as exc:
+            raise StorageError(f"cannot append to {paths.deliveries}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
+    return True
+
+
+def _ids(paths: StatePaths) -> set[str]:
+    """Delivery ids already in the outbox (only read when a delivery is being resumed)."""
+    try:
+        data = paths.deliveries.read_bytes()
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise StorageError(f"cannot read {paths.deliveries}: {exc.strerror}") from exc
+    if b'"id"' not in data:
+        return set()
+    out = set()
+    for raw in data.split(b"\n"):
+        if b'"id"' in raw:
+            rec = _parse_record(raw)
+            if rec is not None and isinstance(rec.get("id"), str):
+                out.add(rec["id"])
+    return out
+
+
+def _mirror(
+    paths: StatePaths,
+    agent_id: str,
+    entry: Mapping[str, Any] | None,
+    text: str,
+    *,
+    resume: bool = False,
+) -> bool:
     """Append the mirror to the target's transcript; False when the session has no entry or
-    no usable sessionId (nothing to mirror into)."""
+    no usable sessionId (nothing to mirror into). A resumed delivery first looks whether the
+    mirror is already there, so it is never appended twice."""
     if entry is None:
         return False
     sid = entry.get("sessionId")
     if not isinstance(sid, str) or not is_plain_name(sid):
         return False
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
+    if resume:
+        from sessiontool.stores.transcript import read_tail
+
+        def same(m: dict[str, Any]) -> bool:
+            c = m.get("content")
+            return (
+                m.get("model") == "delivery-mirror"
+                and isinstance(c, list)
+                and bool(c)
+                and isinstance(c[0], dict)
+                and c[0].get("text") == text
+            )
+
+        if read_tail(path, 1, same).messages:
+            return True
     append_message(path, sid, mirror_message(text))
     return True
 
@@ -189,9 +270,12 @@ def deliver(
     text: str,
     mirror: bool = True,
     agent_id: str | None = None,
+    delivery_id: str | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Deliver `text` to the channel of the session `session_key` (full form) and return the
-    outbox record. Exactly one outbox line is written whatever happens; the send policy of the
+    outbox record. Exactly one outbox line is written whatever happens (with `delivery_id`, one
+    line with that id however often it is resumed: `resume` first looks for it); the send policy of the
     target is checked first (`denied`), then the target (`undelivered`), then the delivery
     command, if any (`failed` on a non-zero exit). Only a delivered text is mirrored.
 
@@ -200,17 +284,26 @@ def deliver(
     if mode not in MODES:
         raise ValueError(f"unknown delivery mode {mode!r}")
     agent = agent_id or keys.agent_of(session_key)
-    record: dict[str, Any] = {
-        "ts": iso_now(),
-        "runId": run_id,
-        "sessionKey": session_key,
-        "mode": mode,
-        "channel": None,
-        "to": None,
-        "accountId": None,
-        "text": text,
-        "status": FAILED,
-    }
+    record: dict[str, Any] = {"id": delivery_id} if delivery_id else {}
+    if resume and delivery_id and delivery_id in _ids(paths):
+        done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), {})
+        if done.get("status") == DELIVERED and mirror:
+            entry0 = _read_entry(paths, agent, session_key)
+            _mirror(paths, agent, entry0, text, resume=True)
+        return done
+    record.update(
+        {
+            "ts": iso_now(),
+            "runId": run_id,
+            "sessionKey": session_key,
+            "mode": mode,
+            "channel": None,
+            "to": None,
+            "accountId": None,
+            "text": text,
+            "status": FAILED,
+        }
+    )
     entry: dict[str, Any] | None = None
     try:
         entry = _read_entry(paths, agent, session_key)
@@ -245,7 +338,7 @@ def deliver(
     append_outbox(paths, record)
     if record["status"] == DELIVERED and mirror:
         try:
-            _mirror(paths, agent, entry, text)
+            _mirror(paths, agent, entry, text, resume=resume)
         except SessiontoolError as exc:
             return {**record, "mirrorError": exc.message}
     return record

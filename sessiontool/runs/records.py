@@ -1,9 +1,18 @@
-"""Run records and the detached workers behind them.
+"""Run records: one JSON file per run under `<state>/sessiontool/runs/`, and the rules that keep
+them true.
 
-A run is a JSON record under `<state>/sessiontool/runs/` plus one background worker process
-that holds an flock on `<runId>.lock` for its whole life. The foreground never runs an agent: it
-writes the record, starts the worker and polls the record, which is how `send` emulates
-OpenClaw's wait and timeout. Liveness is decided by the flock, never by a PID alone.
+- A record is created `queued` with a fixed lane position (lanes.py); its lane's one worker runs
+  it. Nobody polls: a waiter blocks on the run's FIFO (wait.py).
+- A run ends exactly once. Every change to a record is a read-modify-write under the records
+  lock, and the end is decided there: the worker first records the `outcome` it reached, then
+  writes the transcript and the index, then publishes `status = outcome`. `abort` decides under
+  the same lock, so whichever comes first is the one answer `abort`, `wait`, `runs` and the
+  transcript all give.
+- Liveness comes from locks, not timers: the worker holds the run's flock (`<runId>.lock`) from
+  before `running` until its follow-up is recorded. A `running` record whose lock nobody holds
+  is `lost` at once; a `queued` one just waits for its lane's next worker, started on demand.
+- A malformed or out-of-range record is skipped (one warning) by listings, is exit 5 when named,
+  never blocks a lane, and is reported by doctor and removed by prune.
 """
 
 from __future__ import annotations
@@ -12,8 +21,6 @@ import errno
 import fcntl
 import json
 import os
-import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,12 +29,18 @@ from typing import Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
-from sessiontool.stores.jsonio import atomic_write, to_utf8
+from sessiontool.stores.jsonio import to_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
 
 FINISHED_STATUSES = frozenset({"ok", "error", "timeout", "aborted", "lost"})
 ACTIVE_STATUSES = frozenset({"queued", "running"})
-LOST_GRACE_MS = 30_000
+KINDS = frozenset({"send", "spawn", "step"})
+# Kept for callers that still import it: liveness no longer waits out a grace period.
+LOST_GRACE_MS = 0
+# A millisecond time past this (year 5138) is not one: a clock given in microseconds.
+MAX_MS = 100_000_000_000_000
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 Record = dict[str, Any]
 
@@ -40,15 +53,47 @@ def is_finished(rec: Record) -> bool:
     return rec.get("status") in FINISHED_STATUSES
 
 
-# -- records ---------------------------------------------------------------------------------
+# -- reading and validating ------------------------------------------------------------------
 
 
-def _load(path: Path) -> Record:
-    with open(path, "rb") as fh:
-        data = json.loads(fh.read())
+def _is_ms(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_MS
+
+
+def problem(data: Any, run_id: str) -> str | None:
+    """Why `data` is not a usable run record named `run_id`, or None."""
     if not isinstance(data, dict):
-        raise ValueError("not an object")
-    return data
+        return "not a JSON object"
+    if data.get("runId") != run_id:
+        return f"runId {data.get('runId')!r} does not match the file name"
+    if data.get("kind") not in KINDS:
+        return f"unknown kind {data.get('kind')!r}"
+    if data.get("status") not in FINISHED_STATUSES | ACTIVE_STATUSES:
+        return f"unknown status {data.get('status')!r}"
+    if not isinstance(data.get("sessionKey"), str) or not data["sessionKey"]:
+        return "no sessionKey"
+    for k in ("createdAt", "startedAt", "endedAt"):
+        if k in data and not _is_ms(data[k]):
+            return f"{k} {data[k]!r} is out of range"
+    if "createdAt" not in data:
+        return "no createdAt"
+    if "seq" in data and not (isinstance(data["seq"], int) and data["seq"] >= 0):
+        return f"seq {data['seq']!r} is out of range"
+    return None
+
+
+def _load(path: Path, run_id: str) -> Record:
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW | CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        raw = fh.read()
+    try:
+        data = json.loads(raw)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    why = problem(data, run_id)
+    if why is not None:
+        raise ValueError(why)
+    return data  # type: ignore[no-any-return]
 
 
 def read_record(paths: StatePaths, run_id: str) -> Record:
@@ -56,40 +101,104 @@ def read_record(paths: StatePaths, run_id: str) -> Record:
         raise NotFoundError(f"Run not found: {run_id}")
     path = paths.run_record(run_id)
     try:
-        return _load(path)
+        return _load(path, run_id)
     except FileNotFoundError:
         raise NotFoundError(
             f"Run not found: {run_id}", hint="list runs with: sessiontool runs"
         ) from None
     except (OSError, ValueError) as exc:
-        raise CorruptStateError(f"unreadable run record {path}: {exc}") from exc
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CorruptStateError(
+            f"unreadable run record {path}: {detail}",
+            hint="`sessiontool doctor` lists it; `sessiontool prune` removes it",
+        ) from exc
 
 
-def iter_records(paths: StatePaths) -> Iterator[Record]:
-    """Every readable record (unreadable ones are skipped; doctor reports them)."""
+def record_names(paths: StatePaths) -> list[str]:
     try:
         names = os.listdir(paths.runs_dir)
     except OSError:
-        return
-    for name in names:
-        if not name.endswith(".json"):
+        return []
+    return [n[:-5] for n in names if n.endswith(".json") and not n.startswith(".")]
+
+
+def bad_records(paths: StatePaths) -> list[tuple[Path, str]]:
+    """(file, why) of every record that cannot be used."""
+    out = []
+    for run_id in sorted(record_names(paths)):
+        path = paths.runs_dir / f"{run_id}.json"
+        if not is_plain_name(run_id):
+            out.append((path, "not a run id"))
             continue
         try:
-            yield _load(paths.runs_dir / name)
-        except (OSError, ValueError):
+            _load(path, run_id)
+        except FileNotFoundError:
             continue
+        except (OSError, ValueError) as exc:
+            out.append((path, str(exc)))
+    return out
 
 
-def _write(paths: StatePaths, rec: Record) -> None:
+def iter_records(paths: StatePaths, *, warn: bool = True) -> Iterator[Record]:
+    """Every usable record. Malformed ones are skipped with one warning for the lot."""
+    bad = 0
+    for run_id in record_names(paths):
+        if not is_plain_name(run_id):
+            bad += 1
+            continue
+        try:
+            yield _load(paths.runs_dir / f"{run_id}.json", run_id)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            bad += 1
+    if bad and warn:
+        from sessiontool import diag
+
+        diag.warn(
+            f"skipped {bad} unreadable run record(s); `sessiontool doctor` lists them, "
+            "`sessiontool prune` removes them"
+        )
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def write_record(paths: StatePaths, rec: Record) -> None:
+    """Replace the record atomically (temp file, rename): a reader sees the old or the new one,
+    never half, and a killed writer leaves the old one. No fsync: a record is ours alone, and
+    one a power cut leaves empty is skipped as malformed (doctor, prune), never trusted."""
     ensure_dir(paths.runs_dir)
-    atomic_write(paths.run_record(rec["runId"]), to_utf8(rec))
+    path = paths.run_record(rec["runId"])
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    data = to_utf8(rec)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 @contextmanager
-def _records_lock(paths: StatePaths) -> Iterator[None]:
-    """Serialises read-modify-write of run records between a worker, `abort` and reconcilers."""
-    ensure_dir(paths.runs_dir)
-    fd = os.open(paths.runs_dir / ".records.lock", os.O_RDWR | os.O_CREAT, 0o600)
+def records_lock(paths: StatePaths) -> Iterator[None]:
+    """Serialises read-modify-write of run records between workers, `abort` and reconcilers."""
+    try:
+        ensure_dir(paths.runs_dir)
+        fd = os.open(
+            paths.runs_dir / ".records.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600
+        )
+    except OSError as exc:
+        raise StorageError(f"cannot lock run records: {exc.strerror or exc}") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -97,11 +206,12 @@ def _records_lock(paths: StatePaths) -> Iterator[None]:
         os.close(fd)
 
 
-def update_record(paths: StatePaths, run_id: str, mutate: Callable[[Record], None]) -> Record:
-    with _records_lock(paths):
+def update_record(paths: StatePaths, run_id: str, mutate: Callable[[Record], Any]) -> Record:
+    """Locked read-modify-write. When `mutate` returns False the record is left unwritten."""
+    with records_lock(paths):
         rec = read_record(paths, run_id)
-        mutate(rec)
-        _write(paths, rec)
+        if mutate(rec) is not False:
+            write_record(paths, rec)
         return rec
 
 
@@ -109,9 +219,6 @@ _last_created_ms = 0
 
 
 def _creation_ms() -> int:
-    """now_ms(), strictly increasing within this process. A lane orders runs by createdAt, then
-    by the (random) runId, so two runs one process creates in the same millisecond would
-    otherwise run in a random order, not in the order they were sent."""
     global _last_created_ms
     ms = max(now_ms(), _last_created_ms + 1)
     _last_created_ms = ms
@@ -119,96 +226,46 @@ def _creation_ms() -> int:
 
 
 def create_record(paths: StatePaths, **fields: Any) -> Record:
+    """Write a new `queued` record with its lane position and marker; the caller then makes
+    sure the lane has a worker (lanes.ensure_worker)."""
+    from sessiontool.runs import lanes
+
+    created = _creation_ms()
+    if not _is_ms(created):
+        from sessiontool.errors import UsageError
+
+        raise UsageError(f"the clock reads {created}, which is not a time in milliseconds")
     rec: Record = {
         "runId": fields.pop("runId", None) or new_run_id(),
         "kind": fields.pop("kind"),
         "status": "queued",
-        "createdAt": _creation_ms(),
+        "createdAt": created,
     }
     rec.update({k: v for k, v in fields.items() if v is not None})
-    _write(paths, rec)
     try:
-        add_lane_marker(paths, rec)
-    except (OSError, StorageError) as exc:
-        # A run outside its lane would run beside the session's other runs: take it back.
+        lanes.enqueue(paths, rec, lambda r: write_record(paths, r))
+    except StorageError:
         _unlink(paths.run_record(rec["runId"]))
-        if isinstance(exc, StorageError):
-            raise
-        raise StorageError(
-            f"cannot create lane marker for run {rec['runId']}: {exc.strerror or exc}"
-        ) from exc
+        raise
     return rec
 
 
 def abandon(paths: StatePaths, rec: Record, error: str) -> None:
-    """A run whose worker could not be started: end it as `error` and leave its lane, so it
-    neither stays queued nor holds up the session's next runs for the 30 s grace."""
-    remove_lane_marker(paths, rec)
+    """A run whose worker could not be started: end it as `error` and leave its lane."""
+    from sessiontool.runs import lanes
 
-    def mark(r: Record) -> None:
-        if not is_finished(r):
-            r["status"] = "error"
-            r["error"] = error
-            r["endedAt"] = now_ms()
+    lanes.remove_marker(paths, rec)
+
+    def mark(r: Record) -> bool:
+        if is_finished(r):
+            return False
+        r.update(status="error", outcome="error", error=error, endedAt=now_ms())
+        return True
 
     try:
         update_record(paths, rec["runId"], mark)
     except (OSError, NotFoundError, CorruptStateError, StorageError):
         _unlink(paths.run_record(rec["runId"]))
-
-
-# -- lanes -----------------------------------------------------------------------------------
-
-
-def lane_dir(paths: StatePaths, session_key: str) -> Path:
-    import hashlib
-
-    return (
-        paths.lanes_dir
-        / hashlib.sha256(session_key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    )
-
-
-def _marker_name(rec: Record) -> str:
-    return f"{int(rec['createdAt']):015d}-{rec['runId']}"
-
-
-def add_lane_marker(paths: StatePaths, rec: Record) -> None:
-    d = ensure_dir(lane_dir(paths, rec["sessionKey"]))
-    fd = os.open(d / _marker_name(rec), os.O_WRONLY | os.O_CREAT, 0o600)
-    os.close(fd)
-
-
-def remove_lane_marker(paths: StatePaths, rec: Record) -> None:
-    try:
-        os.unlink(lane_dir(paths, rec["sessionKey"]) / _marker_name(rec))
-    except OSError:
-        pass
-
-
-def lane_head(paths: StatePaths, rec: Record) -> str | None:
-    """The runId at the head of this run's lane, after clearing finished runs off the front.
-    Lanes order runs by createdAt, then runId: a session's runs execute one at a time."""
-    d = lane_dir(paths, rec["sessionKey"])
-    try:
-        names = sorted(os.listdir(d))
-    except FileNotFoundError:
-        return None
-    for name in names:
-        run_id = name.split("-", 1)[1] if "-" in name else name
-        if run_id == rec["runId"]:
-            return run_id
-        try:
-            other = read_record(paths, run_id)
-        except (NotFoundError, CorruptStateError):
-            _unlink(d / name)
-            continue
-        other = reconcile(paths, other)
-        if is_finished(other):
-            _unlink(d / name)
-            continue
-        return run_id
-    return None
 
 
 def _unlink(p: Path) -> None:
@@ -222,9 +279,9 @@ def _unlink(p: Path) -> None:
 
 
 def lock_held(paths: StatePaths, run_id: str) -> bool:
-    """Whether a live process holds the run's flock (the worker, for its whole life)."""
+    """Whether a live process holds the run's flock (its worker, or whoever resumes it)."""
     try:
-        fd = os.open(paths.run_lock(run_id), os.O_RDWR)
+        fd = os.open(paths.run_lock(run_id), os.O_RDWR | NOFOLLOW | CLOEXEC)
     except FileNotFoundError:
         return False
     except OSError:
@@ -241,156 +298,149 @@ def lock_held(paths: StatePaths, run_id: str) -> bool:
 
 
 def is_lost(paths: StatePaths, rec: Record, now: int | None = None) -> bool:
-    if is_finished(rec):
-        return False
-    if rec.get("workerStartedAt"):
-        return not lock_held(paths, rec["runId"])
-    created = rec.get("createdAt") or 0
-    return (now if now is not None else now_ms()) - int(created) > LOST_GRACE_MS
+    """A started run whose lock nobody holds. (`now` is accepted for old callers.)"""
+    return rec.get("status") == "running" and not lock_held(paths, rec["runId"])
 
 
-def reconcile(paths: StatePaths, rec: Record) -> Record:
-    """Turn a run whose worker died into `lost`: record the error, flag the session's
-    `abortedLastRun`, remove the dead worker's lock file and (for a spawn) start its announce."""
-    if not is_lost(paths, rec):
+def lost_fields(rec: Record) -> dict[str, Any]:
+    """The end of a run whose worker died: its decided outcome when that was an abort."""
+    if rec.get("outcome") == "aborted":
+        return {"status": "aborted", "error": rec.get("error") or "aborted by user"}
+    return {"status": "lost", "outcome": "lost", "error": "worker died"}
+
+
+def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
+    """Bring a record up to date with reality: a started run whose worker died is `lost` now
+    (and its session flagged, its follow-up resumed); a queued run gets a live lane worker; a
+    finished run whose follow-up stalled is resumed in the background."""
+    status = rec.get("status")
+    if status == "queued":
+        if resume:
+            _ensure_lane(paths, rec)
         return rec
-    marked: dict[str, bool] = {"now": False}
+    if status == "running":
+        if lock_held(paths, rec["runId"]):
+            return rec
+        marked = {"now": False}
 
-    def mark(r: Record) -> None:
-        if is_finished(r) or not is_lost(paths, r):
-            return
-        r["status"] = "lost"
-        r["error"] = "worker died"
-        r["endedAt"] = now_ms()
-        marked["now"] = True
+        def mark(r: Record) -> bool:
+            if r.get("status") != "running" or lock_held(paths, r["runId"]):
+                return False
+            r.update(lost_fields(r))
+            r["endedAt"] = now_ms()
+            from sessiontool.runs import steps
 
-    try:
-        rec = update_record(paths, rec["runId"], mark)
-    except (NotFoundError, CorruptStateError, StorageError):
-        return rec
-    if not marked["now"]:
-        return rec
-    _unlink(paths.run_lock(rec["runId"]))
-    remove_lane_marker(paths, rec)
-    try:
-        _flag_aborted(paths, rec)
-    except Exception:  # noqa: BLE001 - best effort; the record already says lost
-        pass
-    announce_for = rec["runId"] if rec.get("kind") == "spawn" else None
-    if rec.get("kind") == "step" and rec.get("step") == "announce" and rec.get("parentRunId"):
-        # The worker died inside a spawn's announce step: the announce is still owed.
+            steps.init_follow_up(r)
+            marked["now"] = True
+            return True
+
         try:
-            parent = read_record(paths, str(rec["parentRunId"]))
-        except (NotFoundError, CorruptStateError):
-            parent = {}
-        if parent.get("kind") == "spawn" and is_finished(parent) and not parent.get("announcedAt"):
-            announce_for = parent["runId"]
-    if announce_for is not None:
+            rec = update_record(paths, rec["runId"], mark)
+        except (NotFoundError, CorruptStateError, StorageError):
+            return rec
+        if marked["now"]:
+            from sessiontool.runs import lanes, wait
+
+            wait.notify(paths, rec["runId"])
+            _unlink(paths.run_lock(rec["runId"]))
+            lanes.remove_marker(paths, rec)
+            try:
+                flag_aborted(paths, rec)
+            except Exception:  # noqa: BLE001 - best effort; the record already says lost
+                pass
+            if resume:
+                _ensure_lane(paths, rec)
+    if resume and is_finished(rec) and ("followUp" in rec or status == "running"):
+        from sessiontool.runs import steps
+
         try:
-            start_worker(paths, announce_for, mode="announce")
-        except Exception:  # noqa: BLE001
+            steps.maybe_resume(paths, rec)
+            parent = rec.get("parentRunId") if status == "running" else None
+            if isinstance(parent, str) and is_plain_name(parent):
+                # A step that ended without its worker advancing the parent (it died).
+                steps.maybe_resume(paths, read_record(paths, parent))
+        except Exception:  # noqa: BLE001 - a reconciler never fails on someone else's run
             pass
     return rec
 
 
-def _flag_aborted(paths: StatePaths, rec: Record) -> None:
+def _ensure_lane(paths: StatePaths, rec: Record) -> None:
+    from sessiontool.runs import lanes
+
+    try:
+        lanes.ensure_worker(paths, lanes.lane_id(rec["sessionKey"]))
+    except (OSError, StorageError):
+        pass
+
+
+def flag_aborted(paths: StatePaths, rec: Record) -> None:
+    """Set the session's `abortedLastRun`, only while the entry is still the session the run
+    started in (a deleted or reset session is left alone)."""
     from sessiontool.stores import keys
     from sessiontool.stores import sessions_json as store
 
     key = rec["sessionKey"]
     agent_id = rec.get("agentId") or keys.agent_of(key)
+    sid = rec.get("sessionId")
+    if sid is None:
+        return
 
     def mutate(s: store.Store) -> None:
         entry = store.get_entry(s, agent_id, key)
-        if entry is not None:
+        if entry is not None and entry.get("sessionId") == sid:
             entry = dict(entry)
             entry["abortedLastRun"] = True
             store.set_entry(s, agent_id, key, entry)
 
+    current = store.peek_entry(paths, key)
+    if current is None or current.get("sessionId") != sid:
+        return
     store.update_store(paths.store(agent_id), mutate)
 
 
-# -- workers ---------------------------------------------------------------------------------
-
-
-def start_worker(
-    paths: StatePaths, run_id: str, *, mode: str = "run", config_path: str | None = None
-) -> None:
-    """Start the detached worker: its own session, stdin /dev/null, stdout and stderr to the run
-    log, no inherited descriptors, and not our child (double fork), so `$(sessiontool send ...)`
-    and cron return at once and a long-lived caller collects no zombies."""
-    ensure_dir(paths.runs_dir)
-    log_path = paths.run_log(run_id)
-    env = dict(os.environ)
-    env["SESSIONTOOL_WORKER"] = "1"
-    env["SESSIONTOOL_STATE_DIR"] = str(paths.root)
-    if config_path:
-        env["SESSIONTOOL_CONFIG"] = str(Path(config_path).expanduser().absolute())
-    argv = [sys.executable, "-m", "sessiontool.runs.worker", str(paths.root), run_id, mode]
-    try:
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError as exc:
-        raise StorageError(
-            f"cannot start the worker: cannot open {log_path}: {exc.strerror or exc}"
-        ) from exc
-    try:
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
-        if pid == 0:  # pragma: no cover - runs in the child
-            try:
-                os.setsid()
-                if os.fork() != 0:
-                    os._exit(0)
-                null = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(null, 0)
-                os.dup2(log_fd, 1)
-                os.dup2(log_fd, 2)
-                os.closerange(3, 65536)
-                os.execve(sys.executable, argv, env)
-            finally:
-                os._exit(127)
-        os.waitpid(pid, 0)
-    finally:
-        os.close(log_fd)
-
-
-def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> Record:
-    """Poll until the run finishes or `timeout` seconds pass; reconciles a dead worker."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = 0.02
-    while True:
-        rec = reconcile(paths, read_record(paths, run_id))
-        if is_finished(rec):
-            return rec
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return rec
-            time.sleep(min(delay, left))
-        else:
-            time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
+# -- abort -----------------------------------------------------------------------------------
 
 
 def abort(paths: StatePaths, run_id: str) -> Record:
-    """Mark the run aborted and kill what is running it: the agent's process group when there
-    is one, else signal the worker, which stops its in-process runner."""
+    """End the run as `aborted` unless its end is already decided; then kill what runs it (the
+    agent's process group, and a signal to the worker for an in-process runner). Returns the
+    record as everyone will see it: `status` is the one outcome."""
     import signal
 
     rec = reconcile(paths, read_record(paths, run_id))
     if is_finished(rec):
         return rec
+    state: dict[str, Any] = {}
 
-    def mark(r: Record) -> None:
+    def mark(r: Record) -> bool:
         if is_finished(r):
-            return
-        r["status"] = "aborted"
-        r["error"] = "aborted by user"
-        r["endedAt"] = now_ms()
+            return False
+        if r.get("outcome"):
+            state["decided"] = r["outcome"]
+            return False
+        state["was"] = r.get("status")
+        r.update(status="aborted", outcome="aborted", error="aborted by user", endedAt=now_ms())
+        if state["was"] == "queued":
+            from sessiontool.runs import steps as steps_mod
+
+            steps_mod.init_follow_up(r)
+        return True
 
     rec = update_record(paths, run_id, mark)
+    if "decided" in state:
+        # The worker reached its end first: that is the answer, published in a moment.
+        from sessiontool.runs import wait
+
+        view = dict(rec)
+        view["status"] = state["decided"]
+        done = wait.wait_for(paths, run_id, 30.0)
+        return done if is_finished(done) else view
+    from sessiontool.runs import lanes, wait
+
+    wait.notify(paths, run_id)
+    if state.get("was") == "queued":
+        lanes.remove_marker(paths, rec)
+        return reconcile(paths, read_record(paths, run_id))  # a spawn's announce is still owed
     agent_pid = rec.get("agentPid")
     if isinstance(agent_pid, int) and agent_pid > 0:
         try:
@@ -404,3 +454,40 @@ def abort(paths: StatePaths, run_id: str) -> Record:
         except (ProcessLookupError, PermissionError):
             pass
     return rec
+
+
+# -- kept entry points -----------------------------------------------------------------------
+
+
+def start_worker(
+    paths: StatePaths, run_id: str, *, mode: str = "run", config_path: str | None = None
+) -> None:
+    """Make sure the run gets done: its lane's worker for a queued run, a follow-up worker for
+    a finished one."""
+    from sessiontool.runs import lanes
+
+    rec = read_record(paths, run_id)
+    if mode == "run" and not is_finished(rec):
+        lanes.ensure_worker(paths, lanes.lane_id(rec["sessionKey"]), config_path)
+    else:
+        from sessiontool.runs.spawnproc import start_detached
+
+        start_detached(paths, ["follow", run_id], config_path=config_path)
+
+
+def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> Record:
+    from sessiontool.runs import wait
+
+    return wait.wait_for(paths, run_id, timeout)
+
+
+def lane_dir(paths: StatePaths, session_key: str) -> Path:
+    from sessiontool.runs import lanes
+
+    return lanes.lane_dir(paths, session_key)
+
+
+def remove_lane_marker(paths: StatePaths, rec: Record) -> None:
+    from sessiontool.runs import lanes
+
+    lanes.remove_marker(paths, rec)

@@ -24,9 +24,14 @@ SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "
 
 
 def _start(ctx: Context, rec: dict[str, Any]) -> None:
+    """Make sure the run's lane has a live worker (it runs the lane's queue in order)."""
+    from sessiontool.runs import lanes
+
     own = ctx.config.own_file
     try:
-        runs.start_worker(ctx.paths, rec["runId"], config_path=str(own) if own else None)
+        lanes.ensure_worker(
+            ctx.paths, lanes.lane_id(rec["sessionKey"]), config_path=str(own) if own else None
+        )
     except StorageError as exc:
         runs.abandon(ctx.paths, rec, exc.message)
         raise
@@ -198,7 +203,6 @@ def spawn(
                 s, req_agent, requester, {"sessionId": str(uuid.uuid4()), "updatedAt": now_ms()}
             )
 
-    store.update_store(ctx.paths.store(req_agent), ensure_requester)
     entry: dict[str, Any] = {
         "sessionId": str(uuid.uuid4()),
         "updatedAt": now_ms(),
@@ -217,8 +221,14 @@ def spawn(
             from sessiontool.admin import refuse_label_in_use
 
             refuse_label_in_use(ctx, s, target_agent, label)
+        if req_agent == target_agent:  # one write for both when they share a store
+            ensure_requester(s)
         store.set_entry(s, target_agent, child, entry)
 
+    # The index is written once for the child (and the requester, when it is new and in the
+    # same store): a spawn and its announce write sessions.json at most four times.
+    if req_agent != target_agent and _entry(ctx, requester) is None:
+        store.update_store(ctx.paths.store(req_agent), ensure_requester)
     store.update_store(ctx.paths.store(target_agent), add_child)
     req_entry = _entry(ctx, requester)
     from sessiontool.flow.a2a import session_channel

@@ -19,7 +19,7 @@ from sessiontool.stores.paths import StatePaths
 
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
-OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds"})
+OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
 RUNNER_TYPES = ("echo", "command", "openai", "llm")
 
 
@@ -371,6 +371,12 @@ class Config:
     @property
     def max_tool_rounds(self) -> int:
         v = self.expect("sessiontool.maxToolRounds", int, "a whole number", 8)
+        return max(1, int(v))
+
+    @property
+    def max_concurrent_runs(self) -> int:
+        """How many runs' agents may run at once across all sessions (more wait their turn)."""
+        v = self.expect("sessiontool.maxConcurrentRuns", int, "a whole number", 8)
         return max(1, int(v))
 
     @property

@@ -5,8 +5,11 @@ same files, so both programs can write one live state dir. The stamps are what O
 store lock's `startedAt` in epoch ms, the transcript lock's `createdAt` as an ISO-8601 string
 (Clawdbot 2026.1 treats a transcript lock whose `createdAt` is not a string as stale and removes it
 at once; seen in tests/interop). Both forms are accepted when reading. Staleness differs: a store
-lock is held for milliseconds (dead pid or 30 s old = stale), a transcript lock may be held by
-OpenClaw for a whole agent run (only a dead pid, or no readable pid for 30 min, makes it stale).
+lock is held for milliseconds, a transcript lock may be held by OpenClaw for a whole agent run.
+Liveness comes from the holder, not the clock: a lock whose pid is a live process on this host
+is never broken, however old (the foreground gives up busy, exit 75); a dead pid makes it stale
+at once. OpenClaw's age rules (store lock 30 s; no readable pid: 30 s / 30 min) apply only where
+the pid cannot be checked: no pid, or a lock naming another host.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from types import TracebackType
@@ -52,6 +56,17 @@ def pid_alive(pid: int) -> bool:
     except (OSError, ValueError):
         pass
     return True
+
+
+def other_host(info: dict[str, Any] | None) -> bool:
+    """Whether a lock names a host that is not this one (`hostname` or `host`)."""
+    if not info:
+        return False
+    for k in ("hostname", "host"):
+        v = info.get(k)
+        if isinstance(v, str) and v:
+            return v != socket.gethostname()
+    return False
 
 
 def read_lock(path: Path) -> dict[str, Any] | None:
@@ -111,9 +126,12 @@ class PidLock:
                 return False
         age = wall_ms() - stamp
         if isinstance(pid, int) and not isinstance(pid, bool):
-            if not pid_alive(pid):
-                return True
-            return self.stale_ms is not None and age > self.stale_ms
+            if other_host(info):
+                # A pid of another machine says nothing here: OpenClaw's age rule decides.
+                return self.stale_ms is not None and age > self.stale_ms
+            # A live holder on this host is never broken, however old (it may be stopped
+            # with Ctrl-Z): breaking it would let its write overwrite ours. Dead: stale now.
+            return not pid_alive(pid)
         # No readable pid: its creator may not have written it yet; go by age alone.
         try:
             mtime_age = time.time() * 1000 - self.path.stat().st_mtime * 1000

@@ -46,20 +46,79 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _held_files(pid: int) -> list[str]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for fd in fds:
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return out
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _detached(pid: int) -> bool:
+    """A background worker runs in a session of its own, not the test's (where the foreground
+    commands run)."""
+    sid = _sid(pid)
+    return sid is not None and sid != _sid(os.getpid())
+
+
 def worker_pids(state: Path, run_id: str | None = None) -> list[int]:
-    """Live `python -m sessiontool.runs.worker <state> <runId>` processes, found in /proc: a worker
-    killed before it wrote its pid into the record is still found."""
+    """Live background workers of this state dir, found in /proc: a lane worker holds its lane's
+    `.worker` lock file open, a worker running (or following up) a run holds `<runId>.lock`
+    open; an exec'd worker is also known by its argv. With `run_id`: the worker of that run
+    (its lane's worker while the run is queued)."""
+    tool = str(state / "sessiontool")
+    lane = None
+    if run_id is not None:
+        rec = next((r for r in records(state) if r.get("runId") == run_id), None)
+        if rec is not None and isinstance(rec.get("sessionKey"), str):
+            lane = hashlib.sha256(rec["sessionKey"].encode()).hexdigest()[:32]
+    me = os.getpid()
     out = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) == me:
             continue
-        argv = _cmdline(int(name))
-        if argv[1:3] != ["-m", "sessiontool.runs.worker"] or len(argv) < 5:
-            continue
-        if argv[3] != str(state) or (run_id is not None and argv[4] != run_id):
-            continue
-        if alive(int(name)):
-            out.append(int(name))
+        pid = int(name)
+        argv = _cmdline(pid)
+        is_worker = False
+        if (
+            argv[1:3] == ["-m", "sessiontool.runs.worker"]
+            and len(argv) >= 5
+            and argv[3] == str(state)
+            and (run_id is None or run_id in argv[4:] or (lane is not None and lane in argv[4:]))
+        ):
+            is_worker = True
+        if not is_worker and _detached(pid):  # a forked worker runs in its own session
+            for target in _held_files(pid):
+                if not target.startswith(tool):
+                    continue
+                if run_id is None:
+                    if target.endswith("/.worker") or (
+                        target.endswith(".lock")
+                        and "/runs/" in target
+                        and not target.endswith("/.records.lock")
+                    ):
+                        is_worker = True
+                elif target.endswith(f"/runs/{run_id}.lock") or (
+                    lane is not None and target.endswith(f"/lanes/{lane}/.worker")
+                ):
+                    is_worker = True
+        if is_worker and alive(pid):
+            out.append(pid)
     return out
 
 

@@ -1,0 +1,393 @@
+"""Running one queued record (a send, a spawn or an agent step), step by step:
+
+1. take a run slot (the global cap) — `execute`
+2. the session it runs in, fixed now: its entry (created only when missing: index write 1) —
+   `open_session`
+3. `running`, with the sessionId, in the record — `start`
+4. the user line — `append_user`
+5. the agent — `run_agent`
+6. the end decided under the record lock (an abort that came first wins) — `decide`
+7. the assistant line, in the transcript the run started in (archived or not) — `append_reply`
+8. the index, only while the entry is still that session (index write 2) — `record_in_index`
+9. `status` published and every waiter woken — `publish`
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from sessiontool import testhooks
+from sessiontool.clock import now_ms
+from sessiontool.runs import lanes, steps
+from sessiontool.runs import records as runs
+from sessiontool.stores.paths import StatePaths
+
+Record = dict[str, Any]
+_current: dict[str, Any] = {"runId": None, "paths": None}
+
+
+class RunAborted(Exception):
+    """Raised inside the runner call when `abort` signals this worker."""
+
+
+def on_abort_signal(signum: int, frame: FrameType | None) -> None:
+    run_id, paths = _current["runId"], _current["paths"]
+    if run_id is None or paths is None:
+        return
+    try:
+        rec = runs.read_record(paths, run_id)
+    except Exception:  # noqa: BLE001
+        return
+    if rec.get("status") == "aborted":
+        raise RunAborted()
+
+
+@dataclass
+class Session:
+    agent_id: str
+    key: str
+    entry: dict[str, Any]
+    session_id: str
+    path: Path
+
+
+@dataclass
+class Outcome:
+    status: str = "ok"
+    reply: str = ""
+    error: str | None = None
+    result: Any = None
+    model: str | None = None
+    provider: str | None = None
+    extra: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _points(name: str, rec: Record) -> tuple[str, ...]:
+    what = rec.get("step") or rec.get("kind")
+    return (name, f"{name}:{what}")
+
+
+def execute(w: Any, rec: Record) -> None:
+    paths: StatePaths = w.paths
+    # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
+    # capping it too could starve that run of the very slot it waits for.
+    slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())
+    try:
+        session = open_session(paths, rec)
+        if not start(paths, rec, session):
+            return
+        testhooks.pause(*_points("before-user", rec))
+        history = history_for(session.path)
+        append_user(rec, session)
+        testhooks.pause(*_points("after-user", rec))
+        out = run_agent(w, rec, session, history)
+        testhooks.pause(*_points("after-runner", rec))
+        out.status, out.error = decide(paths, rec, out)
+        append_reply(session, out)
+        if not rec.get("skipIndex"):
+            record_in_index(paths, session, out)
+        publish(paths, rec, session, out)
+    finally:
+        if slot is not None:
+            os.close(slot)
+
+
+def open_session(paths: StatePaths, rec: Record) -> Session:
+    """The session's entry as the run starts; created (index entry; the transcript header
+    comes with the first line) only when the key is new, as OpenClaw's sessions_send does."""
+    from sessiontool.stores import keys
+    from sessiontool.stores import sessions_json as store
+    from sessiontool.stores.paths import is_plain_name, transcript_path_for
+
+    key = rec["sessionKey"]
+    agent_id = rec.get("agentId") or keys.agent_of(key)
+
+    def usable(e: dict[str, Any] | None) -> bool:
+        return (
+            e is not None and isinstance(e.get("sessionId"), str) and is_plain_name(e["sessionId"])
+        )
+
+    entry = store.read_entry(paths, key, agent_id)
+    if not usable(entry):
+
+        def mutate(s: store.Store) -> dict[str, Any]:
+            e = store.get_entry(s, agent_id, key)
+            if not usable(e):
+                e = dict(e or {})
+                e["sessionId"] = str(uuid.uuid4())
+                e["updatedAt"] = now_ms()
+                store.set_entry(s, agent_id, key, e)
+            return dict(e)  # type: ignore[arg-type]
+
+        entry = store.update_store(paths.store(agent_id), mutate)
+    assert entry is not None
+    sid = entry["sessionId"]
+    path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
+    return Session(agent_id, key, dict(entry), sid, path)
+
+
+def start(paths: StatePaths, rec: Record, session: Session) -> bool:
+    """`running` (the run lock is already held), unless it ended while queued (aborted)."""
+
+    def mark(r: Record) -> bool:
+        if r.get("status") != "queued":
+            return False
+        now = now_ms()
+        r.update(
+            status="running",
+            startedAt=now,
+            workerStartedAt=now,
+            pid=os.getpid(),
+            sessionId=session.session_id,
+        )
+        return True
+
+    done = runs.update_record(paths, rec["runId"], mark)
+    rec.update(done)
+    return done.get("status") == "running"
+
+
+def history_for(path: Path) -> list[dict[str, Any]]:
+    from sessiontool.sessions import strip_envelopes
+    from sessiontool.stores.transcript import read_tail
+
+    return strip_envelopes(read_tail(path, 200).messages)
+
+
+def transcript_of(session: Session) -> Path:
+    """Where the run's lines go: its transcript, or that transcript archived meanwhile (a
+    `delete` renames it aside) — never a fresh file the index does not point to."""
+    path = session.path
+    if path.exists():
+        return path
+    archived = sorted(path.parent.glob(path.name + ".deleted.*"))
+    return archived[-1] if archived else path
+
+
+def append_user(rec: Record, session: Session) -> None:
+    from sessiontool.stores import transcript
+
+    msg: dict[str, Any] = {
+        "role": "user",
+        "content": [{"type": "text", "text": rec.get("message", "")}],
+        "timestamp": now_ms(),
+    }
+    if rec.get("provenance"):
+        msg["provenance"] = rec["provenance"]
+    transcript.append_message(transcript_of(session), session.session_id, msg)
+
+
+def resolve_model(cfg: Any, session: Session) -> tuple[str | None, str]:
+    """Session override, then the sub-agent model, then the agent's and the defaults', then
+    the runner's, then the runner type's name (spec §6). `provider/model` splits at '/'."""
+    from sessiontool.stores import keys
+
+    entry = session.entry
+    override = entry.get("modelOverride")
+    if isinstance(override, str) and override:
+        prov = entry.get("providerOverride")
+        return (prov if isinstance(prov, str) and prov else None), override
+    agent = cfg.agent(session.agent_id)
+    candidates: list[str | None] = []
+    if keys.is_subagent(session.key):
+        candidates += [agent.subagent_model, cfg.defaults_subagent_model]
+    candidates += [agent.model, cfg.defaults_model[0]]
+    runner = cfg.runner_for(session.agent_id)
+    candidates.append(runner.get("model") if isinstance(runner.get("model"), str) else None)
+    for c in candidates:
+        if c:
+            if "/" in c:
+                p, m = c.split("/", 1)
+                return p, m
+            return None, c
+    return None, str(runner.get("type", "echo"))
+
+
+def agent_env(paths: StatePaths, cfg: Any, rec: Record, session: Session) -> dict[str, str]:
+    from sessiontool.context import _sandboxed
+
+    env = dict(os.environ)
+    env.pop("SESSIONTOOL_WORKER", None)
+    env["SESSIONTOOL_STATE_DIR"] = str(paths.root)
+    env["SESSIONTOOL_SESSION_KEY"] = session.key
+    env["SESSIONTOOL_RUN_ID"] = rec["runId"]
+    env["SESSIONTOOL_AGENT_ID"] = session.agent_id
+    if _sandboxed(cfg, session.key, session.agent_id):
+        env["SESSIONTOOL_SANDBOXED"] = "1"
+    else:
+        env.pop("SESSIONTOOL_SANDBOXED", None)
+    return env
+
+
+def run_agent(w: Any, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
+    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+
+    paths: StatePaths = w.paths
+    cfg = w.cfg
+    provider, model = resolve_model(cfg, session)
+    request: dict[str, Any] = {
+        "runId": rec["runId"],
+        "kind": rec["kind"],
+        "sessionKey": session.key,
+        "sessionId": session.session_id,
+        "agentId": session.agent_id,
+        "model": model if provider is None else f"{provider}/{model}",
+        "system": rec.get("system") or "",
+        "message": rec.get("message", ""),
+        "messages": history,
+    }
+    for k in ("step", "turn", "maxTurns", "announce"):
+        if rec.get(k) is not None:
+            request[k] = rec[k]
+    timeout_s = rec.get("runTimeoutSeconds")
+    deadline = time.monotonic() + float(timeout_s) if timeout_s else None
+    out = Outcome(model=model, provider=provider)
+
+    def on_pid(pid: int) -> None:
+        runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
+
+    _current.update(runId=rec["runId"], paths=paths)
+    try:
+        runner = get_runner(cfg.runner_for(session.agent_id))
+        out.result = runner.run(
+            request,
+            env=agent_env(paths, cfg, rec, session),
+            on_agent_pid=on_pid,
+            deadline=deadline,
+        )
+        out.reply = out.result.reply
+    except RunAborted:
+        out.status, out.error = "aborted", "aborted by user"
+    except RunnerTimeout as exc:
+        out.status, out.error, out.result = "timeout", exc.message, exc.partial
+    except RunnerError as exc:
+        out.status, out.error, out.result = "error", exc.message, exc.partial
+    except Exception as exc:  # noqa: BLE001 - a runner bug must still end the run
+        out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        _current.update(runId=None, paths=None)
+    res = out.result
+    if res is not None:
+        out.model = res.model or model
+        out.provider = res.provider or provider
+        out.extra = list(res.extra_messages)
+    return out
+
+
+def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[str, str | None]:
+    """Record the end this run reached, unless an abort got there first: the one answer."""
+    got: dict[str, Any] = {}
+
+    def mark(r: Record) -> bool:
+        if r.get("status") == "aborted" or r.get("outcome") == "aborted":
+            got["aborted"] = r.get("error") or "aborted by user"
+            return False
+        if r.get("status") != "running":
+            return False
+        r["outcome"] = out.status
+        return True
+
+    runs.update_record(paths, rec["runId"], mark)
+    if "aborted" in got:
+        return "aborted", str(got["aborted"])
+    return out.status, out.error
+
+
+def _usage(out: Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
+    from sessiontool.runs.runners import make_usage
+
+    res = out.result
+    usage = res.usage if res is not None else make_usage(0, 0)
+    last = (res.last_call_usage if res is not None else None) or usage
+    return usage, last
+
+
+def append_reply(session: Session, out: Outcome) -> None:
+    from sessiontool.stores import transcript
+
+    res = out.result
+    _, last = _usage(out)
+    ok = out.status == "ok"
+    assistant: dict[str, Any] = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": out.reply}] if out.reply else [],
+        "api": res.api if res is not None else "sessiontool",
+        "provider": out.provider or "sessiontool",
+        "model": out.model,
+        # Each assistant message carries its own model call's usage; the record sums them.
+        "usage": last,
+        "stopReason": (res.stop_reason if res is not None else "stop")
+        if ok
+        else ("aborted" if out.status in ("aborted", "timeout") else "error"),
+        "timestamp": now_ms(),
+    }
+    if out.error:
+        assistant["errorMessage"] = out.error
+    entries = [{"type": "message", "message": m} for m in [*out.extra, assistant]]
+    transcript.append_entries(transcript_of(session), session.session_id, entries)
+
+
+def record_in_index(paths: StatePaths, session: Session, out: Outcome) -> None:
+    """The run's end in the index, only while the entry is still the session the run started
+    in: a deleted entry is not brought back, a reset one gets no foreign tokens."""
+    from sessiontool.stores import sessions_json as store
+
+    current = store.peek_entry(paths, session.key)
+    if current is None or current.get("sessionId") != session.session_id:
+        return
+    _, last = _usage(out)
+
+    def mutate(s: store.Store) -> None:
+        e = store.get_entry(s, session.agent_id, session.key)
+        if e is None or e.get("sessionId") != session.session_id:
+            return
+        e = dict(e)
+        e["updatedAt"] = now_ms()
+        e["model"] = out.model
+        if out.provider:
+            e["modelProvider"] = out.provider
+        if out.result is not None:
+            inp = int(last.get("input") or 0)
+            ctx_tokens = inp + int(last.get("cacheRead") or 0) + int(last.get("cacheWrite") or 0)
+            e["inputTokens"] = inp
+            e["outputTokens"] = int(last.get("output") or 0)
+            e["totalTokens"] = ctx_tokens or int(last.get("totalTokens") or 0)
+        e["abortedLastRun"] = out.status in ("aborted", "timeout")
+        e["systemSent"] = True
+        store.set_entry(s, session.agent_id, session.key, e)
+        testhooks.pause("index-write")
+
+    store.update_store(paths.store(session.agent_id), mutate)
+
+
+def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> None:
+    from sessiontool.runs import wait
+
+    usage, _ = _usage(out)
+
+    def mark(r: Record) -> None:
+        if not runs.is_finished(r):
+            r["status"] = out.status
+            r["endedAt"] = now_ms()
+            if out.error:
+                r["error"] = out.error
+        r["outcome"] = r["status"]
+        reply = out.reply if out.status == "ok" else (out.reply or None)
+        if reply is not None:
+            r["reply"] = reply
+        r["usage"] = usage
+        if out.model:
+            r["model"] = out.model
+        if out.provider:
+            r["modelProvider"] = out.provider
+        r["sessionId"] = session.session_id
+        steps.init_follow_up(r)
+
+    runs.update_record(paths, rec["runId"], mark)
+    wait.notify(paths, rec["runId"])

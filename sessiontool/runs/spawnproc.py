@@ -1,0 +1,116 @@
+"""Starting a detached background worker.
+
+The worker is not our child (double fork), has its own session, stdin from /dev/null and no
+inherited descriptors but the lock it is handed, so `$(sessiontool send ...)` and cron return at
+once and a long-lived caller collects no zombies. It is forked from the running process without
+exec: the modules are already imported, so a worker costs a fork, not a Python start-up. When
+the caller has threads (a spinner), fork without exec is unsafe, so the worker is exec'd as
+`python -m sessiontool.runs.worker STATE ARGS... --lock-fd 3` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+from sessiontool.errors import StorageError
+from sessiontool.stores.paths import StatePaths, ensure_dir
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+MAX_FD = 65536
+
+
+def worker_log(paths: StatePaths) -> Path:
+    return paths.runs_dir / ".worker.log"
+
+
+def _set_env(paths: StatePaths, config_path: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SESSIONTOOL_WORKER"] = "1"
+    env["SESSIONTOOL_STATE_DIR"] = str(paths.root)
+    if config_path:
+        env["SESSIONTOOL_CONFIG"] = str(Path(config_path).expanduser().absolute())
+    return env
+
+
+def start_detached(
+    paths: StatePaths,
+    args: list[str],
+    *,
+    lock_fd: int | None = None,
+    config_path: str | None = None,
+) -> None:
+    try:
+        ensure_dir(paths.runs_dir)
+        log_fd = os.open(
+            worker_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600
+        )
+    except OSError as exc:
+        raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
+    env = _set_env(paths, config_path)
+    in_process = threading.active_count() == 1 and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
+    try:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 127
+            try:
+                os.setsid()
+                if os.fork() != 0:
+                    os._exit(0)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(log_fd, 1)
+                os.dup2(log_fd, 2)
+                keep = 3
+                if lock_fd is not None:
+                    os.dup2(lock_fd, keep)
+                    os.set_inheritable(keep, True)
+                    os.closerange(keep + 1, MAX_FD)
+                else:
+                    os.closerange(3, MAX_FD)
+                if in_process:
+                    os.environ.clear()
+                    os.environ.update(env)
+                    code = _run_here(paths, args, keep if lock_fd is not None else None)
+                else:
+                    argv = [sys.executable, "-m", "sessiontool.runs.worker", str(paths.root), *args]
+                    if lock_fd is not None:
+                        argv += ["--lock-fd", str(keep)]
+                    os.execve(sys.executable, argv, env)
+            except BaseException:  # noqa: BLE001
+                try:
+                    import traceback
+
+                    traceback.print_exc()
+                except BaseException:  # noqa: BLE001
+                    pass
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+    finally:
+        os.close(log_fd)
+
+
+def _run_here(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:
+    import io
+    import signal
+
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from sessiontool import diag
+    from sessiontool.runs.worker import run_args
+
+    diag.drain()
+    code = run_args(paths, args, lock_fd)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        pass
+    return code

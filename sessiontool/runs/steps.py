@@ -1,0 +1,485 @@
+"""What follows a run, as durable steps.
+
+When a run ends, its record gets a `followUp` with the name of its next step:
+
+- a send between two sessions: `reply:1` ... `reply:N` (reply-back turns, alternating sessions),
+  then `announce` (the announce step in the target session), then `deliver`;
+- a send with `--deliver`: `deliver`;
+- a spawn: `announce` (the announce step in the child), `inject` (the result message in the
+  requester's transcript), `deliver` (the outbox line), `cleanup`.
+
+Agent steps (`reply:k`, `announce`) are step records with an id derived from the run and the
+step name, queued in their session's lane like any run; the lane worker that finishes one
+advances the parent. The other steps run in whoever advances. Every step is recorded in the
+parent's record after it is done (and a delivery also before it starts), so a worker killed at
+any point leaves the run resumable from the last finished step: by the lane's next worker, by
+`sweep`, or by any command that reconciles runs (they start a follow-up worker). Each step is
+idempotent: a step record is created once (its id is fixed), a delivery carries the id
+`<runId>:<mode>` and is never written twice, an injected or mirrored message is looked for
+before it is appended again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import uuid
+from typing import Any
+
+from sessiontool.clock import now_ms
+from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
+from sessiontool.runs import records as runs
+from sessiontool.stores.paths import StatePaths
+
+Record = dict[str, Any]
+DONE = "done"
+WAIT = "wait"
+RETRY_MS = 5_000
+
+
+def init_follow_up(rec: Record) -> None:
+    """Give a run that has just ended its first follow-up step (in place, under the lock)."""
+    if "followUp" in rec:
+        return
+    kind = rec.get("kind")
+    ok = rec.get("status") == "ok"
+    raw = rec.get("reply")
+    reply: str = raw if isinstance(raw, str) else ""
+    if kind == "spawn":
+        rec["followUp"] = {"next": "announce"}
+    elif kind == "send" and rec.get("a2a") and ok and reply.strip():
+        rec["followUp"] = {"next": "reply:1", "latest": reply, "incoming": reply}
+    elif kind == "send" and rec.get("deliver") and ok and reply.strip():
+        rec["followUp"] = {
+            "next": "deliver",
+            "mode": "deliver",
+            "to": rec["sessionKey"],
+            "text": reply.strip(),
+        }
+
+
+def pending(rec: Record) -> bool:
+    fu = rec.get("followUp")
+    return isinstance(fu, dict) and fu.get("next") not in (None, DONE)
+
+
+def step_id(run_id: str, name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sessiontool:{run_id}:{name}"))
+
+
+def _is_agent_step(name: str) -> bool:
+    return name == "announce" or name.startswith("reply:")
+
+
+def maybe_resume(paths: StatePaths, rec: Record) -> None:
+    """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
+    lock, no agent step of it is queued or running, and no attempt was made in the last few
+    seconds (a delivery that cannot be written is retried, not hammered)."""
+    if not pending(rec) or runs.lock_held(paths, rec["runId"]):
+        return
+    fu = rec["followUp"]
+    name = str(fu.get("next"))
+    if _is_agent_step(name):
+        try:
+            step = runs.read_record(paths, step_id(rec["runId"], name))
+        except NotFoundError:
+            step = None
+        except CorruptStateError:
+            return
+        if step is not None and not runs.is_finished(step):
+            runs.reconcile(paths, step)  # lost now, or given a lane worker
+            return
+    attempt = fu.get("attemptAt")
+    if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
+        return
+    from sessiontool.runs.spawnproc import start_detached
+
+    start_detached(paths, ["follow", rec["runId"]])
+
+
+def try_lock(paths: StatePaths, run_id: str, *, block: bool) -> int | None:
+    from sessiontool.runs.lanes import open_lock_file, try_flock
+
+    fd = open_lock_file(paths.run_lock(run_id))
+    if block:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+    if try_flock(fd):
+        return fd
+    os.close(fd)
+    return None
+
+
+def release_lock(paths: StatePaths, run_id: str, fd: int) -> None:
+    try:
+        os.unlink(paths.run_lock(run_id))
+    except OSError:
+        pass
+    os.close(fd)
+
+
+class Advancer:
+    """Runs a finished run's follow-up from its recorded step on, until it is done or waits for
+    an agent step in some lane. The caller holds the run's lock."""
+
+    def __init__(self, paths: StatePaths, cfg: Any) -> None:
+        self.paths = paths
+        self.cfg = cfg
+
+    def advance(self, run_id: str) -> None:
+        while True:
+            try:
+                rec = runs.read_record(self.paths, run_id)
+            except (NotFoundError, CorruptStateError):
+                return
+            if not pending(rec):
+                return
+            name = str(rec["followUp"]["next"])
+            if _is_agent_step(name):
+                result = self.agent_step(rec, name)
+            elif name == "inject":
+                result = self.inject(rec)
+            elif name == "deliver":
+                result = self.deliver(rec)
+            elif name == "cleanup":
+                result = self.cleanup(rec)
+            else:
+                result = self.record(rec, {"next": DONE})
+            if result == WAIT:
+                return
+
+    # -- recording -------------------------------------------------------------------------
+    def record(self, rec: Record, changes: dict[str, Any], **top: Any) -> str:
+        def mutate(r: Record) -> None:
+            fu = dict(r.get("followUp") or {})
+            fu.update(changes)
+            for k in [k for k, v in fu.items() if v is None]:
+                del fu[k]
+            if "error" not in changes:
+                fu.pop("error", None)
+            r["followUp"] = fu
+            r.update(top)
+
+        runs.update_record(self.paths, rec["runId"], mutate)
+        return str(changes.get("next", ""))
+
+    # -- agent steps -----------------------------------------------------------------------
+    def agent_step(self, rec: Record, name: str) -> str:
+        sid = step_id(rec["runId"], name)
+        try:
+            step = runs.read_record(self.paths, sid)
+        except NotFoundError:
+            fields = self.step_fields(rec, name)
+            if fields is None:
+                return WAIT
+            if "next" in fields:  # skipped: straight to the given step
+                return self.record(rec, fields)
+            from sessiontool.stores import keys
+
+            fields = {k: v for k, v in fields.items() if v is not None}
+            step = runs.create_record(
+                self.paths,
+                runId=sid,
+                kind="step",
+                parentRunId=rec["runId"],
+                agentId=keys.agent_of(fields["sessionKey"]),
+                startedBy=rec.get("requesterSessionKey"),
+                **fields,
+            )
+        if not runs.is_finished(step):
+            from sessiontool.runs import lanes
+
+            lanes.ensure_worker(self.paths, lanes.lane_id(step["sessionKey"]))
+            return WAIT
+        return self.consume(rec, name, step)
+
+    def _channels(self, rec: Record) -> tuple[str | None, str | None]:
+        from sessiontool.flow import a2a
+        from sessiontool.stores.sessions_json import peek_entry
+
+        req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
+        return (
+            a2a.session_channel(req, peek_entry(self.paths, req)),
+            a2a.session_channel(tgt, peek_entry(self.paths, tgt)),
+        )
+
+    def _allowed(self, key: str) -> bool:
+        from sessiontool.flow.policy import send_decision
+        from sessiontool.stores.sessions_json import peek_entry
+
+        return send_decision(self.cfg.send_policy, key, peek_entry(self.paths, key)).allowed
+
+    def step_fields(self, rec: Record, name: str) -> dict[str, Any] | None:
+        if rec.get("kind") == "spawn":
+            return self.spawn_announce_fields(rec)
+        from sessiontool.flow import a2a
+
+        requester, target = rec["requesterSessionKey"], rec["sessionKey"]
+        fu = rec["followUp"]
+        req_ch, tgt_ch = self._channels(rec)
+        if name.startswith("reply:"):
+            turn = int(name.split(":", 1)[1])
+            max_turns = self.cfg.max_ping_pong_turns
+            side = "requester" if turn % 2 == 1 else "target"
+            session = requester if side == "requester" else target
+            other = target if side == "requester" else requester
+            if turn > max_turns or not self._allowed(session):
+                return {"next": "announce"}
+            return {
+                "step": "reply",
+                "turn": turn,
+                "maxTurns": max_turns,
+                "sessionKey": session,
+                "requesterSessionKey": other,
+                "message": fu.get("incoming") or "",
+                "system": a2a.reply_prompt(
+                    current=side,  # type: ignore[arg-type]
+                    turn=turn,
+                    max_turns=max_turns,
+                    requester_key=requester,
+                    requester_channel=req_ch,
+                    target_key=target,
+                    target_channel=tgt_ch,
+                ),
+                "provenance": inter_session(other, tgt_ch if side == "requester" else req_ch),
+            }
+        if not self._allowed(target):
+            return {"next": DONE}
+        round1 = rec.get("reply") or ""
+        return {
+            "step": "announce",
+            "sessionKey": target,
+            "requesterSessionKey": requester,
+            "message": a2a.ANNOUNCE_STEP_MESSAGE,
+            "system": a2a.announce_prompt(
+                requester_key=requester,
+                requester_channel=req_ch,
+                target_key=target,
+                target_channel=tgt_ch,
+                original=rec.get("message", ""),
+                round1=round1,
+                latest=fu.get("latest") or round1,
+            ),
+            "announce": {"round1": round1, "latest": fu.get("latest") or round1},
+            "provenance": inter_session(requester, req_ch),
+        }
+
+    def spawn_announce_fields(self, rec: Record) -> dict[str, Any]:
+        from sessiontool.flow import announce
+
+        child = rec["sessionKey"]
+        child_reply = rec.get("reply") or last_assistant_reply(self.paths, child)
+        return {
+            "step": "announce",
+            "sessionKey": child,
+            "requesterSessionKey": rec["requesterSessionKey"],
+            "message": announce.ANNOUNCE_STEP_MESSAGE,
+            "system": announce.announce_step_prompt(
+                task=rec.get("message", ""),
+                label=rec.get("label"),
+                outcome=str(rec.get("status")),
+                latest_reply=child_reply,
+            ),
+            "announce": {"childReply": child_reply},
+            # The child is archived right after: its entry need not record this turn (a spawn
+            # and its announce write the index at most four times).
+            "skipIndex": True if rec.get("cleanup") == "delete" else None,
+            "provenance": {
+                "kind": "inter_session",
+                "sourceSessionKey": rec["requesterSessionKey"],
+                "sourceTool": "sessions_spawn",
+            },
+        }
+
+    def consume(self, rec: Record, name: str, step: Record) -> str:
+        ok = step.get("status") == "ok"
+        reply = (step.get("reply") or "") if ok else ""
+        if rec.get("kind") == "spawn":
+            return self.spawn_result(rec, step)
+        from sessiontool.flow import a2a
+
+        if name.startswith("reply:"):
+            turn = int(name.split(":", 1)[1])
+            if not reply.strip() or a2a.is_reply_skip(reply):
+                return self.record(rec, {"next": "announce"})
+            return self.record(
+                rec, {"next": f"reply:{turn + 1}", "latest": reply, "incoming": reply}
+            )
+        text = reply.strip()
+        if text and not a2a.is_announce_skip(text):
+            return self.record(
+                rec, {"next": "deliver", "mode": "announce", "to": rec["sessionKey"], "text": text}
+            )
+        return self.record(rec, {"next": DONE})
+
+    def spawn_result(self, rec: Record, step: Record) -> str:
+        from sessiontool.flow import announce
+        from sessiontool.stores import keys
+        from sessiontool.stores.paths import transcript_path_for
+        from sessiontool.stores.sessions_json import peek_entry
+
+        step_ok = step.get("status") == "ok"
+        step_reply = (step.get("reply") or "").strip() if step_ok else None
+        if step_ok and step_reply == announce.ANNOUNCE_SKIP:
+            return self.record(rec, {"next": "cleanup"})
+        child = rec["sessionKey"]
+        child_reply = (step.get("announce") or {}).get("childReply")
+        child_entry = peek_entry(self.paths, child) or {}
+        sid = rec.get("sessionId") or child_entry.get("sessionId")
+        tpath = None
+        if isinstance(sid, str):
+            session_file = (
+                child_entry.get("sessionFile") if child_entry.get("sessionId") == sid else None
+            )
+            tpath = str(
+                transcript_path_for(
+                    self.paths.sessions_dir(keys.agent_of(child)), sid, session_file
+                )
+            )
+        stats = announce.stats_line(
+            started_at=rec.get("startedAt"),
+            ended_at=rec.get("endedAt"),
+            usage=rec.get("usage"),
+            cost=self.cfg.model_cost(rec.get("modelProvider"), rec.get("model")),
+            child_key=child,
+            session_id=sid if isinstance(sid, str) else None,
+            # --cleanup delete archives the child right after this announce: name where to.
+            transcript=f"{tpath}.deleted.<time> (archived: --cleanup delete)"
+            if tpath and rec.get("cleanup") == "delete"
+            else tpath,
+        )
+        message = announce.announce_message(
+            status=str(rec.get("status")),
+            result=announce.pick_result(step_reply or None, not step_ok, child_reply),
+            notes=rec.get("error") or "none",
+            stats=stats,
+        )
+        return self.record(rec, {"next": "inject", "text": message, "injectAt": now_ms()})
+
+    # -- local steps -----------------------------------------------------------------------
+    def inject(self, rec: Record) -> str:
+        """The announce message in the requester's transcript, once; the requester's entry is
+        created or touched in the same single index write."""
+        from sessiontool.stores import keys, transcript
+        from sessiontool.stores import sessions_json as store
+        from sessiontool.stores.paths import transcript_path_for
+
+        fu = rec["followUp"]
+        text = str(fu.get("text") or "")
+        ts = fu.get("injectAt") if isinstance(fu.get("injectAt"), int) else now_ms()
+        requester = rec["requesterSessionKey"]
+        agent_id = keys.agent_of(requester)
+
+        def mutate(s: store.Store) -> dict[str, Any]:
+            e = dict(store.get_entry(s, agent_id, requester) or {})
+            if not isinstance(e.get("sessionId"), str):
+                e["sessionId"] = str(uuid.uuid4())
+            e["updatedAt"] = now_ms()
+            store.set_entry(s, agent_id, requester, e)
+            return e
+
+        entry = store.update_store(self.paths.store(agent_id), mutate)
+        sid = entry["sessionId"]
+        path = transcript_path_for(self.paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
+
+        def same(m: dict[str, Any]) -> bool:
+            return m.get("timestamp") == ts and m.get("stopReason") == "injected"
+
+        if not transcript.read_tail(path, 1, same).messages:
+            transcript.append_message(
+                path,
+                sid,
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": ts,
+                    "stopReason": "injected",
+                    "usage": {"input": 0, "output": 0, "totalTokens": 0},
+                },
+            )
+        return self.record(
+            rec,
+            {"next": "deliver", "mode": "spawn-announce", "to": requester, "injectAt": None},
+        )
+
+    def deliver(self, rec: Record) -> str:
+        from sessiontool import testhooks
+        from sessiontool.flow import delivery
+
+        fu = rec["followUp"]
+        mode = str(fu.get("mode") or "deliver")
+        resume = bool(fu.get("delivering"))
+        if not resume:
+            self.record(rec, {"delivering": True})
+        testhooks.pause("deliver")
+        try:
+            delivery.deliver(
+                self.paths,
+                self.cfg,
+                run_id=rec["runId"],
+                session_key=str(fu.get("to") or rec["sessionKey"]),
+                mode=mode,  # type: ignore[arg-type]
+                text=str(fu.get("text") or ""),
+                mirror=mode != "spawn-announce",
+                delivery_id=f"{rec['runId']}:{mode}",
+                resume=resume,
+            )
+        except SessiontoolError as exc:
+            try:
+                self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
+            except SessiontoolError:
+                pass
+            return WAIT
+        nxt = "cleanup" if rec.get("kind") == "spawn" else DONE
+        return self.record(rec, {"next": nxt, "delivering": None, "text": None, "attemptAt": None})
+
+    def cleanup(self, rec: Record) -> str:
+        from sessiontool import testhooks
+        from sessiontool.flow.archive import archive_session
+        from sessiontool.stores import keys
+
+        testhooks.pause("cleanup")
+        if rec.get("cleanup") == "delete":
+            archive_session(self.paths, keys.agent_of(rec["sessionKey"]), rec["sessionKey"])
+        return self.record(rec, {"next": DONE}, announcedAt=now_ms())
+
+
+def inter_session(source_key: str, source_channel: str | None) -> dict[str, Any]:
+    """The provenance of a message one session sends another (spec §5.3). A channel nobody
+    knows is left out, never written as null."""
+    prov: dict[str, Any] = {"kind": "inter_session", "sourceSessionKey": source_key}
+    if source_channel:
+        prov["sourceChannel"] = source_channel
+    prov["sourceTool"] = "sessions_send"
+    return prov
+
+
+def last_assistant_reply(paths: StatePaths, key: str) -> str | None:
+    from sessiontool.stores import keys
+    from sessiontool.stores.paths import transcript_path_for
+    from sessiontool.stores.sessions_json import peek_entry
+    from sessiontool.stores.transcript import read_tail
+
+    entry = peek_entry(paths, key)
+    if not entry or not isinstance(entry.get("sessionId"), str):
+        return None
+    path = transcript_path_for(
+        paths.sessions_dir(keys.agent_of(key)), entry["sessionId"], entry.get("sessionFile")
+    )
+    res = read_tail(
+        path,
+        1,
+        lambda m: m.get("role") == "assistant" and m.get("stopReason") not in ("error", "aborted"),
+    )
+    for m in res.messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            text = "\n".join(
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+            return text or None
+    return None

@@ -1,0 +1,93 @@
+"""Waiting for a run without polling.
+
+A waiter makes the run's FIFO (`runs/<runId>.fifo`), opens its read end without blocking and
+then reads the record: a run already over is returned at once. Otherwise it sleeps in poll() on
+the FIFO. Whoever ends the run (its worker, `abort`, a reconciler marking it lost) writes the
+record first and then opens and closes the FIFO's write end: every reader wakes with POLLHUP
+within microseconds. The sleep is cut every half second to reconcile (a worker killed mid-run
+cannot say goodbye), which costs a record read, not a spin.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import time
+from pathlib import Path
+
+from sessiontool.runs import records as runs
+from sessiontool.stores.paths import StatePaths
+
+CHECK_SECONDS = 0.5
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def fifo_path(paths: StatePaths, run_id: str) -> Path:
+    return paths.run_lock(run_id).with_suffix(".fifo")
+
+
+def notify(paths: StatePaths, run_id: str) -> None:
+    """Wake every waiter of the run (call after its end is in the record)."""
+    path = fifo_path(paths, run_id)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
+    except OSError:
+        return  # no FIFO or no reader: nobody is waiting
+    os.close(fd)
+
+
+def _open(path: Path) -> int | None:
+    try:
+        os.mkfifo(path, 0o600)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENXIO):
+            return None
+        return None
+
+
+def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Record:
+    """The record once the run is over, or as it is when `timeout` seconds have passed."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    path = fifo_path(paths, run_id)
+    fd = _open(path)
+    rec: runs.Record = {}
+    try:
+        while True:
+            rec = runs.reconcile(paths, runs.read_record(paths, run_id))
+            if runs.is_finished(rec):
+                return rec
+            wait = CHECK_SECONDS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return rec
+                wait = min(wait, left)
+            if fd is None:
+                time.sleep(min(wait, 0.05))
+                fd = _open(path)
+                continue
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLHUP)
+            if poller.poll(int(wait * 1000) + 1):
+                # Woken: read the record again (first); a fresh descriptor for a later wait.
+                rec = runs.reconcile(paths, runs.read_record(paths, run_id))
+                if runs.is_finished(rec):
+                    return rec
+                os.close(fd)
+                fd = _open(path)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if runs.is_finished(rec):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
