@@ -350,6 +350,8 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
                 pass
             if resume:
                 _ensure_lane(paths, rec)
+    if resume and is_finished(rec):
+        _clear_stale_lock(paths, rec["runId"])
     if resume and is_finished(rec) and ("followUp" in rec or status == "running"):
         from sessiontool.runs import steps
 
@@ -362,6 +364,21 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
         except Exception:  # noqa: BLE001 - a reconciler never fails on someone else's run
             pass
     return rec
+
+
+def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
+    """Remove the lock file a worker killed after the run's end left behind (nobody holds it)."""
+    try:
+        fd = os.open(paths.run_lock(run_id), os.O_RDWR | NOFOLLOW | CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return
+    _unlink(paths.run_lock(run_id))
+    os.close(fd)
 
 
 def _ensure_lane(paths: StatePaths, rec: Record) -> None:
