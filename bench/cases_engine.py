@@ -202,7 +202,16 @@ def stalled_queue(bench: Bench) -> list[Row]:
             )
             for rid in queued
         ]
-        time.sleep(1.0)  # let them start up and block
+        # Let them start up and block: until their CPU time stops growing (start-up is not
+        # what is measured here).
+        settle_deadline = time.monotonic() + 30
+        last = -1.0
+        while time.monotonic() < settle_deadline:
+            now_cpu = _cpu_of([p.pid for p in waiters])
+            if now_cpu == last:
+                break
+            last = now_cpu
+            time.sleep(0.5)
         w0 = _cpu_of([p.pid for p in waiters]) + _cpu_of(bg)
         time.sleep(window)
         w_cpu = _cpu_of([p.pid for p in waiters]) + _cpu_of(bg) - w0

@@ -362,7 +362,8 @@ def parallel_sends(bench: Bench) -> list[Row]:
         bench.output(bench.sessiontool(*sd, "send", "main", "warm-up", "--timeout", "30"))
         rec_dir = state / "sessiontool" / "runs"
         for p in rec_dir.iterdir():
-            p.unlink()
+            if p.is_file():
+                p.unlink()
         cmds = [
             bench.sessiontool(*sd, "send", "main", f"par-{i:03d}", "--timeout", "0", "--json")
             for i in range(n)
