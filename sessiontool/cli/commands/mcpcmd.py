@@ -1,0 +1,88 @@
+"""`mcp`: the session tools as an MCP server over stdio (the optional extra `sessiontool[mcp]`).
+The SDK is imported only when the command runs, so no other command pays for it."""
+
+from __future__ import annotations
+
+import typer
+
+from sessiontool.cli.app import G, app, command
+from sessiontool.errors import SessiontoolError, UsageError
+
+INSTALL = "pip install 'sessiontool[mcp]'"
+SDK_MAJOR = 2
+
+
+def require_sdk() -> None:
+    """The one-line error, with the install command, when the MCP SDK is missing or is not
+    the major version sessiontool is built on."""
+    from importlib import metadata, util
+
+    try:
+        found = util.find_spec("mcp") is not None
+        version = metadata.version("mcp") if found else ""
+    except (ImportError, ValueError, metadata.PackageNotFoundError):
+        found = False
+    if not found:
+        raise SessiontoolError(
+            f"sessiontool mcp needs the MCP Python SDK (package `mcp`), not installed: {INSTALL}"
+        )
+    major = version.split(".", 1)[0]
+    if major != str(SDK_MAJOR):
+        raise SessiontoolError(
+            f"sessiontool mcp needs the MCP Python SDK {SDK_MAJOR}.x, found mcp {version}: "
+            f"{INSTALL}"
+        )
+
+
+def parse_tools(value: str | None) -> list[str] | None:
+    from sessiontool.flow.tools import TOOL_NAMES
+
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--tools needs at least one tool name", hint=", ".join(TOOL_NAMES))
+    for n in names:
+        if n not in TOOL_NAMES:
+            raise UsageError(f"--tools: unknown tool {n!r} (valid: {', '.join(TOOL_NAMES)})")
+    return names
+
+
+@app.command("mcp")
+@command
+def mcp_cmd(
+    as_key: str | None = typer.Option(
+        None,
+        "--as",
+        help="Act as this session (env SESSIONTOOL_SESSION_KEY; default: the operator).",
+        metavar="KEY",
+    ),
+    read_only: bool = typer.Option(
+        False, "--read-only", help="Offer only sessions_list, sessions_history and agents_list."
+    ),
+    tools_: str | None = typer.Option(
+        None,
+        "--tools",
+        help="Offer only these tools (comma-separated names).",
+        metavar="LIST",
+    ),
+) -> None:
+    """Serve the session tools over MCP on stdin/stdout (for Claude Code, Codex, Cursor...)."""
+    only = parse_tools(tools_)
+    require_sdk()
+    from sessiontool.cli import render
+    from sessiontool.context import Context, build_context
+    from sessiontool.stores import perms
+
+    key = as_key or G.as_key
+    ctx = build_context(G.state_dir, G.config, G.agent, key)  # fails here on a bad config
+    perms.check_state_dir(ctx.paths.root)
+    for w in ctx.config.warnings:  # once, on stderr: stdout is the protocol from here on
+        render.warning_line(w)
+
+    def make_ctx() -> Context:
+        return build_context(G.state_dir, G.config, G.agent, key)
+
+    from sessiontool.mcpserver import serve
+
+    serve(make_ctx, read_only=read_only, only=only)
