@@ -191,7 +191,10 @@ class SessionToolsServer:
     def _list_resources(self, offset: int) -> tuple[list[types.Resource], str | None]:
         from sessiontool.sessions import list_sessions
 
-        ctx = self.make_ctx()
+        try:
+            ctx = self.make_ctx()
+        except SessiontoolError as exc:
+            raise MCPError(types.INTERNAL_ERROR, exc.message, exc.to_json()) from None
         if not self._resources_allowed(ctx):
             return [], None
         try:
@@ -251,7 +254,10 @@ class SessionToolsServer:
         if not uri.startswith(URI_PREFIX) or len(uri) == len(URI_PREFIX):
             raise MCPError(RESOURCE_NOT_FOUND, f"not a session resource: {uri} ({URI_PREFIX}KEY)")
         key = urllib.parse.unquote(uri[len(URI_PREFIX) :])
-        ctx = self.make_ctx()
+        try:
+            ctx = self.make_ctx()
+        except SessiontoolError as exc:
+            raise MCPError(types.INTERNAL_ERROR, exc.message, exc.to_json()) from None
         if not self._resources_allowed(ctx):
             raise MCPError(
                 RESOURCE_NOT_FOUND, "transcripts are not offered (sessions_history is not)"
@@ -307,4 +313,7 @@ def serve(
 ) -> None:
     """Serve MCP on stdin/stdout until stdin closes."""
     server = SessionToolsServer(make_ctx, read_only=read_only, only=only)
-    anyio.run(server.serve_stdio)
+    try:
+        anyio.run(server.serve_stdio)
+    finally:
+        server.shutdown.set()  # also on SIGTERM/^C: no thread keeps the process waiting
