@@ -86,3 +86,15 @@ def mcp_cmd(
     from sessiontool.mcpserver import serve
 
     serve(make_ctx, read_only=read_only, only=only)
+    # Stdin closed: nothing is left to clean up (runs are detached workers). Tearing down the
+    # SDK's modules takes the interpreter about a second more on a busy machine, while clients
+    # give a server little time to leave before they kill it (the SDK's own: 2 s).
+    import os
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
