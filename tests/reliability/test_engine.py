@@ -295,14 +295,14 @@ def test_3000_outbox_appends_racing_prune_lose_nothing(state: Path) -> None:
 
 def _abort_race(state: Path, rounds: int) -> Counter[str]:
     seed_store(state, [A])
-    runner_config(state, {"type": "echo", "delaySeconds": 0.05})
     outcomes: Counter[str] = Counter()
     for i in range(rounds):
+        # Runs of different lengths, so the abort lands before, during and after the end.
+        runner_config(state, {"type": "echo", "delaySeconds": 0.05 + 0.15 * (i % 6)})
         rc, out = run_json("send", "main", f"m{i}", "--timeout", "0")
         assert rc == 0
         rid = out["runId"]
-        # Aim the abort near the run's end.
-        time.sleep(0.05 + (i % 5) * 0.02)
+        time.sleep(0.02 * (i % 5))
         rc, ab = run_json("abort", rid)
         assert rc == 0, ab
         rc, waited = run_json("wait", rid, "--timeout", "20")
