@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3
     FORBIDDEN = 4
     CORRUPT = 5
+    OVER_BUDGET = 6  # usage --budget: the period's cost is over the budget
     BUSY = 75
     TIMEOUT = 124
     INTERRUPTED = 130

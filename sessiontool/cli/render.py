@@ -364,3 +364,80 @@ def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
         else:
             c.print(escape(message_text(m)))
         c.print()
+
+
+# -- search and usage --------------------------------------------------------------------------
+
+
+def _marked(snippet: str, spans: list[list[int]], left: str, right: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for s, e in spans:
+        out += [snippet[pos:s], left, snippet[s:e], right]
+        pos = e
+    out.append(snippet[pos:])
+    return "".join(out)
+
+
+def search_tsv(result: dict[str, Any]) -> str:
+    """key, sessionId, time, role, snippet with each match as `[match]`."""
+    return tsv(
+        [
+            h.get("key") or "",
+            h["sessionId"],
+            iso_or_dash(h.get("timestamp")),
+            h["role"],
+            _marked(h["snippet"], h["highlights"], "[", "]"),
+        ]
+        for h in result["hits"]
+    )
+
+
+def search_rich(result: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    c = console()
+    for h in result["hits"]:
+        who = h.get("key") or f"{h['sessionId']} (archived)"
+        label = f" [dim]({escape(h['label'])})[/]" if h.get("label") else ""
+        c.print(
+            f"[bold cyan]{escape(who)}[/]{label} [dim]{local_time(h.get('timestamp'))}[/] "
+            f"[green]{escape(h['role'])}[/]"
+        )
+        pieces: list[str] = []
+        pos = 0
+        for s, e in h["highlights"]:
+            pieces += [escape(h["snippet"][pos:s]), "[bold]", escape(h["snippet"][s:e]), "[/]"]
+            pos = e
+        pieces.append(escape(h["snippet"][pos:]))
+        c.print("  " + "".join(pieces))
+
+
+USAGE_COLUMNS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs", "cost")
+
+
+def _usd(v: Any) -> str:
+    return f"{float(v):.4f}"
+
+
+def usage_tsv(result: dict[str, Any]) -> str:
+    by = result["by"]
+    rows: list[list[Any]] = [[by.upper(), *(c.upper() for c in USAGE_COLUMNS)]]
+    for r in [*result["rows"], {by: "TOTAL", **result["total"]}]:
+        rows.append([r[by], *(r[c] for c in USAGE_COLUMNS[:-1]), _usd(r["cost"])])
+    return tsv(rows)
+
+
+def usage_table(result: dict[str, Any]) -> None:
+    by = result["by"]
+    rows = [
+        [r[by], *(compact_count(r[c]) for c in USAGE_COLUMNS[:-1]), "$" + _usd(r["cost"])]
+        for r in result["rows"]
+    ]
+    t = result["total"]
+    rows.append(
+        ["TOTAL", *(compact_count(t[c]) for c in USAGE_COLUMNS[:-1]), "$" + _usd(t["cost"])]
+    )
+    table(
+        [by.upper(), "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "TURNS", "RUNS", "COST"], rows
+    )

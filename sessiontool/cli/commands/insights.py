@@ -1,0 +1,145 @@
+"""`search` and `usage`: what was said in every session, and what it cost."""
+
+from __future__ import annotations
+
+import typer
+
+from sessiontool.cli import render
+from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli.commands.completers import complete_keys
+from sessiontool.errors import ExitCode, UsageError
+
+ROLES = ("user", "assistant", "tool")
+GROUPS = ("session", "agent", "model", "day", "label")
+
+
+def _complete_roles(incomplete: str) -> list[str]:
+    return [r for r in ROLES if r.startswith(incomplete)]
+
+
+def _complete_groups(incomplete: str) -> list[str]:
+    return [g for g in GROUPS if g.startswith(incomplete)]
+
+
+def _time(value: str | None, option: str) -> int | None:
+    from sessiontool.durations import parse_since
+
+    return parse_since(value, option=option) if value else None
+
+
+@app.command("search")
+@command
+def search_cmd(
+    query: str = typer.Argument(
+        ..., help='Words, "exact phrase", prefix*, AND/OR/NOT (SQLite FTS5 syntax).'
+    ),
+    session: str | None = typer.Option(
+        None,
+        "--session",
+        help="Only this session (key or sessionId).",
+        autocompletion=complete_keys,
+    ),
+    label: str | None = typer.Option(None, "--label", help="Only the session with this label."),
+    all_agents: bool = typer.Option(False, "--all-agents", help="Every agent's sessions."),
+    role: str | None = typer.Option(
+        None,
+        "--role",
+        help="user, assistant or tool (tool results and tool-call arguments).",
+        autocompletion=_complete_roles,
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="Only messages since (30m, 2h, 1d or an ISO date)."
+    ),
+    until: str | None = typer.Option(
+        None, "--until", help="Only messages before (30m, 2h, 1d or an ISO date)."
+    ),
+    limit: int = typer.Option(20, "--limit", help="At most N hits (max 1000)."),
+    include_archived: bool = typer.Option(
+        False, "--include-archived", help="Also deleted, reset and orphaned transcripts."
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output (highlights as offsets)."),
+) -> None:
+    """Search every session's messages, best match first."""
+    from sessiontool.search import search
+
+    if session is not None and label is not None:
+        raise UsageError("give --session or --label, not both")
+    result = search(
+        get_ctx(),
+        query,
+        session=session,
+        label=label,
+        all_agents=all_agents,
+        role=role,
+        since_ms=_time(since, "--since"),
+        until_ms=_time(until, "--until"),
+        limit=limit,
+        include_archived=include_archived,
+    )
+    if want_json(json_):
+        render.emit_json(result)
+    elif not result["hits"]:
+        render.err("No matches.")
+    elif render.is_terminal():
+        render.search_rich(result)
+    else:
+        render.write_out(render.search_tsv(result))
+
+
+@app.command("usage")
+@command
+def usage_cmd(
+    by: str = typer.Option(
+        "session",
+        "--by",
+        help="Group by session, agent, model, day or label.",
+        autocompletion=_complete_groups,
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="Only messages since (30m, 2h, 1d or an ISO date)."
+    ),
+    until: str | None = typer.Option(
+        None, "--until", help="Only messages before (30m, 2h, 1d or an ISO date)."
+    ),
+    budget: float | None = typer.Option(
+        None, "--budget", help="Exit 6 when the period's cost is over USD.", metavar="USD"
+    ),
+    cost_only: bool = typer.Option(False, "--cost-only", help="Print only the total cost."),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> int:
+    """Tokens, turns, runs and cost from the transcripts, with a totals row."""
+    from sessiontool.usage import usage
+
+    result = usage(
+        get_ctx(),
+        by=by,
+        since_ms=_time(since, "--since"),
+        until_ms=_time(until, "--until"),
+        budget=budget,
+    )
+    as_json = want_json(json_)
+    if cost_only:
+        cost = result["total"]["cost"]
+        if as_json:
+            slim = {"cost": cost, "currency": "USD"}
+            for k in ("budget", "overBudget", "unpriced"):
+                if k in result:
+                    slim[k] = result[k]
+            render.emit_json(slim)
+        else:
+            render.write_out(f"{cost:.4f}\n")
+    elif as_json:
+        render.emit_json(result)
+    elif render.is_terminal():
+        render.usage_table(result)
+    else:
+        render.write_out(render.usage_tsv(result))
+    if result.get("unpriced") and not as_json:
+        render.warning_line("no price configured for: " + ", ".join(result["unpriced"]))
+    if result.get("overBudget"):
+        render.err(
+            f"sessiontool: over budget: cost {result['total']['cost']:.4f} USD "
+            f"> {result['budget']:g} USD"
+        )
+        return int(ExitCode.OVER_BUDGET)
+    return 0

@@ -1,0 +1,442 @@
+"""`search`: every session's messages by their words, through sessiontool's own index.
+
+The query language is SQLite FTS5's (phrases, `prefix*`, AND/OR/NOT, parentheses), with one
+kindness: a bare word FTS5 would reject (`fixture-exec-ok`, `user@host`) is searched as the
+phrase it spells. Queries in unsegmented scripts (CJK, Thai, ...) go to a trigram table; where
+that cannot answer (a term under three characters, or no FTS5 at all) the stored text is scanned
+with the same query semantics."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sessiontool import catalog, diag
+from sessiontool.context import Context
+from sessiontool.errors import UsageError
+from sessiontool.stores import search_index as si
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1000
+ROLES = {"user": ("user",), "assistant": ("assistant",), "tool": ("toolResult", "toolCall")}
+DEFAULT_ROLES = ("user", "assistant")
+SNIPPET_TOKENS = 24
+_BARE = re.compile(r"^\w+\*?$")
+
+# -- the query -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Term:
+    words: tuple[str, ...]  # one for a word, several for a phrase
+    prefix: bool
+    raw: str  # the text of the term as the user wrote it, without quotes
+
+    @property
+    def unsegmented(self) -> bool:
+        return si.has_unsegmented(self.raw)
+
+    def pattern(self) -> re.Pattern[str]:
+        if self.unsegmented:
+            return re.compile(re.escape(self.raw), re.IGNORECASE)
+        parts = [re.escape(w) for w in self.words]
+        body = r"\W+".join(parts) + (r"\w*" if self.prefix else "")
+        return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
+
+
+Node = Any  # ("term", Term) | ("and"|"or", [Node]) | ("not", Node, Node)
+
+
+def _bad(message: str) -> UsageError:
+    return UsageError(
+        f"invalid search query: {message}",
+        hint='FTS5 syntax: words, "exact phrase", prefix*, AND, OR, NOT, ( )',
+    )
+
+
+def _lex(q: str) -> Iterator[tuple[str, str]]:
+    i, n = 0, len(q)
+    while i < n:
+        ch = q[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch == '"':
+            j = i + 1
+            while True:
+                k = q.find('"', j)
+                if k < 0:
+                    raise _bad("a quote is not closed")
+                if k + 1 < n and q[k + 1] == '"':
+                    j = k + 2
+                    continue
+                break
+            end = k + 1
+            if end < n and q[end] == "*":
+                end += 1
+            yield "phrase", q[i:end]
+            i = end
+            continue
+        if ch in "()":
+            yield ch, ch
+            i += 1
+            continue
+        j = i
+        while j < n and not q[j].isspace() and q[j] not in '()"':
+            j += 1
+        tok = q[i:j]
+        i = j
+        yield ("op" if tok in ("AND", "OR", "NOT") else "word"), tok
+
+
+def _term(kind: str, text: str) -> Term:
+    prefix = text.endswith("*")
+    body = text[:-1] if prefix else text
+    if kind == "phrase":
+        body = body[1:-1].replace('""', '"')
+    words = tuple(re.findall(r"\w+", body)) or (body,)
+    return Term(words, prefix, body)
+
+
+class _Parser:
+    """FTS5's grammar, for the scan: NOT binds tightest, then AND (or juxtaposition), then OR."""
+
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.toks = tokens
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> tuple[str, str]:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def parse(self) -> Node:
+        if not self.toks:
+            raise _bad("it is empty")
+        node = self.or_()
+        if self.peek() is not None:
+            raise _bad(f"unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        return node
+
+    def or_(self) -> Node:
+        items = [self.and_()]
+        while self.peek() == ("op", "OR"):
+            self.take()
+            items.append(self.and_())
+        return items[0] if len(items) == 1 else ("or", items)
+
+    def and_(self) -> Node:
+        items = [self.not_()]
+        while True:
+            tok = self.peek()
+            if tok == ("op", "AND"):
+                self.take()
+                items.append(self.not_())
+            elif tok is not None and tok[0] in ("word", "phrase", "("):
+                items.append(self.not_())
+            else:
+                break
+        return items[0] if len(items) == 1 else ("and", items)
+
+    def not_(self) -> Node:
+        node = self.primary()
+        while self.peek() == ("op", "NOT"):
+            self.take()
+            node = ("not", node, self.primary())
+        return node
+
+    def primary(self) -> Node:
+        tok = self.peek()
+        if tok is None:
+            raise _bad("it ends where a word was expected")
+        kind, text = self.take()
+        if kind == "(":
+            node = self.or_()
+            if self.peek() != (")", ")"):
+                raise _bad("a parenthesis is not closed")
+            self.take()
+            return node
+        if kind in ("word", "phrase"):
+            return ("term", _term(kind, text))
+        raise _bad(f"unexpected {text!r}")
+
+
+@dataclass
+class Query:
+    text: str  # as typed
+    fts: str  # as sent to FTS5
+    tree: Node
+    terms: list[Term]  # every term not under a NOT's right side: what a snippet highlights
+
+    @property
+    def unsegmented(self) -> bool:
+        return any(t.unsegmented for t in self.terms)
+
+    @property
+    def trigram_ok(self) -> bool:
+        """The trigram tokenizer matches nothing for a term under three characters."""
+        return all(len(t.raw) >= 3 for t in self.terms if t.unsegmented)
+
+
+def _positive_terms(node: Node, out: list[Term]) -> None:
+    if node[0] == "term":
+        out.append(node[1])
+    elif node[0] in ("and", "or"):
+        for n in node[1]:
+            _positive_terms(n, out)
+    else:
+        _positive_terms(node[1], out)
+
+
+def parse_query(text: str) -> Query:
+    if not text.strip():
+        raise _bad("it is empty")
+    if any(ord(c) < 0x20 and c not in "\t\n\r" for c in text):
+        raise _bad("it contains control characters")
+    tokens = list(_lex(text))
+    tree = _Parser(tokens).parse()
+    parts: list[str] = []
+    for kind, tok in tokens:
+        if kind == "word" and not _BARE.match(tok):
+            prefix = tok.endswith("*") and len(tok) > 1
+            body = tok[:-1] if prefix else tok
+            tok = '"' + body.replace('"', '""') + '"' + ("*" if prefix else "")
+        parts.append(tok)
+    terms: list[Term] = []
+    _positive_terms(tree, terms)
+    return Query(text, " ".join(parts), tree, terms)
+
+
+def _matches(node: Node, text: str) -> bool:
+    kind = node[0]
+    if kind == "term":
+        return node[1].pattern().search(text) is not None
+    if kind == "and":
+        return all(_matches(n, text) for n in node[1])
+    if kind == "or":
+        return any(_matches(n, text) for n in node[1])
+    return _matches(node[1], text) and not _matches(node[2], text)
+
+
+# -- snippets --------------------------------------------------------------------------------
+
+
+def split_marked(marked: str) -> tuple[str, list[list[int]]]:
+    """A snippet with HIT markers → (plain one-line text, [[start, end], ...] of the hits)."""
+    marked = " ".join(marked.split())
+    out: list[str] = []
+    spans: list[list[int]] = []
+    pos = 0
+    start = -1
+    for ch in marked:
+        if ch == si.HIT[0]:
+            start = pos
+        elif ch == si.HIT[1]:
+            if start >= 0 and pos > start:
+                spans.append([start, pos])
+            start = -1
+        else:
+            out.append(ch)
+            pos += 1
+    return "".join(out), spans
+
+
+def scan_snippet(text: str, terms: list[Term], width: int = 160) -> str:
+    """The marked snippet of a scanned hit: a window around the first match."""
+    spans: list[tuple[int, int]] = []
+    for t in terms:
+        spans += [(m.start(), m.end()) for m in t.pattern().finditer(text) if m.end() > m.start()]
+    spans.sort()
+    first = spans[0][0] if spans else 0
+    lo = max(0, first - width // 3)
+    hi = min(len(text), lo + width)
+    out: list[str] = ["…"] if lo > 0 else []
+    pos = lo
+    for s, e in spans:
+        if s < pos or e > hi:
+            continue
+        out += [text[pos:s], si.HIT[0], text[s:e], si.HIT[1]]
+        pos = e
+    out.append(text[pos:hi])
+    if hi < len(text):
+        out.append("…")
+    return "".join(out)
+
+
+# -- searching -------------------------------------------------------------------------------
+
+
+def _scope(
+    ctx: Context,
+    session: str | None,
+    label: str | None,
+    all_agents: bool,
+    include_archived: bool,
+) -> list[catalog.SessionRef]:
+    if session is not None or label is not None:
+        from sessiontool.flow import policy
+        from sessiontool.sessions import resolve
+
+        r = resolve(ctx, session, label=label)
+        policy.check_access(ctx, r.key, r.entry, "history")
+        path = r.transcript_path()
+        if path is None or r.session_id is None:
+            return []
+        entry_label = (r.entry or {}).get("label")
+        return [
+            catalog.SessionRef(
+                r.agent_id,
+                r.key,
+                r.session_id,
+                path,
+                entry_label if isinstance(entry_label, str) else None,
+            )
+        ]
+    agents = catalog.agent_ids(ctx, all_agents)
+    refs = catalog.live_sessions(ctx, agents)
+    if include_archived:
+        refs += catalog.archived_transcripts(ctx, agents, refs)
+    return refs
+
+
+def _roles(role: str | None) -> tuple[str, ...]:
+    if role is None:
+        return DEFAULT_ROLES
+    if role not in ROLES:
+        raise UsageError(f"unknown role {role!r} (valid roles: user, assistant, tool)")
+    return ROLES[role]
+
+
+def _fts_error(exc: sqlite3.OperationalError) -> UsageError | None:
+    text = str(exc)
+    if text.startswith("fts5:") or "syntax error" in text or "unknown special query" in text:
+        return _bad(text.removeprefix("fts5: "))
+    return None
+
+
+def search(
+    ctx: Context,
+    query: str,
+    *,
+    session: str | None = None,
+    label: str | None = None,
+    all_agents: bool = False,
+    role: str | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    limit: int = DEFAULT_LIMIT,
+    include_archived: bool = False,
+) -> dict[str, Any]:
+    if limit < 1:
+        raise UsageError("--limit must be at least 1")
+    limit = min(limit, MAX_LIMIT)
+    q = parse_query(query)
+    roles = _roles(role)
+    refs = _scope(ctx, session, label, all_agents, include_archived)
+
+    def run(idx: si.Index) -> tuple[str, list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
+        ids = idx.sync(r.path for r in refs)
+        by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
+        idx.set_scope(by_id)
+        if not idx.fts:
+            diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
+            return "scan", _scan(idx, q, roles, since_ms, until_ms, limit), by_id
+        if q.unsegmented and not (idx.trigram and q.trigram_ok):
+            return "scan", _scan(idx, q, roles, since_ms, until_ms, limit), by_id
+        table = "fts_cjk" if q.unsegmented else "fts"
+        try:
+            return table, _match(idx, table, q, roles, since_ms, until_ms, limit), by_id
+        except sqlite3.OperationalError as exc:
+            bad = _fts_error(exc)
+            if bad is not None:
+                raise bad from None
+            raise
+
+    engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
+    hits = []
+    for file_id, ts, role_, marked, score in rows:
+        ref = by_id[file_id]
+        snippet, spans = split_marked(marked)
+        hit: dict[str, Any] = {
+            "key": ref.display_key(ctx),
+            "sessionId": ref.session_id,
+            "agentId": ref.agent_id,
+            "timestamp": ts,
+            "role": role_,
+            "snippet": snippet,
+            "highlights": spans,
+        }
+        if ref.label:
+            hit["label"] = ref.label
+        if ref.archived:
+            hit["archived"] = True
+        hit["transcriptPath"] = str(ref.path)
+        if score is not None:
+            hit["score"] = round(-float(score), 4)
+        hits.append(hit)
+    return {"query": query, "engine": engine, "count": len(hits), "hits": hits}
+
+
+def _filters(
+    roles: tuple[str, ...], since_ms: int | None, until_ms: int | None
+) -> tuple[str, list[Any]]:
+    sql = f" AND m.role IN ({','.join('?' * len(roles))})"
+    args: list[Any] = list(roles)
+    if since_ms is not None:
+        sql += " AND m.ts >= ?"
+        args.append(since_ms)
+    if until_ms is not None:
+        sql += " AND m.ts < ?"
+        args.append(until_ms)
+    return sql + " AND m.file_id IN (SELECT id FROM temp.scope)", args
+
+
+def _match(
+    idx: si.Index,
+    table: str,
+    q: Query,
+    roles: tuple[str, ...],
+    since_ms: int | None,
+    until_ms: int | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    where, args = _filters(roles, since_ms, until_ms)
+    sql = (
+        f"SELECT m.file_id, m.ts, m.role, "
+        f"snippet({table}, 0, ?, ?, '…', {SNIPPET_TOKENS}), bm25({table}) AS r "
+        f"FROM {table} JOIN msgs m ON m.id = {table}.rowid "
+        f"WHERE {table} MATCH ?{where} ORDER BY r, m.ts DESC, m.id DESC LIMIT ?"
+    )
+    return idx.conn.execute(sql, [si.HIT[0], si.HIT[1], q.fts, *args, limit]).fetchall()
+
+
+def _scan(
+    idx: si.Index,
+    q: Query,
+    roles: tuple[str, ...],
+    since_ms: int | None,
+    until_ms: int | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """Every stored message in scope, newest first, tested against the query in Python."""
+    where, args = _filters(roles, since_ms, until_ms)
+    if q.unsegmented and all(t.unsegmented for t in q.terms):
+        where += " AND m.cjk = 1"
+    out: list[tuple[Any, ...]] = []
+    cur = idx.conn.execute(
+        f"SELECT m.file_id, m.ts, m.role, m.text FROM msgs m WHERE 1{where} "
+        "ORDER BY m.ts DESC, m.id DESC",
+        args,
+    )
+    for file_id, ts, role, text in cur:
+        if _matches(q.tree, text):
+            out.append((file_id, ts, role, scan_snippet(text, q.terms), None))
+            if len(out) >= limit:
+                break
+    return out

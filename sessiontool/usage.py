@@ -1,0 +1,174 @@
+"""`usage`: tokens, turns, runs and cost, summed from the transcripts' assistant messages.
+
+The transcripts are the source of truth (OpenClaw writes each assistant message's `usage`), so
+sessions another program ran count too. Per-message usage is kept in the search index and
+caught up the same way, so a report over a year of transcripts reads only what changed.
+Cost uses the config's prices (`models.providers.<p>.models[].cost`, USD per million tokens,
+OpenClaw's field), read at report time; a model without a configured price falls back to the
+cost the transcript recorded, and is listed under `unpriced` when it has neither."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sessiontool import catalog
+from sessiontool.context import Context
+from sessiontool.errors import UsageError
+from sessiontool.stores import search_index as si
+
+GROUPS = ("session", "agent", "model", "day", "label")
+COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")
+PRICE_FIELDS = ("input", "output", "cacheRead", "cacheWrite")
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    def of(self, i: int, o: int, cr: int, cw: int) -> float:
+        return (
+            i * self.input + o * self.output + cr * self.cache_read + cw * self.cache_write
+        ) / 1_000_000
+
+
+def _price_number(v: Any) -> float | None:
+    if v is None:
+        return 0.0
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+        return float(v)
+    return None
+
+
+def configured_prices(ctx: Context) -> dict[tuple[str, str], Price]:
+    """(provider, model id) → price, from every provider's models that give a usable `cost`."""
+    out: dict[tuple[str, str], Price] = {}
+    for pname, p in ctx.config.providers.items():
+        models = p.get("models") if isinstance(p, dict) else None
+        if not isinstance(models, list):
+            continue
+        for m in models:
+            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+                continue
+            cost = m.get("cost")
+            if not isinstance(cost, dict):
+                continue
+            nums = [_price_number(cost.get(f)) for f in PRICE_FIELDS]
+            if any(n is None for n in nums):
+                continue
+            out[(str(pname), m["id"])] = Price(*(n or 0.0 for n in nums))
+    return out
+
+
+def _lookup(prices: dict[tuple[str, str], Price], provider: str, model: str) -> Price | None:
+    if (provider, model) in prices:
+        return prices[(provider, model)]
+    if "/" in model:
+        p, _, m = model.partition("/")
+        if (p, m) in prices:
+            return prices[(p, m)]
+    if not provider:
+        found = [v for (_p, m), v in prices.items() if m == model]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _empty() -> dict[str, Any]:
+    return {**dict.fromkeys(COUNTERS, 0), "cost": 0.0}
+
+
+def usage(
+    ctx: Context,
+    *,
+    by: str = "session",
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    budget: float | None = None,
+) -> dict[str, Any]:
+    if by not in GROUPS:
+        raise UsageError(f"unknown --by {by!r} (valid: {', '.join(GROUPS)})")
+    if budget is not None and (not math.isfinite(budget) or budget < 0):
+        raise UsageError("--budget must be a non-negative amount in USD")
+    agents = catalog.agent_ids(ctx, True)
+    refs = catalog.live_sessions(ctx, agents)
+    refs += catalog.archived_transcripts(ctx, agents, refs)
+
+    def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
+        ids = idx.sync(r.path for r in refs)
+        by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
+        idx.set_scope(by_id)
+        day = "strftime('%Y-%m-%d', ts / 1000, 'unixepoch')" if by == "day" else "''"
+        where, args = "file_id IN (SELECT id FROM temp.scope)", []
+        if since_ms is not None:
+            where += " AND ts >= ?"
+            args.append(since_ms)
+        if until_ms is not None:
+            where += " AND ts < ?"
+            args.append(until_ms)
+        rows = idx.conn.execute(
+            f"SELECT file_id, {day} AS d, provider, model, count(*), sum(run_start), "
+            "sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost), count(cost) "
+            f"FROM turns WHERE {where} GROUP BY file_id, d, provider, model",
+            args,
+        ).fetchall()
+        return rows, by_id
+
+    rows, by_id = si.using_index(ctx.paths.tool_dir, run)
+    prices = configured_prices(ctx)
+    groups: dict[str, dict[str, Any]] = {}
+    unpriced: set[str] = set()
+    for file_id, day, provider, model, turns, runs, i, o, cr, cw, recorded, n_rec in rows:
+        ref = by_id[file_id]
+        model_name = f"{provider}/{model}" if provider else (model or "(unknown)")
+        price = _lookup(prices, provider, model)
+        if price is not None:
+            cost = price.of(i, o, cr, cw)
+        else:
+            cost = float(recorded or 0.0)
+            if not n_rec and (i or o or cr or cw):
+                unpriced.add(model_name)
+        if by == "session":
+            name = ref.display_key(ctx) or f"{ref.session_id} (archived)"
+        elif by == "agent":
+            name = ref.agent_id
+        elif by == "model":
+            name = model_name
+        elif by == "day":
+            name = day
+        else:
+            name = ref.label or "(no label)"
+        g = groups.setdefault(name, _empty())
+        for k, v in zip(COUNTERS, (i, o, cr, cw, turns, runs), strict=True):
+            g[k] += int(v or 0)
+        g["cost"] += cost
+    total = _empty()
+    out_rows = []
+    for name, g in groups.items():
+        for k in (*COUNTERS, "cost"):
+            total[k] += g[k]
+        out_rows.append({by: name, **g})
+    if by == "day":
+        out_rows.sort(key=lambda r: r["day"])
+    else:
+        out_rows.sort(key=lambda r: (-r["cost"], -(r["input"] + r["output"]), r[by]))
+    for r in (*out_rows, total):
+        r["cost"] = round(r["cost"], 6)
+    result: dict[str, Any] = {
+        "by": by,
+        "since": since_ms,
+        "until": until_ms,
+        "currency": "USD",
+        "rows": out_rows,
+        "total": total,
+    }
+    if unpriced:
+        result["unpriced"] = sorted(unpriced)
+    if budget is not None:
+        result["budget"] = budget
+        result["overBudget"] = total["cost"] > budget
+    return result

@@ -1,0 +1,133 @@
+"""`usage` over the real Clawdbot fixtures: totals equal an independent sum of the assistant
+messages' usage, cost uses the configured prices, `--budget` exits 6 only when over."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURE_STATE, run_cli, run_json, write_config
+
+PRICE = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
+FIELDS = ("input", "output", "cacheRead", "cacheWrite")
+
+
+@pytest.fixture
+def fixture_state(state: Path) -> Path:
+    shutil.copytree(FIXTURE_STATE, state)
+    return state
+
+
+def _assistant_usages(state: Path, since: int | None = None) -> list[dict[str, Any]]:
+    """Every assistant message's usage in every transcript on disk (archived included)."""
+    out = []
+    for path in sorted((state / "agents").glob("*/sessions/*.jsonl*")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            msg = obj.get("message") if obj.get("type") == "message" else None
+            if not msg or msg.get("role") != "assistant":
+                continue
+            if since is not None and msg["timestamp"] < since:
+                continue
+            out.append(msg.get("usage") or {})
+    return out
+
+
+def _priced(state: Path) -> None:
+    write_config(
+        state,
+        {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "cost": PRICE}]}}}},
+    )
+
+
+def test_totals_equal_independent_sum(fixture_state: Path) -> None:
+    usages = _assistant_usages(fixture_state)
+    rc, out = run_json("usage")
+    assert rc == 0
+    total = out["total"]
+    for f in FIELDS:
+        assert total[f] == sum(u.get(f, 0) for u in usages), f
+    assert total["turns"] == len(usages)
+    assert 0 < total["runs"] <= total["turns"]
+    assert total["cost"] == 0  # the fixture's config prices fake-model at 0
+    # Rows add up to the total, whatever the grouping.
+    for by in ("session", "agent", "model", "day", "label"):
+        rc, grouped = run_json("usage", "--by", by)
+        assert rc == 0
+        for f in (*FIELDS, "turns", "runs"):
+            assert sum(r[f] for r in grouped["rows"]) == total[f], (by, f)
+    rc, by_agent = run_json("usage", "--by", "agent")
+    assert {r["agent"] for r in by_agent["rows"]} == {"main", "research"}
+
+
+def test_cost_from_configured_prices_and_budget(fixture_state: Path) -> None:
+    _priced(fixture_state)
+    usages = _assistant_usages(fixture_state)
+    expected = sum(u.get(f, 0) * PRICE[f] for u in usages for f in FIELDS) / 1_000_000
+    rc, out = run_json("usage", "--by", "model")
+    assert rc == 0
+    assert out["total"]["cost"] == pytest.approx(expected, abs=1e-6)
+    # chat.inject wrote one assistant message with no model (and no tokens).
+    row = next(r for r in out["rows"] if r["model"] == "fake/fake-model")
+    assert row["input"] == out["total"]["input"] and row["cost"] == out["total"]["cost"]
+    assert "unpriced" not in out
+
+    proc = run_cli("usage", "--cost-only")
+    assert proc.returncode == 0 and float(proc.stdout) == pytest.approx(expected, abs=1e-4)
+    under = run_cli("usage", "--budget", str(expected * 2), "--cost-only")
+    assert under.returncode == 0, under.stderr
+    over = run_cli("usage", "--budget", str(expected / 2))
+    assert over.returncode == 6
+    assert "over budget" in over.stderr
+    assert over.stdout.splitlines()[-1].startswith("TOTAL\t")  # the report is still printed
+    rc, data = run_json("usage", "--budget", str(expected / 2), "--cost-only")
+    assert rc == 6 and data["overBudget"] is True and data["budget"] == expected / 2
+    bad = run_cli("usage", "--budget", "-1")
+    assert bad.returncode == 2 and bad.stderr.startswith("sessiontool: error:")
+
+
+def test_since_counts_only_newer_messages(fixture_state: Path) -> None:
+    _priced(fixture_state)
+    all_ts = sorted(
+        json.loads(line)["message"]["timestamp"]
+        for p in (fixture_state / "agents").glob("*/sessions/*.jsonl*")
+        for line in p.read_text().splitlines()
+        if '"role":"assistant"' in line
+    )
+    cut = all_ts[len(all_ts) // 2]
+    iso = datetime.fromtimestamp(cut / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    usages = _assistant_usages(fixture_state, since=cut)
+    rc, out = run_json("usage", "--since", iso)
+    assert rc == 0
+    assert out["total"]["turns"] == len(usages)
+    assert out["total"]["input"] == sum(u["input"] for u in usages)
+    # A period with nothing in it costs nothing: never over any budget.
+    proc = run_cli("usage", "--since", "1m", "--budget", "0")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_new_messages_counted_after_send(state: Path) -> None:
+    assert run_cli("send", "main", "count me please").returncode == 0
+    rc, first = run_json("usage")
+    assert rc == 0 and first["total"]["turns"] == 1 and first["total"]["runs"] == 1
+    assert run_cli("send", "main", "and me too").returncode == 0
+    rc, second = run_json("usage", "--by", "session")
+    assert second["total"]["turns"] == 2 and second["total"]["runs"] == 2
+    assert second["rows"][0]["session"] == "main"
+
+
+def test_table_and_tsv(fixture_state: Path) -> None:
+    proc = run_cli("usage", "--by", "day")
+    assert proc.returncode == 0
+    lines = [ln.split("\t") for ln in proc.stdout.splitlines()]
+    assert lines[0][0] == "DAY" and lines[-1][0] == "TOTAL"
+    assert lines[1][0] == "2026-11-21"
+    bad = run_cli("usage", "--by", "week")
+    assert bad.returncode == 2 and "unknown --by" in bad.stderr
