@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.flow import policy
 from sessiontool.sessions import agent_sessions, list_agent_ids
+from sessiontool.stores import reader as store_reader
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
-from sessiontool.stores.sessions_json import listable
+from sessiontool.stores.search_index import VIRTUAL_SEP, Virtual
+from sessiontool.stores.sessions_json import Entry, listable
 
 # `<id>.jsonl.deleted.<stamp>` (delete, archive) and `<id>.jsonl.reset.<stamp>` (reset).
 _ARCHIVED = re.compile(r"^(?P<sid>.+?)\.jsonl\.(?P<why>deleted|reset)\.")
@@ -33,6 +36,8 @@ class SessionRef:
     path: Path
     label: str | None = None
     archived: bool = False
+    # Set for a transcript that is not a JSONL file (OpenClaw's SQLite store): how to read it.
+    virtual: Virtual | None = field(default=None, compare=False)
 
     def display_key(self, ctx: Context) -> str | None:
         return ctx.display(self.key) if self.key is not None else None
@@ -46,10 +51,31 @@ def agent_ids(ctx: Context, all_agents: bool) -> list[str]:
     return list_agent_ids(ctx, all_agents)
 
 
+def _loader(ctx: Context, agent_id: str, key: str, entry: Entry) -> Callable[[], list[Any]]:
+    """The session's transcript entries, oldest first. Usage must see every assistant message
+    (a silent reply cost tokens too, and so did the turns before an in-place reset), so the
+    reader's raw events are used where it has them, not the chat view `history` shows."""
+
+    def load() -> list[Any]:
+        rdr = store_reader.reader_for(ctx.paths, agent_id)
+        raw = getattr(rdr, "_events_newest_first", None)
+        sid = entry.get("sessionId")
+        if raw is None or not isinstance(sid, str):
+            msgs = store_reader.read_messages(ctx.paths, agent_id, key, entry)
+            return [{"type": "message", "message": m} for m in msgs]
+        events = [ev for ev in raw(sid) if isinstance(ev, dict)]
+        events.reverse()
+        return events
+
+    return load
+
+
 def live_sessions(ctx: Context, agents: list[str]) -> list[SessionRef]:
-    """Every listable session the requester may see, with its transcript path."""
+    """Every listable session the requester may see, with where its transcript is. Call inside
+    `stores.reader.read_scope()`: a virtual transcript is read through the same snapshot."""
     out: list[SessionRef] = []
     for agent_id in agents:
+        info = store_reader.detect(ctx.paths, agent_id)
         sdir = ctx.paths.sessions_dir(agent_id)
         for full_key, f in agent_sessions(ctx, agent_id).items():
             if not listable(full_key) or not policy.visible(ctx, full_key, f.entry):
@@ -57,8 +83,15 @@ def live_sessions(ctx: Context, agents: list[str]) -> list[SessionRef]:
             sid = f.entry.get("sessionId")
             if not isinstance(sid, str) or not is_plain_name(sid):
                 continue
-            path = transcript_path_for(sdir, sid, f.entry.get("sessionFile"))
-            out.append(SessionRef(agent_id, full_key, sid, path, _str(f.entry.get("label"))))
+            label = _str(f.entry.get("label"))
+            if info.kind == "jsonl":
+                path = transcript_path_for(sdir, sid, f.entry.get("sessionFile"))
+                out.append(SessionRef(agent_id, full_key, sid, path, label))
+                continue
+            name = f"{info.location}{VIRTUAL_SEP}{sid}"
+            version = f"{f.entry.get('updatedAt')}"
+            v = Virtual(name, version, _loader(ctx, agent_id, full_key, f.entry))
+            out.append(SessionRef(agent_id, full_key, sid, Path(name), label, virtual=v))
     return out
 
 

@@ -12,18 +12,19 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from sessiontool import catalog, diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.stores import search_index as si
+from sessiontool.stores.reader import read_scope
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
 ROLES = {"user": ("user",), "assistant": ("assistant",), "tool": ("toolResult", "toolCall")}
 DEFAULT_ROLES = ("user", "assistant")
-SNIPPET_TOKENS = 24
 _BARE = re.compile(r"^\w+\*?$")
 
 # -- the query -------------------------------------------------------------------------------
@@ -285,19 +286,7 @@ def _scope(
 
         r = resolve(ctx, session, label=label)
         policy.check_access(ctx, r.key, r.entry, "history")
-        path = r.transcript_path()
-        if path is None or r.session_id is None:
-            return []
-        entry_label = (r.entry or {}).get("label")
-        return [
-            catalog.SessionRef(
-                r.agent_id,
-                r.key,
-                r.session_id,
-                path,
-                entry_label if isinstance(entry_label, str) else None,
-            )
-        ]
+        return [ref for ref in catalog.live_sessions(ctx, [r.agent_id]) if ref.key == r.key]
     agents = catalog.agent_ids(ctx, all_agents)
     refs = catalog.live_sessions(ctx, agents)
     if include_archived:
@@ -338,27 +327,36 @@ def search(
     limit = min(limit, MAX_LIMIT)
     q = parse_query(query)
     roles = _roles(role)
-    refs = _scope(ctx, session, label, all_agents, include_archived)
 
     def run(idx: si.Index) -> tuple[str, list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-        ids = idx.sync(r.path for r in refs)
+        ids = idx.sync(
+            [r.path for r in refs if r.virtual is None],
+            [r.virtual for r in refs if r.virtual is not None],
+        )
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
         idx.set_scope(by_id)
-        if not idx.fts:
-            diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
-            return "scan", _scan(idx, q, roles, since_ms, until_ms, limit), by_id
-        if q.unsegmented and not (idx.trigram and q.trigram_ok):
-            return "scan", _scan(idx, q, roles, since_ms, until_ms, limit), by_id
-        table = "fts_cjk" if q.unsegmented else "fts"
+        texts = _Texts({i: r.path for i, r in by_id.items() if r.virtual is None})
         try:
-            return table, _match(idx, table, q, roles, since_ms, until_ms, limit), by_id
-        except sqlite3.OperationalError as exc:
-            bad = _fts_error(exc)
-            if bad is not None:
-                raise bad from None
-            raise
+            if not idx.fts:
+                diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
+                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit), by_id
+            if q.unsegmented and not (idx.trigram and q.trigram_ok):
+                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit), by_id
+            table = "fts_cjk" if q.unsegmented else "fts"
+            try:
+                found = _match(idx, texts, table, q, roles, since_ms, until_ms, limit)
+            except sqlite3.OperationalError as exc:
+                bad = _fts_error(exc)
+                if bad is not None:
+                    raise bad from None
+                raise
+            return table, found, by_id
+        finally:
+            texts.close()
 
-    engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
+    with read_scope():
+        refs = _scope(ctx, session, label, all_agents, include_archived)
+        engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     hits = []
     for file_id, ts, role_, marked, score in rows:
         ref = by_id[file_id]
@@ -397,8 +395,33 @@ def _filters(
     return sql + " AND m.file_id IN (SELECT id FROM temp.scope)", args
 
 
+class _Texts:
+    """A hit's text, read back from its transcript line (open files cached for one query)."""
+
+    def __init__(self, paths: dict[int, Path]) -> None:
+        self.paths = paths
+        self.files: dict[int, BinaryIO] = {}
+
+    def get(self, file_id: int, off: int, part: int, stored: str | None) -> str | None:
+        if stored is not None:
+            return stored
+        fh = self.files.get(file_id)
+        if fh is None:
+            try:
+                fh = open(self.paths[file_id], "rb")  # noqa: SIM115 - closed by close()
+            except (OSError, KeyError):
+                return None
+            self.files[file_id] = fh
+        return si.row_text(fh, off, part)
+
+    def close(self) -> None:
+        for fh in self.files.values():
+            fh.close()
+
+
 def _match(
     idx: si.Index,
+    texts: _Texts,
     table: str,
     q: Query,
     roles: tuple[str, ...],
@@ -408,34 +431,43 @@ def _match(
 ) -> list[tuple[Any, ...]]:
     where, args = _filters(roles, since_ms, until_ms)
     sql = (
-        f"SELECT m.file_id, m.ts, m.role, "
-        f"snippet({table}, 0, ?, ?, '…', {SNIPPET_TOKENS}), bm25({table}) AS r "
+        f"SELECT m.file_id, m.ts, m.role, m.off, m.part, m.text, bm25({table}) AS r "
         f"FROM {table} JOIN msgs m ON m.id = {table}.rowid "
         f"WHERE {table} MATCH ?{where} ORDER BY r, m.ts DESC, m.id DESC LIMIT ?"
     )
-    return idx.conn.execute(sql, [si.HIT[0], si.HIT[1], q.fts, *args, limit]).fetchall()
+    out: list[tuple[Any, ...]] = []
+    for file_id, ts, role, off, part, stored, r in idx.conn.execute(
+        sql, [q.fts, *args, limit]
+    ).fetchall():
+        text = texts.get(file_id, off, part, stored)
+        if text is not None:  # the line is gone: the file changed since the catch-up
+            out.append((file_id, ts, role, scan_snippet(text, q.terms), r))
+    return out
 
 
 def _scan(
     idx: si.Index,
+    texts: _Texts,
     q: Query,
     roles: tuple[str, ...],
     since_ms: int | None,
     until_ms: int | None,
     limit: int,
 ) -> list[tuple[Any, ...]]:
-    """Every stored message in scope, newest first, tested against the query in Python."""
+    """Every message in scope, newest first, read from its transcript and tested against the
+    query in Python."""
     where, args = _filters(roles, since_ms, until_ms)
     if q.unsegmented and all(t.unsegmented for t in q.terms):
         where += " AND m.cjk = 1"
     out: list[tuple[Any, ...]] = []
     cur = idx.conn.execute(
-        f"SELECT m.file_id, m.ts, m.role, m.text FROM msgs m WHERE 1{where} "
+        f"SELECT m.file_id, m.ts, m.role, m.off, m.part, m.text FROM msgs m WHERE 1{where} "
         "ORDER BY m.ts DESC, m.id DESC",
         args,
     )
-    for file_id, ts, role, text in cur:
-        if _matches(q.tree, text):
+    for file_id, ts, role, off, part, stored in cur:
+        text = texts.get(file_id, off, part, stored)
+        if text is not None and _matches(q.tree, text):
             out.append((file_id, ts, role, scan_snippet(text, q.terms), None))
             if len(out) >= limit:
                 break

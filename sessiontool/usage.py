@@ -17,6 +17,7 @@ from sessiontool import catalog
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.stores import search_index as si
+from sessiontool.stores.reader import read_scope
 
 GROUPS = ("session", "agent", "model", "day", "label")
 COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")
@@ -94,12 +95,12 @@ def usage(
         raise UsageError(f"unknown --by {by!r} (valid: {', '.join(GROUPS)})")
     if budget is not None and (not math.isfinite(budget) or budget < 0):
         raise UsageError("--budget must be a non-negative amount in USD")
-    agents = catalog.agent_ids(ctx, True)
-    refs = catalog.live_sessions(ctx, agents)
-    refs += catalog.archived_transcripts(ctx, agents, refs)
 
     def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-        ids = idx.sync(r.path for r in refs)
+        ids = idx.sync(
+            [r.path for r in refs if r.virtual is None],
+            [r.virtual for r in refs if r.virtual is not None],
+        )
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
         idx.set_scope(by_id)
         day = "strftime('%Y-%m-%d', ts / 1000, 'unixepoch')" if by == "day" else "''"
@@ -118,7 +119,11 @@ def usage(
         ).fetchall()
         return rows, by_id
 
-    rows, by_id = si.using_index(ctx.paths.tool_dir, run)
+    with read_scope():
+        agents = catalog.agent_ids(ctx, True)
+        refs = catalog.live_sessions(ctx, agents)
+        refs += catalog.archived_transcripts(ctx, agents, refs)
+        rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     prices = configured_prices(ctx)
     groups: dict[str, dict[str, Any]] = {}
     unpriced: set[str] = set()

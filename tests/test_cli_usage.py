@@ -24,7 +24,8 @@ def fixture_state(state: Path) -> Path:
 
 
 def _assistant_usages(state: Path, since: int | None = None) -> list[dict[str, Any]]:
-    """Every assistant message's usage in every transcript on disk (archived included)."""
+    """Every assistant message's usage in every transcript on disk (archived included): a
+    turn is an assistant message that carries `usage`."""
     out = []
     for path in sorted((state / "agents").glob("*/sessions/*.jsonl*")):
         for line in path.read_text().splitlines():
@@ -32,7 +33,7 @@ def _assistant_usages(state: Path, since: int | None = None) -> list[dict[str, A
                 continue
             obj = json.loads(line)
             msg = obj.get("message") if obj.get("type") == "message" else None
-            if not msg or msg.get("role") != "assistant":
+            if not msg or msg.get("role") != "assistant" or not isinstance(msg.get("usage"), dict):
                 continue
             if since is not None and msg["timestamp"] < since:
                 continue
@@ -131,3 +132,67 @@ def test_table_and_tsv(fixture_state: Path) -> None:
     assert lines[1][0] == "2026-11-21"
     bad = run_cli("usage", "--by", "week")
     assert bad.returncode == 2 and "unknown --by" in bad.stderr
+
+
+OPENCLAW_STATE = FIXTURE_STATE.parent.parent / "openclaw-2026.9.6" / "state"
+
+
+def _openclaw_assistant_usages(state: Path) -> list[dict[str, Any]]:
+    """Straight from OpenClaw's databases: every assistant message with usage on the active
+    branch of each current session (silent replies and turns before a reset included)."""
+    import sqlite3
+
+    import zstandard
+
+    out = []
+    for db in sorted((state / "agents").glob("*/agent/openclaw-agent.sqlite")):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            cols = {r[1] for r in con.execute("PRAGMA table_info(session_nodes)")}
+            live = " WHERE archived_at IS NULL" if "archived_at" in cols else ""
+            sids = [
+                r[0] for r in con.execute("SELECT current_session_id FROM session_nodes" + live)
+            ]
+            for sid in sids:
+                rows = con.execute(
+                    "SELECT e.event_json, e.event_zstd FROM session_transcript_active_events a "
+                    "JOIN transcript_events e ON e.session_id = a.session_id "
+                    "AND e.seq = a.event_seq WHERE a.session_id = ?",
+                    (sid,),
+                ).fetchall()
+                for text, blob in rows:
+                    if text is None:
+                        text = zstandard.ZstdDecompressor().decompressobj().decompress(blob)
+                    ev = json.loads(text)
+                    msg = ev.get("message") if ev.get("type") == "message" else None
+                    if (
+                        msg
+                        and msg.get("role") == "assistant"
+                        and isinstance(msg.get("usage"), dict)
+                    ):
+                        out.append(msg["usage"])
+        finally:
+            con.close()
+    return out
+
+
+def test_openclaw_sqlite_store_through_the_reader(state: Path) -> None:
+    shutil.copytree(OPENCLAW_STATE, state)
+    usages = _openclaw_assistant_usages(state)
+    assert usages
+    rc, out = run_json("usage", "--by", "agent")
+    assert rc == 0, out
+    for f in FIELDS:
+        assert out["total"][f] == sum(u.get(f, 0) for u in usages), f
+    assert out["total"]["turns"] == len(usages)
+    assert {r["agent"] for r in out["rows"]} == {"main", "ops"}
+    # search reads the same store: a user message, with its key and timestamp
+    rc, found = run_json("search", '"Slack channel message"', "--role", "user", "--all-agents")
+    assert rc == 0, found
+    (hit,) = found["hits"]
+    assert hit["key"] == "agent:main:slack:channel:c0123"
+    rc, hist = run_json("history", "agent:main:slack:channel:c0123")
+    (user,) = [m for m in hist["messages"] if m["role"] == "user"]
+    assert hit["timestamp"] == user["timestamp"]
+    # ... and OpenClaw's files are untouched: our index is in our own directory only.
+    assert (state / "sessiontool" / "index.sqlite").is_file()

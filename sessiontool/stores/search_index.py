@@ -10,10 +10,9 @@ unreadable one is deleted and rebuilt (the caller is told, to warn). OpenClaw ne
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,23 +20,39 @@ from typing import Any, TypeVar
 
 from sessiontool import diag
 from sessiontool.errors import BusyError, StorageError
+from sessiontool.stores.index_text import (
+    HIT,
+    Extracted,
+    extract,
+    extract_message,
+    has_unsegmented,
+    iter_complete_lines,
+)
 from sessiontool.stores.paths import ensure_dir
 
-SCHEMA_VERSION = 1
+__all__ = [
+    "HIT",
+    "Index",
+    "Virtual",
+    "has_unsegmented",
+    "remove_index",
+    "row_text",
+    "using_index",
+]
+
+SCHEMA_VERSION = 3
 INDEX_NAME = "index.sqlite"
-CHUNK = 8 * 1024 * 1024
 TAIL = 32  # bytes before the read offset remembered to notice a same-size rewrite
 BUSY_TIMEOUT_S = 30.0
 T = TypeVar("T")
-HIT = ("\x02", "\x03")  # snippet markers: never in text we index (control characters dropped)
 
 _SCHEMA = """
 CREATE TABLE files(
   id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, dev INTEGER, ino INTEGER,
   size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT);
 CREATE TABLE msgs(
-  id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL, ts INTEGER, role TEXT, cjk INTEGER,
-  text TEXT);
+  id INTEGER PRIMARY KEY AUTOINCREMENT, file_id INTEGER NOT NULL, ts INTEGER, role TEXT,
+  cjk INTEGER, off INTEGER, part INTEGER, text TEXT);
 CREATE INDEX msgs_file ON msgs(file_id);
 CREATE TABLE turns(
   file_id INTEGER NOT NULL, ts INTEGER, provider TEXT, model TEXT, input INTEGER,
@@ -45,14 +60,16 @@ CREATE TABLE turns(
 CREATE INDEX turns_file ON turns(file_id);
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
 """
+# Contentless: the text stays in the transcripts (a hit's text is read back from its line), so
+# the index holds words and positions only. A purged row leaves its words behind in the FTS
+# tables; they match no `msgs` row (ids are never reused) and, when they outnumber the live
+# rows, the index is rebuilt.
 _FTS = (
-    "CREATE VIRTUAL TABLE fts USING fts5(text, content='msgs', content_rowid='id', "
+    "CREATE VIRTUAL TABLE fts USING fts5(text, content='', "
     "tokenize='unicode61 remove_diacritics 2')"
 )
-_FTS_CJK = (
-    "CREATE VIRTUAL TABLE fts_cjk USING fts5(text, content='msgs', content_rowid='id', "
-    "tokenize='trigram')"
-)
+_FTS_CJK = "CREATE VIRTUAL TABLE fts_cjk USING fts5(text, content='', tokenize='trigram')"
+DEAD_REBUILD_MIN = 20_000
 
 
 class IndexCorrupt(Exception):
@@ -84,173 +101,50 @@ def trigram_available() -> bool:
     return fts5_available() and _probe("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')")
 
 
-# -- what a transcript line contributes ------------------------------------------------------
-
-_UNSEGMENTED = (
-    (0x0E00, 0x0EFF),  # Thai, Lao
-    (0x1000, 0x109F),  # Myanmar
-    (0x1780, 0x17FF),  # Khmer
-    (0x2E80, 0x9FFF),  # CJK radicals, kana, ideographs
-    (0xA960, 0xA97F),
-    (0xAC00, 0xD7AF),  # Hangul syllables
-    (0xF900, 0xFAFF),
-    (0xFF66, 0xFF9F),
-    (0x20000, 0x2FA1F),
-)
+Row = tuple[int, int, str, int, int, int, str]  # file_id, ts, role, cjk, off, part, text
 
 
-def is_unsegmented(ch: str) -> bool:
-    o = ord(ch)
-    return any(lo <= o <= hi for lo, hi in _UNSEGMENTED)
+def _collect(
+    file_id: int,
+    ex: Extracted,
+    off: int,
+    last_role: str | None,
+    rows: list[Row],
+    turns: list[tuple[Any, ...]],
+) -> str | None:
+    """Add one message's rows and turn; returns the role the next message follows. A run
+    starts at the first assistant turn after anything but an assistant or tool message."""
+    for part, (ts, role, text) in enumerate(ex.rows):
+        rows.append((file_id, ts, role, int(has_unsegmented(text)), off, part, text))
+    if ex.turn is not None:
+        turns.append((file_id, *ex.turn, int(last_role not in ("assistant", "toolResult"))))
+    return ex.role if ex.role is not None else last_role
 
 
-def has_unsegmented(text: str) -> bool:
-    return any(ord(c) >= 0x0E00 and is_unsegmented(c) for c in text)
-
-
-def _clean(text: str) -> str:
-    # The snippet markers must never occur in indexed text.
-    return text.replace(HIT[0], " ").replace(HIT[1], " ")
-
-
-def _texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    out: list[str] = []
-    if isinstance(content, list):
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
-                out.append(b["text"])
-    return out
-
-
-def _flat_values(v: Any, out: list[str], depth: int = 0) -> None:
-    """A tool call's argument values (not its keys), for `--role tool` only."""
-    if depth > 20:
-        return
-    if isinstance(v, str):
-        out.append(v)
-    elif isinstance(v, bool) or v is None:
-        return
-    elif isinstance(v, int | float):
-        out.append(str(v))
-    elif isinstance(v, list):
-        for x in v:
-            _flat_values(x, out, depth + 1)
-    elif isinstance(v, dict):
-        for x in v.values():
-            _flat_values(x, out, depth + 1)
-
-
-def _int(v: Any) -> int:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v == v else 0
-
-
-def _ts(msg: dict[str, Any], line: dict[str, Any]) -> int:
-    t = msg.get("timestamp")
-    if isinstance(t, int | float) and not isinstance(t, bool) and t == t:
-        return int(t)
-    s = line.get("timestamp")
-    if isinstance(s, str):
-        from sessiontool.clock import parse_iso_ms
-
-        return parse_iso_ms(s) or 0
-    return 0
-
-
-@dataclass
-class Extracted:
-    rows: list[tuple[int, str, str]]  # (ts, role, text)
-    turn: tuple[Any, ...] | None  # (ts, provider, model, in, out, cr, cw, recorded cost)
-    role: str | None
-
-
-def extract(raw: bytes) -> Extracted | None:
-    """Rows and usage of one transcript line; None for lines that are not messages."""
-    if b'"message"' not in raw:
-        return None
+def row_text(fh: Any, off: int, part: int) -> str | None:
+    """The text of row `part` of the transcript line at byte `off` (None: not there any more)."""
     try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
+        fh.seek(off)
+        ex = extract(fh.readline().rstrip(b"\n"))
+    except (OSError, ValueError):
         return None
-    if not isinstance(obj, dict) or obj.get("type") != "message":
+    if ex is None or part >= len(ex.rows):
         return None
-    msg = obj.get("message")
-    if not isinstance(msg, dict):
-        return None
-    role = msg.get("role")
-    ts = _ts(msg, obj)
-    rows: list[tuple[int, str, str]] = []
-    turn = None
-    if role == "user":
-        from sessiontool.sessions import strip_envelope_text
-
-        text = "\n".join(strip_envelope_text(t) for t in _texts(msg.get("content")))
-        if not text and isinstance(msg.get("text"), str):
-            text = strip_envelope_text(msg["text"])
-        if text.strip():
-            rows.append((ts, "user", _clean(text)))
-    elif role == "assistant":
-        content = msg.get("content")
-        text = "\n".join(_texts(content))
-        if text.strip():
-            rows.append((ts, "assistant", _clean(text)))
-        if isinstance(content, list):
-            for b in content:
-                if isinstance(b, dict) and b.get("type") == "toolCall":
-                    vals: list[str] = [str(b.get("name") or "")]
-                    _flat_values(b.get("arguments"), vals)
-                    call = " ".join(v for v in vals if v)
-                    if call.strip():
-                        rows.append((ts, "toolCall", _clean(call)))
-        raw_usage = msg.get("usage")
-        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        cost = usage.get("cost")
-        recorded = cost.get("total") if isinstance(cost, dict) else None
-        turn = (
-            ts,
-            str(msg.get("provider") or ""),
-            str(msg.get("model") or ""),
-            _int(usage.get("input")),
-            _int(usage.get("output")),
-            _int(usage.get("cacheRead")),
-            _int(usage.get("cacheWrite")),
-            float(recorded)
-            if isinstance(recorded, int | float) and not isinstance(recorded, bool)
-            else None,
-        )
-    elif role == "toolResult":
-        text = "\n".join(_texts(msg.get("content")))
-        if text.strip():
-            rows.append((ts, "toolResult", _clean(text)))
-    else:
-        return Extracted([], None, str(role) if isinstance(role, str) else None)
-    return Extracted(rows, turn, role)
+    return ex.rows[part][2]
 
 
-def iter_complete_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """(offset after the line, line) for each newline-terminated line in [start, end)."""
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        pos = start
-        pending = b""
-        while pos < end:
-            block = fh.read(min(CHUNK, end - pos))
-            if not block:
-                break
-            pos += len(block)
-            data = pending + block if pending else block
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                pending = data
-                continue
-            base = pos - len(data)
-            i = 0
-            while i <= cut:
-                j = data.index(b"\n", i)
-                yield base + j + 1, data[i:j]
-                i = j + 1
-            pending = data[cut + 1 :]
+VIRTUAL_SEP = "#"
+
+
+@dataclass(frozen=True)
+class Virtual:
+    """A transcript that is not a JSONL file: `name` is `<database>#<sessionId>`, `version`
+    changes whenever the session does, `load` returns its entries (`{"type": "message",
+    "message": {...}}`, as JSONL lines are) oldest first."""
+
+    name: str
+    version: str
+    load: Callable[[], list[dict[str, Any]]]
 
 
 # -- the index file --------------------------------------------------------------------------
@@ -276,6 +170,7 @@ class Index:
         self.path = root / INDEX_NAME
         self.fts = fts5_available()
         self.trigram = self.fts and trigram_available()
+        self.dead = 0
         self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -353,37 +248,36 @@ class Index:
 
     def _purge(self, file_id: int) -> None:
         c = self.conn
-        if self.fts:
-            c.execute(
-                "INSERT INTO fts(fts, rowid, text) SELECT 'delete', id, text FROM msgs "
-                "WHERE file_id = ?",
-                (file_id,),
-            )
-        if self.trigram:
-            c.execute(
-                "INSERT INTO fts_cjk(fts_cjk, rowid, text) SELECT 'delete', id, text FROM msgs "
-                "WHERE file_id = ? AND cjk = 1",
-                (file_id,),
-            )
-        c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
+        cur = c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
+        self.dead += max(0, cur.rowcount)
         c.execute("DELETE FROM turns WHERE file_id = ?", (file_id,))
 
-    def sync(self, paths: Iterable[Path]) -> dict[str, int]:
-        """Bring the index up to date for `paths`; drop files that no longer exist. Returns
-        path → file id for the paths that exist."""
+    def sync(self, paths: Iterable[Path], virtual: Iterable[Virtual] = ()) -> dict[str, int]:
+        """Bring the index up to date for `paths` and `virtual` transcripts; drop files that no
+        longer exist. Returns path (or virtual name) → file id for those that exist."""
         c = self.conn
-        wanted = {str(p): p for p in paths}
+        wanted: dict[str, Path | None] = {str(p): p for p in paths}
+        sources = list(virtual)
+        for v in sources:
+            wanted[v.name] = None
         try:
             c.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             raise BusyError(f"the search index {self.path} is busy") from exc
         try:
+            got = c.execute("SELECT v FROM meta WHERE k = 'dead'").fetchone()
+            self.dead = int(got[0]) if got else 0
+            dead_before = self.dead
             known: dict[str, tuple[Any, ...]] = {
                 r[1]: r for r in c.execute("SELECT * FROM files").fetchall()
             }
             by_inode = {(r[2], r[3]): r for r in known.values()}
             ids: dict[str, int] = {}
+            for v in sources:
+                ids[v.name] = self._catch_up_virtual(v, known.get(v.name))
             for spath, path in wanted.items():
+                if path is None:
+                    continue
                 try:
                     st = os.stat(path)
                 except OSError:
@@ -403,15 +297,86 @@ class Index:
                         known[spath] = row
                 ids[spath] = self._catch_up(path, st, row)
             for spath, row in known.items():
-                if spath not in wanted and not os.path.exists(spath):
+                if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
                     self._purge(row[0])
                     c.execute("DELETE FROM files WHERE id = ?", (row[0],))
+            if self.dead != dead_before:
+                c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
             c.execute("COMMIT")
+            if self.fts and self.dead > DEAD_REBUILD_MIN:
+                live = c.execute("SELECT count(*) FROM msgs").fetchone()[0]
+                if self.dead > live:
+                    raise IndexStale("mostly stale entries")
         except BaseException:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
         return ids
+
+    def _catch_up_virtual(self, v: Virtual, row: tuple[Any, ...] | None) -> int:
+        """A transcript another store holds (OpenClaw's SQLite): read whole again whenever its
+        version (the session's updatedAt) changes."""
+        c = self.conn
+        version = v.version.encode()
+        if row is not None and row[7] == version:
+            return int(row[0])
+        if row is None:
+            cur = c.execute(
+                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
+                "VALUES (?, 0, 0, 0, 0, 0, NULL, NULL)",
+                (v.name,),
+            )
+            file_id = int(cur.lastrowid or 0)
+        else:
+            file_id = int(row[0])
+            self._purge(file_id)
+        rows: list[Row] = []
+        turns: list[tuple[Any, ...]] = []
+        last_role: str | None = None
+        for line in v.load():
+            msg = line.get("message") if isinstance(line, dict) else None
+            if line.get("type") == "message" and isinstance(msg, dict):
+                ex = extract_message(msg, line)
+                last_role = _collect(file_id, ex, 0, last_role, rows, turns)
+        self._insert(rows, turns, keep_text=True)
+        c.execute(
+            "UPDATE files SET tail = ?, last_role = ? WHERE id = ?", (version, last_role, file_id)
+        )
+        return file_id
+
+    def _insert(
+        self, rows: list[Row], turns: list[tuple[Any, ...]], *, keep_text: bool = False
+    ) -> None:
+        """Rows of file transcripts keep no text (it is read back from the line at `off`);
+        a virtual transcript's rows keep theirs."""
+        c = self.conn
+        if rows:
+            got = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'msgs'").fetchone()
+            start = (int(got[0]) if got else 0) + 1
+            c.executemany(
+                "INSERT INTO msgs(file_id, ts, role, cjk, off, part, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(*r[:6], r[6] if keep_text else None) for r in rows],
+            )
+            last = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'msgs'").fetchone()
+            if int(last[0]) != start + len(rows) - 1:
+                raise IndexCorrupt("message ids out of sequence")
+            if self.fts:
+                c.executemany(
+                    "INSERT INTO fts(rowid, text) VALUES (?, ?)",
+                    ((start + i, r[6]) for i, r in enumerate(rows)),
+                )
+            if self.trigram:
+                c.executemany(
+                    "INSERT INTO fts_cjk(rowid, text) VALUES (?, ?)",
+                    ((start + i, r[6]) for i, r in enumerate(rows) if r[3]),
+                )
+        if turns:
+            c.executemany(
+                "INSERT INTO turns(file_id, ts, provider, model, input, output, cache_read, "
+                "cache_write, cost, run_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                turns,
+            )
 
     def _same_tail(self, path: Path, off: int, tail: bytes | None) -> bool:
         if off == 0:
@@ -474,46 +439,18 @@ class Index:
     def _read(
         self, file_id: int, path: Path, off: int, size: int, last_role: str | None
     ) -> tuple[int, str | None]:
-        c = self.conn
-        rows: list[tuple[int, int, str, int, str]] = []
+        rows: list[Row] = []
         turns: list[tuple[Any, ...]] = []
         new_off = off
         try:
             for end, raw in iter_complete_lines(path, off, size):
-                new_off = end
+                start, new_off = new_off, end
                 ex = extract(raw)
-                if ex is None:
-                    continue
-                for ts, role, text in ex.rows:
-                    rows.append((file_id, ts, role, int(has_unsegmented(text)), text))
-                if ex.turn is not None:
-                    run_start = int(last_role not in ("assistant", "toolResult"))
-                    turns.append((file_id, *ex.turn, run_start))
-                if ex.role is not None:
-                    last_role = ex.role
+                if ex is not None:
+                    last_role = _collect(file_id, ex, start, last_role, rows, turns)
         except OSError as exc:
             raise StorageError(f"cannot read transcript {path}: {exc.strerror}") from exc
-        if rows:
-            first = c.execute("SELECT coalesce(max(id), 0) FROM msgs").fetchone()[0]
-            c.executemany(
-                "INSERT INTO msgs(file_id, ts, role, cjk, text) VALUES (?, ?, ?, ?, ?)", rows
-            )
-            if self.fts:
-                c.execute(
-                    "INSERT INTO fts(rowid, text) SELECT id, text FROM msgs WHERE id > ?", (first,)
-                )
-            if self.trigram:
-                c.execute(
-                    "INSERT INTO fts_cjk(rowid, text) SELECT id, text FROM msgs "
-                    "WHERE id > ? AND cjk = 1",
-                    (first,),
-                )
-        if turns:
-            c.executemany(
-                "INSERT INTO turns(file_id, ts, provider, model, input, output, cache_read, "
-                "cache_write, cost, run_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                turns,
-            )
+        self._insert(rows, turns)
         return new_off, last_role
 
     # -- reading -----------------------------------------------------------------------------
