@@ -393,11 +393,13 @@ def test_delete_or_reset_during_a_run(state: Path, how: str) -> None:
 # -- bursts -----------------------------------------------------------------------------------
 
 
-def _burst(state: Path, per_session: int, sessions: int, parallel: int = 8) -> None:
+def _burst(
+    state: Path, per_session: int, sessions: int, parallel: int = 8, prefix: str = "s"
+) -> None:
     """`parallel` senders fire `send --timeout 0` at the sessions; then every run is waited
     for. Each session's transcript must hold its runs in creation order (the lane position
     each record got when it was created) and every run must be ok."""
-    keys = [f"agent:main:s{i}" for i in range(sessions)]
+    keys = [f"agent:main:{prefix}{i}" for i in range(sessions)]
     runner_config(state, {"type": "echo"})
     jobs = iter([(k, f"{k}#{n:04d}") for n in range(per_session) for k in keys])
     lock = threading.Lock()
@@ -452,8 +454,8 @@ def test_burst_across_sessions_runs_each_in_creation_order(state: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("rep", range(10))
 def test_500_sends_one_session_and_500_across_50(state: Path, rep: int) -> None:
-    _burst(state, per_session=500, sessions=1)
-    _burst(state, per_session=10, sessions=50)
+    _burst(state, per_session=500, sessions=1, prefix="one")
+    _burst(state, per_session=10, sessions=50, prefix="many")
 
 
 def test_a_live_lane_worker_is_the_only_one(state: Path) -> None:
