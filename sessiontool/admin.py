@@ -84,9 +84,9 @@ def _locate(ctx: Context, command: str, value: str | None, label: str | None) ->
     r = resolve(ctx, value, label=label)
     if r.entry is None:  # pragma: no cover - resolve() without create never returns one
         raise session_not_found(value or label or "")
-    from sessiontool.stores.reader import require_writable
+    from sessiontool.gateway import write_mode
 
-    require_writable(ctx.paths, [r.agent_id], command)
+    r.write_mode = write_mode(ctx.paths, [r.agent_id], command, routable=True)
     return r
 
 
@@ -128,6 +128,10 @@ def set_label(
     session of the same agent is refused (exit 2): `--label` must keep naming one session."""
     new_label = validate_label(text)
     r = _locate(ctx, "label", value, label)
+    if r.write_mode == "gateway":
+        from sessiontool import gateway_ops
+
+        return gateway_ops.set_label(ctx, r.key, new_label)
 
     def mutate(store: Store) -> Entry:
         entry = get_entry(store, r.agent_id, r.key)
@@ -148,6 +152,10 @@ def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[
     """Start a new conversation in the session: a new UUID v4 sessionId, zero tokens,
     `systemSent: false`. The old transcript stays on disk (as OpenClaw does), unreferenced."""
     r = _locate(ctx, "reset", value, label)
+    if r.write_mode == "gateway":
+        from sessiontool import gateway_ops
+
+        return gateway_ops.reset(ctx, r.key, r.session_id)
 
     def mutate(store: Store) -> Entry:
         entry = get_entry(store, r.agent_id, r.key)
@@ -170,6 +178,10 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
     r = _locate(ctx, "delete", value, label)
     if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
         raise ForbiddenError(f"Cannot delete the main session ({ctx.display(r.key)}).")
+    if r.write_mode == "gateway":
+        from sessiontool import gateway_ops
+
+        return gateway_ops.delete(ctx, r.key)
 
     from sessiontool.flow.archive import archive_session
 

@@ -37,6 +37,7 @@ class Resolved:
     sessions_dir: Path
     stored_keys: list[str] = field(default_factory=list)
     store: store_reader.StoreInfo | None = None
+    write_mode: str = "files"  # or "gateway": set by the write commands (gateway.write_mode)
 
     @property
     def gateway_written(self) -> bool:

@@ -86,9 +86,8 @@ def set_send_policy(
     policy.require_operator(ctx, command)
     wanted = parse_action(action)
     r = _resolve(ctx, key, label)
-    from sessiontool.stores.reader import require_writable
+    from sessiontool.gateway import write_mode
 
-    require_writable(ctx.paths, [r.agent_id], command)
     if r.entry is None and wanted is not None and not create and r.key != ctx.main_key(r.agent_id):
         from sessiontool.errors import NotFoundError
 
@@ -97,6 +96,17 @@ def set_send_policy(
             hint="to set a policy for a session that does not exist yet: policy KEY ACTION "
             "--create",
         )
+
+    if write_mode(ctx.paths, [r.agent_id], command, routable=True) == "gateway":
+        from sessiontool import gateway_ops
+
+        gw_entry = gateway_ops.set_send_policy(ctx, r.key, wanted)
+        return {
+            "status": "ok",
+            "sessionKey": ctx.display(r.key),
+            "sendPolicy": (gw_entry or {}).get("sendPolicy"),
+            **{k: v for k, v in decision_json(ctx, r.key, gw_entry).items() if k != "sessionKey"},
+        }
 
     def mutate(store: Store) -> Entry | None:
         current = get_entry(store, r.agent_id, r.key)

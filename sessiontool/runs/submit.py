@@ -16,7 +16,6 @@ from sessiontool.runs import records as runs
 from sessiontool.sessions import resolve
 from sessiontool.stores import keys
 from sessiontool.stores.jsonio import require_utf8
-from sessiontool.stores.reader import require_writable
 
 Result = tuple[dict[str, Any], int]
 
@@ -101,7 +100,9 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
-    require_writable(ctx.paths, {r.agent_id, ctx.agent_id}, "send")
+    from sessiontool.gateway import write_mode
+
+    mode = write_mode(ctx.paths, sorted({r.agent_id, ctx.agent_id}), "send", routable=True)
     display = ctx.display(r.key)
     req = ctx.requester
     try:
@@ -116,6 +117,10 @@ def send(
     except ForbiddenError as exc:
         exc.extra.setdefault("sessionKey", display)
         raise
+    if mode == "gateway":
+        from sessiontool import gateway_ops
+
+        return gateway_ops.send(ctx, r.key, r.agent_id, message, timeout)
     _maybe_sweep(ctx)
     a2a = req.session_key is not None and req.session_key != r.key
     if a2a:
@@ -192,7 +197,14 @@ def spawn(
 
         model = validate_model(ctx.config, model)
     requester = ctx.requester_or_main()
-    require_writable(ctx.paths, {target_agent, keys.agent_of(requester, ctx.agent_id)}, "spawn")
+    from sessiontool.gateway import write_mode
+
+    write_mode(
+        ctx.paths,
+        sorted({target_agent, keys.agent_of(requester, ctx.agent_id)}),
+        "spawn",
+        routable=False,
+    )
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     _maybe_sweep(ctx)
     req_agent = keys.agent_of(requester, ctx.agent_id)

@@ -131,7 +131,11 @@ def write_store(path: Path, store: Store) -> None:
 
 def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | None = None) -> T:
     """Locked read-modify-write: take `<store>.lock`, re-read, mutate in place, replace
-    atomically. The mutation sees the newest store, so no other writer's update is lost."""
+    atomically. The mutation sees the newest store, so no other writer's update is lost.
+    Refused (exit 4) while a gateway that ignores the lock runs on this state dir."""
+    from sessiontool.gateway import guard_store_write
+
+    guard_store_write(path)
     try:
         ensure_dir(path.parent)
     except OSError as exc:
