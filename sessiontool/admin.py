@@ -550,11 +550,15 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
-    return _doctor_result(problems, stores)
+    from sessiontool.gateway import describe
+
+    return _doctor_result(problems, stores, describe(ctx.paths))
 
 
 def _doctor_result(
-    problems: list[Problem], stores: list[dict[str, str]] | None = None
+    problems: list[Problem],
+    stores: list[dict[str, str]] | None = None,
+    gateway: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     errors = sum(1 for p in problems if p.severity == "problem")
     return {
@@ -563,6 +567,7 @@ def _doctor_result(
         "warnings": len(problems) - errors,
         "problems": [p.to_json() for p in problems],
         "stores": stores or [],
+        "gateway": gateway,
     }
 
 

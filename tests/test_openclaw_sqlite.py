@@ -149,6 +149,10 @@ def _comparable(ours: dict[str, Any]) -> dict[str, Any]:
     return ours
 
 
+# Keys also checked without tools and with --limit 2 (tool turns, forwarded messages, a reset).
+LIMIT_KEYS = ("agent:main:main", "agent:main:discord:group:123", "agent:main:reset-me")
+
+
 def _history_keys() -> list[str]:
     return sorted(_gw_list())
 
@@ -162,6 +166,8 @@ def test_history_matches_chat_history(oc_state: Path, key: str) -> None:
     assert [_comparable(m) for m in got["messages"]] == [
         _strip_gateway_extras(o, m) for o, m in zip(got["messages"], real["messages"], strict=True)
     ]
+    if key not in LIMIT_KEYS:
+        return
     # Without --include-tools: the same list without tool results (as for JSONL stores).
     rc, plain = run_json("--state-dir", str(oc_state), "history", key)
     assert rc == 0

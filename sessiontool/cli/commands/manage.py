@@ -152,6 +152,12 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
             for s in result["stores"]
             if s["format"] != "jsonl"
         ]
+        gw = result.get("gateway") or {}
+        if gw.get("reachable"):
+            out.append(
+                f"gateway {gw['url']}: OpenClaw {gw.get('version') or '(version unknown)'}; "
+                f"writes: {gw.get('mode')}\n"
+            )
         for p in result["problems"]:
             head = "warning: " if p["severity"] == "warning" else ""
             out.append(f"{head}{p['kind']}: {p['path']}\n    {p['detail']}\n")
