@@ -5,7 +5,17 @@ from __future__ import annotations
 import importlib
 
 # Help lists commands in registration order, so the order here is the order users see.
-MODULES = ("read", "insights", "runs", "spawncmd", "subagents", "policycmd", "manage", "mcpcmd")
+MODULES = (
+    "read",
+    "insights",
+    "runs",
+    "spawncmd",
+    "subagents",
+    "policycmd",
+    "manage",
+    "mcpcmd",
+    "exportcmd",
+)
 _registered = False
 
 
