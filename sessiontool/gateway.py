@@ -24,9 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +59,8 @@ class Gateway:
 
     def reachable(self) -> bool:
         if self._reachable is None:
+            import socket
+
             try:
                 with socket.create_connection((self.host, self.port), CONNECT_TIMEOUT_S):
                     self._reachable = True
@@ -143,6 +142,8 @@ def cli() -> list[str] | None:
     explicit = os.environ.get("SESSIONTOOL_OPENCLAW_BIN", "").strip()
     if explicit:
         return [explicit]
+    import shutil
+
     found = shutil.which("openclaw")
     return [found] if found else None
 
@@ -156,6 +157,8 @@ def call(
     expect_final: bool = False,
 ) -> dict[str, Any]:
     """One gateway method through the CLI; its JSON result (raises GatewayError)."""
+    import subprocess
+
     g = find(paths)
     exe = cli()
     if exe is None:

@@ -133,9 +133,13 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     """Locked read-modify-write: take `<store>.lock`, re-read, mutate in place, replace
     atomically. The mutation sees the newest store, so no other writer's update is lost.
     Refused (exit 4) while a gateway that ignores the lock runs on this state dir."""
-    from sessiontool.gateway import guard_store_write
+    root = path.parent.parent.parent.parent
+    if path.parent.parent.parent.name == "agents" and (
+        (root / "openclaw.json").is_file() or (root / "clawdbot.json").is_file()
+    ):
+        from sessiontool.gateway import guard_store_write
 
-    guard_store_write(path)
+        guard_store_write(path)
     try:
         ensure_dir(path.parent)
     except OSError as exc:
