@@ -63,3 +63,42 @@ def test_without_a_gateway_send_exits_4_and_changes_nothing(tmp_path: Path) -> N
     assert proc.returncode == 4
     assert "start it with `openclaw gateway" in proc.stderr
     assert tree_digest(state) == before
+
+
+def test_openclaw_doctor_fix_imports_a_sessiontool_export(tmp_path: Path) -> None:
+    """The reverse direction of `export` is OpenClaw's own `doctor --fix`: it imports the
+    sessions.json + JSONL store sessiontool wrote, and the imported database reads back the same."""
+    from .conftest import openclaw_bin
+
+    src = copy_fixture(tmp_path / "src", free_port(), free_port())
+    home = tmp_path / "oc-home"
+    home.mkdir()
+    dest = tmp_path / "exported"
+    env = oc_env(src, home)
+    assert st(env, src, "export", "--to", str(dest), "--all-agents").returncode == 0
+    (dest / "openclaw.json").write_text((src / "openclaw.json").read_text())
+    fix_env = oc_env(dest, home)
+    proc = subprocess.run(
+        [openclaw_bin(), "doctor", "--fix", "--non-interactive"],
+        env=fix_env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (dest / "agents" / "main" / "agent" / "openclaw-agent.sqlite").is_file()
+    for args in (["list", "--all-agents", "--limit", "all"], ["history", "discord:group:123"]):
+        a = json.loads(st(env, src, "--json", *args).stdout)
+        b = json.loads(st(fix_env, dest, "--json", *args).stdout)
+        if "sessions" in a:
+            assert [(r["key"], r["sessionId"]) for r in a["sessions"]] == [
+                (r["key"], r["sessionId"]) for r in b["sessions"]
+            ]
+        else:
+            # OpenClaw stores a plain-string content as one text block when it imports.
+            def text(c: object) -> object:
+                return [{"type": "text", "text": c}] if isinstance(c, str) else c
+
+            assert [(m["role"], text(m["content"])) for m in a["messages"]] == [
+                (m["role"], text(m["content"])) for m in b["messages"]
+            ]
