@@ -106,6 +106,15 @@ def send_cmd(
                 raise session_not_found(key)
             if target.key != ctx.main_key(target.agent_id):  # `main` always exists
                 created = ctx.display(target.key)
+        from sessiontool.gateway import write_mode
+
+        agents = sorted({target.agent_id, ctx.agent_id})
+        if write_mode(ctx.paths, agents, "send", routable=True) == "gateway":
+            # OpenClaw's gateway runs the turn; it waits here for at most --timeout.
+            from sessiontool import gateway_ops
+
+            result, code = gateway_ops.send(ctx, target.key, target.agent_id, message, wait_s)
+            return _print_result(result, code, as_json)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     result, code = send(ctx, key, message, label=label, timeout=0, deliver=deliver)
     if created and not quiet and result.get("runId"):
