@@ -477,6 +477,17 @@ def test_runner_model_and_options_reach_llm(fake_models: Any) -> None:
     assert len(fake_models.SCRIPT.calls) == 1
 
 
+def test_aliases_and_the_default_model_are_llms(fake_models: Any, tmp_path: Path) -> None:
+    home = tmp_path / "llm-home"
+    (home / "aliases.json").write_text(json.dumps({"rec": "recorder"}))
+    result = _run({"type": "llm", "model": "rec"}, _request())
+    assert result.model == "recorder"
+    # No model anywhere: llm's own default (`llm models default`).
+    (home / "default_model.txt").write_text("recorder")
+    result = _run({"type": "llm"}, _request())
+    assert result.model == "recorder" and len(fake_models.SCRIPT.calls) == 2
+
+
 def test_openai_style_cached_tokens_are_split_out(fake_models: Any) -> None:
     fake_models.SCRIPT.answer = lambda call: {
         "text": "x",
