@@ -486,6 +486,9 @@ def test_aliases_and_the_default_model_are_llms(fake_models: Any, tmp_path: Path
     (home / "default_model.txt").write_text("recorder")
     result = _run({"type": "llm"}, _request())
     assert result.model == "recorder" and len(fake_models.SCRIPT.calls) == 2
+    # `echo` as the run's model is llm-echo's model, not sessiontool's echo placeholder.
+    result = _run({"type": "llm"}, _request(model="echo"))
+    assert (result.provider, result.model) == ("echo", "echo")
 
 
 def test_openai_style_cached_tokens_are_split_out(fake_models: Any) -> None:

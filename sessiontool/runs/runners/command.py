@@ -1,6 +1,8 @@
 """The command runner: any program is an agent. It gets the message (or the whole request as
-JSON) on stdin and answers on stdout. It runs in its own process group, so a timeout or an
-`abort` kills it together with everything it started."""
+JSON) on stdin and answers on stdout; a text-mode program (an LLM CLI) gets the rest of the
+context through its arguments: the system prompt (`{system}`, `{system_file}`) and the earlier
+turns (`{history_file}`, `{history_text_file}`). It runs in its own process group, so a timeout
+or an `abort` kills it together with everything it started."""
 
 from __future__ import annotations
 

@@ -35,7 +35,6 @@ from sessiontool.runs.runners.base import (
     make_usage,
     positive_seconds,
     remaining,
-    requested_model,
     text_of,
 )
 
@@ -578,10 +577,16 @@ class LLMRunner:
             raise RunnerError("runner.options: expected an object of model options")
 
     def model_requested(self, request: Mapping[str, Any]) -> str | None:
+        """The run's model, else the runner's, else None (llm's default). Only `llm` itself
+        is the placeholder the model resolution ends with: `echo` is a real llm model id
+        (llm-echo), not sessiontool's echo runner."""
+        model = request.get("model")
+        if isinstance(model, str) and model.strip() not in ("", "llm"):
+            return model.strip()
         cfg_model = self.cfg.get("model")
-        return requested_model(request) or (
-            cfg_model.strip() if isinstance(cfg_model, str) and cfg_model.strip() else None
-        )
+        if isinstance(cfg_model, str) and cfg_model.strip():
+            return cfg_model.strip()
+        return None
 
     def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Any, list[Any]]:
         """(tool context, offered definitions): none when tools are off, the run has no
