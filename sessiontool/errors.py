@@ -76,5 +76,82 @@ class StorageError(SessiontoolError):
     code = ExitCode.FAILURE
 
 
+class UnsafePathError(CorruptStateError):
+    """A link planted in the state dir would make a write land outside it: refused (exit 5)."""
+
+
+def _blocking_dir(path: str) -> str | None:
+    """The first directory on the way to `path` that we may not enter (the real culprit when a
+    state dir belongs to someone else), or None."""
+    import os
+
+    parts = os.path.abspath(path).split(os.sep)
+    cur = os.sep
+    for part in parts[1:-1]:
+        cur = os.path.join(cur, part)
+        if os.path.isdir(cur) and not os.access(cur, os.X_OK | os.R_OK):
+            return cur
+    return None
+
+
+def from_os_error(exc: OSError, what: str = "") -> SessiontoolError:
+    """The one wording of an OS failure: which path, what went wrong, what to do, and the
+    documented exit code (permission 4, missing 3, a wrong kind of file or a link 5, the rest
+    1). Used by the CLI funnel for any OSError that core code did not word itself."""
+    import errno as E
+
+    path = exc.filename if exc.filename is not None else ""
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "backslashreplace")
+    path = str(path)
+    reason = exc.strerror or type(exc).__name__
+    on = f" {path}" if path else ""
+    lead = f"cannot {what}{on}" if what else f"cannot use{on}" if path else "operating system error"
+    extra: dict[str, Any] = {"path": path} if path else {}
+    code = exc.errno
+    if code in (E.EACCES, E.EPERM):
+        blocked = _blocking_dir(path) if path else None
+        if blocked:
+            return ForbiddenError(
+                f"permission denied: {blocked} (needed for {path})",
+                hint=f"it belongs to another user or is not readable; check `ls -ld {blocked}`"
+                " and run as its owner or fix its mode",
+                extra={"path": blocked},
+            )
+        return ForbiddenError(
+            f"permission denied: {path or reason}",
+            hint="check the owner and mode (ls -l); run as its owner or fix its mode",
+            extra=extra,
+        )
+    if code == E.ENOENT:
+        return NotFoundError(f"{lead}: no such file or directory", extra=extra)
+    if code == E.EROFS:
+        return StorageError(
+            f"{lead}: read-only file system",
+            hint="use a writable state dir (--state-dir) or remount it read-write",
+            extra=extra,
+        )
+    if code in (E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)):
+        return StorageError(
+            f"{lead}: no space left on device", hint="free some space and retry", extra=extra
+        )
+    if code in (E.EMFILE, E.ENFILE):
+        return StorageError(
+            f"{lead}: too many open files",
+            hint="raise the limit (ulimit -n) and retry",
+            extra=extra,
+        )
+    if code in (E.EISDIR, E.ENOTDIR):
+        kind = "a directory where a file" if code == E.EISDIR else "a file where a directory"
+        return CorruptStateError(
+            f"{lead}: {kind} should be",
+            hint="move the thing in the way aside",
+            extra=extra,
+        )
+    if code in (E.ELOOP, getattr(E, "EMLINK", E.ELOOP)):
+        return UnsafePathError(f"{lead}: a link is in the way (refused)", extra=extra)
+    return StorageError(f"{lead}: {reason}", extra=extra)
+
+
 def session_not_found(value: str) -> NotFoundError:
     return NotFoundError(f"Session not found: {value} (use the full key from list)")

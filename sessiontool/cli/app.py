@@ -15,7 +15,7 @@ import typer
 from sessiontool import __version__, diag
 from sessiontool.cli import render
 from sessiontool.cli.commands.completers import choices, complete_agent_ids
-from sessiontool.errors import ExitCode, SessiontoolError
+from sessiontool.errors import ExitCode, SessiontoolError, from_os_error
 from sessiontool.stores import perms
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -137,6 +137,24 @@ def check_readable_state(ctx: Any) -> None:
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
+def read_stdin(what: str) -> str:
+    """All of stdin as text. Bytes that are not UTF-8 are a usage error naming the position
+    (whatever PYTHONIOENCODING or the locale say): transcripts are UTF-8."""
+    from sessiontool.errors import UsageError
+
+    buf = getattr(sys.stdin, "buffer", None)
+    if buf is None:  # a replaced text stream (tests): already text
+        return str(sys.stdin.read())
+    data: bytes = buf.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{what} from stdin is not valid UTF-8 (byte {exc.start + 1} of {len(data)})",
+            hint="convert it first, e.g. iconv -f latin1 -t utf-8",
+        ) from None
+
+
 def want_json(local: bool) -> bool:
     return local or G.json
 
@@ -165,6 +183,8 @@ def command(fn: F) -> F:
             rv = fn(*args, **kwargs)
         except SessiontoolError as exc:
             raise typer.Exit(report_error(exc, as_json)) from None
+        except OSError as exc:  # the one funnel: a path, what went wrong, what to do
+            raise typer.Exit(report_error(from_os_error(exc), as_json)) from None
         except KeyboardInterrupt:
             _flush_warnings()
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
@@ -278,6 +298,8 @@ def main(argv: list[str] | None = None, *, fast_exit: bool | None = None) -> Non
         code = int(ExitCode.TERMINATED)
     except SessiontoolError as exc:  # raised outside a wrapped command (e.g. completion)
         code = report_error(exc, "--json" in args)
+    except OSError as exc:
+        code = report_error(from_os_error(exc), "--json" in args)
     except Exception as exc:
         if os.environ.get("SESSIONTOOL_DEBUG") == "1":
             raise

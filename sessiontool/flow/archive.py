@@ -106,6 +106,7 @@ def _rename_aside(path: Path) -> Path:
     earlier archive is never replaced (rename over a file would destroy it)."""
     base = path.with_name(f"{path.name}.deleted.{archive_stamp()}")
     target, n = base, 0
+    ensure_dir(path.parent)  # confined: never rename inside a directory a link leads out to
     while target.exists():
         n += 1
         target = base.with_name(f"{base.name}.{n}")

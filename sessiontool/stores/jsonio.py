@@ -65,9 +65,12 @@ def compact_utf8(obj: Any) -> bytes:
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write `<path>.<pid>.<rand>.tmp`, fsync, rename over `path`: readers see old or new, never
     half. On a full or read-only disk the temp file is removed and the original stays."""
+    from sessiontool.stores import safefs
+
+    safefs.ensure_dir(path.parent)  # confined: no link leads the temp file or the rename out
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:
             view = memoryview(data)
             while view:

@@ -25,6 +25,7 @@ from typing import Any
 
 from sessiontool.clock import iso, parse_iso_ms
 from sessiontool.errors import BusyError, StorageError
+from sessiontool.stores import safefs
 
 POLL_SECONDS = 0.025
 
@@ -169,13 +170,10 @@ class PidLock:
 
     def try_acquire(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = safefs.open_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             if self._is_stale():
                 self._break()
-            return False
-        except FileNotFoundError:
-            os.makedirs(self.path.parent, mode=0o700, exist_ok=True)
             return False
         except OSError as exc:
             raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc

@@ -7,7 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessiontool.errors import StorageError, UsageError
+from sessiontool.errors import UsageError
+from sessiontool.stores import safefs
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -48,27 +49,17 @@ def require_plain_name(name: str, what: str = "session id") -> str:
 
 def ensure_dir(path: Path) -> Path:
     """Create a private directory (0700), and each missing parent 0700 too (transcripts are
-    private conversations; a state dir readable by others would leak them)."""
-    if path.is_dir():
-        return path
-    missing = []
-    p = path
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            pass
-        except OSError as exc:  # read-only or full disk: a clear error, not a crash
-            raise StorageError(f"cannot create {d}: {exc.strerror or exc}") from exc
-    return path
+    private conversations; a state dir readable by others would leak them). Under a state dir
+    it must lie inside it once links are followed (safefs: a planted link is refused)."""
+    return safefs.ensure_dir(path)
 
 
 @dataclass(frozen=True)
 class StatePaths:
     root: Path
+
+    def __post_init__(self) -> None:
+        safefs.register_root(self.root)  # every write under it is confined to it
 
     @property
     def agents_dir(self) -> Path:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sessiontool.clock import iso, now_ms
 from sessiontool.errors import StorageError
+from sessiontool.stores import safefs
 from sessiontool.stores.jsonio import compact_utf8
 from sessiontool.stores.locks import transcript_lock
 from sessiontool.stores.paths import ensure_dir
@@ -173,7 +174,7 @@ def append_entries(
     written: list[dict[str, Any]] = []
     with transcript_lock(path, timeout):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = safefs.open_write(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StorageError(f"cannot open transcript {path}: {exc.strerror}") from exc
         try:

@@ -10,7 +10,7 @@ import typer
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
-from sessiontool.errors import StorageError, UsageError
+from sessiontool.errors import UsageError
 
 
 def _without_cyclic_gc() -> None:
@@ -166,13 +166,14 @@ def history_cmd(
     else:
         text = None
     if output is not None:
+        from sessiontool.errors import from_os_error
+        from sessiontool.stores.safefs import write_private_file
+
+        body = text if text is not None else render.history_plain(h.session_key, h.messages)
         try:
-            output.write_text(
-                text if text is not None else render.history_plain(h.session_key, h.messages),
-                encoding="utf-8",
-            )
+            write_private_file(output, body.encode("utf-8", "surrogateescape"))
         except OSError as exc:
-            raise StorageError(f"cannot write {output}: {exc.strerror}") from exc
+            raise from_os_error(exc, "write") from exc
         return
     rich_view = text is None and render.is_terminal() and render.use_color()
     if text is not None:

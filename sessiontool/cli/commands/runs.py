@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from sessiontool.cli import render
-from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli.app import app, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.commands.completers import (
     choices,
     complete_keys,
@@ -94,7 +94,7 @@ def send_cmd(
     if message is None:
         raise UsageError("a message is required: sessiontool send KEY MESSAGE")
     if message == "-":
-        message = sys.stdin.read()
+        message = read_stdin("the message")
     wait_s = parse_duration(timeout, option="--timeout")
     as_json = want_json(json_)
     ctx = get_ctx()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sessiontool.cli import render
-from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli.app import app, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.commands.completers import choices, complete_agent_ids
 
 
@@ -36,13 +36,12 @@ def spawn_cmd(
     """Start a sub-agent run; returns at once with its run id and child session key.
 
     A --label already used by another session of that agent is refused (exit 2)."""
-    import sys
 
     from sessiontool.durations import parse_duration
     from sessiontool.runs.submit import spawn
 
     if task == "-":
-        task = sys.stdin.read()
+        task = read_stdin("the task")
     timeout_s = parse_duration(run_timeout, option="--run-timeout") if run_timeout else None
     ctx = get_ctx()
     result = spawn(
