@@ -392,8 +392,15 @@ def _list_in_scope(
             msgs: list[Message] = []
             if agent_id in gateway or row.get("transcriptPath"):
                 rd = store_reader.reader_for(ctx.paths, agent_id)
-                res = rd.messages(full_key, entry, n_messages, _not_tool_result)
-                msgs = strip_envelopes(res.messages)
+                try:
+                    res = rd.messages(full_key, entry, n_messages, _not_tool_result)
+                except OSError as exc:  # one unreadable transcript must not hide the list
+                    where = exc.filename or row.get("transcriptPath") or full_key
+                    diag.warn(
+                        f"cannot read {where}: {exc.strerror or exc}; its messages are left out"
+                    )
+                else:
+                    msgs = strip_envelopes(res.messages)
             row["messages"] = msgs
         rows.append(row)
     return {"count": len(rows), "sessions": rows}

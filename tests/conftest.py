@@ -43,6 +43,49 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+# "internal error" is reserved for real bugs: any sessiontool run in a test that prints it fails
+# the test, even when the test itself did not look (run_cli and direct subprocess.run calls).
+_INTERNAL_ERRORS: list[str] = []
+
+
+def note_output(args: Any, *streams: str | bytes | None) -> None:
+    for stream in streams:
+        if stream is None:
+            continue
+        text = stream.decode("utf-8", "replace") if isinstance(stream, bytes) else stream
+        if "internal error" in text:
+            line = next(ln for ln in text.splitlines() if "internal error" in ln)
+            _INTERNAL_ERRORS.append(f"{args!r}: {line}")
+
+
+_real_subprocess_run = subprocess.run
+
+
+def _watching_run(*args: Any, **kwargs: Any) -> Any:
+    proc = _real_subprocess_run(*args, **kwargs)
+    argv = args[0] if args else kwargs.get("args")
+    if "sessiontool" in repr(argv):
+        note_output(argv, proc.stdout, proc.stderr)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def _no_internal_error(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    _INTERNAL_ERRORS.clear()
+    monkeypatch.setattr(subprocess, "run", _watching_run)
+    yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    result = yield
+    if _INTERNAL_ERRORS:
+        found = "\n".join(_INTERNAL_ERRORS)
+        _INTERNAL_ERRORS.clear()
+        pytest.fail(f"sessiontool printed 'internal error' (reserved for bugs):\n{found}")
+    return result
+
+
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     return tmp_path / "state"
@@ -59,7 +102,7 @@ def run_cli(
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    return subprocess.run(
+    return _watching_run(
         [sys.executable, "-m", "sessiontool", *args],
         input=input.decode() if isinstance(input, bytes) else input,
         capture_output=True,

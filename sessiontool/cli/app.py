@@ -137,6 +137,15 @@ def check_readable_state(ctx: Any) -> None:
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
+def check_writable(ctx: Any) -> None:
+    """Before a command starts background work: refuse (exit 5) when a link planted in the state
+    dir would redirect its writes, instead of failing later inside the worker."""
+    from sessiontool.stores import safefs
+
+    dirs, files = ctx.paths.written_paths()
+    safefs.preflight(ctx.paths.root, dirs, files)
+
+
 def read_stdin(what: str) -> str:
     """All of stdin as text. Bytes that are not UTF-8 are a usage error naming the position
     (whatever PYTHONIOENCODING or the locale say): transcripts are UTF-8."""

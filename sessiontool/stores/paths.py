@@ -114,6 +114,22 @@ class StatePaths:
     def own_config_default(self) -> Path:
         return self.root / "sessiontool.json5"
 
+    def written_paths(self, deep: bool = False) -> tuple[list[Path], list[Path]]:
+        """The directories and files sessiontool writes that a planted link could redirect (for
+        safefs.preflight and doctor); `deep` adds every transcript and lock (doctor only)."""
+        dirs = [self.agents_dir, self.tool_dir, self.runs_dir, self.lanes_dir]
+        files = [self.deliveries, self.runs_dir / ".records.lock"]
+        for agent in self.agent_ids_on_disk():
+            sdir = self.sessions_dir(agent)
+            dirs += [sdir.parent, sdir]
+            files.append(sdir / "sessions.json.lock")
+            if deep:
+                files += _entries(sdir)
+        if deep:
+            files += _entries(self.runs_dir) + _entries(self.lanes_dir)
+            dirs += [p for p in _entries(self.lanes_dir) if not p.name.endswith(".lock")]
+        return dirs, files
+
     def agent_ids_on_disk(self) -> list[str]:
         """Agents that have a sessions dir, sorted: the stores that exist to be read."""
         try:
@@ -123,6 +139,13 @@ class StatePaths:
         return sorted(
             n for n in names if is_plain_name(n) and (self.agents_dir / n / "sessions").is_dir()
         )
+
+
+def _entries(d: Path) -> list[Path]:
+    try:
+        return [d / n for n in sorted(os.listdir(d))]
+    except OSError:
+        return []
 
 
 def transcript_path_for(sessions_dir: Path, session_id: str, session_file: object = None) -> Path:

@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from sessiontool.errors import StorageError, UnsafePathError
+from sessiontool.errors import StorageError, UnsafePathError, from_os_error
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -67,7 +67,7 @@ def _mkdir(d: str) -> None:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise StorageError(f"cannot create {d}: {exc.strerror or exc}", extra={"path": d}) from exc
+        raise from_os_error(exc, "create") from exc
 
 
 def _makedirs_plain(path: str) -> None:
@@ -173,3 +173,34 @@ def write_private_file(path: Path, data: bytes) -> None:
             view = view[n:]
     finally:
         os.close(fd)
+
+
+def planted_links(root: Path, dirs: list[Path], files: list[Path]) -> list[tuple[Path, str]]:
+    """Which paths sessiontool writes would be refused: a directory that resolves outside the
+    state dir, a file that is a link (writes never follow one) or sits in such a directory.
+    (path, where it leads) each; a few lstat/realpath calls; missing paths are fine."""
+    register_root(root)
+    real_root = os.path.realpath(root)
+    found: list[tuple[Path, str]] = []
+    for d in dirs:
+        if os.path.lexists(d):
+            real = os.path.realpath(d)
+            if not _inside(real, real_root):
+                found.append((d, real))
+    for f in files:
+        if os.path.islink(f):
+            found.append((f, os.path.realpath(f)))
+        elif os.path.lexists(f):
+            real = os.path.realpath(f)
+            if not _inside(real, real_root):
+                found.append((f, real))
+    return found
+
+
+def preflight(root: Path, dirs: list[Path], files: list[Path]) -> None:
+    """Refuse at once (exit 5, in the foreground) when a path a command is about to write
+    through is a planted link, rather than failing later inside a background worker."""
+    bad = planted_links(root, dirs, files)
+    if bad:
+        path, real = bad[0]
+        raise _refuse(path, str(root), real)

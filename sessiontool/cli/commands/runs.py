@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from sessiontool.cli import render
-from sessiontool.cli.app import app, command, get_ctx, read_stdin, want_json
+from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.commands.completers import (
     choices,
     complete_keys,
@@ -98,6 +98,7 @@ def send_cmd(
     wait_s = parse_duration(timeout, option="--timeout")
     as_json = want_json(json_)
     ctx = get_ctx()
+    check_writable(ctx)
     created: str | None = None
     if key is not None and message.strip():
         target = resolve(ctx, key, label=label, create=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sessiontool.cli import render
-from sessiontool.cli.app import app, command, get_ctx, read_stdin, want_json
+from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.commands.completers import choices, complete_agent_ids
 
 
@@ -44,6 +44,7 @@ def spawn_cmd(
         task = read_stdin("the task")
     timeout_s = parse_duration(run_timeout, option="--run-timeout") if run_timeout else None
     ctx = get_ctx()
+    check_writable(ctx)
     result = spawn(
         ctx,
         task,
