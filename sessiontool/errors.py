@@ -76,6 +76,12 @@ class StorageError(SessiontoolError):
     code = ExitCode.FAILURE
 
 
+class PermissionDeniedError(SessiontoolError):
+    """The operating system refused access (another user's state dir or file): exit 4."""
+
+    code = ExitCode.FORBIDDEN
+
+
 class UnsafePathError(CorruptStateError):
     """A link planted in the state dir would make a write land outside it: refused (exit 5)."""
 
@@ -95,9 +101,9 @@ def _blocking_dir(path: str) -> str | None:
 
 
 def from_os_error(exc: OSError, what: str = "") -> SessiontoolError:
-    """The one wording of an OS failure: which path, what went wrong, what to do, and the
-    documented exit code (permission 4, missing 3, a wrong kind of file or a link 5, the rest
-    1). Used by the CLI funnel for any OSError that core code did not word itself."""
+    """The one wording of an OS failure, on one line: which path, what went wrong, what to do,
+    and the documented exit code (permission 4, missing 3, a wrong kind of file or a link 5, the
+    rest 1). Used by the CLI funnel for any OSError that core code did not word itself."""
     import errno as E
 
     path = exc.filename if exc.filename is not None else ""
@@ -112,44 +118,30 @@ def from_os_error(exc: OSError, what: str = "") -> SessiontoolError:
     if code in (E.EACCES, E.EPERM):
         blocked = _blocking_dir(path) if path else None
         if blocked:
-            return ForbiddenError(
-                f"permission denied: {blocked} (needed for {path})",
-                hint=f"it belongs to another user or is not readable; check `ls -ld {blocked}`"
-                " and run as its owner or fix its mode",
+            return PermissionDeniedError(
+                f"permission denied: {blocked} (needed for {path}); it belongs to another user"
+                f" or is not readable: run as its owner or fix its mode (ls -ld {blocked})",
                 extra={"path": blocked},
             )
-        return ForbiddenError(
-            f"permission denied: {path or reason}",
-            hint="check the owner and mode (ls -l); run as its owner or fix its mode",
+        return PermissionDeniedError(
+            f"permission denied: {path or reason}; run as its owner or fix its mode (ls -l)",
             extra=extra,
         )
     if code == E.ENOENT:
-        return NotFoundError(f"{lead}: no such file or directory", extra=extra)
+        return NotFoundError(f"{lead}: {reason}", extra=extra)
     if code == E.EROFS:
         return StorageError(
-            f"{lead}: read-only file system",
-            hint="use a writable state dir (--state-dir) or remount it read-write",
-            extra=extra,
+            f"{lead}: {reason}; use a writable state dir (--state-dir)", extra=extra
         )
     if code in (E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)):
-        return StorageError(
-            f"{lead}: no space left on device", hint="free some space and retry", extra=extra
-        )
+        return StorageError(f"{lead}: {reason}; free some and retry", extra=extra)
     if code in (E.EMFILE, E.ENFILE):
-        return StorageError(
-            f"{lead}: too many open files",
-            hint="raise the limit (ulimit -n) and retry",
-            extra=extra,
-        )
+        return StorageError(f"{lead}: {reason}; raise the limit (ulimit -n) and retry", extra=extra)
     if code in (E.EISDIR, E.ENOTDIR):
         kind = "a directory where a file" if code == E.EISDIR else "a file where a directory"
-        return CorruptStateError(
-            f"{lead}: {kind} should be",
-            hint="move the thing in the way aside",
-            extra=extra,
-        )
+        return CorruptStateError(f"{lead}: {reason} ({kind} should be; move it aside)", extra=extra)
     if code in (E.ELOOP, getattr(E, "EMLINK", E.ELOOP)):
-        return UnsafePathError(f"{lead}: a link is in the way (refused)", extra=extra)
+        return UnsafePathError(f"{lead}: {reason} (a link is in the way; remove it)", extra=extra)
     return StorageError(f"{lead}: {reason}", extra=extra)
 
 

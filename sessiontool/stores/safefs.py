@@ -55,8 +55,8 @@ def _inside(real: str, real_root: str) -> bool:
 def _refuse(path: Path | str, root: str, real: str | None = None) -> UnsafePathError:
     where = f" -> {real}" if real else ""
     return UnsafePathError(
-        f"refusing to write through the link {path}{where}: it leads outside the state dir {root}",
-        hint=f"remove the link (rm {path}) or run `sessiontool doctor`",
+        f"refusing to write through the link {path}{where}: it leads outside the state dir"
+        f" {root}; remove it (see `sessiontool doctor`)",
         extra={"path": str(path)},
     )
 
