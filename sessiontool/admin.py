@@ -81,7 +81,7 @@ def _locate(ctx: Context, command: str, value: str | None, label: str | None) ->
     """Operator check first (a session requester learns nothing about other sessions), then
     resolution; an unknown key is exit 3 since none of these commands creates sessions."""
     policy.require_operator(ctx, command)
-    r = resolve(ctx, value, label=label)
+    r = resolve(ctx, value, label=label, write=True)
     if r.entry is None:  # pragma: no cover - resolve() without create never returns one
         raise session_not_found(value or label or "")
     from sessiontool.gateway import write_mode

@@ -147,7 +147,12 @@ def _by_label(ctx: Context, label: str) -> Resolved:
 
 
 def resolve(
-    ctx: Context, value: str | None, *, label: str | None = None, create: bool = False
+    ctx: Context,
+    value: str | None,
+    *,
+    label: str | None = None,
+    create: bool = False,
+    write: bool = False,
 ) -> Resolved:
     """What the user typed → one session. A UUID-shaped input is a sessionId; anything else is a
     key, or, failing that, a sessionId (real ids like `dev-orphan-42`). `create` lets an unknown
@@ -167,6 +172,13 @@ def resolve(
     full = ctx.canonical(text)
     if full in keys.RESERVED_KEYS and full != "global":
         raise UsageError(f"{full!r} is a reserved key")
+    if (create or write) and full in keys.RESERVED_KEYS and full != ctx.main_key():
+        # The spec reserves them: `send global` once wrote a hidden session and reported
+        # another key. With session.scope "global" the main session is `global`: allowed.
+        raise UsageError(
+            f"{full!r} is a reserved key and cannot be a target",
+            hint="name a session from `sessiontool list`",
+        )
     agent_id = keys.agent_of(full, ctx.agent_id)
     sessions = agent_sessions(ctx, agent_id)
     if full in sessions:

@@ -113,9 +113,24 @@ def warning_line(message: str) -> None:
 # -- time and numbers --------------------------------------------------------------------------
 
 
+UNKNOWN_TIME = "?"
+
+
+def _representable(ms: Any) -> bool:
+    """A timestamp a calendar can show (years 1..9999); an out-of-range or non-finite one in a
+    store or transcript renders as `?` in text output (--json passes it through)."""
+    try:
+        datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return False
+    return True
+
+
 def ago(ms: Any, now: int | None = None) -> str:
     if not isinstance(ms, int | float) or isinstance(ms, bool):
         return "-"
+    if not _representable(ms):
+        return UNKNOWN_TIME
     delta = max(0, (now if now is not None else now_ms()) - int(ms)) // 1000
     if delta < 60:
         return "just now" if delta < 5 else f"{delta}s ago"
@@ -128,7 +143,7 @@ def ago(ms: Any, now: int | None = None) -> str:
 
 def iso_or_dash(ms: Any) -> str:
     if isinstance(ms, int | float) and not isinstance(ms, bool):
-        return iso(ms)
+        return iso(ms) if _representable(ms) else UNKNOWN_TIME
     return ""
 
 
@@ -145,14 +160,41 @@ def compact_count(n: Any) -> str:
 def local_time(ms: Any) -> str:
     if not isinstance(ms, int | float) or isinstance(ms, bool):
         return ""
+    if not _representable(ms):
+        return UNKNOWN_TIME
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _cell(v: Any) -> str:
+_CONTROL = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def esc(v: Any) -> str:
+    """One field of text output (a key, a label, a cell): control characters shown escaped
+    (`\\n`, `\\t`, `\\e`, `\\x07`) and a backslash doubled, so one row is one line, one key
+    can never print as another, and no terminal escape reaches the terminal."""
     if v is None:
         return ""
-    s = str(v)
-    return s.replace("\t", " ").replace("\n", " ")
+    return _CONTROL.sub(_escape_char, str(v))
+
+
+def esc_text(text: str) -> str:
+    """A message body in text output: its lines and tabs stay, every other control character
+    (ESC above all: a transcript must not drive the terminal) is shown escaped."""
+    return _CONTROL_IN_TEXT.sub(_escape_char, text)
+
+
+def _cell(v: Any) -> str:
+    return esc(v)
 
 
 def tsv(rows: Iterable[Sequence[Any]]) -> str:
@@ -192,8 +234,10 @@ def table(
             t.add_column(c, no_wrap=True, overflow="ignore")
         else:
             t.add_column(c, overflow="fold")
+    from rich.markup import escape
+
     for r in rows:
-        t.add_row(*[_cell(v) for v in r])
+        t.add_row(*[escape(_cell(v)) for v in r])
     console().print(t)
 
 
@@ -320,10 +364,10 @@ def _role_label(msg: dict[str, Any]) -> str:
 
 
 def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
-    out = [f"# Session {session_key}\n"]
+    out = [f"# Session {esc(session_key)}\n"]
     for m in messages:
-        out.append(f"## {_role_label(m)} — {local_time(m.get('timestamp'))}\n")
-        text = message_text(m)
+        out.append(f"## {esc(_role_label(m))} — {local_time(m.get('timestamp'))}\n")
+        text = esc_text(message_text(m))
         out.append((text or "_(empty)_") + "\n")
     return "\n".join(out)
 
@@ -331,8 +375,8 @@ def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
 def history_plain(session_key: str, messages: list[dict[str, Any]]) -> str:
     out = []
     for m in messages:
-        out.append(f"[{local_time(m.get('timestamp'))}] {_role_label(m)}:")
-        out.append(message_text(m))
+        out.append(f"[{local_time(m.get('timestamp'))}] {esc(_role_label(m))}:")
+        out.append(esc_text(message_text(m)))
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
 
@@ -345,7 +389,7 @@ def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
     for m in messages:
         role = str(m.get("role"))
         c.print(
-            f"[{styles.get(role, 'bold')}]{escape(_role_label(m))}[/] [dim]{local_time(m.get('timestamp'))}[/]"
+            f"[{styles.get(role, 'bold')}]{escape(esc(_role_label(m)))}[/] [dim]{local_time(m.get('timestamp'))}[/]"
         )
         content = m.get("content")
         if isinstance(content, list):
@@ -353,16 +397,16 @@ def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
                 if not isinstance(b, dict):
                     continue
                 if b.get("type") == "thinking":
-                    c.print(f"[dim italic]{escape(str(b.get('thinking', '')))}[/]")
+                    c.print(f"[dim italic]{escape(esc_text(str(b.get('thinking', ''))))}[/]")
                 else:
                     text = message_text({"content": [b]})
                     if text:
-                        c.print(escape(text))
+                        c.print(escape(esc_text(text)))
             failure = run_failure(m)
             if failure:
-                c.print(f"[bold red]{escape(failure)}[/]")
+                c.print(f"[bold red]{escape(esc_text(failure))}[/]")
         else:
-            c.print(escape(message_text(m)))
+            c.print(escape(esc_text(message_text(m))))
         c.print()
 
 

@@ -52,7 +52,9 @@ def label_cmd(
         raise UsageError("usage: sessiontool label KEY TEXT (or --label L TEXT)")
     result = set_label(get_ctx(), key, text, label=label)
     _emit_session(
-        result, want_json(json_), f"{result['sessionKey']}\tlabel: {result['entry']['label']}"
+        result,
+        want_json(json_),
+        f"{render.esc(result['sessionKey'])}\tlabel: {render.esc(result['entry']['label'])}",
     )
 
 
@@ -77,7 +79,7 @@ def reset_cmd(
     _emit_session(
         result,
         want_json(json_),
-        f"{result['sessionKey']}\tnew sessionId: {result['entry']['sessionId']}",
+        f"{render.esc(result['sessionKey'])}\tnew sessionId: {render.esc(result['entry']['sessionId'])}",
     )
 
 
@@ -99,8 +101,9 @@ def delete_cmd(
     from sessiontool.admin import delete
 
     result = delete(get_ctx(), key, label=label)
-    where = f" (transcript archived: {result['archived']})" if result.get("archived") else ""
-    _emit_session(result, want_json(json_), f"deleted {result['sessionKey']}{where}")
+    archived = result.get("archived")
+    where = f" (transcript archived: {render.esc(archived)})" if archived else ""
+    _emit_session(result, want_json(json_), f"deleted {render.esc(result['sessionKey'])}{where}")
 
 
 @app.command("paths")
@@ -126,7 +129,9 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
         rows.append((f"agent {a['id']} format", f"{a['format']} ({a['why']})"))
     rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
     width = max(len(name) for name, _ in rows)
-    render.write_out("".join(f"{name.ljust(width)}  {value}\n" for name, value in rows))
+    render.write_out(
+        "".join(f"{render.esc(name).ljust(width)}  {render.esc(value)}\n" for name, value in rows)
+    )
 
 
 @app.command("doctor")
@@ -160,9 +165,11 @@ def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output."))
             )
         for p in result["problems"]:
             head = "warning: " if p["severity"] == "warning" else ""
-            out.append(f"{head}{p['kind']}: {p['path']}\n    {p['detail']}\n")
+            out.append(
+                f"{head}{p['kind']}: {render.esc(p['path'])}\n    {render.esc(p['detail'])}\n"
+            )
             if p.get("hint"):
-                out.append(f"    hint: {p['hint']}\n")
+                out.append(f"    hint: {render.esc(p['hint'])}\n")
         errors, warnings = result["errors"], result["warnings"]
         if not errors and not warnings:
             out.append("no problems found\n")

@@ -13,11 +13,11 @@ from sessiontool.cli.commands.completers import choices, complete_keys, complete
 
 
 def _decision_line(result: dict[str, Any]) -> str:
-    line = f"{result['sessionKey']}: send {result['effective']} ({result['decidedBy']})"
+    line = f"{render.esc(result['sessionKey'])}: send {result['effective']} ({result['decidedBy']})"
     if "sendPolicy" in result:
         value = result["sendPolicy"]
         line += " — override " + ("cleared" if value is None else f"set to {value}")
-    return line + "\n"
+    return render.esc_text(line) + "\n"
 
 
 @app.command("policy")
@@ -74,7 +74,7 @@ def _readable(rec: dict[str, Any]) -> str:
     line = f"{head}  {rec.get('sessionKey', '?')} → {target}: {text}"
     if rec.get("error"):
         line += f"  [{rec['error']}]"
-    return line + "\n"
+    return render.esc(line) + "\n"
 
 
 def _retry(ctx: Any, ids: list[str], as_json: bool) -> int:

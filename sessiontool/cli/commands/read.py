@@ -84,7 +84,7 @@ def list_cmd(
     if as_json:
         render.emit_json(result)
     elif quiet:
-        render.write_out("".join(r["key"] + "\n" for r in result["sessions"]))
+        render.write_out("".join(render.esc(r["key"]) + "\n" for r in result["sessions"]))
     elif render.is_terminal():
         render.sessions_table(result)
         if message_limit:

@@ -39,7 +39,8 @@ def _print_result(
         render.write_out(f"{accepted_text or result['runId']}\n")
     elif status == "ok":
         if "reply" in result:
-            render.write_out(result["reply"] + ("\n" if not result["reply"].endswith("\n") else ""))
+            reply = render.esc_text(result["reply"])
+            render.write_out(reply + ("\n" if not reply.endswith("\n") else ""))
         elif "sendPolicy" in result:
             render.err(
                 f"send policy of {result['sessionKey']}: {result['sendPolicy'] or 'inherit'}"
@@ -308,7 +309,9 @@ def runs_cmd(
         if want_json(json_):
             render.emit_json(rec)
         else:
-            lines = [f"{k}\t{_human_value(k, v)}" for k, v in rec.items() if k != "log"]
+            lines = [
+                f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in rec.items() if k != "log"
+            ]
             text = "\n".join(lines) + "\n"
             if log:
                 text += "--- log ---\n" + rec["log"]
@@ -324,7 +327,7 @@ def runs_cmd(
         return
     rows = result["runs"]
     if quiet:
-        render.write_out("".join(r["runId"] + "\n" for r in rows))
+        render.write_out("".join(render.esc(r["runId"]) + "\n" for r in rows))
         return
     terminal = render.is_terminal()
     short = short_ids([r["runId"] for r in rows]) if terminal else {}

@@ -59,4 +59,4 @@ def spawn_cmd(
     elif quiet:
         render.write_out(f"{result['runId']}\n")
     else:
-        render.write_out(f"{result['runId']}\t{result['childSessionKey']}\n")
+        render.write_out(f"{result['runId']}\t{render.esc(result['childSessionKey'])}\n")

@@ -25,13 +25,13 @@ def agents_cmd(
     lines = []
     for item in result["agents"]:
         if quiet:
-            lines.append(item["id"])
+            lines.append(render.esc(item["id"]))
             continue
         # Tab-separated, so `cut -f1` gives clean ids.
         marks = ["requester"] if item["id"] == result["requester"] else []
         if not item["configured"]:
             marks.append("not configured")
-        cols = [item["id"], item.get("name", ""), ", ".join(marks)]
+        cols = [render.esc(item["id"]), render.esc(item.get("name", "")), ", ".join(marks)]
         lines.append("\t".join(cols).rstrip("\t"))
     render.write_out("".join(line + "\n" for line in lines))
 
@@ -67,7 +67,7 @@ def sweep_cmd(
 
 def sweep_text(archived: list[str], dry_run: bool) -> str:
     verb = "would archive" if dry_run else "archived"
-    lines = [f"{verb}\t{key}\n" for key in archived]
+    lines = [f"{verb}\t{render.esc(key)}\n" for key in archived]
     n = len(archived)
     if not n:
         lines.append("nothing to archive" + (" (dry run)" if dry_run else "") + "\n")
