@@ -550,8 +550,13 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
+    from sessiontool import repair
     from sessiontool.gateway import describe
 
+    problems.extend(
+        Problem(f.kind, f.path, f.detail, severity=f.severity, hint=f.hint)
+        for f in repair.check(ctx.paths, ctx.config)
+    )
     return _doctor_result(problems, stores, describe(ctx.paths))
 
 

@@ -36,6 +36,7 @@ def scripted(state: Path, tmp_path: Path, script: dict[str, Any], **more: Any) -
     runner = {
         "type": "command",
         "command": [sys.executable, str(AGENTS_DIR / "scripted.py"), str(path)],
+        "env": ["SCRIPTED_AGENT_LOG"],
         "input": "json",
         "output": "json",
     }

@@ -243,6 +243,7 @@ def test_command_json_in_and_out(tmp_path: Path) -> None:
     cfg = {
         "type": "command",
         "command": [PY, str(AGENTS / "scripted.py"), str(script)],
+        "env": ["SCRIPTED_AGENT_LOG"],
         "input": "json",
         "output": "json",
     }

@@ -40,6 +40,7 @@ def scripted_cfg(tmp_path: Path, script: dict[str, Any]) -> dict[str, Any]:
     runner = {
         "type": "command",
         "command": [sys.executable, str(AGENTS_DIR / "scripted.py"), str(path)],
+        "env": ["SCRIPTED_AGENT_LOG"],
         "input": "json",
         "output": "json",
     }

@@ -108,7 +108,9 @@ def _tail(data: bytes) -> str:
     return text[-STDERR_TAIL_CHARS:]
 
 
-def run_delivery_command(command: list[str], record: Mapping[str, Any]) -> str | None:
+def run_delivery_command(
+    command: list[str], record: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> str | None:
     """Hand the record to the operator's command on stdin. None when it exited 0, else the
     reason. Its own process group, so a timeout kills whatever it started too."""
     payload = compact_utf8(dict(record)) + b"\n"
@@ -120,6 +122,7 @@ def run_delivery_command(command: list[str], record: Mapping[str, Any]) -> str |
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            env=env,
         )
     except OSError as exc:
         return f"cannot run delivery command {command[0]!r}: {exc.strerror or exc}"
@@ -328,7 +331,12 @@ def deliver(
         )
     elif command:
         sent = {k: v for k, v in record.items() if k not in ("status", "error")}
-        failure = run_delivery_command(command, sent)
+        from sessiontool import childenv
+
+        env = childenv.for_config(
+            os.environ, config.get("sessiontool.delivery"), "sessiontool.delivery"
+        )
+        failure = run_delivery_command(command, sent, env)
         if failure is None:
             record["status"] = DELIVERED
         else:
@@ -375,10 +383,21 @@ def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[dict
     except OSError as exc:
         raise StorageError(f"cannot read {paths.deliveries}: {exc.strerror}") from exc
     out: list[dict[str, Any]] = []
-    for raw in data.split(b"\n"):
+    lines = data.split(b"\n")
+    bad = 0
+    for n, raw in enumerate(lines, start=1):
         rec = _parse_record(raw)
-        if rec is not None and _after(rec, since_ms):
+        if rec is None:
+            bad += bool(raw.strip()) and n < len(lines)  # the unterminated last: in progress
+        elif _after(rec, since_ms):
             out.append(rec)
+    if bad:
+        from sessiontool import diag
+
+        diag.warn(
+            f"{paths.deliveries}: {bad} malformed line(s) skipped "
+            "(`sessiontool doctor` reports them, `doctor --fix --yes` removes them)"
+        )
     return out
 
 

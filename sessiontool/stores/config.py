@@ -141,6 +141,7 @@ class Config:
     raw: dict[str, Any]
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # bad values of OpenClaw's file, ignored
     own_file: Path | None = None
     # (file, what it contributed), in merge order: an error names the file that set the key.
     layers: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
@@ -173,10 +174,26 @@ class Config:
             or isinstance(value, bool)
             and bool not in (kind if isinstance(kind, tuple) else (kind,))
         ):
-            raise ConfigError(f"{self._where(dotted)}: expected {what}, got {value!r}")
+            return self._bad_value(dotted, what, value, default)
         if isinstance(value, float) and not math.isfinite(value):  # JSON5 Infinity, NaN, 1e400
-            raise ConfigError(f"{self._where(dotted)}: expected {what}, got {value!r}")
+            return self._bad_value(dotted, what, value, default)
         return value
+
+    def _bad_value(self, dotted: str, what: str, value: Any, default: Any) -> Any:
+        """A value of the wrong type: exit 2 when sessiontool's own file set it (the user can
+        fix it); skipped with one warning when OpenClaw's file did (sessiontool only reads it,
+        and one odd value there must not stop every command). `doctor` reports both."""
+        message = f"{self._where(dotted)}: expected {what}, got {value!r}"
+        setter = next((p for p, layer in reversed(self.layers) if _has_path(layer, dotted)), None)
+        if setter is None or setter == self.own_file:
+            raise ConfigError(message)
+        from sessiontool import diag
+
+        warning = f"{message} (skipped; the default is used)"
+        diag.warn(warning)
+        if warning not in self.skipped:
+            self.skipped.append(warning)
+        return default
 
     # -- session ---------------------------------------------------------------------------
     # Read for every key shown (thousands per `list`): computed once. The raw config never

@@ -182,6 +182,7 @@ def planted_links(root: Path, dirs: list[Path], files: list[Path]) -> list[tuple
     register_root(root)
     real_root = os.path.realpath(root)
     found: list[tuple[Path, str]] = []
+    dirs, files = list(dict.fromkeys(dirs)), list(dict.fromkeys(files))
     for d in dirs:
         if os.path.lexists(d):
             real = os.path.realpath(d)

@@ -136,23 +136,56 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
 
 @app.command("doctor")
 @command
-def doctor_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> int:
-    """Check the state dir and report what it finds; never changes it.
+def doctor_cmd(
+    fix: bool = typer.Option(
+        False, "--fix", help="Remove temp files of dead writers and locks of dead pids."
+    ),
+    yes: bool = typer.Option(
+        False, "--yes", help="With --fix: also remove quarantined records and planted links."
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> int:
+    """Check the state dir and report what it finds; without --fix it never changes anything.
 
     Exit 0 when clean, 1 when there are problems, 2 when there are only warnings. Problems:
     a state dir that is not a directory, unreadable stores and run records, transcripts with
     bad or torn lines, entries whose transcript is missing although the session has had
-    messages, lost runs, failed deliveries. Warnings: a chosen state dir or --agent that does
-    not exist, transcripts no entry points to (a reset keeps the old one), stale lock files,
-    deliveries with no target. Each finding has a hint how to clear it."""
+    messages, lost runs, failed deliveries, links planted where sessiontool writes, config
+    values refused. Warnings: a chosen state dir or --agent that does not exist, transcripts
+    no entry points to (a reset keeps the old one), stale lock files, deliveries with no
+    target, temp files of dead writers, malformed outbox lines, config values skipped. Each
+    finding has a hint how to clear it. --fix removes what is safe and says what it did;
+    --yes adds malformed outbox lines, unreadable run records and planted links."""
     from sessiontool.admin import doctor
     from sessiontool.cli.app import G
+    from sessiontool.errors import UsageError
 
-    result = doctor(get_ctx(check=False), explicit_agent=G.agent)
+    if yes and not fix:
+        raise UsageError("--yes only goes with --fix")
+    ctx = get_ctx(check=False)
+    fixed: dict[str, Any] | None = None
+    if fix:
+        from sessiontool import repair
+
+        fixed = repair.fix(ctx.paths, ctx.config, yes=yes)
+    result = doctor(ctx, explicit_agent=G.agent)
+    if fixed is not None:
+        result["fix"] = fixed
     if want_json(json_):
         render.emit_json(result)
     else:
-        out = [
+        out = []
+        if fixed is not None:
+            out += [f"{d['action']} {render.esc(d['path'])}\n" for d in fixed["fixed"]]
+            out += [
+                f"could not fix {render.esc(d['path'])}: {render.esc(d['error'])}\n"
+                for d in fixed["failed"]
+            ]
+            if fixed["needsYes"]:
+                out.append(f"{len(fixed['needsYes'])} more need confirmation: doctor --fix --yes\n")
+            if not fixed["fixed"] and not fixed["failed"]:
+                out.append("nothing to fix\n")
+        out += [
             f"store {s['agent']}: {s['format']} ({s['reason']})\n"
             for s in result["stores"]
             if s["format"] != "jsonl"

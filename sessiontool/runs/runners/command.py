@@ -170,14 +170,17 @@ def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
 def _child_env(
     base: Mapping[str, str], cfg: Mapping[str, Any], request: Mapping[str, Any]
 ) -> dict[str, str]:
-    """The worker's environment, the runner's own `env`, then the run's variables (these win:
+    """The worker's environment cleaned (childenv: `env` as a list of names to pass, or
+    `passEnv: true`), the runner's own `env` object, then the run's variables (these win:
     an agent must be able to trust them). Step and turn are removed when the run has none, so
     values inherited from an outer agent never leak into this one."""
-    env = dict(base)
+    from sessiontool import childenv
+
+    env = childenv.for_config(base, cfg, "runner")  # secrets only when the config names them
     extra = cfg.get("env")
-    if extra is not None:
+    if extra is not None and not isinstance(extra, list):
         if not isinstance(extra, Mapping):
-            raise RunnerError("runner.env: expected an object of strings")
+            raise RunnerError("runner.env: expected names to pass or an object of strings")
         for k, v in extra.items():
             env[str(k)] = v if isinstance(v, str) else json.dumps(v)
 
