@@ -895,3 +895,208 @@ def test_a_10_mb_message_of_any_characters_round_trips(state: Path) -> None:
     message = "start " + (chunk * 40)[:3_700_000] + " end"
     assert len(message.encode("utf-8")) > 10 * 1024 * 1024
     round_trip(message)
+
+
+# -- the whole CLI surface: random commands, options, values, keys, stdin bytes, environment ----
+#
+# Every exit code sessiontool documents (README "Exit codes"); anything else, a traceback or an
+# "internal error" fails. The default suite runs a handful of derandomized examples (a few
+# seconds); the `slow` profile runs hundreds.
+
+ALL_EXIT_CODES = {0, 1, 2, 3, 4, 5, 75, 124, 130}
+
+option_value = st.one_of(
+    argv_text,
+    st.sampled_from(["0", "-1", "1", "3", "all", "1e9", "9" * 40, "5m", "nan", "inf", ""]),
+)
+key_arg = st.one_of(st.sampled_from(["main", "cron:nightly", "global", "unknown", "-"]), argv_text)
+global_opts = st.lists(
+    st.one_of(
+        st.just(["--json"]),
+        st.tuples(st.just("--color"), st.sampled_from(["auto", "always", "never", "x"])).map(list),
+        st.tuples(st.just("--agent"), st.sampled_from(["main", "other", "Bad Id", "..", ""])).map(
+            list
+        ),
+        st.tuples(st.just("--as"), key_arg).map(list),
+    ),
+    max_size=2,
+).map(lambda parts: [a for p in parts for a in p])
+
+surface = st.one_of(
+    commands,
+    st.tuples(
+        st.sampled_from(
+            [
+                "list",
+                "history",
+                "send",
+                "spawn",
+                "wait",
+                "runs",
+                "abort",
+                "agents",
+                "policy",
+                "label",
+                "reset",
+                "delete",
+                "deliveries",
+                "sweep",
+                "prune",
+                "paths",
+                "doctor",
+                "completion",
+                "no-such-command",
+            ]
+        ),
+        st.lists(
+            st.one_of(
+                key_arg,
+                st.sampled_from(
+                    [
+                        "--json",
+                        "-q",
+                        "--quiet",
+                        "--raw",
+                        "--include-tools",
+                        "--all-agents",
+                        "--dry-run",
+                        "--deliver",
+                        "--fix",
+                        "--yes",
+                        "--log",
+                        "--follow-not",
+                        "-h",
+                    ]
+                ),
+                st.tuples(
+                    st.sampled_from(
+                        [
+                            "--limit",
+                            "--message-limit",
+                            "--kinds",
+                            "--since",
+                            "--timeout",
+                            "--label",
+                            "--format",
+                            "--older-than",
+                            "--status",
+                            "--session",
+                            "--kind",
+                            "--model",
+                            "--agent-id",
+                            "--run-timeout",
+                            "--cleanup",
+                            "--active-minutes",
+                        ]
+                    ),
+                    option_value,
+                ).map(list),
+            ),
+            max_size=4,
+        ),
+    ).map(lambda t: [t[0], *[a for x in t[1] for a in (x if isinstance(x, list) else [x])]]),
+    st.tuples(st.sampled_from(["send", "spawn"]), st.just("-")).map(
+        lambda t: [t[0], "main", "-", "--timeout", "5"] if t[0] == "send" else [t[0], "-"]
+    ),
+    st.just(["history", "main", "-o", "out.md"]),
+    st.just(["doctor", "--fix", "--yes", "--json"]),
+)
+
+environment = st.fixed_dictionaries(
+    {},
+    optional={
+        "PYTHONIOENCODING": st.sampled_from(["utf-8", "ascii", "latin-1", "utf-8:strict"]),
+        "LC_ALL": st.sampled_from(["C", "C.UTF-8", "POSIX", "en_US.UTF-8", "xx_XX"]),
+        "SESSIONTOOL_NOW_MS": st.one_of(
+            st.sampled_from(["0", "-1", "1790000000000", "abc", "", "1e3"]),
+            st.integers(min_value=-(10**20), max_value=10**20).map(str),
+        ),
+        "SESSIONTOOL_LOCK_TIMEOUT": st.sampled_from(["0", "0.1", "x", "-5", "nan"]),
+        "COLUMNS": st.sampled_from(["0", "1", "5", "abc", "100000"]),
+        "TERM": st.sampled_from(["dumb", "xterm-256color", ""]),
+        "NO_COLOR": st.just("1"),
+        "SESSIONTOOL_SESSION_KEY": key_arg.filter(lambda v: isinstance(v, str) and "\x00" not in v),
+    },
+)
+
+
+def run_surface(template: Path, argv: list[Any], stdin: bytes, env_extra: dict[str, str]) -> None:
+    try:
+        args = [_as_arg(a) for a in argv]
+        env_bytes = {k: v.encode("utf-8") for k, v in env_extra.items()}
+    except UnicodeEncodeError:
+        assume(False)
+        return
+    with scratch() as base:
+        state, sibling, cwd = base / "state", base / "sibling", base / "cwd"
+        sibling.mkdir()
+        (sibling / "keep.txt").write_text("untouched")
+        cwd.mkdir()
+        shutil.copytree(template, state)
+        outside = snapshot(sibling)
+        env = {
+            **{k.encode(): v.encode() for k, v in os.environ.items()},
+            b"SESSIONTOOL_STATE_DIR": str(state).encode(),
+            b"SESSIONTOOL_LOCK_TIMEOUT": b"2",
+            **{k.encode(): v for k, v in env_bytes.items()},
+        }
+        try:
+            proc = subprocess.run(
+                [sys.executable.encode(), b"-m", b"sessiontool", *args],
+                input=stdin,
+                capture_output=True,
+                env=env,
+                cwd=cwd,
+                timeout=60,
+            )
+        finally:
+            reap_state(state, grace=10)
+        stderr = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode in ALL_EXIT_CODES, (args, env_extra, proc.returncode, stderr)
+        assert "Traceback" not in stderr, (args, env_extra, stderr)
+        assert "internal error" not in stderr, (args, env_extra, stderr)
+        if b"--json" in args and proc.stdout and b"-h" not in args:
+            for line in proc.stdout.splitlines():
+                json.loads(line.decode("utf-8"))
+        assert snapshot(sibling) == outside
+        for p in cwd.iterdir():  # only `-o out.md` may write there, privately
+            assert p.name == "out.md" and (p.stat().st_mode & 0o077) == 0, p
+
+
+surface_example = example(
+    argv=["send", "main", "-", "--timeout", "5", "--json"],
+    stdin=b"caf\xe9\xff",
+    env_extra={"PYTHONIOENCODING": "utf-8"},
+)
+
+
+@settings(
+    max_examples=max(1, int(6 * SCALE)),
+    deadline=None,
+    derandomize=not RANDOM,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@surface_example
+@example(argv=["list", "-q"], stdin=b"", env_extra={"SESSIONTOOL_NOW_MS": "99999999999999999"})
+@given(argv=surface, stdin=st.binary(max_size=48), env_extra=environment)
+def test_cli_surface_fuzz(
+    template: Path, argv: list[Any], stdin: bytes, env_extra: dict[str, str]
+) -> None:
+    run_surface(template, argv, stdin, env_extra)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=max(1, int(300 * SCALE)),
+    deadline=None,
+    derandomize=not RANDOM,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@surface_example
+@given(argv=surface, stdin=st.binary(max_size=200), env_extra=environment)
+def test_cli_surface_fuzz_long(
+    template: Path, argv: list[Any], stdin: bytes, env_extra: dict[str, str]
+) -> None:
+    run_surface(template, argv, stdin, env_extra)
