@@ -107,11 +107,11 @@ def test_planted_link_writes_nothing_outside(
     outputs = []
     try:
         # The write paths: a send with a delivery (transcript, store, run record, lane, outbox),
-        # a spawn (a new session and transcript, announce), a label (store), a sweep.
+        # a spawn (a new session and transcript, announce), a label (store). Each send also
+        # runs the opportunistic sweep (last-sweep).
         outputs.append(run_cli("send", "main", "again", "--deliver", "--timeout", "20"))
         outputs.append(run_cli("spawn", "a task"))
         outputs.append(run_cli("label", "main", "renamed"))
-        outputs.append(run_cli("sweep"))
     finally:
         reap(state)
     for proc in outputs:
