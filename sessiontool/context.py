@@ -76,6 +76,13 @@ def build_context(
     if as_key:
         base_agent = keys.normalize_agent_id(agent) if agent else cfg.default_agent_id
         full = keys.canonical(as_key, base_agent, cfg.main_key, cfg.scope)
+        if full in keys.RESERVED_KEYS and full != keys.main_key_for(
+            base_agent, cfg.main_key, cfg.scope
+        ):
+            from sessiontool.errors import UsageError
+
+            # A requester is where replies and announces go back to: never a reserved key.
+            raise UsageError(f"--as: {full!r} is a reserved key and cannot be a session")
         agent_id = keys.agent_of(full, base_agent)
         return Context(paths, cfg, Requester(full, agent_id, _sandboxed(cfg, full, agent_id)))
     agent_id = keys.normalize_agent_id(agent) if agent else cfg.default_agent_id

@@ -102,6 +102,8 @@ def test_reserved_keys_are_not_targets(state: Path) -> None:
         ("send", "unknown", "hi"),
         ("label", "global", "x"),
         ("label", "unknown", "x"),
+        ("--as", "unknown", "spawn", "task"),
+        ("--as", "global", "send", "main", "hi"),
     ):
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stderr)
