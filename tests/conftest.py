@@ -53,9 +53,10 @@ def note_output(args: Any, *streams: str | bytes | None) -> None:
         if stream is None:
             continue
         text = stream.decode("utf-8", "replace") if isinstance(stream, bytes) else stream
-        if "internal error" in text:
-            line = next(ln for ln in text.splitlines() if "internal error" in ln)
-            _INTERNAL_ERRORS.append(f"{args!r}: {line}")
+        for line in text.splitlines():
+            if line.startswith("sessiontool") and "internal error" in line:
+                _INTERNAL_ERRORS.append(f"{args!r}: {line}")
+                break
 
 
 _real_subprocess_run = subprocess.run
@@ -64,7 +65,9 @@ _real_subprocess_run = subprocess.run
 def _watching_run(*args: Any, **kwargs: Any) -> Any:
     proc = _real_subprocess_run(*args, **kwargs)
     argv = args[0] if args else kwargs.get("args")
-    if "sessiontool" in repr(argv):
+    if isinstance(argv, list | tuple) and any(
+        os.fsdecode(a).endswith("sessiontool") for a in argv[:3] if isinstance(a, str | bytes)
+    ):
         note_output(argv, proc.stdout, proc.stderr)
     return proc
 
