@@ -120,7 +120,7 @@ def send_cmd(
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     result, code = send(ctx, key, message, label=label, timeout=0, deliver=deliver)
     if created and not quiet and result.get("runId"):
-        render.err(f"created session {created}")
+        render.err(f"created session {render.esc(created)}")
     if result.get("status") != "accepted" or wait_s <= 0:
         return _print_result(result, code, as_json)
     run_id = result["runId"]
