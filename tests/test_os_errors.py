@@ -23,7 +23,7 @@ CAN_DROP = os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 COMMANDS = [
     ["list"],
-    ["list", "--message-limit", "2"],
+    ["list", "--message-limit", "2", "--json"],
     ["history", "main"],
     ["send", "main", "hi", "--timeout", "0"],
     ["spawn", "task"],
