@@ -246,10 +246,10 @@ def _break_dead_lock(path: Path) -> str | None:
 
 
 def _drop_bad_outbox_lines(paths: StatePaths) -> str | None:
-    from sessiontool.admin import outbox_lock
+    from sessiontool.flow.delivery import outbox_lock
     from sessiontool.stores.jsonio import atomic_write
 
-    with outbox_lock(paths.deliveries):
+    with outbox_lock(paths):
         try:
             data = paths.deliveries.read_bytes()
         except OSError as exc:
