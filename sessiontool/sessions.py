@@ -20,7 +20,7 @@ from sessiontool.stores.jsonio import require_utf8
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
 from sessiontool.stores.reader import read_scope
 from sessiontool.stores.sessions_json import Entry, Folded, listable
-from sessiontool.stores.transcript import Message, ReadResult
+from sessiontool.stores.transcript import Message, ReadResult, is_tool_result_line
 
 HISTORY_DEFAULT_LIMIT = 200
 HISTORY_MAX_LIMIT = 1000
@@ -405,7 +405,9 @@ def _list_in_scope(
             if agent_id in gateway or row.get("transcriptPath"):
                 rd = store_reader.reader_for(ctx.paths, agent_id)
                 try:
-                    res = rd.messages(full_key, entry, n_messages, _not_tool_result)
+                    res = rd.messages(
+                        full_key, entry, n_messages, _not_tool_result, skip_line=is_tool_result_line
+                    )
                 except OSError as exc:  # one unreadable transcript must not hide the list
                     where = exc.filename or row.get("transcriptPath") or full_key
                     diag.warn(
@@ -546,13 +548,13 @@ def history(
         limit = min(limit, HISTORY_MAX_LIMIT)
 
     def keep(m: Message) -> bool:
-        if not include_tools and is_tool_output(m):
-            return False
-        if since_ms is not None:
-            ts = message_ts(m)
-            if ts is not None and ts < since_ms:
-                return False
-        return True
+        return include_tools or not is_tool_output(m)
+
+    def older(m: Message) -> bool:
+        # Transcripts are appended in time order: the first message (from the end) older than
+        # --since ends the read. Messages without a timestamp are kept.
+        ts = message_ts(m)
+        return since_ms is not None and ts is not None and ts < since_ms
 
     with read_scope():
         r = resolve(ctx, value, label=label)
@@ -561,6 +563,13 @@ def history(
         messages: list[Message] = []
         if r.entry is not None and (path is not None or r.gateway_written):
             rd = store_reader.reader_for(ctx.paths, r.agent_id)
-            res = rd.messages(r.key, r.entry, limit, keep)
+            res = rd.messages(
+                r.key,
+                r.entry,
+                limit,
+                keep,
+                stop=older if since_ms is not None else None,
+                skip_line=None if include_tools else is_tool_result_line,
+            )
             messages = res.messages if raw else strip_envelopes(res.messages)
     return History(ctx.display(r.key), r.session_id, messages, path, r)

@@ -256,3 +256,50 @@ def test_text_and_markdown_and_output_file(fx_state: Path, tmp_path: Path) -> No
     proc = run_cli("--state-dir", str(fx_state), "history", "main", "--json", "-o", str(out))
     assert proc.returncode == 0 and proc.stdout == ""
     assert json.loads(out.read_text()) == hist(fx_state, "main")
+
+
+def test_since_reads_back_only_to_the_first_older_message(tmp_path: Path) -> None:
+    """An unreadable line before the first older message is never reached (no warning), and
+    a message older than --since ends the listing even if later ones are out of order."""
+    state = tmp_path / "state"
+    d = state / "agents" / "main" / "sessions"
+    d.mkdir(parents=True)
+    (d / "sessions.json").write_text(
+        json.dumps({"agent:main:t": {"sessionId": "t1", "updatedAt": 1}})
+    )
+    now = 1_795_292_567_264
+
+    def line(role: str, text: str, ts: int) -> str:
+        msg = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": ts}
+        return json.dumps({"type": "message", "message": msg}) + "\n"
+
+    (d / "t1.jsonl").write_text(
+        "garbage line\n"
+        + line("user", "ancient", now - 86_400_000 * 30)
+        + line("user", "recent-1", now - 60_000)
+        + line("toolResult", "tool out", now - 50_000)
+        + line("assistant", "recent-2", now - 40_000)
+    )
+    env = {"SESSIONTOOL_NOW_MS": str(now)}
+    proc = run_cli(
+        "--state-dir", str(state), "history", "agent:main:t", "--since", "1h", "--json", env=env
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    texts = [m["content"][0]["text"] for m in json.loads(proc.stdout)["messages"]]
+    assert texts == ["recent-1", "recent-2"]
+    proc = run_cli(
+        "--state-dir",
+        str(state),
+        "history",
+        "agent:main:t",
+        "--since",
+        "1h",
+        "--include-tools",
+        "--json",
+        env=env,
+    )
+    texts = [m["content"][0]["text"] for m in json.loads(proc.stdout)["messages"]]
+    assert texts == ["recent-1", "tool out", "recent-2"]
+    # Without --since the whole file is read, and the bad line is reported.
+    proc = run_cli("--state-dir", str(state), "history", "agent:main:t", "--json", env=env)
+    assert "skipped 1 unreadable line" in proc.stderr

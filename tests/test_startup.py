@@ -88,7 +88,15 @@ def test_list_imports_no_write_side_modules(populated: Path, tmp_path: Path) -> 
 
 
 def test_probe_sees_json5_when_the_config_needs_it(state: Path, tmp_path: Path) -> None:
-    """The control: a config with comments does load json5, so the probe is not blind."""
+    """The control: JSON5 beyond the common extras (a hex number) does load json5, so the probe
+    is not blind; comments, unquoted keys and single quotes alone do not (the fast path)."""
     state.mkdir(parents=True)
-    (state / "sessiontool.json5").write_text("{ // comment\n session: { mainKey: 'main' } }")
+    cfg = state / "sessiontool.json5"
+    cfg.write_text(
+        "{ // comment\n session: { mainKey: 'main', }, sessiontool: {maxToolRounds: 0x8} }"
+    )
     assert "json5" in imported_modules("list", "--json", state=state, tmp=tmp_path)
+    cfg.write_text(
+        "{ // comment\n session: { mainKey: 'main', }, sessiontool: {maxToolRounds: 8} }"
+    )
+    assert "json5" not in imported_modules("list", "--json", state=state, tmp=tmp_path)

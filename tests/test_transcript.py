@@ -326,3 +326,69 @@ def test_file_size(tmp_path: Path) -> None:
     assert transcript.file_size(tmp_path / "none") == 0
     (tmp_path / "f").write_bytes(b"abc")
     assert transcript.file_size(tmp_path / "f") == 3
+
+
+def entry_line(role: str, text: str, ts: int, n: int) -> bytes:
+    """A transcript line exactly as OpenClaw writes one."""
+    line = {
+        "type": "message",
+        "id": f"{n:08x}",
+        "parentId": f"{n - 1:08x}" if n else None,
+        "timestamp": "2026-11-21T20:20:49.915Z",
+        "message": {"role": role, "content": [{"type": "text", "text": text}], "timestamp": ts},
+    }
+    return json.dumps(line, separators=(",", ":")).encode() + b"\n"
+
+
+def test_since_stops_at_the_first_older_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "s.jsonl"
+    with open(p, "wb") as fh:
+        fh.write(b"not json at all\n")  # would be counted if the read went this far
+        fh.write(b"".join(entry_line("user", "old " + "x" * 200, 1_000, i) for i in range(8000)))
+        fh.write(b"".join(entry_line("user", f"new-{i}", 10**12 + i, 9000 + i) for i in range(5)))
+    counter = [0]
+    real_open = open
+    monkeypatch.setattr(
+        transcript,
+        "open",
+        lambda path, mode="r", *a, **kw: CountingFile(real_open(path, mode, *a, **kw), counter),
+        raising=False,
+    )
+
+    def older(m: dict[str, Any]) -> bool:
+        return bool(m["timestamp"] < 10**12)
+
+    res = transcript.read_tail(p, 100, stop=older)
+    assert [m["content"][0]["text"] for m in res.messages] == [f"new-{i}" for i in range(5)]
+    assert res.bad_lines == 0
+    assert counter[0] <= transcript.BLOCK
+
+
+def test_tool_result_lines_are_recognised_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "s.jsonl"
+    tool = entry_line("toolResult", "output " * 50, 5, 2)
+    assert transcript.is_tool_result_line(tool)
+    # The same words inside a user's text are escaped: not a tool result.
+    pasted = entry_line("user", '{"type":"message","message":{"role":"toolResult"}}', 5, 3)
+    assert not transcript.is_tool_result_line(pasted)
+    p.write_bytes(entry_line("user", "ask", 1, 1) + tool * 500 + pasted + tool * 500)
+    parsed = [0]
+    real_parse = transcript._parse
+
+    def counting_parse(raw: bytes) -> Any:
+        parsed[0] += 1
+        return real_parse(raw)
+
+    monkeypatch.setattr(transcript, "_parse", counting_parse)
+    res = transcript.read_tail(
+        p, 2, lambda m: m["role"] != "toolResult", skip_line=transcript.is_tool_result_line
+    )
+    assert [m["role"] for m in res.messages] == ["user", "user"]
+    assert parsed[0] == 2
+    parsed[0] = 0
+    res = transcript.read_tail(p, 2)
+    assert [m["role"] for m in res.messages] == ["toolResult", "toolResult"]

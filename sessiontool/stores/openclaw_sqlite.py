@@ -400,6 +400,9 @@ class SqliteReader:
         entry: Entry,
         limit: int | None,
         keep: Callable[[Message], bool] | None = None,
+        *,
+        stop: Callable[[Message], bool] | None = None,
+        skip_line: Callable[[bytes], bool] | None = None,  # events are not lines: unused
     ) -> ReadResult:
         result = ReadResult()
         sid = self._session_id(full_key, entry)
@@ -420,6 +423,8 @@ class SqliteReader:
                 msg = display_message(ev["message"])
             else:
                 continue
+            if msg is not None and stop is not None and stop(msg):
+                break
             if msg is not None and (keep is None or keep(msg)):
                 collected.append(msg)
             if kind == "reset" or (limit is not None and len(collected) >= limit):

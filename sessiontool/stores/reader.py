@@ -132,8 +132,13 @@ class SessionReader(Protocol):
         entry: Entry,
         limit: int | None,
         keep: Callable[[Message], bool] | None = None,
+        *,
+        stop: Callable[[Message], bool] | None = None,
+        skip_line: Callable[[bytes], bool] | None = None,
     ) -> ReadResult:
-        """The last `limit` kept messages of the session's current transcript, oldest first."""
+        """The last `limit` kept messages of the session's current transcript, oldest first.
+        Reading goes from the newest back and ends at the first message for which `stop` holds
+        (`--since`); `skip_line` drops a JSONL line unparsed (see transcript.read_tail)."""
         ...
 
     def transcript_ref(self, entry: Entry) -> str | None:
@@ -172,11 +177,14 @@ class JsonlReader:
         entry: Entry,
         limit: int | None,
         keep: Callable[[Message], bool] | None = None,
+        *,
+        stop: Callable[[Message], bool] | None = None,
+        skip_line: Callable[[bytes], bool] | None = None,
     ) -> ReadResult:
         path = self._path(entry)
         if path is None:
             return ReadResult(exists=False)
-        res = read_tail(path, limit, keep)
+        res = read_tail(path, limit, keep, stop=stop, skip_line=skip_line)
         if res.bad_lines:
             from sessiontool import diag
 

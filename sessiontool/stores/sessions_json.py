@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from sessiontool import testhooks
 from sessiontool.errors import CorruptStateError, SessiontoolError, StorageError
-from sessiontool.stores.jsonio import atomic_write, loads_tolerant, to_utf8
+from sessiontool.stores.jsonio import atomic_write, loads_tolerant, store_bytes
 from sessiontool.stores.keys import RESERVED_KEYS, stored_to_full
 from sessiontool.stores.locks import store_lock
 from sessiontool.stores.paths import StatePaths, ensure_dir
@@ -31,13 +31,13 @@ def _position(exc: ValueError) -> str:
     return f" ({exc})" if str(exc) else ""
 
 
-def read_store(path: Path) -> Store:
-    """The raw store, or {} when it does not exist. Unreadable or not an object: exit 5."""
+def _read_text(path: Path) -> str | None:
+    """The store's text, or None when it does not exist. Unreadable: exit 5."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return {}
+        return None
     except IsADirectoryError as exc:
         raise CorruptStateError(f"unreadable session store {path}: is a directory") from exc
     except OSError as exc:
@@ -45,14 +45,16 @@ def read_store(path: Path) -> Store:
     try:
         # OpenClaw writes UTF-8. Decoding here and dropping the bytes keeps one copy of a
         # 100 MB store in memory while it is parsed, not two.
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CorruptStateError(
             f"unreadable session store {path} (not UTF-8 at byte {exc.start})",
             hint="fix or move the file; sessiontool never overwrites an unreadable store",
         ) from exc
-    del data
-    if not text.strip():
+
+
+def _parse_store(path: Path, text: str | None) -> Store:
+    if text is None or not text.strip():
         return {}
     try:
         parsed = loads_tolerant(text)
@@ -68,6 +70,11 @@ def read_store(path: Path) -> Store:
             f"session store {path} is not a JSON object (found {type(parsed).__name__})"
         )
     return parsed
+
+
+def read_store(path: Path) -> Store:
+    """The raw store, or {} when it does not exist. Unreadable or not an object: exit 5."""
+    return _parse_store(path, _read_text(path))
 
 
 def normalize_entry(entry: Entry) -> Entry:
@@ -123,16 +130,28 @@ def listable(key: str) -> bool:
     return key not in RESERVED_KEYS
 
 
-def write_store(path: Path, store: Store) -> None:
+def write_store(path: Path, store: Store, *, exact: bool = False) -> None:
     ensure_dir(path.parent)
-    data = to_utf8(store, indent=2)
-    atomic_write(path, data)
+    atomic_write(path, store_bytes(store, exact=exact))
+
+
+def _unchanged(path: Path, data: bytes) -> bool:
+    """Whether `path` already holds exactly `data` (the size first: a change mostly shows
+    there, and then the file is not read again)."""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size != len(data):
+                return False
+            return fh.read() == data
+    except OSError:
+        return False
 
 
 def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | None = None) -> T:
     """Locked read-modify-write: take `<store>.lock`, re-read, mutate in place, replace
     atomically. The mutation sees the newest store, so no other writer's update is lost.
-    Refused (exit 4) while a gateway that ignores the lock runs on this state dir."""
+    Refused (exit 4) while a gateway that ignores the lock runs on this state dir. A mutation
+    that leaves the file's bytes as they are writes nothing."""
     root = path.parent.parent.parent.parent
     if path.parent.parent.parent.name == "agents" and (
         (root / "openclaw.json").is_file() or (root / "clawdbot.json").is_file()
@@ -145,10 +164,17 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     except OSError as exc:
         raise StorageError(f"cannot create {path.parent}: {exc.strerror}") from exc
     with store_lock(path, timeout):
-        store = read_store(path)
+        text = _read_text(path)
+        # NaN and Infinity (JSON5, or Python's json) must stay as they were: the exact encoder.
+        exact = text is not None and ("NaN" in text or "Infinity" in text)
+        store = _parse_store(path, text)
+        del text
         result = mutate(store)
         testhooks.pause("store-locked")
-        write_store(path, store)
+        data = store_bytes(store, exact=exact)
+        if not _unchanged(path, data):
+            ensure_dir(path.parent)
+            atomic_write(path, data)
     return result
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,11 +95,33 @@ def _message_of(obj: Any) -> Message | None:
     return None
 
 
+# A tool result line as OpenClaw and sessiontool write it: the fixed prefix of a transcript
+# entry, then a message whose role is toolResult. Quotes inside JSON strings are escaped, so the
+# prefix cannot be text inside a string: such a line is a tool result without being parsed.
+_TOOL_RESULT_LINE = re.compile(
+    rb'\{"type":"message","id":"[^"\\]*","parentId":(?:null|"[^"\\]*"),'
+    rb'"timestamp":"[^"\\]*","message":\{"role":"toolResult"'
+)
+
+
+def is_tool_result_line(raw: bytes) -> bool:
+    """Whether a transcript line is certainly a tool result (False: parse it to know)."""
+    return _TOOL_RESULT_LINE.match(raw) is not None
+
+
 def read_tail(
-    path: Path, limit: int | None, keep: Callable[[Message], bool] | None = None
+    path: Path,
+    limit: int | None,
+    keep: Callable[[Message], bool] | None = None,
+    *,
+    stop: Callable[[Message], bool] | None = None,
+    skip_line: Callable[[bytes], bool] | None = None,
 ) -> ReadResult:
-    """The last `limit` kept messages in file order (None: all). Blank lines and a torn last line
-    are skipped silently; other unparsable lines are counted."""
+    """The last `limit` kept messages in file order (None: all), read from the end: reading
+    ends after `limit` kept messages, or at the first message (from the end) for which `stop`
+    holds (`--since`: the first older message), so a 1 GB transcript costs what its tail costs.
+    `skip_line` drops lines before parsing (tool results when they are not shown). Blank lines
+    and a torn last line are skipped silently; other unparsable lines are counted."""
     result = ReadResult()
     if limit is not None and limit <= 0:
         result.exists = path.exists()
@@ -107,7 +130,7 @@ def read_tail(
         lines = iter_lines_reverse(path)
         collected: list[Message] = []
         for raw, terminated in lines:
-            if not raw.strip():
+            if not raw.strip() or (skip_line is not None and skip_line(raw)):
                 continue
             obj = _parse(raw)
             if obj is None:
@@ -115,7 +138,11 @@ def read_tail(
                     result.bad_lines += 1
                 continue
             msg = _message_of(obj)
-            if msg is None or (keep is not None and not keep(msg)):
+            if msg is None:
+                continue
+            if stop is not None and stop(msg):
+                break
+            if keep is not None and not keep(msg):
                 continue
             collected.append(msg)
             if limit is not None and len(collected) >= limit:
