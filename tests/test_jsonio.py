@@ -146,11 +146,15 @@ def test_a_json5_store_is_rewritten_as_json_even_when_values_stay(tmp_path: Path
     assert p.read_bytes() == old_indent2({"agent:main:a": {"sessionId": "a", "updatedAt": 1}})
 
 
-def test_nan_in_a_store_survives_a_rewrite(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("raw", "written"),
+    [("NaN", b'"x": NaN'), ("1e400", b'"x": Infinity'), ("-Infinity /* c */", b'"x": -Infinity')],
+)
+def test_nan_in_a_store_survives_a_rewrite(tmp_path: Path, raw: str, written: bytes) -> None:
     p = tmp_path / "sessions.json"
-    p.write_text('{"agent:main:a": {"sessionId": "a", "updatedAt": 1, "x": NaN}}')
+    p.write_text('{"agent:main:a": {"sessionId": "a", "updatedAt": 1, "x": ' + raw + "}}")
     store.update_store(p, lambda s: s["agent:main:a"].update(updatedAt=2))
-    assert b'"x": NaN' in p.read_bytes()
+    assert written in p.read_bytes()
 
 
 # -- JSON5 -------------------------------------------------------------------------------------

@@ -24,8 +24,55 @@ def loads_tolerant(text: str | bytes) -> Any:
     """Parse JSON, or JSON5 (OpenClaw reads both). Raises ValueError; a parse error is a
     `json.JSONDecodeError` whose line and column point at the real problem (for a JSON5 file,
     where JSON5 fails, not the first comment plain JSON stumbles on)."""
+    return _loads(text, {})
+
+
+def loads_noting_nonfinite(text: str | bytes) -> tuple[Any, bool]:
+    """loads_tolerant, and whether the value holds NaN or an infinity (`NaN`, `Infinity` or an
+    overflowing `1e400`): such a store must be rewritten by the exact encoder. The check costs
+    one Python call per float in the file, and nothing for the floats' absence."""
+    seen = [False]
+
+    def parse_float(s: str) -> float:
+        v = float(s)
+        if v - v != 0:
+            seen[0] = True
+        return v
+
+    def parse_constant(s: str) -> float:
+        seen[0] = True
+        return float(s)
+
+    value = _loads(text, {"parse_float": parse_float, "parse_constant": parse_constant})
+    if value is _FROM_JSON5:
+        value = _FROM_JSON5.value
+        seen[0] = _has_nonfinite(value)
+    return value, seen[0]
+
+
+class _Json5Result:
+    value: Any = None
+
+
+_FROM_JSON5 = _Json5Result()
+
+
+def _has_nonfinite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float) and v - v != 0:
+            return True
+    return False
+
+
+def _loads(text: str | bytes, hooks: dict[str, Any]) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, **hooks)
     except ValueError as first:
         if isinstance(text, bytes):
             try:
@@ -35,10 +82,14 @@ def loads_tolerant(text: str | bytes) -> Any:
         fast = json5_to_json(text, first)
         if fast is not None:
             try:
-                return json.loads(fast)
+                return json.loads(fast, **hooks)
             except ValueError:
                 pass
-        return _json5_loads(text, first)
+        value = _json5_loads(text, first)
+        if not hooks:
+            return value
+        _FROM_JSON5.value = value  # the caller walks it for what the hooks would have seen
+        return _FROM_JSON5
 
 
 def _json5_loads(text: str, first: ValueError) -> Any:

@@ -12,7 +12,12 @@ from typing import Any, TypeVar
 
 from sessiontool import testhooks
 from sessiontool.errors import CorruptStateError, SessiontoolError, StorageError
-from sessiontool.stores.jsonio import atomic_write, loads_tolerant, store_bytes
+from sessiontool.stores.jsonio import (
+    atomic_write,
+    loads_noting_nonfinite,
+    loads_tolerant,
+    store_bytes,
+)
 from sessiontool.stores.keys import RESERVED_KEYS, stored_to_full
 from sessiontool.stores.locks import store_lock
 from sessiontool.stores.paths import StatePaths, ensure_dir
@@ -53,11 +58,15 @@ def _read_text(path: Path) -> str | None:
         ) from exc
 
 
-def _parse_store(path: Path, text: str | None) -> Store:
+def _parse_store(path: Path, text: str | None, nonfinite: list[bool] | None = None) -> Store:
+    """The store in `text`; with `nonfinite`, also notes there whether it holds NaN/Infinity."""
     if text is None or not text.strip():
         return {}
     try:
-        parsed = loads_tolerant(text)
+        if nonfinite is None:
+            parsed = loads_tolerant(text)
+        else:
+            parsed, nonfinite[0] = loads_noting_nonfinite(text)
     except ValueError as exc:
         raise CorruptStateError(
             f"unreadable session store {path}{_position(exc)}",
@@ -164,14 +173,12 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     except OSError as exc:
         raise StorageError(f"cannot create {path.parent}: {exc.strerror}") from exc
     with store_lock(path, timeout):
-        text = _read_text(path)
         # NaN and Infinity (JSON5, or Python's json) must stay as they were: the exact encoder.
-        exact = text is not None and ("NaN" in text or "Infinity" in text)
-        store = _parse_store(path, text)
-        del text
+        nonfinite = [False]
+        store = _parse_store(path, _read_text(path), nonfinite)
         result = mutate(store)
         testhooks.pause("store-locked")
-        data = store_bytes(store, exact=exact)
+        data = store_bytes(store, exact=nonfinite[0])
         if not _unchanged(path, data):
             ensure_dir(path.parent)
             atomic_write(path, data)
