@@ -60,7 +60,7 @@ VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(VALUES)
 def test_store_encoder_is_byte_identical_to_json_dumps(value: Any) -> None:
     assert store_bytes(value) == old_indent2(value)
@@ -201,7 +201,7 @@ def json5_text(draw: st.DrawFn) -> str:
     return render(draw(JVALUES))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json5_text())
 def test_json5_translation_agrees_with_json5(text: str) -> None:
     expected = json5.loads(text)
