@@ -294,6 +294,9 @@ def _command_tree() -> dict[str, list[str]]:
     import typer
 
     from sessiontool.cli import app
+    from sessiontool.cli.commands import register_all
+
+    register_all()
 
     root = typer.main.get_command(app)
     ctx = typer.Context(root, info_name="sessiontool")

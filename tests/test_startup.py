@@ -100,3 +100,63 @@ def test_probe_sees_json5_when_the_config_needs_it(state: Path, tmp_path: Path) 
         "{ // comment\n session: { mainKey: 'main', }, sessiontool: {maxToolRounds: 8} }"
     )
     assert "json5" not in imported_modules("list", "--json", state=state, tmp=tmp_path)
+
+
+def test_only_the_command_run_is_registered(populated: Path, tmp_path: Path) -> None:
+    probe_out = tmp_path / "modules.txt"
+    env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(populated))
+    for args, module in ((("list", "--json"), "read"), (("--json", "paths"), "manage")):
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE, str(probe_out), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        loaded = {
+            m.rsplit(".", 1)[1]
+            for m in probe_out.read_text().split()
+            if m.startswith("sessiontool.cli.commands.")
+        }
+        assert loaded <= {module, "completers"}, (args, loaded)
+
+
+def test_help_still_lists_every_command(tmp_path: Path) -> None:
+    from sessiontool.cli.commands import MODULES, module_of
+
+    out = subprocess.run(
+        [sys.executable, "-m", "sessiontool", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    for name in ("list", "history", "send", "spawn", "agents", "policy", "doctor", "completion"):
+        assert f" {name} " in out, name
+        assert module_of(name) in MODULES
+
+
+def test_exit_code_and_output_survive_the_fast_exit(populated: Path) -> None:
+    """The process ends with os._exit after flushing: the code and every byte are kept."""
+    env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(populated))
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessiontool", "history", "agent:main:nope", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 3 and json.loads(proc.stdout)["code"] == 3
+    assert proc.stderr.startswith("sessiontool: error:")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessiontool", "list"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 10
+
+
+def test_long_listings_stream_the_same_bytes(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    from sessiontool.cli import render
+
+    rows = [{"key": f"agent:main:s{i}", "n": i, "t": "é\u2028"} for i in range(2 * 1000 + 7)]
+    render.emit_json_rows({"count": len(rows)}, "sessions", rows)
+    streamed = capfdbinary.readouterr().out
+    expected = json.dumps({"count": len(rows), "sessions": rows}, ensure_ascii=False)
+    assert streamed == expected.replace(", ", ",").replace(": ", ":").encode() + b"\n"
+    assert json.loads(streamed)["sessions"] == rows

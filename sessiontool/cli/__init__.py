@@ -1,11 +1,10 @@
-"""Entry point of the `sessiontool` console script."""
+"""Entry point of the `sessiontool` console script. `main` registers only the command it is
+asked to run; whoever needs the whole command tree (docs, tests) calls
+`sessiontool.cli.commands.register_all()` first."""
 
 from __future__ import annotations
 
 from sessiontool.cli.app import app, main
-from sessiontool.cli.commands import register_all
-
-register_all()
 
 __all__ = ["app", "main"]
 

@@ -31,7 +31,10 @@ MAN_FILE = Path("man") / "sessiontool.1"
 def _root_command() -> Any:
     import typer
 
-    from sessiontool.cli import app  # registers every command module
+    from sessiontool.cli import app
+    from sessiontool.cli.commands import register_all
+
+    register_all()
 
     return typer.main.get_command(app)
 

@@ -82,7 +82,7 @@ def list_cmd(
         all_agents=all_agents,
     )
     if as_json:
-        render.emit_json(result)
+        render.emit_json_rows({"count": result["count"]}, "sessions", result["sessions"])
     elif quiet:
         render.write_out("".join(render.esc(r["key"]) + "\n" for r in result["sessions"]))
     elif render.is_terminal():
@@ -157,10 +157,11 @@ def history_cmd(
         raise UsageError("--follow reads a transcript file; OpenClaw's SQLite store has none")
     start = file_size(h.path) if (follow and h.path) else 0
     fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
+    text: str | bytes | None
     if fmt == "json" and not follow:
-        text = render.json_line(h.to_json())
+        text = render.json_bytes(h.to_json())
     elif fmt in ("json", "jsonl"):
-        text = "".join(render.json_line(m) for m in h.messages)
+        text = b"".join(render.json_bytes(m) for m in h.messages)
     elif fmt == "markdown":
         text = render.history_markdown(h.session_key, h.messages)
     else:
@@ -171,7 +172,10 @@ def history_cmd(
 
         body = text if text is not None else render.history_plain(h.session_key, h.messages)
         try:
-            write_private_file(output, body.encode("utf-8", "surrogateescape"))
+            write_private_file(
+                output,
+                body if isinstance(body, bytes) else body.encode("utf-8", "surrogateescape"),
+            )
         except OSError as exc:
             raise from_os_error(exc, "write") from exc
         return
@@ -192,7 +196,7 @@ def history_cmd(
             continue
         m = msg if raw else strip_envelope(msg)
         if fmt in ("json", "jsonl"):
-            render.write_out(render.json_line(m))
+            render.write_out(render.json_bytes(m))
         elif rich_view:  # the same view as the messages above it
             render.history_rich(h.session_key, [m])
         elif fmt == "markdown":
