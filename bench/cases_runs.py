@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cases_read import small_state
-from harness import Bench, Row, case, mb, ms, ratio, run_once, tail
+from harness import Bench, Row, case, mb, ms, ratio, run_once, spread, tail
 
 PARALLEL_SENDS = (100, 25)  # full, --quick
 PARALLEL_DEADLINE_S = 240.0
@@ -278,13 +278,13 @@ def version_startup(bench: Bench) -> list[Row]:
     v, lst = bench.compare(version, listing, runs)
     return [
         Row(
-            f"start-up: `--version` (median of {runs})",
-            f"{ms(v.median)} (CPU {ms(v.median_cpu)}); `list --json` alongside: "
-            f"{ms(lst.median)} (CPU {ms(lst.median_cpu)})",
+            f"start-up: `--version` ({runs} runs)",
+            f"wall {v.spread()} (min / median / max), CPU {v.cpu_spread()}; `list --json` "
+            f"alongside: wall {lst.spread()}, CPU {lst.cpu_spread()}",
         ),
         Row(
             "start-up: peak RSS, `--version` / `list --json` (10 sessions)",
-            f"{mb(v.peak_rss)} / {mb(lst.peak_rss)}",
+            f"{v.rss_spread()} / {lst.rss_spread()}",
         ),
     ]
 
@@ -335,10 +335,10 @@ def send_roundtrip(bench: Bench) -> list[Row]:
     label = '`send main "x" --timeout 30 --json`, echo runner, 10 sessions'
     return [
         Row(
-            f"{label} (median of {runs})",
-            f"{ms(med)} = {r:.2f}× `list --json` ({ms(lmed)}); CPU {ms(statistics.median(fg_cpu))} "
-            f"foreground + {ms(statistics.median(w_cpu))} worker vs "
-            f"{ms(statistics.median(lst_cpu))}",
+            f"{label} ({runs} runs each)",
+            f"wall {spread(fg_t)} vs `list --json` {spread(lst_t)} (min / median / max) = "
+            f"{r:.2f}× (medians); CPU {spread(fg_cpu)} foreground + {spread(w_cpu)} worker vs "
+            f"{spread(lst_cpu)}",
             "≤ 1.5×",
             r <= 1.5,
         ),
@@ -410,7 +410,7 @@ def parallel_sends(bench: Bench) -> list[Row]:
     t_runs = rep["t_runs"]
     return [
         Row(
-            f"{label}; run records polled until all ended",
+            f"{label} (one run); run records polled until all ended",
             (
                 f"all accepted after {ms(rep['t_fg'])}; all {n} runs ended "
                 + (f"{ms(t_runs)} after the first start" if t_runs is not None else "— never")

@@ -63,6 +63,20 @@ class Sample:
     def peak_rss(self) -> int:
         return max(self.rss)
 
+    @property
+    def median_rss(self) -> float:
+        return statistics.median(self.rss)
+
+    def spread(self) -> str:
+        """Wall time as `min / median / max`."""
+        return spread(self.times)
+
+    def cpu_spread(self) -> str:
+        return spread(self.cpu) if self.cpu else "n/a"
+
+    def rss_spread(self) -> str:
+        return f"{mb(min(self.rss))} / {mb(int(self.median_rss))} / {mb(max(self.rss))}"
+
     def add(self, wall: float, rss: int, cpu: float) -> None:
         self.times.append(wall)
         self.rss.append(rss)
@@ -157,6 +171,21 @@ def mb(n: int) -> str:
 
 def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("inf")
+
+
+def spread(values: Sequence[float]) -> str:
+    """`min / median / max` of wall or CPU seconds."""
+    return f"{ms(min(values))} / {ms(statistics.median(values))} / {ms(max(values))}"
+
+
+def pair_ratios(a: Sample, b: Sample, what: str = "times") -> list[float]:
+    """a/b run by run (the samples of `Bench.compare` alternate a, b, a, b, ...)."""
+    xs, ys = getattr(a, what), getattr(b, what)
+    return [ratio(x, y) for x, y in zip(xs, ys, strict=True)]
+
+
+def ratio_spread(rs: Sequence[float]) -> str:
+    return f"{min(rs):.2f} / {statistics.median(rs):.2f} / {max(rs):.2f}×"
 
 
 def table(rows: Sequence[Row]) -> str:
