@@ -94,7 +94,7 @@ def transcript_state(bench: Bench) -> Path:
         )
 
     return dataset(
-        bench.data, "transcripts", {"big": big, "small": SMALL_TRANSCRIPT_BYTES, "v": 2}, build
+        bench.data, "transcripts", {"big": big, "small": SMALL_TRANSCRIPT_BYTES, "v": 3}, build
     )
 
 

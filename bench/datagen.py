@@ -191,11 +191,11 @@ def write_transcript(path: Path, session_id: str, size: int) -> int:
         while written + len(chunk) <= room:
             fh.write(chunk)
             written += len(chunk)
-        for line in lines:
-            if written + len(line) > room:
-                break
-            fh.write(line)
-            written += len(line)
+        i = 0
+        while written + len(lines[i % len(lines)]) <= room:  # whole lines up to the size
+            fh.write(lines[i % len(lines)])
+            written += len(lines[i % len(lines)])
+            i += 1
         fh.write(block)
         written += len(block)
     return written

@@ -292,7 +292,7 @@ def build_row(
         if session_file:
             row["transcriptPath"] = str(transcript_path_for(sdir, sid, session_file))
         else:  # the common case, without building a Path per row
-            row["transcriptPath"] = os.path.join(sdir, sid + ".jsonl")
+            row["transcriptPath"] = f"{sdir}{os.sep}{sid}.jsonl"
     return row
 
 

@@ -196,7 +196,21 @@ class JsonlReader:
         return str(p) if p is not None else None
 
     def close(self) -> None:
+        if _kept is not None and self._sessions is not None:
+            _kept.append(self._sessions)
         self._sessions = None
+
+
+# A one-shot command (list, history) ends with os._exit: what its readers parsed (100 MB of
+# objects for a big store) is left for the process's end instead of being freed object by
+# object when the scope closes (a tenth of such a run). Long-lived processes never set it.
+_kept: list[Any] | None = None
+
+
+def keep_until_exit() -> None:
+    global _kept
+    if _kept is None:
+        _kept = []
 
 
 # -- scopes: one snapshot per command --------------------------------------------------------

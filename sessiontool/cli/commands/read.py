@@ -16,10 +16,17 @@ from sessiontool.errors import UsageError
 def _without_cyclic_gc() -> None:
     """A read command parses a store (real ones reach 100 MB) and exits. JSON data has no
     reference cycles, so the cyclic collector would only re-scan those objects over and over
-    (a fifth of the run on a big store); reference counting still frees everything."""
+    (a fifth of the run on a big store); reference counting still frees everything. Nor is
+    what it read freed piece by piece before the exit (see reader.keep_until_exit)."""
     import gc
 
+    from sessiontool.stores import reader
+
     gc.disable()
+    reader.keep_until_exit()
+
+
+_KEEP: list[object] = []  # results outlive the command: the process exit frees them at once
 
 
 def parse_limit(value: str) -> int | None:
@@ -81,6 +88,7 @@ def list_cmd(
         since_ms=parse_since(since) if since else None,
         all_agents=all_agents,
     )
+    _KEEP.append(result)
     if as_json:
         render.emit_json_rows({"count": result["count"]}, "sessions", result["sessions"])
     elif quiet:
@@ -155,6 +163,7 @@ def history_cmd(
     )
     if follow and h.resolved.gateway_written:
         raise UsageError("--follow reads a transcript file; OpenClaw's SQLite store has none")
+    _KEEP.append(h)
     start = file_size(h.path) if (follow and h.path) else 0
     fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
     text: str | bytes | None
