@@ -39,18 +39,13 @@ class Globals:
     store: str = "auto"
 
 
-# The global options that take a value (the next argument, unless given as --opt=value): the
-# command name is the first argument that is neither an option nor such a value.
-VALUE_OPTIONS = frozenset({"--state-dir", "--config", "--agent", "--as", "--color"})
-
-
 def command_name(args: list[str]) -> str | None:
     it = iter(args)
     for arg in it:
         if arg == "--":
             return next(it, None)
         if arg.startswith("-"):
-            if arg in VALUE_OPTIONS:
+            if arg in GLOBAL_VALUE_OPTIONS:
                 next(it, None)
             continue
         return arg
