@@ -836,7 +836,13 @@ def test_the_cli_never_crashes_never_writes_outside_and_refusals_change_nothing(
         assert "Traceback" not in stderr and "internal error" not in stderr, (args, stderr)
         for line in stderr.splitlines():
             assert line.startswith(
-                ("sessiontool: error: ", "sessiontool: warning: ", "hint: ", "still running")
+                (
+                    "sessiontool: error: ",
+                    "sessiontool: warning: ",
+                    "hint: ",
+                    "still running",
+                    "created session ",  # the notice for a session a send created
+                )
             ), (args, stderr)
         if b"--json" in args and proc.stdout:
             for line in proc.stdout.splitlines():
