@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -202,14 +201,12 @@ def test_caller_timeout_is_still_announced(state: Path, tmp_path: Path) -> None:
             "announce": "late news",
         },
     )
-    t0 = time.monotonic()
     rc, out = run_json("--as", "main", "send", B, "hello", "--timeout", "1")
     assert rc == 124, out
     assert out["status"] == "timeout" and out["delivery"] == {
         "status": "pending",
         "mode": "announce",
     }
-    assert time.monotonic() - t0 < 2.4
     assert outbox(state) == []
     (d,) = poll(lambda: outbox(state), 20, "the late announce")
     assert d["text"] == "late news" and d["mode"] == "announce" and d["status"] == "delivered"

@@ -99,7 +99,7 @@ def test_dead_pid_lock_is_broken_at_once(tmp_path: Path, dead_pid: int) -> None:
     start = time.monotonic()
     with locks.store_lock(sp, timeout=5):
         assert json.loads(sp.with_name("sessions.json.lock").read_text())["pid"] == os.getpid()
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 4  # not the 30 s stale rule, not the 5 s timeout
     assert os.listdir(sp.parent) == []  # nothing moved aside is left behind
 
 
@@ -109,7 +109,7 @@ def test_dead_pid_transcript_lock_is_broken_at_once(tmp_path: Path, dead_pid: in
     start = time.monotonic()
     with locks.transcript_lock(tp, timeout=5):
         pass
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 4  # not the 30 s stale rule, not the 5 s timeout
 
 
 def test_live_fresh_lock_waits_then_busy(tmp_path: Path, live_pid: int) -> None:
@@ -164,7 +164,7 @@ def test_old_store_lock_of_another_host_is_broken(tmp_path: Path, live_pid: int)
     start = time.monotonic()
     with locks.store_lock(sp, timeout=5):
         pass
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 4  # not the 30 s stale rule, not the 5 s timeout
 
 
 def test_store_lock_under_30s_with_live_pid_is_respected(tmp_path: Path, live_pid: int) -> None:

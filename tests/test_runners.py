@@ -174,7 +174,7 @@ def test_echo_delay_honours_the_deadline() -> None:
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout):
         run({"type": "echo", "delaySeconds": 5}, deadline=time.monotonic() + 0.2)
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 4  # not the 5 s delay
     assert run({"type": "echo", "delaySeconds": 0.05}).reply == "echo: hello there"
 
 
@@ -325,7 +325,7 @@ def test_command_run_deadline_is_a_timeout_too() -> None:
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout):
         run(cfg, deadline=time.monotonic() + 0.5, pids=pids)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 10  # not the agent's 30 s
     assert gone(pids.pids[0])
 
 
@@ -523,12 +523,12 @@ def test_openai_unreachable() -> None:
 
 
 def test_openai_deadline(fake: FakeOpenAI) -> None:
-    fake.push({"content": "late", "delay": 3})
+    fake.push({"content": "late", "delay": 10})
     cfg = {"type": "openai", "baseUrl": fake.base_url, "model": "m"}
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout):
         run(cfg, deadline=time.monotonic() + 0.3)
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 5  # not the server's 10 s
 
 
 def test_openai_bad_base_url() -> None:

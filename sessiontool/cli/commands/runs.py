@@ -130,7 +130,9 @@ def send_cmd(
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
     result, code = run_result(ctx, rec)
-    if deliver and result.get("status") == "ok":
+    if deliver and rec.get("deliver") and result.get("status") == "ok":
+        # From a session, --deliver means the agent-to-agent announce, which decides by itself
+        # what (if anything) is posted: there is no delivery of the reply to wait for.
         code = _report_delivery(ctx, result, rec, wait_s, as_json, code)
     return _print_result(result, code, as_json)
 
@@ -175,6 +177,8 @@ def _report_delivery(
                 found, did = r, rid
         if found is not None or time.monotonic() >= deadline:
             break
+        if _follow_up_done(ctx, rec["runId"]):
+            break  # the worker is past its delivery step and wrote no line: nothing to wait for
         time.sleep(0.05)
     if found is None:
         return code  # still pending: `delivery.status` says so
@@ -190,6 +194,17 @@ def _report_delivery(
     if found.get("status") != "denied":
         render.err(f"hint: sessiontool deliveries retry {did}")
     return code
+
+
+def _follow_up_done(ctx: Any, run_id: str) -> bool:
+    from sessiontool.errors import SessiontoolError
+    from sessiontool.runs import records as runs
+
+    try:
+        fu = runs.read_record(ctx.paths, run_id).get("followUp")
+    except SessiontoolError:
+        return True
+    return isinstance(fu, dict) and fu.get("next") == "done"
 
 
 @app.command("wait")
