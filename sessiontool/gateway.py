@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from sessiontool.stores.paths import StatePaths
 
 DEFAULT_PORT = 18789
 LOCKLESS_FROM = (2026, 5, 2)  # first release that serialises store writes in-process only
+CREATED_AT_LOCK_FROM = (2026, 2, 0)  # store lock = session write lock {pid, createdAt, starttime}
 SQLITE_FROM = (2026, 8, 0)
 CONNECT_TIMEOUT_S = 0.5
 
@@ -155,8 +157,13 @@ def call(
     *,
     timeout_s: float = 60,
     expect_final: bool = False,
+    on_pid: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """One gateway method through the CLI; its JSON result (raises GatewayError)."""
+    """One gateway method through the CLI; its JSON result (raises GatewayError).
+
+    The CLI runs in its own process group, so that a run's `abort` (or our own timeout) can end
+    it and whatever it started at once; `on_pid` learns its pid before it is waited for."""
+    import signal
     import subprocess
 
     g = find(paths)
@@ -188,19 +195,40 @@ def call(
     if g.token:
         env["OPENCLAW_GATEWAY_TOKEN"] = g.token  # never on the command line (ps shows it)
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env=env,
-            timeout=timeout_s + 60,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        raise GatewayError(f"gateway {method}: no answer in {timeout_s:g}s") from exc
     except OSError as exc:
         raise GatewayError(f"cannot run {exe[0]}: {exc.strerror or exc}") from exc
-    out = proc.stdout.strip()
+
+    def kill() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    try:
+        if on_pid is not None:
+            on_pid(proc.pid)
+        out, err = proc.communicate(timeout=timeout_s + 60)
+    except subprocess.TimeoutExpired as exc:
+        kill()
+        proc.communicate()
+        raise GatewayError(f"gateway {method}: no answer in {timeout_s:g}s") from exc
+    except BaseException:
+        kill()  # an abort (RunAborted), Ctrl-C, SIGTERM: the CLI goes with us
+        proc.communicate()
+        raise
+    return _answer(method, proc.returncode, out.strip(), err)
+
+
+def _answer(method: str, returncode: int, out: str, err: str) -> dict[str, Any]:
     data: Any = None
     if out:
         try:
@@ -212,12 +240,14 @@ def call(
             except ValueError:
                 data = None
     if isinstance(data, dict) and data.get("ok") is False:
-        err = data.get("error")
-        msg = err.get("message") if isinstance(err, dict) else err
+        error = data.get("error")
+        msg = error.get("message") if isinstance(error, dict) else error
         raise GatewayError(f"gateway {method}: {msg or 'failed'}")
-    if proc.returncode != 0 or not isinstance(data, dict):
-        last = (proc.stderr.strip().splitlines() or [out[:200] or "no output"])[-1]
-        raise GatewayError(f"gateway {method} failed (exit {proc.returncode}): {last}")
+    if returncode != 0 or not isinstance(data, dict):
+        if returncode < 0:
+            raise GatewayError(f"gateway {method}: the CLI was stopped (signal {-returncode})")
+        last = (err.strip().splitlines() or [out[:200] or "no output"])[-1]
+        raise GatewayError(f"gateway {method} failed (exit {returncode}): {last}")
     return data
 
 
@@ -275,19 +305,48 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     )
 
 
-def guard_store_write(store_path: Path) -> None:
+def lock_form_for(version: str | None) -> str:
+    """The store lock payload an OpenClaw version reads as a live lock (locks.STORE_LOCK_FORMS):
+    `createdAt` for 2026.2 to 2026.4.x, `startedAt` (2026.1, Clawdbot) otherwise — including
+    an unknown version, and the lockless 2026.5.2+ that take no lock at all."""
+    v = parse_version(version)
+    if v is not None and CREATED_AT_LOCK_FROM <= v < LOCKLESS_FROM:
+        return "createdAt"
+    return "startedAt"
+
+
+def lock_form(paths: StatePaths) -> str:
+    """The store lock payload for this state dir: that of the running gateway's version (asked
+    once per process), else the 2026.1 form."""
+    if paths.openclaw_config() is None:
+        return "startedAt"
+    g = find(paths)
+    if not g.reachable():
+        return "startedAt"
+    return lock_form_for(g.version(paths))
+
+
+def guard_store_write(store_path: Path) -> str:
     """For every sessions.json write: refuse (exit 4) while a lockless gateway runs on the state
-    dir that owns `store_path` (`<state>/agents/<id>/sessions/sessions.json`)."""
+    dir that owns `store_path` (`<state>/agents/<id>/sessions/sessions.json`); otherwise the
+    store lock payload to write (lock_form)."""
     try:
         root = store_path.parent.parent.parent.parent
     except IndexError:  # pragma: no cover
-        return
+        return "startedAt"
     if store_path.parent.parent.parent.name != "agents":
-        return
+        return "startedAt"
     paths = StatePaths(root)
     if paths.openclaw_config() is None:
-        return
+        return "startedAt"
     write_mode(paths, [], "write", routable=False)
+    return lock_form(paths)
+
+
+LOCK_FORM_TEXT = {
+    "startedAt": '{"pid", "startedAt"} (OpenClaw 2026.1 / Clawdbot form)',
+    "createdAt": '{"pid", "createdAt", "starttime"} (OpenClaw 2026.2 to 2026.4.29 form)',
+}
 
 
 def describe(paths: StatePaths) -> dict[str, Any]:
@@ -308,4 +367,9 @@ def describe(paths: StatePaths) -> dict[str, Any]:
     else:
         mode = "files (the gateway honours sessions.json.lock)"
     info["mode"] = mode
+    # Which payload sessiontool writes in sessions.json.lock here (None: it takes no store lock,
+    # every write goes through the gateway or is refused).
+    files = mode.startswith("files")
+    form = lock_form_for(info["version"] if info["reachable"] else None) if files else None
+    info["lockForm"] = LOCK_FORM_TEXT[form] if form else None
     return info

@@ -6,6 +6,7 @@ it or refuses them, and never races it. Also how the gateway is found."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import stat
 import subprocess
@@ -180,13 +181,17 @@ def test_lockless_gateway_routes_writes_and_loses_none(lockless: Any) -> None:
     assert not (store.parent / "sessions.json.lock").exists()
 
 
-def test_lockless_gateway_refuses_what_has_no_gateway_form(lockless: Any) -> None:
+def test_lockless_gateway_routes_spawn_and_refuses_file_writes(lockless: Any) -> None:
     state, store, gw, _n = lockless
-    proc = run_cli("--state-dir", str(state), "spawn", "a task")
-    assert proc.returncode == 4
-    assert "does not take sessions.json.lock" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
-    # Any sessions.json write (here from a library call) is refused the same way.
+    # A spawn is routed: its child is the gateway's to create (this fake one cannot run it).
+    proc = run_cli("--state-dir", str(state), "--json", "spawn", "a task")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["via"] == "gateway"
+    proc = run_cli("--state-dir", str(state), "--json", "wait", out["runId"])
+    assert json.loads(proc.stdout)["runStatus"] == "error"
+    assert out["childSessionKey"] not in json.loads(store.read_text())
+    # Any sessions.json write (here from a library call) is refused (exit 4, one line).
     from sessiontool.errors import ForbiddenError
     from sessiontool.stores.sessions_json import update_store
 
@@ -303,7 +308,51 @@ def test_sqlite_send_goes_through_the_gateway_with_timeout(
         )
         assert proc.returncode == 124, proc.stderr
         out = json.loads(proc.stdout)
-        assert out["status"] == "timeout" and out["runId"].startswith("sessiontool-")
+        assert out["status"] == "timeout" and out["via"] == "gateway"
+        # The run goes on in its worker: `wait` gets its reply (tests/test_gateway_runs.py).
+        proc = run_cli("--state-dir", str(state), "--json", "wait", out["runId"])
+        assert json.loads(proc.stdout)["reply"] == "pong: slow"
     finally:
         listener.close()
     assert tree_digest(state / "agents") == before  # the gateway writes, sessiontool never
+
+
+@pytest.mark.parametrize(
+    ("version", "keys"),
+    [
+        ("2026.4.29", {"pid", "createdAt", "starttime"}),
+        ("2026.2.6-3", {"pid", "createdAt", "starttime"}),
+        ("2026.1.24-3", {"pid", "startedAt"}),
+    ],
+)
+def test_the_store_lock_is_written_in_the_form_the_gateway_reads(
+    lockless: Any, monkeypatch: pytest.MonkeyPatch, version: str, keys: set[str]
+) -> None:
+    """A gateway that honours the lock gets sessiontool's lock in its own payload form (its
+    version comes from the detection, `status` → runtimeVersion); doctor says which form."""
+    state, store, _gw, _n = lockless
+    monkeypatch.setenv("FAKE_GATEWAY_VERSION", version)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", "--state-dir", str(state), "label", "s1", "x"],
+        env={**os.environ, "SESSIONTOOL_TEST_PAUSE": "store-locked:3"},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("sessiontool test pause: store-locked"), line
+        info = json.loads((store.parent / "sessions.json.lock").read_text())
+    finally:
+        proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert set(info) == keys and info["pid"] == proc.pid
+    assert proc.returncode == 0
+    data = json.loads(run_cli("--state-dir", str(state), "--json", "doctor").stdout)
+    assert data["gateway"]["mode"] == "files (the gateway honours sessions.json.lock)"
+    form = data["gateway"]["lockForm"]
+    assert form.startswith(
+        '{"pid", "createdAt", "starttime"}' if "createdAt" in keys else '{"pid", "startedAt"}'
+    )

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,38 @@ def test_many_processes_take_turns(tmp_path: Path) -> None:
         assert p.wait(timeout=120) == 0
     assert counter.read_text() == "100"
     assert os.listdir(sp.parent) == []
+
+
+def test_created_at_form_is_what_openclaw_2026_2_to_4_writes(tmp_path: Path) -> None:
+    """OpenClaw 2026.2–2026.4.29's store lock is its session write lock: `{pid, createdAt (ISO),
+    starttime (clock ticks, /proc/<pid>/stat field 22)}`. Its reader takes a lock without a
+    string createdAt as invalid, so sessiontool writes this form beside such a gateway."""
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    with locks.store_lock(sp, timeout=1, form="createdAt"):
+        info = json.loads(lock_file.read_text())
+        assert set(info) == {"pid", "createdAt", "starttime"}
+        assert info["pid"] == os.getpid()
+        assert abs(parse_iso_ms(info["createdAt"]) - now_ms()) < 5_000  # type: ignore[operator]
+        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
+            stat = fh.read()
+        assert info["starttime"] == int(stat[stat.rindex(b")") + 2 :].split()[19])
+    assert not lock_file.exists()
+
+
+def test_a_recycled_pid_lock_is_broken_and_a_live_one_is_kept(
+    tmp_path: Path, live_pid: int
+) -> None:
+    """A lock naming a live pid whose start time is not the recorded `starttime` belongs to a
+    process that is gone (its pid was reused): stale at once, as OpenClaw 2026.2+ judges it."""
+    sp = store_path(tmp_path)
+    lock_file = sp.with_name("sessions.json.lock")
+    started = locks.process_starttime(live_pid)
+    assert started is not None
+    fresh = datetime.now(UTC).isoformat()
+    put_lock(lock_file, {"pid": live_pid, "createdAt": fresh, "starttime": started})
+    with pytest.raises(BusyError), locks.store_lock(sp, timeout=0.2, form="createdAt"):
+        pass
+    put_lock(lock_file, {"pid": live_pid, "createdAt": fresh, "starttime": started + 1})
+    with locks.store_lock(sp, timeout=5, form="createdAt"):
+        assert json.loads(lock_file.read_text())["pid"] == os.getpid()

@@ -75,6 +75,11 @@ def _points(name: str, rec: Record) -> tuple[str, ...]:
 
 def execute(w: Any, rec: Record) -> None:
     paths: StatePaths = w.paths
+    if rec.get("via") == "gateway":
+        from sessiontool.runs import gateway_run
+
+        gateway_run.execute_run(w, rec)  # OpenClaw's gateway carries out the turn
+        return
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())

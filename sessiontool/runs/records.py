@@ -396,6 +396,8 @@ def flag_aborted(paths: StatePaths, rec: Record) -> None:
     from sessiontool.stores import keys
     from sessiontool.stores import sessions_json as store
 
+    if rec.get("via") == "gateway":
+        return  # OpenClaw's gateway owns that session's entry; sessiontool never writes it
     key = rec["sessionKey"]
     agent_id = rec.get("agentId") or keys.agent_of(key)
     sid = rec.get("sessionId")

@@ -42,6 +42,12 @@ def init_follow_up(rec: Record) -> None:
     if "followUp" in rec:
         return
     kind = rec.get("kind")
+    if rec.get("via") == "gateway":
+        # The gateway wrote the turn: a spawn's announce goes back through it; nothing else
+        # follows (no file steps: no transcript, index or outbox writes for OpenClaw's store).
+        if kind == "spawn":
+            rec["followUp"] = {"next": "gateway-announce"}
+        return
     ok = rec.get("status") == "ok"
     raw = rec.get("reply")
     reply: str = raw if isinstance(raw, str) else ""
@@ -143,6 +149,8 @@ class Advancer:
                 result = self.deliver(rec)
             elif name == "cleanup":
                 result = self.cleanup(rec)
+            elif name == "gateway-announce":
+                result = self.gateway_announce(rec)
             else:
                 result = self.record(rec, {"next": DONE})
             if result == WAIT:
@@ -433,12 +441,39 @@ class Advancer:
         nxt = "cleanup" if rec.get("kind") == "spawn" else DONE
         return self.record(rec, {"next": nxt, "delivering": None, "text": None, "attemptAt": None})
 
+    def gateway_announce(self, rec: Record) -> str:
+        """A gateway spawn's announce: a turn of the requester session, through the gateway.
+        A failure is recorded and retried later (the announce's idempotency key is fixed)."""
+        from sessiontool.runs import gateway_run
+
+        try:
+            gateway_run.announce(self.paths, self.cfg, rec)
+        except SessiontoolError as exc:
+            try:
+                self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
+            except SessiontoolError:
+                pass
+            return WAIT
+        return self.record(rec, {"next": "cleanup", "attemptAt": None})
+
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks
         from sessiontool.flow.archive import archive_session
         from sessiontool.stores import keys
 
         testhooks.pause("cleanup")
+        if rec.get("via") == "gateway":
+            from sessiontool.runs import gateway_run
+
+            try:
+                gateway_run.cleanup(self.paths, rec)
+            except SessiontoolError as exc:
+                try:
+                    self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
+                except SessiontoolError:
+                    pass
+                return WAIT
+            return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
         if rec.get("cleanup") == "delete":
             archive_session(self.paths, keys.agent_of(rec["sessionKey"]), rec["sessionKey"])
         return self.record(rec, {"next": DONE}, announcedAt=now_ms())

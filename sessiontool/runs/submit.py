@@ -68,6 +68,8 @@ def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
         )
         code = ExitCode.TIMEOUT
     mode = "announce" if rec.get("a2a") else "deliver" if rec.get("deliver") else None
+    if rec.get("via") == "gateway":
+        out["via"] = "gateway"  # the turn is OpenClaw's (its delivery too, with --deliver)
     if mode and rec.get("kind") == "send" and status in (None, "queued", "running", "ok"):
         out["delivery"] = {"status": "pending", "mode": mode}
     return out, int(code)
@@ -118,9 +120,7 @@ def send(
         exc.extra.setdefault("sessionKey", display)
         raise
     if mode == "gateway":
-        from sessiontool import gateway_ops
-
-        return gateway_ops.send(ctx, r.key, r.agent_id, message, timeout)
+        return _gateway_send(ctx, r.key, r.agent_id, message, timeout, deliver, wait)
     _maybe_sweep(ctx)
     a2a = req.session_key is not None and req.session_key != r.key
     if a2a:
@@ -157,6 +157,55 @@ def send(
         out: dict[str, Any] = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}
         if a2a or deliver:
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
+        return out, 0
+    return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))
+
+
+def _gateway_send(
+    ctx: Context,
+    full_key: str,
+    agent_id: str,
+    message: str,
+    timeout: float,
+    deliver: bool,
+    wait: Callable[[Any, str, float], dict[str, Any]] | None,
+) -> Result:
+    """A send whose turn OpenClaw's gateway carries out (runs/gateway_run.py): an ordinary run
+    record in the session's lane, so wait, --timeout (exit 124), abort and runs work as for
+    any run; no file of OpenClaw's is written."""
+    req = ctx.requester
+    if req.session_key is not None and req.session_key != full_key:
+        from sessiontool.flow.a2a import session_channel
+
+        provenance: dict[str, Any] = {
+            "kind": "inter_session",
+            "sourceSessionKey": req.session_key,
+            "sourceChannel": session_channel(req.session_key, None),
+            "sourceTool": "sessions_send",
+        }
+        if provenance["sourceChannel"] is None:
+            del provenance["sourceChannel"]
+    else:
+        provenance = {"kind": "external_user", "sourceTool": "sessiontool"}
+    rec = runs.create_record(
+        ctx.paths,
+        kind="send",
+        via="gateway",
+        sessionKey=full_key,
+        agentId=agent_id,
+        requesterSessionKey=req.session_key,
+        message=message,
+        provenance=provenance,
+        gatewayDeliver=True if deliver else None,
+        timeoutSeconds=timeout,
+    )
+    _start(ctx, rec)
+    if timeout <= 0:
+        out: dict[str, Any] = {
+            "runId": rec["runId"],
+            "status": "accepted",
+            "sessionKey": ctx.display(full_key),
+        }
         return out, 0
     return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))
 
@@ -199,13 +248,17 @@ def spawn(
     requester = ctx.requester_or_main()
     from sessiontool.gateway import write_mode
 
-    write_mode(
+    mode = write_mode(
         ctx.paths,
         sorted({target_agent, keys.agent_of(requester, ctx.agent_id)}),
         "spawn",
-        routable=False,
+        routable=True,
     )
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
+    if mode == "gateway":
+        return _gateway_spawn(
+            ctx, task, child, target_agent, requester, label, model, run_timeout, cleanup
+        )
     _maybe_sweep(ctx)
     req_agent = keys.agent_of(requester, ctx.agent_id)
 
@@ -271,6 +324,72 @@ def spawn(
     )
     _start(ctx, rec)
     return {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+
+
+def _gateway_spawn(
+    ctx: Context,
+    task: str,
+    child: str,
+    target_agent: str,
+    requester: str,
+    label: str | None,
+    model: str | None,
+    run_timeout: float | None,
+    cleanup: str,
+) -> dict[str, Any]:
+    """A spawn whose child OpenClaw's gateway creates and runs (runs/gateway_run.py): the run
+    record, `--run-timeout` and the announce back to the requester are sessiontool's."""
+    from sessiontool.flow.announce import subagent_system_prompt
+
+    if label:
+        _refuse_label_in_use(ctx, target_agent, label)
+    system = subagent_system_prompt(
+        task=task,
+        label=label,
+        requester_key=requester,
+        requester_channel=None,
+        child_key=child,
+    )
+    rec = runs.create_record(
+        ctx.paths,
+        kind="spawn",
+        via="gateway",
+        sessionKey=child,
+        agentId=target_agent,
+        requesterSessionKey=requester,
+        message=task,
+        system=system,
+        label=label,
+        model=model,
+        cleanup=cleanup,
+        runTimeoutSeconds=run_timeout,
+        provenance={
+            "kind": "inter_session",
+            "sourceSessionKey": requester,
+            "sourceTool": "sessions_spawn",
+        },
+    )
+    _start(ctx, rec)
+    return {
+        "status": "accepted",
+        "runId": rec["runId"],
+        "childSessionKey": ctx.display(child),
+        "via": "gateway",
+    }
+
+
+def _refuse_label_in_use(ctx: Context, agent_id: str, label: str) -> None:
+    """A label names one session per agent: refused (exit 2) when a session of the store the
+    gateway writes already has it, as the file form refuses it."""
+    from sessiontool.stores.reader import iter_sessions, read_scope
+
+    with read_scope():
+        for row in iter_sessions(ctx.paths, [agent_id], fields=("label",)):
+            if row.entry.get("label") == label:
+                raise UsageError(
+                    f"label already in use: {label} (by {ctx.display(row.key)})",
+                    hint="labels name one session; pick another or relabel that one first",
+                )
 
 
 def run_view(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:

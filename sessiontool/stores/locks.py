@@ -59,6 +59,19 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def process_starttime(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22), or None
+    off Linux or when it cannot be read. OpenClaw 2026.2+ stores it in its locks as
+    `starttime`: a live pid whose start time differs is a recycled pid, and its lock is stale."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def other_host(info: dict[str, Any] | None) -> bool:
     """Whether a lock names a host that is not this one (`hostname` or `host`)."""
     if not info:
@@ -106,6 +119,7 @@ class PidLock:
         no_pid_stale_ms: int,
         what: str = "lock",
         iso_stamp: bool = False,
+        starttime: bool = False,
     ) -> None:
         self.path = path
         self.timeout = timeout
@@ -114,6 +128,7 @@ class PidLock:
         self.no_pid_stale_ms = no_pid_stale_ms
         self.what = what
         self.iso_stamp = iso_stamp
+        self.starttime = starttime
         self._token: dict[str, Any] | None = None
 
     def _is_stale(self) -> bool:
@@ -132,7 +147,15 @@ class PidLock:
                 return self.stale_ms is not None and age > self.stale_ms
             # A live holder on this host is never broken, however old (it may be stopped
             # with Ctrl-Z): breaking it would let its write overwrite ours. Dead: stale now.
-            return not pid_alive(pid)
+            if not pid_alive(pid):
+                return True
+            # OpenClaw 2026.2+ records the holder's start time: another start time under the
+            # same pid is a recycled pid, whose lock nobody holds.
+            started = info.get("starttime") if info else None
+            if isinstance(started, int) and not isinstance(started, bool) and started >= 0:
+                now_started = process_starttime(pid)
+                return now_started is not None and now_started != started
+            return False
         # No readable pid: its creator may not have written it yet; go by age alone.
         try:
             mtime_age = time.time() * 1000 - self.path.stat().st_mtime * 1000
@@ -178,7 +201,14 @@ class PidLock:
         except OSError as exc:
             raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
         stamp_ms = wall_ms()
-        token = {"pid": os.getpid(), self.stamp_key: iso(stamp_ms) if self.iso_stamp else stamp_ms}
+        token: dict[str, Any] = {
+            "pid": os.getpid(),
+            self.stamp_key: iso(stamp_ms) if self.iso_stamp else stamp_ms,
+        }
+        if self.starttime:
+            started = process_starttime(os.getpid())
+            if started is not None:
+                token["starttime"] = started
         try:
             os.write(fd, json.dumps(token).encode())
         except OSError as exc:
@@ -252,11 +282,24 @@ def lock_timeout() -> float:
     return FOREGROUND_TIMEOUT
 
 
-def store_lock(store_path: Path, timeout: float | None = None) -> PidLock:
+# The store lock's payload, by the OpenClaw that shares the state dir (gateway.lock_form):
+# "startedAt" — `{"pid", "startedAt": <epoch ms>}`, OpenClaw/Clawdbot 2026.1 (sessiontool's
+# reference), and the form used when no gateway's version is known;
+# "createdAt" — `{"pid", "createdAt": <ISO-8601>, "starttime": <clock ticks>}`, OpenClaw 2026.2
+# to 2026.4.29, whose store lock is its session write lock: it reads a lock without a string
+# `createdAt` as invalid (stale once its mtime is 30 s old) and one whose `starttime` differs
+# from the live pid's as a recycled pid.
+STORE_LOCK_FORMS = ("startedAt", "createdAt")
+
+
+def store_lock(store_path: Path, timeout: float | None = None, form: str = "startedAt") -> PidLock:
+    created = form == "createdAt"
     return PidLock(
         store_path.with_name(store_path.name + ".lock"),
         timeout=lock_timeout() if timeout is None else timeout,
-        stamp_key="startedAt",
+        stamp_key="createdAt" if created else "startedAt",
+        iso_stamp=created,
+        starttime=created,
         stale_ms=STORE_LOCK_STALE_MS,
         no_pid_stale_ms=STORE_LOCK_STALE_MS,
         what="session store lock",

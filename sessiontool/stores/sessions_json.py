@@ -162,17 +162,24 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     Refused (exit 4) while a gateway that ignores the lock runs on this state dir. A mutation
     that leaves the file's bytes as they are writes nothing."""
     root = path.parent.parent.parent.parent
+    if path.parent.parent.parent.name == "agents":
+        from sessiontool.stores.reader import require_writable
+
+        # Belt and braces: OpenClaw 2026.8+ refuses to start beside a legacy sessions.json, and
+        # its database is written through its gateway only. No caller should get here.
+        require_writable(StatePaths(root), [path.parent.parent.name], "write")
+    form = "startedAt"
     if path.parent.parent.parent.name == "agents" and (
         (root / "openclaw.json").is_file() or (root / "clawdbot.json").is_file()
     ):
         from sessiontool.gateway import guard_store_write
 
-        guard_store_write(path)
+        form = guard_store_write(path)  # refused beside a lockless gateway; else its lock form
     try:
         ensure_dir(path.parent)
     except OSError as exc:
         raise StorageError(f"cannot create {path.parent}: {exc.strerror}") from exc
-    with store_lock(path, timeout):
+    with store_lock(path, timeout, form):
         # NaN and Infinity (JSON5, or Python's json) must stay as they were: the exact encoder.
         nonfinite = [False]
         store = _parse_store(path, _read_text(path), nonfinite)

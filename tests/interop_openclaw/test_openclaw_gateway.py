@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ..test_openclaw_sqlite import tree_digest
@@ -102,3 +103,65 @@ def test_openclaw_doctor_fix_imports_a_sessiontool_export(tmp_path: Path) -> Non
             assert [(m["role"], text(m["content"])) for m in a["messages"]] == [
                 (m["role"], text(m["content"])) for m in b["messages"]
             ]
+
+
+def test_send_timeout_exits_124_and_wait_returns_the_reply(live: Live) -> None:
+    """`--timeout` shorter than the real turn: exit 124 with the run id; the run goes on in its
+    worker and `wait RUN_ID` prints the reply, which `history` shows."""
+    proc = st(
+        live.env,
+        live.state,
+        "--json",
+        "send",
+        "telegram:group:-100555",
+        "timeout hello",
+        "--timeout",
+        "0.1",
+    )
+    assert proc.returncode == 124, proc.stderr
+    run_id = json.loads(proc.stdout)["runId"]
+    proc = st(live.env, live.state, "--json", "wait", run_id, "--timeout", "300")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "ok" and "timeout hello" in out["reply"]
+    hist = st(live.env, live.state, "--json", "history", "telegram:group:-100555", "--limit", "2")
+    msgs = json.loads(hist.stdout)["messages"]
+    assert msgs[0]["content"] == "timeout hello" and out["reply"] in json.dumps(msgs[1])
+
+
+def test_spawn_creates_the_child_and_announces_to_the_requester(live: Live) -> None:
+    proc = st(
+        live.env,
+        live.state,
+        "--json",
+        "spawn",
+        "interop spawn task",
+        "--label",
+        "interop-child",
+        "--run-timeout",
+        "300",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    run_id, child = out["runId"], out["childSessionKey"]
+    proc = st(live.env, live.state, "--json", "wait", run_id, "--timeout", "300")
+    assert proc.returncode == 0, proc.stderr
+    assert "interop spawn task" in json.loads(proc.stdout)["reply"]
+    deadline = time.monotonic() + 300
+    while True:  # the announce is the run's follow-up, after its end
+        rec = json.loads(st(live.env, live.state, "--json", "runs", run_id).stdout)
+        if (rec.get("followUp") or {}).get("next") == "done" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert rec["followUp"]["next"] == "done", rec
+    real = live.oc("gateway", "call", "sessions.list", "--json", "--port", str(live.port))
+    rows = {s["key"]: s for s in json.loads(real.stdout)["sessions"]}
+    assert rows[child]["label"] == "interop-child"
+    deadline = time.monotonic() + 300
+    while True:  # the announce turn is the gateway's, accepted and then run
+        hist = st(live.env, live.state, "--json", "history", "main", "--limit", "6")
+        text = json.dumps(json.loads(hist.stdout)["messages"])
+        if "Status: ok" in text or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert "Status: ok" in text and child in text

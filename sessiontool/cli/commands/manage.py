@@ -194,7 +194,9 @@ def doctor_cmd(
         if gw.get("reachable"):
             out.append(
                 f"gateway {gw['url']}: OpenClaw {gw.get('version') or '(version unknown)'}; "
-                f"writes: {gw.get('mode')}\n"
+                f"writes: {gw.get('mode')}"
+                + (f"; store lock {gw['lockForm']}" if gw.get("lockForm") else "")
+                + "\n"
             )
         for p in result["problems"]:
             head = "warning: " if p["severity"] == "warning" else ""

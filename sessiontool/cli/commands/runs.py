@@ -108,16 +108,8 @@ def send_cmd(
                 raise session_not_found(key)
             if target.key != ctx.main_key(target.agent_id):  # `main` always exists
                 created = ctx.display(target.key)
-        from sessiontool.gateway import write_mode
-
-        agents = sorted({target.agent_id, ctx.agent_id})
-        if write_mode(ctx.paths, agents, "send", routable=True) == "gateway":
-            # OpenClaw's gateway runs the turn; it waits here for at most --timeout.
-            from sessiontool import gateway_ops
-
-            result, code = gateway_ops.send(ctx, target.key, target.agent_id, message, wait_s)
-            return _print_result(result, code, as_json)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
+    # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
     result, code = send(ctx, key, message, label=label, timeout=0, deliver=deliver)
     if created and not quiet and result.get("runId"):
         render.err(f"created session {render.esc(created)}")
@@ -393,7 +385,12 @@ def abort_cmd(
     run_id = full_run_id(ctx, run_id)
     get_run(ctx, run_id)
     rec = runs.abort(ctx.paths, run_id)
-    result = {"runId": run_id, "status": rec.get("status")}
+    result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
+    if rec.get("via") == "gateway" and rec.get("status") == "aborted" and rec.get("startedAt"):
+        from sessiontool.runs.gateway_run import abort_in_gateway
+
+        # The turn was handed to OpenClaw's gateway: ask it to stop the turn too.
+        result["gatewayAborted"] = abort_in_gateway(ctx.paths, rec)
     if want_json(json_):
         render.emit_json(result)
     else:

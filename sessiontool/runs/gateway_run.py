@@ -1,0 +1,293 @@
+"""A run whose turn OpenClaw's gateway carries out (SQLite-era agents, or a JSON-era state dir
+whose running gateway ignores the store lock).
+
+The record, the lane, the run lock, the FIFO wake-up, `wait`, `--timeout`/exit 124, `abort` and
+`runs` are the ordinary run engine's: only the turn differs. The lane worker hands it to the
+gateway's `agent` method (`--expect-final`, the run id as `idempotencyKey`, so a retried call
+can never start a second turn) and records the final answer. Nothing here writes OpenClaw's
+store: no sessions.json, no transcript, no lock under `agents/` — the gateway writes the turn,
+and sessiontool's own files stay under `<state>/sessiontool/`.
+
+A spawn creates its child through the gateway too: `sessions.patch` on the new key (the label,
+which also creates the entry), then the child's turn with the sub-agent system prompt
+(`extraSystemPrompt`, lane `subagent`, `timeout` = `--run-timeout`). When it ends, its follow-up
+`gateway-announce` hands the announce text (the same `Status/Result/Notes/Stats` message as the
+file form) to the requester session as an `agent` turn, idempotent by `<runId>:announce`; a
+`--cleanup delete` child is then removed with `sessions.delete`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sessiontool import gateway
+from sessiontool.clock import now_ms
+from sessiontool.errors import SessiontoolError
+from sessiontool.runs import execute, lanes
+from sessiontool.runs import records as runs
+from sessiontool.stores.paths import StatePaths
+
+Record = dict[str, Any]
+SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
+RUN_TIMEOUT_GRACE_S = 30.0
+ABORT_CALL_TIMEOUT_S = 30.0
+ANNOUNCE_CALL_TIMEOUT_S = 60.0
+
+
+def is_gateway_run(rec: Record) -> bool:
+    return rec.get("via") == "gateway"
+
+
+def turn_params(rec: Record) -> dict[str, Any]:
+    """The `agent` method's params for this record's turn."""
+    params: dict[str, Any] = {
+        "sessionKey": rec["sessionKey"],
+        "message": rec.get("message", ""),
+        "idempotencyKey": rec["runId"],
+    }
+    prov = rec.get("provenance")
+    if isinstance(prov, dict) and prov.get("kind") in ("inter_session", "external_user"):
+        params["inputProvenance"] = {
+            k: v
+            for k, v in prov.items()
+            if k in ("kind", "sourceSessionKey", "sourceChannel", "sourceTool")
+            and isinstance(v, str)
+        }
+    if rec.get("kind") == "spawn":
+        params["lane"] = "subagent"
+        if rec.get("system"):
+            params["extraSystemPrompt"] = rec["system"]
+        timeout = rec.get("runTimeoutSeconds")
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            params["timeout"] = max(1, int(timeout))
+        model = rec.get("model")
+        if isinstance(model, str) and model and model != "echo":
+            if "/" in model:
+                params["provider"], params["model"] = model.split("/", 1)
+            else:
+                params["model"] = model
+    if rec.get("gatewayDeliver"):
+        params["deliver"] = True
+    return params
+
+
+def _wait_s(rec: Record) -> float:
+    timeout = rec.get("runTimeoutSeconds")
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+        return float(timeout) + RUN_TIMEOUT_GRACE_S
+    return SEND_WAIT_S
+
+
+def execute_run(w: Any, rec: Record) -> None:
+    """The worker's execute() for a gateway run: the same steps, minus every file of OpenClaw's."""
+    paths: StatePaths = w.paths
+    slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())
+    try:
+        if not _start(paths, rec):
+            return
+        out = _turn(paths, rec)
+        out.status, out.error = execute.decide(paths, rec, out)
+        _publish(paths, rec, out)
+    finally:
+        if slot is not None:
+            os.close(slot)
+
+
+def _start(paths: StatePaths, rec: Record) -> bool:
+    def mark(r: Record) -> bool:
+        if r.get("status") != "queued":
+            return False
+        now = now_ms()
+        r.update(status="running", startedAt=now, workerStartedAt=now, pid=os.getpid())
+        return True
+
+    done = runs.update_record(paths, rec["runId"], mark)
+    rec.update(done)
+    return done.get("status") == "running"
+
+
+def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
+    out = execute.Outcome()
+
+    def on_pid(pid: int) -> None:
+        runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
+
+    execute._current.update(runId=rec["runId"], paths=paths)
+    try:
+        if rec.get("kind") == "spawn" and rec.get("label"):
+            # Creates the child's entry, labelled, before its first turn.
+            gateway.call(paths, "sessions.patch", {"key": rec["sessionKey"], "label": rec["label"]})
+        result = gateway.call(
+            paths,
+            "agent",
+            turn_params(rec),
+            timeout_s=_wait_s(rec),
+            expect_final=True,
+            on_pid=on_pid,
+        )
+        out.result = result
+        status = result.get("status")
+        if status == "ok":
+            out.reply = gateway_reply(result)
+        elif status in ("timeout", "timed_out"):
+            out.status, out.error = "timeout", "the gateway's run timed out"
+        elif status in ("aborted", "cancelled"):
+            out.status, out.error = "aborted", "aborted in OpenClaw's gateway"
+        else:
+            summary = result.get("summary") or result.get("error")
+            out.status = "error"
+            out.error = f"the gateway's run ended with status {status}" + (
+                f": {summary}" if isinstance(summary, str) and summary else ""
+            )
+    except execute.RunAborted:
+        out.status, out.error = "aborted", "aborted by user"
+    except SessiontoolError as exc:
+        if "no answer in" in exc.message or "timeout" in exc.message.lower():
+            out.status = "timeout"
+        else:
+            out.status = "error"
+        out.error = exc.message
+    except Exception as exc:  # noqa: BLE001 - a bug must still end the run
+        out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        execute._current.update(runId=None, paths=None)
+    meta = agent_meta(out.result)
+    if isinstance(meta.get("model"), str):
+        out.model = meta["model"]
+    if isinstance(meta.get("provider"), str):
+        out.provider = meta["provider"]
+    return out
+
+
+def gateway_reply(result: dict[str, Any]) -> str:
+    from sessiontool.gateway_ops import reply_text
+
+    return reply_text(result)
+
+
+def agent_meta(result: Any) -> dict[str, Any]:
+    """`result.meta.agentMeta` of an `agent` final answer (sessionId, model, usage), or {}."""
+    if not isinstance(result, dict):
+        return {}
+    res = result.get("result")
+    meta = res.get("meta") if isinstance(res, dict) else None
+    am = meta.get("agentMeta") if isinstance(meta, dict) else None
+    return am if isinstance(am, dict) else {}
+
+
+def _usage(meta: dict[str, Any]) -> dict[str, Any] | None:
+    u = meta.get("usage")
+    if not isinstance(u, dict):
+        return None
+    out: dict[str, Any] = {}
+    for ours, theirs in (
+        ("input", "input"),
+        ("output", "output"),
+        ("cacheRead", "cacheRead"),
+        ("cacheWrite", "cacheWrite"),
+        ("totalTokens", "total"),
+    ):
+        v = u.get(theirs, u.get(ours))
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[ours] = v
+    return out or None
+
+
+def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
+    from sessiontool.runs import steps, wait
+
+    meta = agent_meta(out.result)
+
+    def mark(r: Record) -> None:
+        if not runs.is_finished(r):
+            r["status"] = out.status
+            r["endedAt"] = now_ms()
+            if out.error:
+                r["error"] = out.error
+        r["outcome"] = r["status"]
+        reply = out.reply if out.status == "ok" else (out.reply or None)
+        if reply is not None:
+            r["reply"] = reply
+        usage = _usage(meta)
+        if usage:
+            r["usage"] = usage
+        if out.model:
+            r["model"] = out.model
+        if out.provider:
+            r["modelProvider"] = out.provider
+        if isinstance(meta.get("sessionId"), str):
+            r["sessionId"] = meta["sessionId"]
+        steps.init_follow_up(r)
+
+    runs.update_record(paths, rec["runId"], mark)
+    wait.notify(paths, rec["runId"])
+
+
+def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
+    """After `abort` ended a started gateway run (its CLI call killed, the record `aborted`),
+    ask the gateway to stop the turn too: `chat.abort` with the run id, which is the turn's
+    idempotency key. Best effort: the record says `aborted` whatever the gateway answers.
+    True when the gateway says it stopped something."""
+    try:
+        data = gateway.call(
+            paths,
+            "chat.abort",
+            {"sessionKey": rec["sessionKey"], "runId": rec["runId"]},
+            timeout_s=ABORT_CALL_TIMEOUT_S,
+        )
+    except SessiontoolError:
+        return False
+    return data.get("aborted") is True
+
+
+# -- a spawn's follow-up ---------------------------------------------------------------------
+
+
+def announce_text(paths: StatePaths, cfg: Any, rec: Record) -> str:
+    """The announce message, the same text the file form injects: Status, Result (the child's
+    final reply), Notes, Stats."""
+    from sessiontool.flow import announce
+
+    stats = announce.stats_line(
+        started_at=rec.get("startedAt"),
+        ended_at=rec.get("endedAt"),
+        usage=rec.get("usage"),
+        cost=cfg.model_cost(rec.get("modelProvider"), rec.get("model")),
+        child_key=rec["sessionKey"],
+        session_id=rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None,
+        transcript=None,  # in OpenClaw's database: `sessiontool history KEY` reads it
+    )
+    ok = rec.get("status") == "ok"
+    return announce.announce_message(
+        status=str(rec.get("status")),
+        result=announce.pick_result(None, not ok, rec.get("reply") if ok else None),
+        notes=rec.get("error") or "none",
+        stats=stats,
+    )
+
+
+def announce(paths: StatePaths, cfg: Any, rec: Record) -> None:
+    """Hand the announce to the requester session as a turn of its own (accepted, not waited
+    for: the gateway owns it from there). Raises on failure, so the step is retried."""
+    text = announce_text(paths, cfg, rec)
+    gateway.call(
+        paths,
+        "agent",
+        {
+            "sessionKey": rec["requesterSessionKey"],
+            "message": text,
+            "idempotencyKey": f"{rec['runId']}:announce",
+            "inputProvenance": {
+                "kind": "inter_session",
+                "sourceSessionKey": rec["sessionKey"],
+                "sourceTool": "sessions_spawn",
+            },
+        },
+        timeout_s=ANNOUNCE_CALL_TIMEOUT_S,
+    )
+
+
+def cleanup(paths: StatePaths, rec: Record) -> None:
+    if rec.get("cleanup") == "delete":
+        gateway.call(paths, "sessions.delete", {"key": rec["sessionKey"], "deleteTranscript": True})

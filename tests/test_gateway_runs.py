@@ -1,0 +1,280 @@
+"""Sends and spawns on a SQLite-era agent run as ordinary sessiontool runs whose worker hands the
+turn to OpenClaw's gateway: `--timeout` (exit 124) then `wait RUN_ID`, `--timeout 0`, `abort`
+(which also asks the gateway to stop the turn), `runs`; a spawn creates its child through the
+gateway and announces back to the requester through it. The gateway is a fake `openclaw` CLI
+that logs every call; the state dir's `agents/` must stay byte-identical (sessiontool never
+writes OpenClaw's store)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import run_cli
+from .test_openclaw_sqlite import OC_STATE, tree_digest
+
+# The `openclaw` CLI as sessiontool calls it (`gateway call METHOD --params JSON --json ...`).
+# A message `sleep:N ...` makes the turn take N seconds; `fail ...` makes the gateway refuse it.
+FAKE_CLI = r"""#!PYTHON
+import json, os, sys, time
+args = sys.argv[1:]
+method = args[2]
+params = json.loads(args[args.index("--params") + 1])
+final = "--expect-final" in args
+with open(os.environ["FAKE_GATEWAY_LOG"], "a") as log:
+    log.write(json.dumps({"method": method, "params": params, "final": final}) + "\n")
+def out(obj):
+    print(json.dumps(obj))
+    sys.exit(0)
+if method == "status":
+    out({"runtimeVersion": os.environ.get("FAKE_GATEWAY_VERSION", "2026.9.6")})
+if method == "agent":
+    msg = params["message"]
+    if not final:
+        out({"runId": params["idempotencyKey"], "status": "accepted"})
+    if msg.startswith("fail"):
+        print(json.dumps({"ok": False, "error": {"message": "agent refused: " + msg}}))
+        sys.exit(1)
+    if msg.startswith("sleep:"):
+        secs = float(msg.split()[0].split(":")[1])
+        limit = params.get("timeout")
+        if limit is not None and limit < secs:
+            time.sleep(limit)
+            out({"runId": params["idempotencyKey"], "status": "timeout", "summary": "timed out"})
+        time.sleep(secs)
+    out({"runId": params["idempotencyKey"], "status": "ok", "summary": "completed",
+         "result": {"payloads": [{"text": "pong: " + msg}],
+                    "meta": {"agentMeta": {"sessionId": "sid-" + params["idempotencyKey"][:8],
+                                           "provider": "fake", "model": "fake-model",
+                                           "usage": {"input": 1200, "output": 34, "total": 1234}}}}})
+if method == "sessions.patch":
+    out({"ok": True, "key": params["key"], "entry": {"sessionId": "x", "label": params.get("label")}})
+if method == "sessions.delete":
+    out({"ok": True, "key": params["key"], "deleted": True, "archived": []})
+if method == "chat.abort":
+    out({"ok": True, "aborted": True, "runIds": [params.get("runId")]})
+print(json.dumps({"ok": False, "error": {"message": "unsupported " + method}}))
+sys.exit(1)
+"""
+
+
+@dataclass
+class FakeGateway:
+    state: Path
+    log: Path
+    env: dict[str, str]
+
+    def st(self, *args: str) -> Any:
+        return run_cli("--state-dir", str(self.state), *args, env=self.env, timeout=120)
+
+    def calls(self, method: str | None = None) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        rows = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        return [r for r in rows if method is None or r["method"] == method]
+
+    def record(self, run_id: str) -> dict[str, Any]:
+        proc = self.st("--json", "runs", run_id)
+        assert proc.returncode == 0, proc.stderr
+        data: dict[str, Any] = json.loads(proc.stdout)
+        return data
+
+    def until(self, run_id: str, done: Any, what: str) -> dict[str, Any]:
+        """Poll the run record until `done(record)` (the worker is a separate process)."""
+        deadline = time.monotonic() + 60
+        while True:
+            rec = self.record(run_id)
+            if done(rec):
+                return rec
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id} never got {what}: {rec}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def fake_gateway(tmp_path: Path) -> Iterator[FakeGateway]:
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": port}}))
+    cli = tmp_path / "openclaw"
+    cli.write_text(FAKE_CLI.replace("PYTHON", sys.executable))
+    cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "gateway-calls.jsonl"
+    env = {"SESSIONTOOL_OPENCLAW_BIN": str(cli), "FAKE_GATEWAY_LOG": str(log)}
+    before = tree_digest(state / "agents")
+    try:
+        yield FakeGateway(state, log, env)
+    finally:
+        listener.close()
+    # The gateway writes OpenClaw's store; sessiontool never does (no sessions.json, no lock).
+    assert tree_digest(state / "agents") == before
+
+
+def test_send_waits_for_the_gateway_turn_and_records_a_run(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st("--json", "send", "discord:group:123", "ping")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "ok" and out["reply"] == "pong: ping" and out["via"] == "gateway"
+    (call,) = fake_gateway.calls("agent")
+    assert call["final"] is True
+    assert call["params"]["sessionKey"] == "agent:main:discord:group:123"
+    assert call["params"]["idempotencyKey"] == out["runId"]  # the run id is the turn's key
+    rec = fake_gateway.record(out["runId"])
+    assert rec["status"] == "ok" and rec["kind"] == "send" and rec["via"] == "gateway"
+    assert rec["sessionId"] == "sid-" + out["runId"][:8]
+    assert rec["usage"]["totalTokens"] == 1234
+
+
+def test_send_timeout_exits_124_and_wait_returns_the_reply(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st("--json", "send", "main", "sleep:3 slow one", "--timeout", "0.2")
+    assert proc.returncode == 124, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "timeout" and out["via"] == "gateway"
+    run_id = out["runId"]
+    assert f"sessiontool wait {run_id}" in out["error"]
+    proc = fake_gateway.st("--json", "wait", run_id)
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)
+    assert done == {
+        "runId": run_id,
+        "status": "ok",
+        "reply": "pong: sleep:3 slow one",
+        "sessionKey": "main",
+        "via": "gateway",
+    }
+
+
+def test_send_timeout_zero_returns_a_run_id_at_once(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st("send", "main", "hello", "--timeout", "0")
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    proc = fake_gateway.st("--json", "wait", run_id, "--timeout", "60")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["reply"] == "pong: hello"
+    proc = fake_gateway.st("runs", "-q", "--kind", "send")
+    assert run_id in proc.stdout.split()
+
+
+def test_a_refused_turn_is_a_failed_run(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st("--json", "send", "main", "fail now")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["status"] == "error" and out["runStatus"] == "error"
+    assert "agent refused: fail now" in out["error"]
+
+
+def test_abort_ends_the_run_and_asks_the_gateway_to_stop(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st("send", "main", "sleep:120 never ends", "--timeout", "0")
+    run_id = proc.stdout.strip()
+    fake_gateway.until(run_id, lambda r: r.get("agentPid"), "its gateway call started")
+    proc = fake_gateway.st("--json", "abort", run_id)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out == {"runId": run_id, "status": "aborted", "gatewayAborted": True}
+    (call,) = fake_gateway.calls("chat.abort")
+    assert call["params"] == {"sessionKey": "agent:main:main", "runId": run_id}
+    proc = fake_gateway.st("--json", "wait", run_id)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["runStatus"] == "aborted"
+    rec = fake_gateway.until(run_id, lambda r: r.get("outcome") == "aborted", "its end")
+    assert rec["status"] == "aborted"
+
+
+def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
+    fake_gateway: FakeGateway,
+) -> None:
+    proc = fake_gateway.st(
+        "--json", "spawn", "summarise X", "--label", "gw-child", "--run-timeout", "30"
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "accepted" and out["via"] == "gateway"
+    run_id, child = out["runId"], out["childSessionKey"]
+    assert child.startswith("agent:main:subagent:")
+    rec = fake_gateway.until(
+        run_id, lambda r: (r.get("followUp") or {}).get("next") == "done", "its announce"
+    )
+    assert rec["status"] == "ok" and rec["reply"] == "pong: summarise X"
+    patch, turn, announce = [
+        c for c in fake_gateway.calls() if c["method"] in ("sessions.patch", "agent")
+    ]
+    assert patch["params"] == {"key": child, "label": "gw-child"}
+    p = turn["params"]
+    assert (p["sessionKey"], p["idempotencyKey"], p["lane"], p["timeout"]) == (
+        child,
+        run_id,
+        "subagent",
+        30,
+    )
+    assert "Your task:\nsummarise X" in p["extraSystemPrompt"]
+    assert p["inputProvenance"]["sourceTool"] == "sessions_spawn"
+    a = announce["params"]
+    assert announce["final"] is False and a["sessionKey"] == "agent:main:main"
+    assert a["idempotencyKey"] == f"{run_id}:announce"
+    # The same text the file form's announce injects: Status, Result, Notes, Stats.
+    from sessiontool.flow.announce import announce_message, stats_line
+
+    stats = stats_line(
+        started_at=rec["startedAt"],
+        ended_at=rec["endedAt"],
+        usage=rec["usage"],
+        cost=None,
+        child_key=child,
+        session_id=rec["sessionId"],
+        transcript=None,
+    )
+    assert a["message"] == announce_message(
+        status="ok", result="pong: summarise X", notes="none", stats=stats
+    )
+    assert "tokens 1.2k (in 1.2k / out 34)" in a["message"]
+
+
+def test_spawn_run_timeout_and_cleanup_delete(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st(
+        "--json", "spawn", "sleep:30 too long", "--run-timeout", "1", "--cleanup", "delete"
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    rec = fake_gateway.until(
+        out["runId"], lambda r: (r.get("followUp") or {}).get("next") == "done", "its cleanup"
+    )
+    assert rec["status"] == "timeout"
+    announce = [c for c in fake_gateway.calls("agent") if not c["final"]]
+    assert announce[0]["params"]["message"].startswith("Status: timeout\nResult: (no output)\n")
+    (delete,) = fake_gateway.calls("sessions.delete")
+    assert delete["params"] == {"key": out["childSessionKey"], "deleteTranscript": True}
+
+
+def test_spawn_label_in_use_is_refused_before_any_call(fake_gateway: FakeGateway) -> None:
+    proc = fake_gateway.st("spawn", "x", "--label", "weather-fixture")
+    assert proc.returncode == 2
+    assert "label already in use: weather-fixture" in proc.stderr
+    assert [c["method"] for c in fake_gateway.calls()] in ([], ["status"])
+
+
+def test_no_gateway_spawn_exits_4(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": port}}))
+    before = tree_digest(state)
+    proc = run_cli("--state-dir", str(state), "spawn", "a task")
+    assert proc.returncode == 4
+    assert "start it with `openclaw gateway" in proc.stderr
+    assert tree_digest(state) == before
