@@ -334,7 +334,7 @@ def test_the_store_lock_is_written_in_the_form_the_gateway_reads(
     monkeypatch.setenv("FAKE_GATEWAY_VERSION", version)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sessiontool", "--state-dir", str(state), "label", "s1", "x"],
-        env={**os.environ, "SESSIONTOOL_TEST_PAUSE": "store-locked:3"},
+        env={**os.environ, "SESSIONTOOL_TEST_PAUSE": "store-locked:1"},
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

@@ -140,7 +140,7 @@ def test_send_waits_for_the_gateway_turn_and_records_a_run(fake_gateway: FakeGat
 
 
 def test_send_timeout_exits_124_and_wait_returns_the_reply(fake_gateway: FakeGateway) -> None:
-    proc = fake_gateway.st("--json", "send", "main", "sleep:3 slow one", "--timeout", "0.2")
+    proc = fake_gateway.st("--json", "send", "main", "sleep:2 slow one", "--timeout", "0.2")
     assert proc.returncode == 124, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "timeout" and out["via"] == "gateway"
@@ -152,7 +152,7 @@ def test_send_timeout_exits_124_and_wait_returns_the_reply(fake_gateway: FakeGat
     assert done == {
         "runId": run_id,
         "status": "ok",
-        "reply": "pong: sleep:3 slow one",
+        "reply": "pong: sleep:2 slow one",
         "sessionKey": "main",
         "via": "gateway",
     }
