@@ -180,9 +180,9 @@ def resolve(
             hint="name a session from `sessiontool list`",
         )
     agent_id = keys.agent_of(full, ctx.agent_id)
-    sessions = agent_sessions(ctx, agent_id)
-    if full in sessions:
-        return _resolved(ctx, agent_id, sessions[full], full)
+    found = store_reader.reader_for(ctx.paths, agent_id).session(full)
+    if found is not None:
+        return _resolved(ctx, agent_id, found, full)
     hit = _by_session_id(ctx, text) if is_plain_name(text) else None
     if hit is not None:
         return hit

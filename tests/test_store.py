@@ -264,3 +264,59 @@ def test_read_utf8_with_bom_and_refuse_other_encodings(tmp_path: Path) -> None:
     p.write_bytes('{"agent:main:a": {"sessionId": "é"}}'.encode("latin-1"))
     with pytest.raises(CorruptStateError, match="not UTF-8"):
         store.read_store(p)
+
+
+# -- one key's stored forms -------------------------------------------------------------------
+
+_KEY_PARTS = ["main", "dm:alice", "subagent:x", "global", "unknown", "agent:main:main"]
+_STORED = _KEY_PARTS + [
+    "agent:main:dm:alice",
+    "agent:other:main",
+    "agent:main:subagent:x",
+    "agent:MAIN:main",
+    "agent::main",
+    "agent:main:",
+]
+
+
+def _by_scan_get(s: dict[str, Any], agent: str, full: str) -> Any:
+    """The scan over every stored key that get_entry replaced: the reference."""
+    from sessiontool.stores.keys import stored_to_full
+
+    sub = {k: v for k, v in s.items() if stored_to_full(k, agent) == full}
+    f = store.fold(sub, agent).get(full)
+    return f.entry if f else None
+
+
+def test_one_keys_lookup_set_and_remove_match_a_scan_of_every_key() -> None:
+    """get_entry / set_entry / remove_entry look only at a key's stored forms (the full key and
+    its legacy bare form): the same answers as mapping every stored key, legacy pairs (the newer
+    wins, ties to the one stored first) included."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from sessiontool.stores.keys import stored_to_full
+
+    entry = st.fixed_dictionaries(
+        {"sessionId": st.sampled_from(["a", "b", "c"]), "updatedAt": st.integers(0, 3)}
+    )
+    stores = st.dictionaries(st.sampled_from(_STORED), entry | st.just("junk"), max_size=8)
+    fulls = st.sampled_from(
+        ["agent:main:main", "agent:main:dm:alice", "global", "agent:other:main", "agent:main:x"]
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(stores, st.sampled_from(["main", "other"]), fulls)
+    def check(s: dict[str, Any], agent: str, full: str) -> None:
+        assert store.get_entry(s, agent, full) == _by_scan_get(s, agent, full)
+        after_set = dict(s)
+        store.set_entry(after_set, agent, full, {"sessionId": "new"})
+        expect = {k: v for k, v in s.items() if k == full or stored_to_full(k, agent) != full}
+        expect[full] = {"sessionId": "new"}
+        assert after_set == expect
+        after_remove = dict(s)
+        found = store.remove_entry(after_remove, agent, full)
+        assert found == _by_scan_get(s, agent, full)
+        assert after_remove == {k: v for k, v in s.items() if stored_to_full(k, agent) != full}
+
+    check()

@@ -51,6 +51,13 @@ def start_detached(
         raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
     env = _set_env(paths, config_path)
     in_process = threading.active_count() == 1 and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
+    if in_process:
+        # What the caller holds (a big store's parse: a million objects) goes to the collector's
+        # permanent generation: the worker's first collections would otherwise walk all of it,
+        # touching every page and so copying the caller's whole heap into the worker.
+        import gc
+
+        gc.freeze()
     try:
         try:
             pid = os.fork()

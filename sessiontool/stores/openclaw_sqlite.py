@@ -249,6 +249,9 @@ class SqliteReader:
 
     # -- sessions -----------------------------------------------------------------------
 
+    def session(self, full_key: str) -> Folded | None:
+        return self.sessions().get(full_key)
+
     def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
         want = tuple(fields) if fields is not None else None
         if self._sessions is not None and (self._fields is None or self._fields == want):

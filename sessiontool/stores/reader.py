@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from sessiontool.errors import ForbiddenError, UsageError
 from sessiontool.stores.paths import StatePaths, is_plain_name
-from sessiontool.stores.sessions_json import Entry, Folded, fold, read_store
+from sessiontool.stores.sessions_json import Entry, Folded, Store, fold, lookup, read_store
 from sessiontool.stores.transcript import Message, ReadResult, read_tail
 
 STORE_CHOICES = ("auto", "jsonl", "openclaw-sqlite")
@@ -126,6 +126,11 @@ class SessionReader(Protocol):
         return just those, plus sessionId and updatedAt)."""
         ...
 
+    def session(self, full_key: str) -> Folded | None:
+        """One session by its full key, as `sessions()` has it (a reader may find it without
+        building them all)."""
+        ...
+
     def messages(
         self,
         full_key: str,
@@ -155,11 +160,23 @@ class JsonlReader:
         self.paths = paths
         self.info = info
         self._sessions: dict[str, Folded] | None = None
+        self._store: Store | None = None
+
+    def _read(self) -> Store:
+        if self._store is None:
+            self._store = read_store(self.info.location)
+        return self._store
 
     def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
         if self._sessions is None:
-            self._sessions = fold(read_store(self.info.location), self.info.agent_id)
+            self._sessions = fold(self._read(), self.info.agent_id)
         return self._sessions
+
+    def session(self, full_key: str) -> Folded | None:
+        if self._sessions is not None:
+            return self._sessions.get(full_key)
+        # The stored forms of this one key, not a fold of every entry (10,000 in a big store).
+        return lookup(self._read(), self.info.agent_id, full_key)
 
     def _path(self, entry: Entry) -> Path | None:
         from sessiontool.stores.paths import transcript_path_for
@@ -199,6 +216,7 @@ class JsonlReader:
         if _kept is not None and self._sessions is not None:
             _kept.append(self._sessions)
         self._sessions = None
+        self._store = None
 
 
 # A one-shot command (list, history) ends with os._exit: what its readers parsed (100 MB of
