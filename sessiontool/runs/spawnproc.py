@@ -51,18 +51,24 @@ def start_detached(
         raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
     env = _set_env(paths, config_path)
     in_process = threading.active_count() == 1 and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
-    if in_process:
-        # What the caller holds (a big store's parse: a million objects) goes to the collector's
-        # permanent generation: the worker's first collections would otherwise walk all of it,
-        # touching every page and so copying the caller's whole heap into the worker.
-        import gc
+    import gc
 
-        gc.freeze()
     try:
+        if in_process:
+            # What the caller holds (a big store's parse: a million objects) goes to the
+            # collector's permanent generation for the fork: the worker's first collections
+            # would otherwise walk all of it, touching every page and so copying the caller's
+            # whole heap into the worker. The caller takes it back right after (a long-lived
+            # caller, the MCP server, must still collect what it drops).
+            gc.freeze()
         try:
             pid = os.fork()
         except OSError as exc:
+            if in_process:
+                gc.unfreeze()
             raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
+        if pid != 0 and in_process:
+            gc.unfreeze()
         if pid == 0:  # pragma: no cover - runs in the child
             code = 127
             try:
