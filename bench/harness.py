@@ -293,7 +293,12 @@ def main(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller data sets and fewer runs")
     ap.add_argument("--runs", type=int, default=0, help="at most this many timed runs per command")
-    ap.add_argument("-k", dest="only", default=None, help="only cases whose name contains this")
+    ap.add_argument(
+        "-k",
+        dest="only",
+        default=None,
+        help="only cases whose name contains this (several: comma-separated, one run, one table)",
+    )
     ap.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where generated data lives")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     args = ap.parse_args(argv)
@@ -321,7 +326,7 @@ def main(argv: Sequence[str]) -> int:
     )
     rows: list[Row] = [machine_row()]
     for name, fn in CASES:
-        if args.only and args.only not in name:
+        if args.only and not any(part and part in name for part in args.only.split(",")):
             continue
         log(f"running {name}")
         try:

@@ -3,6 +3,7 @@ read-modify-write with an atomic replace, in OpenClaw's format and lock protocol
 
 from __future__ import annotations
 
+import _thread
 import gc
 import json
 import os
@@ -132,6 +133,7 @@ CACHE_SLOTS = 2  # stores kept (an agent-to-agent send reads two); the least rec
 
 
 _cache: dict[str, _Parsed] = {}
+_cache_lock = _thread.allocate_lock()  # the MCP server calls from several threads
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...] | None:
@@ -145,17 +147,13 @@ def _identity(st: os.stat_result) -> tuple[int, ...] | None:
 
 def _remember(path: Path, parsed: _Parsed | None) -> None:
     key = os.fspath(path)
-    _cache.pop(key, None)
-    if parsed is None or parsed.ident is None:
-        return
-    _cache[key] = parsed
-    while len(_cache) > CACHE_SLOTS:
-        del _cache[next(iter(_cache))]
-
-
-def forget_parsed() -> None:
-    """Drop every kept parse (its memory goes when nothing else refers to it)."""
-    _cache.clear()
+    with _cache_lock:
+        _cache.pop(key, None)
+        if parsed is None or parsed.ident is None:
+            return
+        _cache[key] = parsed
+        while len(_cache) > CACHE_SLOTS:
+            del _cache[next(iter(_cache))]
 
 
 def _load(path: Path) -> _Parsed:
@@ -168,7 +166,9 @@ def _load(path: Path) -> _Parsed:
         except OSError:
             ident = None
         if ident is not None and ident == hit.ident:
-            _cache[key] = _cache.pop(key)  # most recently used last
+            with _cache_lock:  # most recently used last
+                if _cache.pop(key, None) is hit:
+                    _cache[key] = hit
             return hit
     text, ident = _read_text_ident(path)
     parsed = _parse_store(path, text)
