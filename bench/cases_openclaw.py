@@ -233,3 +233,95 @@ def oc_history_big_vs_small(bench: Bench) -> list[Row]:
             r <= 1.3,
         )
     ]
+
+
+# -- writes through the real gateway -----------------------------------------------------------
+
+
+@case
+def oc_send_through_gateway(bench: Bench) -> list[Row]:
+    """`sessiontool send` on a SQLite-era agent (a run record, its lane worker, the gateway's
+    `agent` method through the openclaw CLI) against the bare `openclaw gateway call agent
+    --expect-final` it wraps, alternately, on a live gateway answered by the fake LLM: what the
+    run engine (wait/timeout/abort/runs) costs on top of the turn itself."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    label = "`send` through the gateway vs `openclaw gateway call agent --expect-final`"
+    if not os.access(OPENCLAW_BIN, os.X_OK):
+        return [Row(label, f"not measured: no openclaw at {OPENCLAW_BIN}")]
+    sys.path.insert(0, str(ROOT))
+    from tests.interop_openclaw.conftest import FAKE_LLM, copy_fixture, free_port, oc_env
+
+    base = bench.data / "oc-gateway"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    gw_port, llm_port = free_port(), free_port()
+    state = copy_fixture(base / "state", gw_port, llm_port)
+    home = base / "home"
+    home.mkdir()
+    os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
+    env = oc_env(state, home)
+    env["SESSIONTOOL_OPENCLAW_BIN"] = OPENCLAW_BIN
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(FAKE_LLM), str(llm_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+    ]
+    log = base / "gateway.log"
+    with open(log, "wb") as out:
+        procs.append(
+            subprocess.Popen(
+                [OPENCLAW_BIN, "gateway", "--port", str(gw_port), "--bind", "loopback"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+        )
+    saved = bench.env
+    try:
+        deadline = time.monotonic() + 240
+        while b"listening" not in log.read_bytes():
+            if time.monotonic() > deadline or procs[1].poll() is not None:
+                return [Row(label, "not measured: the gateway did not start")]
+            time.sleep(1)
+        bench.env = {**bench.env, **env}
+        ours = bench.sessiontool(
+            "--state-dir", str(state), "send", "discord:group:123", "bench", "--timeout", "300"
+        )
+        params = '{"sessionKey":"agent:main:discord:group:123","message":"bench",'
+        theirs = [
+            "sh",
+            "-c",
+            f"exec {OPENCLAW_BIN} gateway call agent --json --expect-final --timeout 300000 "
+            f'--port {gw_port} --params \'{params}"idempotencyKey":"\'$(cat '
+            "/proc/sys/kernel/random/uuid)'\"}'",
+        ]
+        assert "ECHO" in bench.output(ours)
+        assert json.loads(bench.output(theirs))["status"] == "ok"
+        runs = bench.n(7, 3)
+        a, b = bench.compare(ours, theirs, runs)
+    finally:
+        bench.env = saved
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    r = ratio(a.median, b.median)
+    return [
+        Row(
+            f"{label} (median of {runs})",
+            f"sessiontool {spread(a)}; openclaw {spread(b)}: {r:.2f}× its time",
+            "≤ 1.5×",
+            r <= 1.5,
+        )
+    ]

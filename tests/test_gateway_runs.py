@@ -278,3 +278,43 @@ def test_no_gateway_spawn_exits_4(tmp_path: Path) -> None:
     assert proc.returncode == 4
     assert "start it with `openclaw gateway" in proc.stderr
     assert tree_digest(state) == before
+
+
+def test_deliver_and_requester_go_to_the_gateway_turn(fake_gateway: FakeGateway) -> None:
+    """--deliver is the gateway's `deliver` (its delivery, not sessiontool's outbox); a send made
+    as another session carries it as the turn's inputProvenance."""
+    proc = fake_gateway.st("--json", "send", "discord:group:123", "hi", "--deliver")
+    assert proc.returncode == 0, proc.stderr
+    assert "delivery" not in json.loads(proc.stdout)
+    proc = fake_gateway.st(
+        "--as", "agent:main:main", "--json", "send", "discord:group:123", "from main"
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, second = (c["params"] for c in fake_gateway.calls("agent"))
+    assert first["deliver"] is True
+    assert first["inputProvenance"] == {"kind": "external_user", "sourceTool": "sessiontool"}
+    assert "deliver" not in second
+    assert second["inputProvenance"]["kind"] == "inter_session"
+    assert second["inputProvenance"]["sourceSessionKey"] == "agent:main:main"
+    assert not (fake_gateway.state / "sessiontool" / "deliveries.jsonl").exists()
+
+
+def test_a_worker_killed_mid_turn_is_lost_and_still_announced(fake_gateway: FakeGateway) -> None:
+    """The worker dies while the gateway runs the child: the run is `lost` (never a write to
+    OpenClaw's store to flag it), and the requester still gets its announce."""
+    import os
+    import signal
+
+    proc = fake_gateway.st("--json", "spawn", "sleep:120 long child")
+    out = json.loads(proc.stdout)
+    rec = fake_gateway.until(out["runId"], lambda r: r.get("agentPid"), "its gateway call")
+    os.killpg(rec["agentPid"], signal.SIGKILL)
+    os.kill(rec["pid"], signal.SIGKILL)
+    rec = fake_gateway.until(
+        out["runId"],
+        lambda r: (r.get("followUp") or {}).get("next") == "done",
+        "its announce after the loss",
+    )
+    assert rec["status"] == "lost"
+    announce = [c for c in fake_gateway.calls("agent") if not c["final"]]
+    assert announce[0]["params"]["message"].startswith("Status: lost\n")
