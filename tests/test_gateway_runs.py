@@ -318,3 +318,22 @@ def test_a_worker_killed_mid_turn_is_lost_and_still_announced(fake_gateway: Fake
     assert rec["status"] == "lost"
     announce = [c for c in fake_gateway.calls("agent") if not c["final"]]
     assert announce[0]["params"]["message"].startswith("Status: lost\n")
+
+
+def test_no_file_write_lands_beside_openclaws_database(tmp_path: Path) -> None:
+    """Belt and braces under every caller: a sessions.json update or a transcript append for an
+    agent whose store is OpenClaw's SQLite database is refused (exit 4) and creates nothing."""
+    from sessiontool.errors import ForbiddenError
+    from sessiontool.stores import transcript
+    from sessiontool.stores.sessions_json import update_store
+
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    sessions = state / "agents" / "main" / "sessions"
+    before = tree_digest(state)
+    with pytest.raises(ForbiddenError) as err:
+        update_store(sessions / "sessions.json", lambda s: s.update({"agent:main:x": {}}))
+    assert int(err.value.code) == 4
+    with pytest.raises(ForbiddenError):
+        transcript.append_message(sessions / "x.jsonl", "x", {"role": "user", "content": "hi"})
+    assert tree_digest(state) == before

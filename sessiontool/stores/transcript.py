@@ -197,6 +197,13 @@ def append_entries(
     """Append transcript entries (each gets id, parentId, timestamp), writing the header first
     when the file is new. Each line is one os.write on an O_APPEND descriptor, under the
     transcript lock, so concurrent writers (OpenClaw included) never interleave bytes."""
+    if path.parent.name == "sessions" and path.parent.parent.parent.name == "agents":
+        from sessiontool.stores.paths import StatePaths
+        from sessiontool.stores.reader import require_writable
+
+        # Never beside OpenClaw 2026.8+'s database: its transcripts are written by its gateway.
+        agent_dir = path.parent.parent
+        require_writable(StatePaths(agent_dir.parent.parent), [agent_dir.name], "write")
     ensure_dir(path.parent)
     written: list[dict[str, Any]] = []
     with transcript_lock(path, timeout):
