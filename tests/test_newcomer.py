@@ -447,14 +447,19 @@ def test_history_follow_keeps_one_style(state: Path) -> None:
     proc = sessiontool("--color", "always", "history", "main", "--follow")
     try:
         assert proc.stdout is not None
-        os.set_blocking(proc.stdout.fileno(), False)
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)  # raw reads: a text-mode read of an empty pipe raises
         time.sleep(1.0)
         assert run_cli("send", "main", "after").returncode == 0
-        out = ""
+        raw, out = b"", ""
         deadline = time.monotonic() + 20
         while "echo: after" not in out and time.monotonic() < deadline:
             time.sleep(0.1)
-            out += proc.stdout.read() or ""
+            try:
+                raw += os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            out = raw.decode("utf-8", "replace")
     finally:
         proc.terminate()
         proc.communicate(timeout=10)

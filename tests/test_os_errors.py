@@ -19,7 +19,24 @@ from tests.conftest import run_cli, run_json
 from tests.runhelpers import reap
 
 NOBODY = 65534
-CAN_DROP = os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+def _can_drop() -> bool:
+    """Root with setpriv, and `nobody` can import this installation (a checkout inside a
+    private directory, such as a fresh clone under `mktemp -d`, is out of its reach)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    probe = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        + [sys.executable, "-c", "import sessiontool"],
+        capture_output=True,
+        cwd="/",
+        timeout=60,
+    )
+    return probe.returncode == 0
+
+
+CAN_DROP = _can_drop()
 
 COMMANDS = [
     ["list"],
@@ -78,7 +95,9 @@ def assert_one_line(proc: subprocess.CompletedProcess[str], code: int, names: st
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
 
 
-@pytest.mark.skipif(not CAN_DROP, reason="needs root and setpriv to act as another user")
+@pytest.mark.skipif(
+    not CAN_DROP, reason="needs root, setpriv, and an installation `nobody` can import"
+)
 def test_state_dir_of_another_user(shared_dir: Path) -> None:
     state = shared_dir / "state"
     populated(state)
@@ -92,7 +111,9 @@ def test_state_dir_of_another_user(shared_dir: Path) -> None:
     assert data["code"] == 4 and data["path"] == str(state)
 
 
-@pytest.mark.skipif(not CAN_DROP, reason="needs root and setpriv to act as another user")
+@pytest.mark.skipif(
+    not CAN_DROP, reason="needs root, setpriv, and an installation `nobody` can import"
+)
 def test_unreadable_transcript(shared_dir: Path) -> None:
     state = shared_dir / "state"
     populated(state)
