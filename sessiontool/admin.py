@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.clock import now_ms, parse_iso_ms
-from sessiontool.context import Context
+from sessiontool.context import Context, state_findings
 from sessiontool.errors import (
     ForbiddenError,
     SessiontoolError,
@@ -245,44 +245,6 @@ class Problem:
         if self.hint:
             out["hint"] = self.hint
         return out
-
-
-def state_findings(
-    ctx: Context, *, explicit_state: bool, explicit_agent: str | None
-) -> list[dict[str, str]]:
-    """Why reading this state dir would show nothing, before anything is read: a `--state-dir`
-    that does not exist (a typo on the command line), or an `--agent` that is neither
-    configured nor on disk. The environment's or the platform's state dir may not exist yet
-    (nothing was written): reading it shows nothing, and doctor warns."""
-    out: list[dict[str, str]] = []
-    root = ctx.paths.root
-    if not root.exists():
-        if explicit_state:
-            out.append(
-                {
-                    "kind": "missing-state-dir",
-                    "path": str(root),
-                    "detail": f"state dir {root} does not exist",
-                    "hint": "check --state-dir / SESSIONTOOL_STATE_DIR; a send or spawn creates it",
-                }
-            )
-        return out
-    if explicit_agent is not None:
-        aid = keys.normalize_agent_id(explicit_agent)
-        on_disk = ctx.paths.agent_ids_on_disk()
-        known = ctx.config.known_agent_ids()
-        if aid not in on_disk and aid not in known:
-            names = ", ".join(sorted(set(on_disk) | set(known))) or "none"
-            out.append(
-                {
-                    "kind": "unknown-agent",
-                    "path": str(ctx.paths.agents_dir / aid) if is_plain_name(aid) else str(root),
-                    "detail": f"unknown agent {aid!r}: not configured and no sessions in {root} "
-                    f"(agents: {names})",
-                    "hint": "check --agent; add it to agents.list in the config to use it",
-                }
-            )
-    return out
 
 
 @dataclass

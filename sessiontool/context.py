@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sessiontool.stores import keys
 from sessiontool.stores.config import Config, load_config
-from sessiontool.stores.paths import StatePaths, resolve_state_dir
+from sessiontool.stores.paths import StatePaths, is_plain_name, resolve_state_dir
 
 
 @dataclass(frozen=True)
@@ -97,3 +97,41 @@ def context_for_session(paths_root: Path, cfg: Config, session_key: str) -> Cont
         cfg,
         Requester(session_key, agent_id, _sandboxed(cfg, session_key, agent_id)),
     )
+
+
+def state_findings(
+    ctx: Context, *, explicit_state: bool, explicit_agent: str | None
+) -> list[dict[str, str]]:
+    """Why reading this state dir would show nothing, before anything is read: a `--state-dir`
+    that does not exist (a typo on the command line), or an `--agent` that is neither
+    configured nor on disk. The environment's or the platform's state dir may not exist yet
+    (nothing was written): reading it shows nothing, and doctor warns."""
+    out: list[dict[str, str]] = []
+    root = ctx.paths.root
+    if not root.exists():
+        if explicit_state:
+            out.append(
+                {
+                    "kind": "missing-state-dir",
+                    "path": str(root),
+                    "detail": f"state dir {root} does not exist",
+                    "hint": "check --state-dir / SESSIONTOOL_STATE_DIR; a send or spawn creates it",
+                }
+            )
+        return out
+    if explicit_agent is not None:
+        aid = keys.normalize_agent_id(explicit_agent)
+        on_disk = ctx.paths.agent_ids_on_disk()
+        known = ctx.config.known_agent_ids()
+        if aid not in on_disk and aid not in known:
+            names = ", ".join(sorted(set(on_disk) | set(known))) or "none"
+            out.append(
+                {
+                    "kind": "unknown-agent",
+                    "path": str(ctx.paths.agents_dir / aid) if is_plain_name(aid) else str(root),
+                    "detail": f"unknown agent {aid!r}: not configured and no sessions in {root} "
+                    f"(agents: {names})",
+                    "hint": "check --agent; add it to agents.list in the config to use it",
+                }
+            )
+    return out

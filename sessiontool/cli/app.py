@@ -141,7 +141,7 @@ def check_state_dir_is_dir() -> None:
 
 
 def check_readable_state(ctx: Any) -> None:
-    from sessiontool.admin import state_findings
+    from sessiontool.context import state_findings
     from sessiontool.errors import NotFoundError
 
     for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=G.agent):

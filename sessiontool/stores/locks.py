@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
 import time
 from pathlib import Path
 from types import TracebackType
@@ -79,6 +78,8 @@ def other_host(info: dict[str, Any] | None) -> bool:
     for k in ("hostname", "host"):
         v = info.get(k)
         if isinstance(v, str) and v:
+            import socket  # only for a lock naming a host: keeps it off the read path
+
             return v != socket.gethostname()
     return False
 
