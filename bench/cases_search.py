@@ -16,6 +16,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -105,6 +106,7 @@ def search_state(bench: Bench) -> Path:
     def build(root: Path) -> None:
         rng = random.Random(19)
         templates = _templates(rng)
+        entry = datagen.template_entry()
         store: dict[str, Any] = {}
         d = root / "agents" / "main" / "sessions"
         d.mkdir(parents=True)
@@ -114,7 +116,8 @@ def search_state(bench: Bench) -> Path:
             key = "agent:main:main" if i == 0 else f"agent:main:dm:user-{i:05d}"
             start = datagen.BASE_MS - 60 * 86_400_000 + rng.randrange(0, 30 * 86_400_000)
             _write_session(d / f"{sid}.jsonl", sid, per, templates, rng, start)
-            store[key] = {"sessionId": sid, "updatedAt": datagen.BASE_MS - i * 1000}
+            # Real-sized entries (the fixtures' main entry, skillsSnapshot and all).
+            store[key] = dict(entry, sessionId=sid, updatedAt=datagen.BASE_MS - i * 1000)
             if i == n // 2:  # the rare word, in a few user lines of one session
                 with open(d / f"{sid}.jsonl", "ab") as fh:
                     for k in range(3):
@@ -132,7 +135,17 @@ def search_state(bench: Bench) -> Path:
                         fh.write(json.dumps(line).encode() + b"\n")
         datagen.write_store(root, "main", store)
 
-    return dataset(bench.data, "search", {"mb": mb, "sessions": n, "v": 1}, build)
+    return dataset(data_dir(bench), "search", {"mb": mb, "sessions": n, "v": 2}, build)
+
+
+def data_dir(bench: Bench) -> Path:
+    """1 GB is generated once, outside the repository (a worktree's `bench/.data` would copy it
+    per checkout), and reused by every later run: `BENCH_SEARCH_DATA`, default
+    `/tmp/sessiontool-bench/full` (or `quick`)."""
+    base = os.environ.get("BENCH_SEARCH_DATA")
+    if base:
+        return Path(base)
+    return Path(tempfile.gettempdir()) / "sessiontool-bench" / bench.data.name
 
 
 def _transcripts(state: Path) -> list[Path]:

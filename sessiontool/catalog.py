@@ -57,14 +57,10 @@ def _loader(ctx: Context, agent_id: str, key: str, entry: Entry) -> Callable[[],
     reader's raw events are used where it has them, not the chat view `history` shows."""
 
     def load() -> list[Any]:
-        rdr = store_reader.reader_for(ctx.paths, agent_id)
-        raw = getattr(rdr, "_events_newest_first", None)
-        sid = entry.get("sessionId")
-        if raw is None or not isinstance(sid, str):
+        events = store_reader.raw_events(ctx.paths, agent_id, entry)
+        if events is None:
             msgs = store_reader.read_messages(ctx.paths, agent_id, key, entry)
             return [{"type": "message", "message": m} for m in msgs]
-        events = [ev for ev in raw(sid) if isinstance(ev, dict)]
-        events.reverse()
         return events
 
     return load

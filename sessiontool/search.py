@@ -334,17 +334,17 @@ def search(
             [r.virtual for r in refs if r.virtual is not None],
         )
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
-        idx.set_scope(by_id)
+        scoped = idx.set_scope(by_id)
         texts = _Texts({i: r.path for i, r in by_id.items() if r.virtual is None})
         try:
             if not idx.fts:
                 diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
-                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit), by_id
+                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped), by_id
             if q.unsegmented and not (idx.trigram and q.trigram_ok):
-                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit), by_id
+                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped), by_id
             table = "fts_cjk" if q.unsegmented else "fts"
             try:
-                found = _match(idx, texts, table, q, roles, since_ms, until_ms, limit)
+                found = _match(idx, texts, table, q, roles, since_ms, until_ms, limit, scoped)
             except sqlite3.OperationalError as exc:
                 bad = _fts_error(exc)
                 if bad is not None:
@@ -382,7 +382,7 @@ def search(
 
 
 def _filters(
-    roles: tuple[str, ...], since_ms: int | None, until_ms: int | None
+    roles: tuple[str, ...], since_ms: int | None, until_ms: int | None, scoped: bool
 ) -> tuple[str, list[Any]]:
     sql = f" AND m.role IN ({','.join('?' * len(roles))})"
     args: list[Any] = list(roles)
@@ -392,7 +392,9 @@ def _filters(
     if until_ms is not None:
         sql += " AND m.ts < ?"
         args.append(until_ms)
-    return sql + " AND m.file_id IN (SELECT id FROM temp.scope)", args
+    if scoped:
+        sql += " AND m.file_id IN (SELECT id FROM temp.scope)"
+    return sql, args
 
 
 class _Texts:
@@ -428,8 +430,9 @@ def _match(
     since_ms: int | None,
     until_ms: int | None,
     limit: int,
+    scoped: bool,
 ) -> list[tuple[Any, ...]]:
-    where, args = _filters(roles, since_ms, until_ms)
+    where, args = _filters(roles, since_ms, until_ms, scoped)
     sql = (
         f"SELECT m.file_id, m.ts, m.role, m.off, m.part, m.text, bm25({table}) AS r "
         f"FROM {table} JOIN msgs m ON m.id = {table}.rowid "
@@ -453,10 +456,11 @@ def _scan(
     since_ms: int | None,
     until_ms: int | None,
     limit: int,
+    scoped: bool,
 ) -> list[tuple[Any, ...]]:
     """Every message in scope, newest first, read from its transcript and tested against the
     query in Python."""
-    where, args = _filters(roles, since_ms, until_ms)
+    where, args = _filters(roles, since_ms, until_ms, scoped)
     if q.unsegmented and all(t.unsegmented for t in q.terms):
         where += " AND m.cjk = 1"
     out: list[tuple[Any, ...]] = []

@@ -79,6 +79,69 @@ def _lookup(prices: dict[tuple[str, str], Price], provider: str, model: str) -> 
     return None
 
 
+def _day_name(day_no: int) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(days=day_no)).strftime("%Y-%m-%d")
+
+
+_SUMS = (
+    "sum(turns), sum(runs), sum(input), sum(output), sum(cache_read), sum(cache_write), "
+    "sum(cost), sum(n_cost)"
+)
+_TURN_SUMS = (
+    "count(*), sum(run_start), sum(input), sum(output), sum(cache_read), sum(cache_write), "
+    "sum(cost), count(cost)"
+)
+# UTC day number of a ms timestamp, flooring as Python's // does (days.day is ts // DAY_MS).
+_DAY_OF_TS = f"(CASE WHEN ts >= 0 THEN ts / {si.DAY_MS} ELSE -((-ts - 1) / {si.DAY_MS}) - 1 END)"
+
+
+def _sums(
+    idx: si.Index, by: str, since_ms: int | None, until_ms: int | None, scoped: bool
+) -> list[tuple[Any, ...]]:
+    """(file_id, day number, provider, model, turns, runs, in, out, cache read, cache write,
+    recorded cost, recorded-cost count) rows. Whole days come from the per-day summaries;
+    only the partial days at a --since/--until boundary are summed from single turns. Rows
+    may repeat a (file, day, model): the caller adds them up."""
+    day = by == "day"
+    scope = " AND file_id IN (SELECT id FROM temp.scope)" if scoped else ""
+    lo = -(-since_ms // si.DAY_MS) if since_ms is not None else None  # first whole day
+    hi = until_ms // si.DAY_MS if until_ms is not None else None  # first day not whole
+    out: list[tuple[Any, ...]] = []
+    conn = idx.conn
+    if lo is None or hi is None or lo < hi:
+        where, args = "1" + scope, []
+        if lo is not None:
+            where += " AND day >= ?"
+            args.append(lo)
+        if hi is not None:
+            where += " AND day < ?"
+            args.append(hi)
+        out += conn.execute(
+            f"SELECT file_id, {'day' if day else '0'} AS d, provider, model, {_SUMS} "
+            f"FROM days WHERE {where} GROUP BY file_id, d, provider, model",
+            args,
+        ).fetchall()
+        parts: list[tuple[int | None, int | None]] = []
+        if since_ms is not None and lo is not None:
+            parts.append((since_ms, lo * si.DAY_MS if hi is None else min(lo, hi) * si.DAY_MS))
+        if until_ms is not None and hi is not None:
+            parts.append((hi * si.DAY_MS if lo is None else max(hi, lo) * si.DAY_MS, until_ms))
+    else:  # --since and --until within one day
+        parts = [(since_ms, until_ms)]
+    for a, b in parts:
+        if a is None or b is None or a >= b:
+            continue
+        out += conn.execute(
+            f"SELECT file_id, {_DAY_OF_TS if day else '0'} AS d, provider, model, "
+            f"{_TURN_SUMS} FROM turns WHERE ts >= ? AND ts < ?{scope} "
+            "GROUP BY file_id, d, provider, model",
+            (a, b),
+        ).fetchall()
+    return out
+
+
 def _empty() -> dict[str, Any]:
     return {**dict.fromkeys(COUNTERS, 0), "cost": 0.0}
 
@@ -102,22 +165,8 @@ def usage(
             [r.virtual for r in refs if r.virtual is not None],
         )
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
-        idx.set_scope(by_id)
-        day = "strftime('%Y-%m-%d', ts / 1000, 'unixepoch')" if by == "day" else "''"
-        where, args = "file_id IN (SELECT id FROM temp.scope)", []
-        if since_ms is not None:
-            where += " AND ts >= ?"
-            args.append(since_ms)
-        if until_ms is not None:
-            where += " AND ts < ?"
-            args.append(until_ms)
-        rows = idx.conn.execute(
-            f"SELECT file_id, {day} AS d, provider, model, count(*), sum(run_start), "
-            "sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost), count(cost) "
-            f"FROM turns WHERE {where} GROUP BY file_id, d, provider, model",
-            args,
-        ).fetchall()
-        return rows, by_id
+        scoped = idx.set_scope(by_id)
+        return _sums(idx, by, since_ms, until_ms, scoped), by_id
 
     with read_scope():
         agents = catalog.agent_ids(ctx, True)
@@ -127,7 +176,7 @@ def usage(
     prices = configured_prices(ctx)
     groups: dict[str, dict[str, Any]] = {}
     unpriced: set[str] = set()
-    for file_id, day, provider, model, turns, runs, i, o, cr, cw, recorded, n_rec in rows:
+    for file_id, day_no, provider, model, turns, runs, i, o, cr, cw, recorded, n_rec in rows:
         ref = by_id[file_id]
         model_name = f"{provider}/{model}" if provider else (model or "(unknown)")
         price = _lookup(prices, provider, model)
@@ -144,7 +193,7 @@ def usage(
         elif by == "model":
             name = model_name
         elif by == "day":
-            name = day
+            name = _day_name(day_no)
         else:
             name = ref.label or "(no label)"
         g = groups.setdefault(name, _empty())

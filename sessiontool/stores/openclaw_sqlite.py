@@ -314,7 +314,7 @@ class SqliteReader:
         sid = entry.get("sessionId")
         return sid if isinstance(sid, str) else None
 
-    def _events_newest_first(self, session_id: str) -> Iterator[Any]:
+    def events_newest_first(self, session_id: str) -> Iterator[Any]:
         """The active branch's events, newest first, decoded lazily."""
         rows = self._q(
             "SELECT e.event_json, e.event_zstd FROM session_transcript_active_events a "
@@ -415,7 +415,7 @@ class SqliteReader:
         if limit is not None and limit <= 0:
             return result
         collected: list[Message] = []
-        for ev in self._events_newest_first(sid):
+        for ev in self.events_newest_first(sid):
             if not isinstance(ev, dict):
                 result.bad_lines += 1
                 continue

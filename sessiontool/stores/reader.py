@@ -16,7 +16,8 @@ For other modules (list/history, search, usage, the MCP read tools), the whole i
             ...  # s.entry has sessionId, updatedAt, label, tokens, ... (fields=... to slim it)
         msgs = read_messages(ctx, agent_id, full_key, entry, limit=20, keep=None)
 
-`reader_for(ctx, agent_id)` gives the agent's `SessionReader` (`sessions()`, `messages()`,
+`raw_events(paths, agent_id, entry)` gives a non-JSONL session's stored events, oldest first
+(`search`/`usage` index them). `reader_for(ctx, agent_id)` gives the agent's `SessionReader` (`sessions()`, `messages()`,
 `info`); `require_writable(ctx, agent_ids, command)` refuses (exit 4) a write to an agent whose
 store is written through OpenClaw's gateway.
 """
@@ -295,6 +296,22 @@ def read_messages(
 ) -> list[Message]:
     """A session's messages as stored (envelopes kept), oldest first, the last `limit`."""
     return reader_for(paths, agent_id).messages(full_key, entry, limit, keep).messages
+
+
+def raw_events(paths: StatePaths, agent_id: str, entry: Entry) -> list[Any] | None:
+    """Every stored event of the session's transcript (what a JSONL line holds: messages and
+    the entries between them), oldest first, for a reader that keeps them somewhere other than
+    a JSONL file (OpenClaw's SQLite store); None for a JSONL store (read the file) or a session
+    without a usable sessionId. `usage` needs every assistant message, not the chat view
+    `messages` gives (a silent reply cost tokens too)."""
+    rdr = reader_for(paths, agent_id)
+    sid = entry.get("sessionId")
+    events = getattr(rdr, "events_newest_first", None)
+    if events is None or not isinstance(sid, str):
+        return None
+    out = [ev for ev in events(sid) if isinstance(ev, dict)]
+    out.reverse()
+    return out
 
 
 # -- writes ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +40,7 @@ __all__ = [
     "using_index",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 INDEX_NAME = "index.sqlite"
 TAIL = 32  # bytes before the read offset remembered to notice a same-size rewrite
 BUSY_TIMEOUT_S = 30.0
@@ -58,8 +58,18 @@ CREATE TABLE turns(
   file_id INTEGER NOT NULL, ts INTEGER, provider TEXT, model TEXT, input INTEGER,
   output INTEGER, cache_read INTEGER, cache_write INTEGER, cost REAL, run_start INTEGER);
 CREATE INDEX turns_file ON turns(file_id);
+CREATE INDEX turns_ts ON turns(ts);
+CREATE TABLE days(
+  file_id INTEGER NOT NULL, day INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+  turns INTEGER, runs INTEGER, input INTEGER, output INTEGER, cache_read INTEGER,
+  cache_write INTEGER, cost REAL, n_cost INTEGER,
+  PRIMARY KEY(file_id, day, provider, model)) WITHOUT ROWID;
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
 """
+# `days`: each transcript's turns summed per UTC day and model, kept as the turns are indexed,
+# so `usage` over a year of transcripts sums a few rows per session and day instead of every
+# assistant message (`turns` still answers the partial days at a --since/--until boundary).
+DAY_MS = 86_400_000
 # Contentless: the text stays in the transcripts (a hit's text is read back from its line), so
 # the index holds words and positions only. A purged row leaves its words behind in the FTS
 # tables; they match no `msgs` row (ids are never reused) and, when they outnumber the live
@@ -70,6 +80,14 @@ _FTS = (
 )
 _FTS_CJK = "CREATE VIRTUAL TABLE fts_cjk USING fts5(text, content='', tokenize='trigram')"
 DEAD_REBUILD_MIN = 20_000
+# FTS5 flushes its pending terms to a new segment whenever they pass this size (1 MB by
+# default): a first build of 1 GB made ~1000 small segments and spent half its time merging them.
+FTS_HASHSIZE = 64 << 20
+# A first build (or any catch-up) that reads at least this much from files no bigger than
+# PARALLEL_MAX_FILE parses them in worker processes while this one writes the index.
+PARALLEL_MIN_BYTES = 64 << 20
+PARALLEL_MAX_FILE = 256 << 20
+BATCH_ROWS = 20_000
 
 
 class IndexCorrupt(Exception):
@@ -147,6 +165,101 @@ class Virtual:
     load: Callable[[], list[dict[str, Any]]]
 
 
+@dataclass(frozen=True)
+class Job:
+    """What to read of one transcript: bytes [off, size) after a message of `last_role`."""
+
+    file_id: int
+    path: str
+    off: int
+    size: int
+    last_role: str | None
+    st: os.stat_result
+
+
+@dataclass
+class Read:
+    """What reading a Job gave: the rows and turns, how far it read (whole lines only), the
+    bytes just before that offset and the role the next line follows; or the OS error."""
+
+    job: Job
+    off: int = 0
+    tail: bytes = b""
+    last_role: str | None = None
+    rows: list[Row] = field(default_factory=list)
+    turns: list[tuple[Any, ...]] = field(default_factory=list)
+    error: str | None = None
+
+
+def read_job(job: Job) -> Read:
+    """Parse a transcript's new lines. Runs in a worker process too: no SQLite here."""
+    out = Read(job, job.off, b"", job.last_role)
+    last_role = job.last_role
+    try:
+        for end, raw in iter_complete_lines(Path(job.path), job.off, job.size):
+            start, out.off = out.off, end
+            ex = extract(raw)
+            if ex is not None:
+                last_role = _collect(job.file_id, ex, start, last_role, out.rows, out.turns)
+        if out.off:
+            with open(job.path, "rb") as fh:
+                fh.seek(max(0, out.off - TAIL))
+                out.tail = fh.read(min(TAIL, out.off))
+    except OSError as exc:
+        out.error = exc.strerror or str(exc)
+    out.last_role = last_role
+    return out
+
+
+def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Turns (file_id, ts, provider, model, in, out, cr, cw, cost, run_start) summed per
+    file, UTC day and model, as `days` rows."""
+    sums: dict[tuple[int, int, str, str], list[Any]] = {}
+    for file_id, ts, provider, model, i, o, cr, cw, cost, run_start in turns:
+        key = (file_id, ts // DAY_MS, provider, model)
+        s = sums.get(key)
+        if s is None:
+            s = sums[key] = [0, 0, 0, 0, 0, 0, 0.0, 0]
+        s[0] += 1
+        s[1] += run_start
+        s[2] += i
+        s[3] += o
+        s[4] += cr
+        s[5] += cw
+        if cost is not None:
+            s[6] += cost
+            s[7] += 1
+    return [(*k, *v) for k, v in sums.items()]
+
+
+def _can_fork() -> bool:
+    """Worker processes are forked (a spawned one would run the CLI's `__main__` again), and
+    only from a single-threaded process, where fork is safe."""
+    import sys
+    import threading
+
+    return (
+        sys.platform == "linux"
+        and (os.cpu_count() or 1) > 1
+        and threading.active_count() == 1
+        and os.environ.get("SESSIONTOOL_INDEX_WORKERS") != "0"
+    )
+
+
+def _parallel_min() -> int:
+    """PARALLEL_MIN_BYTES; `SESSIONTOOL_INDEX_PARALLEL_MIN` lowers it (tests use the worker
+    processes on small fixtures)."""
+    env = os.environ.get("SESSIONTOOL_INDEX_PARALLEL_MIN", "")
+    return int(env) if env.isdigit() else PARALLEL_MIN_BYTES
+
+
+def _workers() -> int:
+    env = os.environ.get("SESSIONTOOL_INDEX_WORKERS", "")
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), 16)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 # -- the index file --------------------------------------------------------------------------
 
 
@@ -185,10 +298,10 @@ class Index:
         except sqlite3.Error as exc:
             raise IndexCorrupt(str(exc)) from exc
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
+                conn.execute("PRAGMA journal_mode=WAL")  # persistent: set once, at creation
                 self._create(conn)
             elif version != SCHEMA_VERSION:
                 raise IndexStale(f"schema version {version}")
@@ -222,8 +335,12 @@ class Index:
                     conn.execute(stmt)
             if self.fts:
                 conn.execute(_FTS)
+                conn.execute("INSERT INTO fts(fts, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
             if self.trigram:
                 conn.execute(_FTS_CJK)
+                conn.execute(
+                    "INSERT INTO fts_cjk(fts_cjk, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,)
+                )
             conn.executemany(
                 "INSERT INTO meta(k, v) VALUES (?, ?)",
                 [("fts", str(int(self.fts))), ("trigram", str(int(self.trigram)))],
@@ -251,6 +368,48 @@ class Index:
         cur = c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
         self.dead += max(0, cur.rowcount)
         c.execute("DELETE FROM turns WHERE file_id = ?", (file_id,))
+        c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
+
+    def _unchanged(
+        self, wanted: dict[str, Path | None], sources: list[Virtual]
+    ) -> dict[str, int] | None:
+        """The ids of `wanted` when nothing needs catching up (None otherwise), found without a
+        write lock: one stat per transcript against the identity, size and mtime stored for
+        it, and a stat of each indexed file that is no longer wanted (gone: to purge)."""
+        known = {
+            r[1]: r
+            for r in self.conn.execute(
+                "SELECT id, path, dev, ino, size, mtime, tail FROM files"
+            ).fetchall()
+        }
+        ids: dict[str, int] = {}
+        for v in sources:
+            row = known.get(v.name)
+            if row is None or row[6] != v.version.encode():
+                return None
+            ids[v.name] = int(row[0])
+        for spath, path in wanted.items():
+            if path is None:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                if spath in known:
+                    return None
+                continue
+            row = known.get(spath)
+            if row is None or (row[2], row[3], row[4], row[5]) != (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+            ):
+                return None
+            ids[spath] = int(row[0])
+        for spath in known:
+            if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
+                return None
+        return ids
 
     def sync(self, paths: Iterable[Path], virtual: Iterable[Virtual] = ()) -> dict[str, int]:
         """Bring the index up to date for `paths` and `virtual` transcripts; drop files that no
@@ -260,6 +419,9 @@ class Index:
         sources = list(virtual)
         for v in sources:
             wanted[v.name] = None
+        fast = self._unchanged(wanted, sources)
+        if fast is not None:
+            return fast
         try:
             c.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -273,6 +435,7 @@ class Index:
             }
             by_inode = {(r[2], r[3]): r for r in known.values()}
             ids: dict[str, int] = {}
+            jobs: list[Job] = []
             for v in sources:
                 ids[v.name] = self._catch_up_virtual(v, known.get(v.name))
             for spath, path in wanted.items():
@@ -295,7 +458,8 @@ class Index:
                         del known[moved[1]]
                         row = (moved[0], spath, *moved[2:])
                         known[spath] = row
-                ids[spath] = self._catch_up(path, st, row)
+                ids[spath] = self._catch_up(path, st, row, jobs)
+            self._run(jobs)
             for spath, row in known.items():
                 if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
                     self._purge(row[0])
@@ -377,6 +541,17 @@ class Index:
                 "cache_write, cost, run_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 turns,
             )
+            c.executemany(
+                "INSERT INTO days(file_id, day, provider, model, turns, runs, input, output, "
+                "cache_read, cache_write, cost, n_cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(file_id, day, provider, model) DO UPDATE SET "
+                "turns = turns + excluded.turns, runs = runs + excluded.runs, "
+                "input = input + excluded.input, output = output + excluded.output, "
+                "cache_read = cache_read + excluded.cache_read, "
+                "cache_write = cache_write + excluded.cache_write, "
+                "cost = cost + excluded.cost, n_cost = n_cost + excluded.n_cost",
+                day_sums(turns),
+            )
 
     def _same_tail(self, path: Path, off: int, tail: bytes | None) -> bool:
         if off == 0:
@@ -389,7 +564,10 @@ class Index:
         except OSError:
             return False
 
-    def _catch_up(self, path: Path, st: os.stat_result, row: tuple[Any, ...] | None) -> int:
+    def _catch_up(
+        self, path: Path, st: os.stat_result, row: tuple[Any, ...] | None, jobs: list[Job]
+    ) -> int:
+        """The file's id; what must be read of it (from where) is added to `jobs`."""
         c = self.conn
         if row is None:
             cur = c.execute(
@@ -414,13 +592,42 @@ class Index:
             ):
                 self._purge(file_id)  # replaced or rewritten: read it again from the start
                 off, last_role = 0, None
-        new_off, last_role = self._read(file_id, path, off, st.st_size, last_role)
-        tail_bytes = b""
-        if new_off:
-            with open(path, "rb") as fh:
-                fh.seek(max(0, new_off - TAIL))
-                tail_bytes = fh.read(min(TAIL, new_off))
-        c.execute(
+        jobs.append(Job(int(file_id), str(path), off, st.st_size, last_role, st))
+        return int(file_id)
+
+    def _run(self, jobs: list[Job]) -> None:
+        """Read what `jobs` ask for and write it to the index: the small and the many files in
+        worker processes when there is much to read and more than one CPU, the rest here."""
+        pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
+        if (
+            sum(j.size - j.off for j in pool_jobs) >= _parallel_min()
+            and len(pool_jobs) > 1
+            and _can_fork()
+        ):
+            done = {j.file_id for j in pool_jobs}
+            import multiprocessing
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork: see _can_fork
+                pool = multiprocessing.get_context("fork").Pool(_workers())
+            try:
+                for got in pool.imap_unordered(read_job, pool_jobs, chunksize=1):
+                    self._store(got)
+            finally:
+                pool.terminate()
+                pool.join()
+            jobs = [j for j in jobs if j.file_id not in done]
+        for j in jobs:
+            self._store(read_job(j))
+
+    def _store(self, got: Read) -> None:
+        job = got.job
+        if got.error is not None:
+            raise StorageError(f"cannot read transcript {job.path}: {got.error}")
+        self._insert(got.rows, got.turns)
+        st = job.st
+        self.conn.execute(
             "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, off = ?, tail = ?, "
             "last_role = ? WHERE id = ?",
             (
@@ -428,38 +635,27 @@ class Index:
                 st.st_ino,
                 st.st_size,
                 st.st_mtime_ns,
-                new_off,
-                tail_bytes,
-                last_role,
-                file_id,
+                got.off,
+                got.tail,
+                got.last_role,
+                job.file_id,
             ),
         )
-        return int(file_id)
-
-    def _read(
-        self, file_id: int, path: Path, off: int, size: int, last_role: str | None
-    ) -> tuple[int, str | None]:
-        rows: list[Row] = []
-        turns: list[tuple[Any, ...]] = []
-        new_off = off
-        try:
-            for end, raw in iter_complete_lines(path, off, size):
-                start, new_off = new_off, end
-                ex = extract(raw)
-                if ex is not None:
-                    last_role = _collect(file_id, ex, start, last_role, rows, turns)
-        except OSError as exc:
-            raise StorageError(f"cannot read transcript {path}: {exc.strerror}") from exc
-        self._insert(rows, turns)
-        return new_off, last_role
 
     # -- reading -----------------------------------------------------------------------------
 
-    def set_scope(self, file_ids: Iterable[int]) -> None:
+    def set_scope(self, file_ids: Iterable[int]) -> bool:
+        """Limit reads to these files: fills `temp.scope` and returns True, or returns False
+        when they are every file in the index (no filter needed, none made)."""
         c = self.conn
+        wanted = set(file_ids)
+        if len(wanted) == c.execute("SELECT count(*) FROM files").fetchone()[0]:
+            return False
+        c.execute("PRAGMA temp_store = MEMORY")
         c.execute("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.scope")
-        c.executemany("INSERT OR IGNORE INTO temp.scope(id) VALUES (?)", ((i,) for i in file_ids))
+        c.executemany("INSERT OR IGNORE INTO temp.scope(id) VALUES (?)", ((i,) for i in wanted))
+        return True
 
 
 def using_index(root: Path, fn: Callable[[Index], T]) -> T:
