@@ -244,12 +244,14 @@ def search_index(bench: Bench) -> list[Row]:
         "line = {'type':'message','id':'x','parentId':None,'timestamp':'2026-11-21T20:00:00.000Z',"
         "'message':{'role':'user','content':[{'type':'text','text':'one new message'}],"
         "'timestamp':1795292567264}}\n"
-        "out = []\n"
+        "out, whole = [], []\n"
         "for _ in range(n):\n"
         "    with open(paths[0], 'a') as fh: fh.write(json.dumps(line) + '\\n')\n"
+        "    t0 = time.perf_counter()\n"
         "    with Index(root) as idx:\n"
-        "        t0 = time.perf_counter(); idx.sync(paths); out.append(time.perf_counter() - t0)\n"
-        "print(json.dumps(out))\n"
+        "        t1 = time.perf_counter(); idx.sync(paths); out.append(time.perf_counter() - t1)\n"
+        "    whole.append(time.perf_counter() - t0)\n"
+        "print(json.dumps([out, whole]))\n"
     )
     proc = subprocess.run(
         [bench.python, "-c", code, str(index_dir), str(bench.n(9, 5)), *map(str, files)],
@@ -257,13 +259,14 @@ def search_index(bench: Bench) -> list[Row]:
         text=True,
         check=True,
     )
-    inc = json.loads(proc.stdout)
+    inc, whole = json.loads(proc.stdout)
     rows.append(
         Row(
-            f"incremental update after one new message ({n} transcripts checked)",
-            _spread(inc),
+            f"incremental update after one new message ({n} transcripts checked: one stat "
+            "each, the new line read and indexed; open, sync and close of the index)",
+            f"{_spread(whole)} (the sync alone {_spread(inc)})",
             "≤ 20 ms",
-            statistics.median(inc) <= 0.020,
+            statistics.median(whole) <= 0.020,
         )
     )
     after = bench.measure(search, bench.n(5, 3), warmup=0)

@@ -28,8 +28,7 @@ _UNSEGMENTED = (
 )
 
 
-# One character class, so the test runs in C: it is asked of every indexed message.
-_UNSEGMENTED_RE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _UNSEGMENTED) + "]")
+_unsegmented_re: re.Pattern[str] | None = None
 
 
 def is_unsegmented(ch: str) -> bool:
@@ -38,7 +37,15 @@ def is_unsegmented(ch: str) -> bool:
 
 
 def has_unsegmented(text: str) -> bool:
-    return not text.isascii() and _UNSEGMENTED_RE.search(text) is not None
+    """Asked of every indexed message: ASCII is answered at once, the rest by one character
+    class in C (compiled on first use: a command that meets only ASCII never builds it)."""
+    global _unsegmented_re
+    if text.isascii():
+        return False
+    if _unsegmented_re is None:
+        ranges = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _UNSEGMENTED)
+        _unsegmented_re = re.compile(f"[{ranges}]")
+    return _unsegmented_re.search(text) is not None
 
 
 def _clean(text: str) -> str:

@@ -4,8 +4,10 @@ trigram table), and each assistant message's token usage for `usage`.
 
 It is disposable and always catches up before it answers: per transcript it remembers the
 identity (device, inode), the size and mtime it saw, the offset it read to and the bytes just
-before that offset. A grown file is read from that offset only; a shrunk, replaced or rewritten
-file is read again from the start; a vanished one is dropped. A missing index is rebuilt, an
+before that offset. A grown file whose bytes before that offset are unchanged is read from that
+offset only; a shrunk, replaced or rewritten file (or one written to without growing) is read
+again from the start; a vanished one is dropped. When no transcript changed (one stat each),
+nothing is written and no lock is taken. A missing index is rebuilt, an
 unreadable one is deleted and rebuilt (the caller is told, to warn). OpenClaw never reads it."""
 
 from __future__ import annotations
@@ -587,7 +589,7 @@ class Index:
                 return int(file_id)
             if (
                 (dev, ino) != (st.st_dev, st.st_ino)
-                or st.st_size < off
+                or st.st_size <= size  # written to without growing: rewritten in place
                 or not self._same_tail(path, off, tail)
             ):
                 self._purge(file_id)  # replaced or rewritten: read it again from the start
