@@ -238,3 +238,19 @@ def test_usage_by_day_whole_and_partial_days(state: Path) -> None:
         assert got == _expected(files, since, until), (since, until)
         rc, by_model = run_json(*args[:2], "model", *args[3:])
         assert by_model["total"] == out["total"]
+
+
+def test_a_vanished_transcript_is_dropped_even_when_its_session_remains(state: Path) -> None:
+    paths = _make_state(
+        state, {"agent:main:main": _conversation(1), "agent:main:dm:bob": _conversation(1)}
+    )
+    assert _search("alpha")["count"] == 16
+    paths["agent:main:dm:bob"].unlink()
+    found = _search("alpha")
+    assert found["count"] == 8 and {h["key"] for h in found["hits"]} == {"main"}
+    con = _db(state)
+    try:
+        names = [Path(r[0]).name for r in con.execute("SELECT path FROM files")]
+    finally:
+        con.close()
+    assert names == [paths["agent:main:main"].name]

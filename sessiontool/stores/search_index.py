@@ -373,11 +373,15 @@ class Index:
         c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
 
     def _unchanged(
-        self, wanted: dict[str, Path | None], sources: list[Virtual]
+        self,
+        wanted: dict[str, Path | None],
+        sources: list[Virtual],
+        stats: dict[str, os.stat_result],
     ) -> dict[str, int] | None:
         """The ids of `wanted` when nothing needs catching up (None otherwise), found without a
-        write lock: one stat per transcript against the identity, size and mtime stored for
-        it, and a stat of each indexed file that is no longer wanted (gone: to purge)."""
+        write lock: each transcript's stat (`stats`, None: gone) against the identity, size
+        and mtime stored for it, and a stat of each indexed file that is no longer wanted (gone:
+        to purge)."""
         known = {
             r[1]: r
             for r in self.conn.execute(
@@ -393,9 +397,8 @@ class Index:
         for spath, path in wanted.items():
             if path is None:
                 continue
-            try:
-                st = os.stat(path)
-            except OSError:
+            st = stats.get(spath)
+            if st is None:
                 if spath in known:
                     return None
                 continue
@@ -421,7 +424,16 @@ class Index:
         sources = list(virtual)
         for v in sources:
             wanted[v.name] = None
-        fast = self._unchanged(wanted, sources)
+        # One stat per transcript, taken before the lock and used after it too: a file that
+        # grows meanwhile is read up to the size seen here, the rest at the next catch-up.
+        stats: dict[str, os.stat_result] = {}
+        for spath, path in wanted.items():
+            if path is not None:
+                try:
+                    stats[spath] = os.stat(spath)
+                except OSError:
+                    pass
+        fast = self._unchanged(wanted, sources, stats)
         if fast is not None:
             return fast
         try:
@@ -440,14 +452,17 @@ class Index:
             jobs: list[Job] = []
             for v in sources:
                 ids[v.name] = self._catch_up_virtual(v, known.get(v.name))
+            gone: list[int] = []
             for spath, path in wanted.items():
                 if path is None:
                     continue
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
+                st = stats.get(spath)
                 row = known.get(spath)
+                if st is None:
+                    if row is not None:  # named by a session, but its file is gone
+                        gone.append(row[0])
+                        del known[spath]
+                    continue
                 if row is None:
                     moved = by_inode.get((st.st_dev, st.st_ino))
                     if (
@@ -464,8 +479,10 @@ class Index:
             self._run(jobs)
             for spath, row in known.items():
                 if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
-                    self._purge(row[0])
-                    c.execute("DELETE FROM files WHERE id = ?", (row[0],))
+                    gone.append(row[0])
+            for file_id in gone:
+                self._purge(file_id)
+                c.execute("DELETE FROM files WHERE id = ?", (file_id,))
             if self.dead != dead_before:
                 c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
             c.execute("COMMIT")
@@ -600,6 +617,7 @@ class Index:
     def _run(self, jobs: list[Job]) -> None:
         """Read what `jobs` ask for and write it to the index: the small and the many files in
         worker processes when there is much to read and more than one CPU, the rest here."""
+        all_jobs = jobs
         pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
         if (
             sum(j.size - j.off for j in pool_jobs) >= _parallel_min()
@@ -622,6 +640,13 @@ class Index:
             jobs = [j for j in jobs if j.file_id not in done]
         for j in jobs:
             self._store(read_job(j))
+        if self.fts and sum(j.size - j.off for j in all_jobs) >= _parallel_min():
+            # A big catch-up leaves FTS5 a few big segments beside the small ones later
+            # catch-ups add; when those pile up, FTS5 merges them all in one commit (16 s for
+            # 1 GB, in some later search). Merged into one now, as part of the build.
+            self.conn.execute("INSERT INTO fts(fts, rank) VALUES ('optimize', 0)")
+            if self.trigram:
+                self.conn.execute("INSERT INTO fts_cjk(fts_cjk, rank) VALUES ('optimize', 0)")
 
     def _store(self, got: Read) -> None:
         job = got.job
