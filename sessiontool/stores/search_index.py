@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,6 +234,72 @@ def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [(*k, *v) for k, v in sums.items()]
 
 
+def read_forked(jobs: list[Job], workers: int) -> Iterator[Read]:
+    """`read_job` of each job in forked worker processes, results as they come. Plain fork
+    and pipes (no multiprocessing.Pool: no threads, nothing to hang on when a worker dies);
+    each worker gets about an equal share of the bytes and sends length-prefixed pickles. A
+    worker that dies sends no more: the jobs it did not answer are the caller's to read. The
+    workers are always reaped (killed if need be) before this returns."""
+    import pickle
+    import selectors
+    import signal
+    import struct
+
+    shares: list[list[Job]] = [[] for _ in range(max(1, min(workers, len(jobs))))]
+    loads = [0] * len(shares)
+    for job in sorted(jobs, key=lambda j: j.size - j.off, reverse=True):
+        i = loads.index(min(loads))
+        shares[i].append(job)
+        loads[i] += job.size - job.off
+    children: dict[int, int] = {}  # read fd → pid
+    sel = selectors.DefaultSelector()
+    try:
+        for share in shares:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the worker (its coverage is not collected)
+                code = 1
+                try:
+                    os.close(r)
+                    with os.fdopen(w, "wb") as out:
+                        for job in share:
+                            blob = pickle.dumps(read_job(job), protocol=pickle.HIGHEST_PROTOCOL)
+                            out.write(struct.pack("<Q", len(blob)))
+                            out.write(blob)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children[r] = pid
+            sel.register(r, selectors.EVENT_READ)
+        bufs: dict[int, bytearray] = {r: bytearray() for r in children}
+        while sel.get_map():
+            for key, _ in sel.select():
+                fd = int(key.fd)
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    sel.unregister(fd)
+                    continue
+                buf = bufs[fd]
+                buf += chunk
+                while len(buf) >= 8:
+                    (n,) = struct.unpack_from("<Q", buf)
+                    if len(buf) < 8 + n:
+                        break
+                    got = pickle.loads(bytes(buf[8 : 8 + n]))
+                    del buf[: 8 + n]
+                    yield got
+    finally:
+        sel.close()
+        for r, pid in children.items():
+            try:
+                os.kill(pid, signal.SIGKILL)  # done already, unless we stopped early
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            os.close(r)
+
+
 def _can_fork() -> bool:
     """Worker processes are forked (a spawned one would run the CLI's `__main__` again), and
     only from a single-threaded process, where fork is safe."""
@@ -300,7 +366,10 @@ class Index:
         except sqlite3.Error as exc:
             raise IndexCorrupt(str(exc)) from exc
         try:
-            conn.execute("PRAGMA synchronous=NORMAL")
+            # No fsync, ever: the index is disposable (rebuilt from the transcripts when lost
+            # or unreadable), and with NORMAL the checkpoint that closing the last connection
+            # runs cost a search after one new message 5-20 ms of fsync on a busy disk.
+            conn.execute("PRAGMA synchronous=OFF")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
                 conn.execute("PRAGMA journal_mode=WAL")  # persistent: set once, at creation
@@ -372,26 +441,25 @@ class Index:
         c.execute("DELETE FROM turns WHERE file_id = ?", (file_id,))
         c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
 
+    def _files(self) -> dict[str, tuple[Any, ...]]:
+        """path → (id, path, dev, ino, size, mtime, off, tail, last_role)."""
+        return {r[1]: r for r in self.conn.execute("SELECT * FROM files").fetchall()}
+
     def _unchanged(
         self,
         wanted: dict[str, Path | None],
         sources: list[Virtual],
         stats: dict[str, os.stat_result],
+        known: dict[str, tuple[Any, ...]],
     ) -> dict[str, int] | None:
         """The ids of `wanted` when nothing needs catching up (None otherwise), found without a
         write lock: each transcript's stat (`stats`, None: gone) against the identity, size
         and mtime stored for it, and a stat of each indexed file that is no longer wanted (gone:
         to purge)."""
-        known = {
-            r[1]: r
-            for r in self.conn.execute(
-                "SELECT id, path, dev, ino, size, mtime, tail FROM files"
-            ).fetchall()
-        }
         ids: dict[str, int] = {}
         for v in sources:
             row = known.get(v.name)
-            if row is None or row[6] != v.version.encode():
+            if row is None or row[7] != v.version.encode():
                 return None
             ids[v.name] = int(row[0])
         for spath, path in wanted.items():
@@ -433,7 +501,9 @@ class Index:
                     stats[spath] = os.stat(spath)
                 except OSError:
                     pass
-        fast = self._unchanged(wanted, sources, stats)
+        seen = c.execute("PRAGMA data_version").fetchone()[0]
+        known = self._files()
+        fast = self._unchanged(wanted, sources, stats, known)
         if fast is not None:
             return fast
         try:
@@ -444,9 +514,8 @@ class Index:
             got = c.execute("SELECT v FROM meta WHERE k = 'dead'").fetchone()
             self.dead = int(got[0]) if got else 0
             dead_before = self.dead
-            known: dict[str, tuple[Any, ...]] = {
-                r[1]: r for r in c.execute("SELECT * FROM files").fetchall()
-            }
+            if c.execute("PRAGMA data_version").fetchone()[0] != seen:
+                known = self._files()  # another process wrote since: read again, under the lock
             by_inode = {(r[2], r[3]): r for r in known.values()}
             ids: dict[str, int] = {}
             jobs: list[Job] = []
@@ -624,20 +693,11 @@ class Index:
             and len(pool_jobs) > 1
             and _can_fork()
         ):
-            done = {j.file_id for j in pool_jobs}
-            import multiprocessing
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork: see _can_fork
-                pool = multiprocessing.get_context("fork").Pool(_workers())
-            try:
-                for got in pool.imap_unordered(read_job, pool_jobs, chunksize=1):
-                    self._store(got)
-            finally:
-                pool.terminate()
-                pool.join()
-            jobs = [j for j in jobs if j.file_id not in done]
+            done: set[int] = set()
+            for got in read_forked(pool_jobs, _workers()):
+                self._store(got)
+                done.add(got.job.file_id)
+            jobs = [j for j in jobs if j.file_id not in done]  # what a dead worker left
         for j in jobs:
             self._store(read_job(j))
         if self.fts and sum(j.size - j.off for j in all_jobs) >= _parallel_min():
