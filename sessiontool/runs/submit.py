@@ -305,9 +305,30 @@ def spawn(
         requester_channel=session_channel(requester, req_entry),
         child_key=child,
     )
-    rec = runs.create_record(
+    rec = _spawn_record(
+        ctx, task, child, target_agent, requester, system, label, cleanup, run_timeout
+    )
+    _start(ctx, rec)
+    return {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+
+
+def _spawn_record(
+    ctx: Context,
+    task: str,
+    child: str,
+    target_agent: str,
+    requester: str,
+    system: str,
+    label: str | None,
+    cleanup: str,
+    run_timeout: float | None,
+    **more: Any,
+) -> dict[str, Any]:
+    """The queued record of a spawn, file-based or through the gateway (`more`: via, model)."""
+    return runs.create_record(
         ctx.paths,
         kind="spawn",
+        **more,
         sessionKey=child,
         agentId=target_agent,
         requesterSessionKey=requester,
@@ -322,8 +343,6 @@ def spawn(
             "sourceTool": "sessions_spawn",
         },
     )
-    _start(ctx, rec)
-    return {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
 
 
 def _gateway_spawn(
@@ -350,24 +369,18 @@ def _gateway_spawn(
         requester_channel=None,
         child_key=child,
     )
-    rec = runs.create_record(
-        ctx.paths,
-        kind="spawn",
+    rec = _spawn_record(
+        ctx,
+        task,
+        child,
+        target_agent,
+        requester,
+        system,
+        label,
+        cleanup,
+        run_timeout,
         via="gateway",
-        sessionKey=child,
-        agentId=target_agent,
-        requesterSessionKey=requester,
-        message=task,
-        system=system,
-        label=label,
         model=model,
-        cleanup=cleanup,
-        runTimeoutSeconds=run_timeout,
-        provenance={
-            "kind": "inter_session",
-            "sourceSessionKey": requester,
-            "sourceTool": "sessions_spawn",
-        },
     )
     _start(ctx, rec)
     return {
