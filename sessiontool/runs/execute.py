@@ -377,15 +377,7 @@ def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> N
     usage, _ = _usage(out)
 
     def mark(r: Record) -> None:
-        if not runs.is_finished(r):
-            r["status"] = out.status
-            r["endedAt"] = now_ms()
-            if out.error:
-                r["error"] = out.error
-        r["outcome"] = r["status"]
-        reply = out.reply if out.status == "ok" else (out.reply or None)
-        if reply is not None:
-            r["reply"] = reply
+        runs.record_end(r, out.status, out.error, out.reply)
         r["usage"] = usage
         if out.model:
             r["model"] = out.model

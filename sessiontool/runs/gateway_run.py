@@ -200,15 +200,7 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
     meta = agent_meta(out.result)
 
     def mark(r: Record) -> None:
-        if not runs.is_finished(r):
-            r["status"] = out.status
-            r["endedAt"] = now_ms()
-            if out.error:
-                r["error"] = out.error
-        r["outcome"] = r["status"]
-        reply = out.reply if out.status == "ok" else (out.reply or None)
-        if reply is not None:
-            r["reply"] = reply
+        runs.record_end(r, out.status, out.error, out.reply)
         usage = _usage(meta)
         if usage:
             r["usage"] = usage

@@ -297,6 +297,20 @@ def lock_held(paths: StatePaths, run_id: str) -> bool:
     return False
 
 
+def record_end(r: Record, status: str, error: str | None, reply: str | None) -> None:
+    """Write a finished run's end into its record, unless its end was already decided (an abort
+    that won the race keeps its status): then only the outcome and the reply are added."""
+    if not is_finished(r):
+        r["status"] = status
+        r["endedAt"] = now_ms()
+        if error:
+            r["error"] = error
+    r["outcome"] = r["status"]
+    reply = reply if status == "ok" else (reply or None)
+    if reply is not None:
+        r["reply"] = reply
+
+
 def is_lost(paths: StatePaths, rec: Record, now: int | None = None) -> bool:
     """A started run whose lock nobody holds. (`now` is accepted for old callers.)"""
     return rec.get("status") == "running" and not lock_held(paths, rec["runId"])
