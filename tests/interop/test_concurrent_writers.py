@@ -59,11 +59,11 @@ def test_concurrent_writers_lose_no_update(cb: Harness) -> None:
                 failures.append(f"sessiontool {args}: rc={proc.returncode} {proc.stderr.strip()}")
 
     def st_key(i: int) -> None:
-        st("policy", st_keys[i], "allow")
+        st("policy", st_keys[i], "allow", "--create")
         st("label", st_keys[i], f"st-label-{i}")
 
     jobs: list[Any] = [lambda i=i: st_key(i) for i in range(N_ST)]
-    jobs += [lambda k=k: st("policy", k, "deny") for k in both_keys]
+    jobs += [lambda k=k: st("policy", k, "deny", "--create") for k in both_keys]
     jobs += [
         lambda i=i: st("send", TURNS, f"st-turn-{i}", "--timeout", "150") for i in range(N_ST_TURNS)
     ]
