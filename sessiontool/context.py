@@ -4,21 +4,27 @@ built once per command from options and environment."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from sessiontool.stores import keys
 from sessiontool.stores.config import Config, load_config
 from sessiontool.stores.paths import StatePaths, is_plain_name, resolve_state_dir
+from sessiontool.structs import Value
 
 
-@dataclass(frozen=True)
-class Requester:
+class Requester(Value):
     """The operator (session_key None), or a session acting through the tools."""
+
+    __slots__ = ("session_key", "agent_id", "sandboxed")
 
     session_key: str | None
     agent_id: str
-    sandboxed: bool = False
+    sandboxed: bool
+
+    def __init__(self, session_key: str | None, agent_id: str, sandboxed: bool = False) -> None:
+        self.session_key = session_key
+        self.agent_id = agent_id
+        self.sandboxed = sandboxed
 
     @property
     def is_operator(self) -> bool:
@@ -29,11 +35,17 @@ class Requester:
         return self.session_key is not None and keys.is_subagent(self.session_key)
 
 
-@dataclass
-class Context:
+class Context(Value):
+    __slots__ = ("paths", "config", "requester")
+
     paths: StatePaths
     config: Config
     requester: Requester
+
+    def __init__(self, paths: StatePaths, config: Config, requester: Requester) -> None:
+        self.paths = paths
+        self.config = config
+        self.requester = requester
 
     @property
     def agent_id(self) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from sessiontool.stores.paths import is_plain_name, transcript_path_for
 from sessiontool.stores.reader import read_scope
 from sessiontool.stores.sessions_json import Entry, Folded, listable
 from sessiontool.stores.transcript import Message, ReadResult, is_tool_result_line
+from sessiontool.structs import Value
 
 HISTORY_DEFAULT_LIMIT = 200
 HISTORY_MAX_LIMIT = 1000
@@ -28,16 +28,46 @@ LIST_DEFAULT_LIMIT = 200
 MESSAGE_LIMIT_MAX = 20
 
 
-@dataclass
-class Resolved:
+class Resolved(Value):
+    __slots__ = (
+        "agent_id",
+        "key",
+        "entry",
+        "store_path",
+        "sessions_dir",
+        "stored_keys",
+        "store",
+        "write_mode",
+    )
+
     agent_id: str
     key: str
     entry: Entry | None
     store_path: Path
     sessions_dir: Path
-    stored_keys: list[str] = field(default_factory=list)
-    store: store_reader.StoreInfo | None = None
-    write_mode: str = "files"  # or "gateway": set by the write commands (gateway.write_mode)
+    stored_keys: list[str]
+    store: store_reader.StoreInfo | None
+    write_mode: str  # or "gateway": set by the write commands (gateway.write_mode)
+
+    def __init__(
+        self,
+        agent_id: str,
+        key: str,
+        entry: Entry | None,
+        store_path: Path,
+        sessions_dir: Path,
+        stored_keys: list[str] | None = None,
+        store: store_reader.StoreInfo | None = None,
+        write_mode: str = "files",
+    ) -> None:
+        self.agent_id = agent_id
+        self.key = key
+        self.entry = entry
+        self.store_path = store_path
+        self.sessions_dir = sessions_dir
+        self.stored_keys = [] if stored_keys is None else stored_keys
+        self.store = store
+        self.write_mode = write_mode
 
     @property
     def gateway_written(self) -> bool:
@@ -508,13 +538,28 @@ def _warn_bad(path: Path, res: ReadResult) -> None:
         diag.warn(f"{path}: skipped {res.bad_lines} unreadable line(s)")
 
 
-@dataclass
-class History:
+class History(Value):
+    __slots__ = ("session_key", "session_id", "messages", "path", "resolved")
+
     session_key: str
     session_id: str | None
     messages: list[Message]
     path: Path | None
     resolved: Resolved
+
+    def __init__(
+        self,
+        session_key: str,
+        session_id: str | None,
+        messages: list[Message],
+        path: Path | None,
+        resolved: Resolved,
+    ) -> None:
+        self.session_key = session_key
+        self.session_id = session_id
+        self.messages = messages
+        self.path = path
+        self.resolved = resolved
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionKey": self.session_key}

@@ -4,21 +4,26 @@ visibility, agent-to-agent access, sub-agent tool access and the spawn allowlist
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.errors import ForbiddenError
 from sessiontool.stores import keys
+from sessiontool.structs import Value
 
 SUBAGENT_TOOLS = ("sessions_list", "sessions_history", "sessions_send", "agents_list")
 OPERATOR_ONLY = "is only available to the operator, not to agent sessions"
 
 
-@dataclass(frozen=True)
-class SendDecision:
+class SendDecision(Value):
+    __slots__ = ("effective", "decided_by")
+
     effective: str  # "allow" | "deny"
     decided_by: str  # "override" | "rule #<n>" | "default"
+
+    def __init__(self, effective: str, decided_by: str) -> None:
+        self.effective = effective
+        self.decided_by = decided_by
 
     @property
     def allowed(self) -> bool:

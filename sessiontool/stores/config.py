@@ -8,7 +8,6 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from sessiontool.errors import ConfigError
 from sessiontool.stores.jsonio import loads_tolerant
 from sessiontool.stores.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize_agent_id
 from sessiontool.stores.paths import StatePaths
+from sessiontool.structs import Value
 
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
@@ -110,18 +110,54 @@ def _json5_error(data: bytes, exc: BaseException) -> str:
     return str(exc)
 
 
-@dataclass(frozen=True)
-class AgentConfig:
+class AgentConfig(Value):
+    __slots__ = (
+        "id",
+        "name",
+        "default",
+        "model",
+        "model_fallbacks",
+        "runner",
+        "allow_agents",
+        "subagent_model",
+        "sandbox_mode",
+        "configured",
+    )
+
     id: str
-    name: str | None = None
-    default: bool = False
-    model: str | None = None
-    model_fallbacks: tuple[str, ...] = ()
-    runner: Mapping[str, Any] | None = None
-    allow_agents: tuple[str, ...] | None = None
-    subagent_model: str | None = None
-    sandbox_mode: str | None = None
-    configured: bool = True
+    name: str | None
+    default: bool
+    model: str | None
+    model_fallbacks: tuple[str, ...]
+    runner: Mapping[str, Any] | None
+    allow_agents: tuple[str, ...] | None
+    subagent_model: str | None
+    sandbox_mode: str | None
+    configured: bool
+
+    def __init__(
+        self,
+        id: str,
+        name: str | None = None,
+        default: bool = False,
+        model: str | None = None,
+        model_fallbacks: tuple[str, ...] = (),
+        runner: Mapping[str, Any] | None = None,
+        allow_agents: tuple[str, ...] | None = None,
+        subagent_model: str | None = None,
+        sandbox_mode: str | None = None,
+        configured: bool = True,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.default = default
+        self.model = model
+        self.model_fallbacks = model_fallbacks
+        self.runner = runner
+        self.allow_agents = allow_agents
+        self.subagent_model = subagent_model
+        self.sandbox_mode = sandbox_mode
+        self.configured = configured
 
 
 def model_primary(value: Any) -> tuple[str | None, tuple[str, ...]]:
@@ -136,15 +172,33 @@ def model_primary(value: Any) -> tuple[str | None, tuple[str, ...]]:
     return None, ()
 
 
-@dataclass
-class Config:
+class Config(Value):
+    # `__dict__` holds the cached properties (main_key, scope).
+    __slots__ = ("raw", "files", "warnings", "skipped", "own_file", "layers", "__dict__")
+
     raw: dict[str, Any]
-    files: list[Path] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # bad values of OpenClaw's file, ignored
-    own_file: Path | None = None
+    files: list[Path]
+    warnings: list[str]
+    skipped: list[str]  # bad values of OpenClaw's file, ignored
+    own_file: Path | None
     # (file, what it contributed), in merge order: an error names the file that set the key.
-    layers: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    layers: list[tuple[Path, dict[str, Any]]]
+
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        files: list[Path] | None = None,
+        warnings: list[str] | None = None,
+        skipped: list[str] | None = None,
+        own_file: Path | None = None,
+        layers: list[tuple[Path, dict[str, Any]]] | None = None,
+    ) -> None:
+        self.raw = raw
+        self.files = [] if files is None else files
+        self.warnings = [] if warnings is None else warnings
+        self.skipped = [] if skipped is None else skipped
+        self.own_file = own_file
+        self.layers = [] if layers is None else layers
 
     # -- generic access -------------------------------------------------------------------
     def get(self, dotted: str, default: Any = None) -> Any:

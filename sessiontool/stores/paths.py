@@ -4,11 +4,11 @@ keys, ids and file names from ever naming a path outside the state dir."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from sessiontool.errors import UsageError
 from sessiontool.stores import safefs
+from sessiontool.structs import Value
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -54,12 +54,14 @@ def ensure_dir(path: Path) -> Path:
     return safefs.ensure_dir(path)
 
 
-@dataclass(frozen=True)
-class StatePaths:
+class StatePaths(Value):
+    __slots__ = ("root",)
+
     root: Path
 
-    def __post_init__(self) -> None:
-        safefs.register_root(self.root)  # every write under it is confined to it
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        safefs.register_root(root)  # every write under it is confined to it
 
     @property
     def agents_dir(self) -> Path:

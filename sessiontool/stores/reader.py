@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +34,7 @@ from sessiontool.errors import ForbiddenError, UsageError
 from sessiontool.stores.paths import StatePaths, is_plain_name
 from sessiontool.stores.sessions_json import Entry, Folded, Store, fold, lookup, read_store
 from sessiontool.stores.transcript import Message, ReadResult, read_tail
+from sessiontool.structs import Value
 
 STORE_CHOICES = ("auto", "jsonl", "openclaw-sqlite")
 SQLITE_NAME = "openclaw-agent.sqlite"
@@ -67,14 +67,21 @@ def sqlite_path(paths: StatePaths, agent_id: str) -> Path:
     return paths.agents_dir / agent_id / "agent" / SQLITE_NAME
 
 
-@dataclass(frozen=True)
-class StoreInfo:
+class StoreInfo(Value):
     """Which format an agent's sessions are read from, where, and why."""
+
+    __slots__ = ("agent_id", "kind", "location", "reason")
 
     agent_id: str
     kind: str  # "jsonl" | "openclaw-sqlite"
     location: Path  # sessions.json or the database
     reason: str
+
+    def __init__(self, agent_id: str, kind: str, location: Path, reason: str) -> None:
+        self.agent_id = agent_id
+        self.kind = kind
+        self.location = location
+        self.reason = reason
 
     @property
     def gateway_written(self) -> bool:
@@ -269,11 +276,17 @@ def reader_for(paths: StatePaths, agent_id: str) -> SessionReader:
     return reader
 
 
-@dataclass
-class SessionRow:
+class SessionRow(Value):
+    __slots__ = ("agent_id", "key", "entry")
+
     agent_id: str
     key: str  # the full key, `agent:<id>:<rest>`
     entry: Entry
+
+    def __init__(self, agent_id: str, key: str, entry: Entry) -> None:
+        self.agent_id = agent_id
+        self.key = key
+        self.entry = entry
 
 
 def iter_sessions(

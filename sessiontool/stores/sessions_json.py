@@ -9,7 +9,6 @@ import json
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ from sessiontool.stores.jsonio import (
 from sessiontool.stores.keys import RESERVED_KEYS, stored_to_full
 from sessiontool.stores.locks import store_lock
 from sessiontool.stores.paths import StatePaths, ensure_dir
+from sessiontool.structs import Value
 
 T = TypeVar("T")
 
@@ -70,16 +70,29 @@ def _read_text_ident(path: Path) -> tuple[str | None, tuple[int, ...] | None]:
         ) from exc
 
 
-@dataclass
-class _Parsed:
+class _Parsed(Value):
     """A parsed store, what its floats need when it is written again (`exact`: it holds NaN or
     Infinity, see store_bytes; `plain`: it holds no float orjson writes differently from
     json.dumps) and, when it is kept, the identity of the file it came from."""
 
+    __slots__ = ("store", "exact", "plain", "ident")
+
     store: Store
-    exact: bool = False
-    plain: bool = True
-    ident: tuple[int, ...] | None = None
+    exact: bool
+    plain: bool
+    ident: tuple[int, ...] | None
+
+    def __init__(
+        self,
+        store: Store,
+        exact: bool = False,
+        plain: bool = True,
+        ident: tuple[int, ...] | None = None,
+    ) -> None:
+        self.store = store
+        self.exact = exact
+        self.plain = plain
+        self.ident = ident
 
 
 def _parse_store(path: Path, text: str | None) -> _Parsed:
@@ -221,13 +234,19 @@ def _updated(entry: Entry) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
 
 
-@dataclass
-class Folded:
+class Folded(Value):
     """One session of a store under its full key, and the stored keys it was read from."""
+
+    __slots__ = ("key", "entry", "stored_keys")
 
     key: str
     entry: Entry
     stored_keys: list[str]
+
+    def __init__(self, key: str, entry: Entry, stored_keys: list[str]) -> None:
+        self.key = key
+        self.entry = entry
+        self.stored_keys = stored_keys
 
 
 def fold(store: Store, agent_id: str) -> dict[str, Folded]:

@@ -8,7 +8,6 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from sessiontool.stores import safefs
 from sessiontool.stores.jsonio import compact_utf8
 from sessiontool.stores.locks import transcript_lock
 from sessiontool.stores.paths import ensure_dir
+from sessiontool.structs import Value
 
 SESSION_VERSION = 3
 BLOCK = 64 * 1024
@@ -80,11 +80,19 @@ def iter_lines_reverse(path: Path) -> Iterator[tuple[bytes, bool]]:
             yield rest, pending_terminated
 
 
-@dataclass
-class ReadResult:
-    messages: list[Message] = field(default_factory=list)
-    bad_lines: int = 0
-    exists: bool = True
+class ReadResult(Value):
+    __slots__ = ("messages", "bad_lines", "exists")
+
+    messages: list[Message]
+    bad_lines: int
+    exists: bool
+
+    def __init__(
+        self, messages: list[Message] | None = None, bad_lines: int = 0, exists: bool = True
+    ) -> None:
+        self.messages = [] if messages is None else messages
+        self.bad_lines = bad_lines
+        self.exists = exists
 
 
 def _message_of(obj: Any) -> Message | None:
