@@ -18,6 +18,16 @@ FIXTURE_STATE = FIXTURES / "state"
 AGENTS_DIR = Path(__file__).resolve().parent / "agents"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the package once, up front: the suite starts the CLI thousands of times, and where
+    PYTHONDONTWRITEBYTECODE is set (CI machines) every start would compile it again (~80 s)."""
+    import compileall
+
+    import sessiontool
+
+    compileall.compile_dir(Path(sessiontool.__file__).parent, quiet=2)
+
+
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Point every location at tmp_path, so no test can touch the real home or state."""
