@@ -205,9 +205,9 @@ def test_readme_recipe_with_the_real_llm_cli(
 ) -> None:
     """The recipe's arguments as the real `llm` CLI takes them (llm-echo shows what it got)."""
     exe = shutil.which("llm", path=os.path.dirname(sys.executable))
-    if exe is None:
-        pytest.skip("the llm CLI is not installed (pip install -e '.[test]')")
-    pytest.importorskip("llm_echo")
+    assert exe is not None, "the test extra installs the llm CLI: pip install -e '.[test]'"
+    import llm_echo  # noqa: F401 - the test extra installs it too
+
     monkeypatch.setenv("PATH", f"{os.path.dirname(exe)}{os.pathsep}{os.environ.get('PATH', '')}")
     llm_home = tmp_path / "llm-home"
     llm_home.mkdir()

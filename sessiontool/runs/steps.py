@@ -433,13 +433,18 @@ class Advancer:
                 resume=resume,
             )
         except SessiontoolError as exc:
-            try:
-                self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
-            except SessiontoolError:
-                pass
-            return WAIT
+            return self.retry_later(rec, exc)
         nxt = "cleanup" if rec.get("kind") == "spawn" else DONE
         return self.record(rec, {"next": nxt, "delivering": None, "text": None, "attemptAt": None})
+
+    def retry_later(self, rec: Record, exc: SessiontoolError) -> str:
+        """A step that failed (disk full, gateway refused) stays pending with its error: the
+        next worker, `sweep` or `runs` tries it again."""
+        try:
+            self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
+        except SessiontoolError:
+            pass
+        return WAIT
 
     def gateway_announce(self, rec: Record) -> str:
         """A gateway spawn's announce: a turn of the requester session, through the gateway.
@@ -449,11 +454,7 @@ class Advancer:
         try:
             gateway_run.announce(self.paths, self.cfg, rec)
         except SessiontoolError as exc:
-            try:
-                self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
-            except SessiontoolError:
-                pass
-            return WAIT
+            return self.retry_later(rec, exc)
         return self.record(rec, {"next": "cleanup", "attemptAt": None})
 
     def cleanup(self, rec: Record) -> str:
@@ -468,11 +469,7 @@ class Advancer:
             try:
                 gateway_run.cleanup(self.paths, rec)
             except SessiontoolError as exc:
-                try:
-                    self.record(rec, {"error": exc.message, "attemptAt": now_ms()})
-                except SessiontoolError:
-                    pass
-                return WAIT
+                return self.retry_later(rec, exc)
             return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
         if rec.get("cleanup") == "delete":
             archive_session(self.paths, keys.agent_of(rec["sessionKey"]), rec["sessionKey"])
