@@ -217,8 +217,18 @@ def test_kill_9_worker_is_lost_and_session_recovers(state: Path) -> None:
     os.killpg(rec["agentPid"], signal.SIGKILL)
     while alive(rec["pid"]):
         time.sleep(0.02)
+    # A worker killed inside its transcript append leaves the lock with its (now dead) pid; a
+    # live holder's lock (OpenClaw's run in another session) must survive the reconcile.
+    sdir = state / "agents" / "main" / "sessions"
+    dead_lock = sdir / f"{rec['sessionId']}.jsonl.lock"
+    live_lock = sdir / "someone-else.jsonl.lock"
+    stamp = "2026-01-01T00:00:00.000Z"
+    dead_lock.write_text(json.dumps({"pid": rec["pid"], "createdAt": stamp}))
+    live_lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": stamp}))
     rc, listing = run_json("runs")
     assert [r["status"] for r in listing["runs"] if r["runId"] == rid] == ["lost"]
+    assert not dead_lock.exists() and live_lock.exists()
+    live_lock.unlink()
     rc, waited = run_json("wait", rid)
     assert rc == 1
     assert (

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.clock import now_ms
-from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
+from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError, StorageError
 from sessiontool.stores.jsonio import to_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
 
@@ -362,6 +362,7 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
                 flag_aborted(paths, rec)
             except Exception:  # noqa: BLE001 - best effort; the record already says lost
                 pass
+            _clear_transcript_locks(paths, rec)
             if resume:
                 _ensure_lane(paths, rec)
     if resume and is_finished(rec):
@@ -393,6 +394,27 @@ def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
         return
     _unlink(paths.run_lock(run_id))
     os.close(fd)
+
+
+def _clear_transcript_locks(paths: StatePaths, rec: Record) -> None:
+    """Remove the transcript locks the lost worker may have held in its agent's sessions dir
+    (only those whose holder is dead: a live OpenClaw run's lock is never touched)."""
+    from sessiontool.stores import keys
+    from sessiontool.stores.locks import transcript_lock
+
+    if rec.get("via") == "gateway":
+        return
+    try:
+        sdir = paths.sessions_dir(rec.get("agentId") or keys.agent_of(rec["sessionKey"]))
+        names = os.listdir(sdir)
+    except (OSError, SessiontoolError):
+        return
+    for name in names:
+        if name.endswith(".jsonl.lock") and not name.startswith("."):
+            try:
+                transcript_lock(sdir / name[: -len(".lock")], 0).clear_if_stale()
+            except OSError:
+                pass
 
 
 def _ensure_lane(paths: StatePaths, rec: Record) -> None:

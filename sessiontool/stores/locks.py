@@ -164,6 +164,12 @@ class PidLock:
             return False
         return min(age, mtime_age) > self.no_pid_stale_ms
 
+    def clear_if_stale(self) -> None:
+        """Remove the lock file when its holder is gone: a holder killed with -9 leaves its lock,
+        and a session nobody writes again would keep it for good."""
+        if os.path.lexists(self.path) and self._is_stale():
+            self._break()
+
     def _break(self) -> None:
         # Rename first so that two breakers never both remove a lock a third process re-took.
         tag = f"{os.getpid()}.{os.urandom(4).hex()}"

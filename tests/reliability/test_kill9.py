@@ -233,7 +233,8 @@ def test_random_kills_leave_a_consistent_state(state: Path) -> None:
         else:
             assert status == "lost", after[run_ids[k]]
             assert store[k]["abortedLastRun"] is True
-    assert not stray_locks(state)
+    left = {p.name: p.read_text() for p in stray_locks(state)}
+    assert not left, (left, outcomes)
     assert not [
         p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
     ]
