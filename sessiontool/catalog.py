@@ -17,8 +17,9 @@ from sessiontool.context import Context
 from sessiontool.flow import policy
 from sessiontool.sessions import agent_sessions, list_agent_ids
 from sessiontool.stores import reader as store_reader
+from sessiontool.stores import sessions_json
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
-from sessiontool.stores.search_index import VIRTUAL_SEP, Virtual
+from sessiontool.stores.search_index import VIRTUAL_SEP, Index, Virtual
 from sessiontool.stores.sessions_json import Entry, listable
 
 # `<id>.jsonl.deleted.<stamp>` (delete, archive) and `<id>.jsonl.reset.<stamp>` (reset).
@@ -66,29 +67,85 @@ def _loader(ctx: Context, agent_id: str, key: str, entry: Entry) -> Callable[[],
     return load
 
 
-def live_sessions(ctx: Context, agents: list[str]) -> list[SessionRef]:
+def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) -> list[SessionRef]:
     """Every listable session the requester may see, with where its transcript is. Call inside
-    `stores.reader.read_scope()`: a virtual transcript is read through the same snapshot."""
+    `stores.reader.read_scope()`: a virtual transcript is read through the same snapshot. With
+    `kept` (the open search index), what a sessions.json lists is kept there under the file's
+    identity and read back while the file is unchanged."""
     out: list[SessionRef] = []
     for agent_id in agents:
         info = store_reader.detect(ctx.paths, agent_id)
         sdir = ctx.paths.sessions_dir(agent_id)
+        if info.kind == "jsonl":
+            for key, sid, session_file, label, seen in _listed(ctx, agent_id, info.location, kept):
+                if policy.visible(ctx, key, seen):
+                    path = transcript_path_for(sdir, sid, session_file)
+                    out.append(SessionRef(agent_id, key, sid, path, label))
+            continue
         for full_key, f in agent_sessions(ctx, agent_id).items():
             if not listable(full_key) or not policy.visible(ctx, full_key, f.entry):
                 continue
             sid = f.entry.get("sessionId")
             if not isinstance(sid, str) or not is_plain_name(sid):
                 continue
-            label = _str(f.entry.get("label"))
-            if info.kind == "jsonl":
-                path = transcript_path_for(sdir, sid, f.entry.get("sessionFile"))
-                out.append(SessionRef(agent_id, full_key, sid, path, label))
-                continue
             name = f"{info.location}{VIRTUAL_SEP}{sid}"
             version = f"{f.entry.get('updatedAt')}"
             v = Virtual(name, version, _loader(ctx, agent_id, full_key, f.entry))
+            label = _str(f.entry.get("label"))
             out.append(SessionRef(agent_id, full_key, sid, Path(name), label, virtual=v))
     return out
+
+
+# One listed session: [full key, sessionId, sessionFile, label, the entry's fields that
+# policy.visible reads]. Plain JSON, so the search index can keep a store's rows.
+Listed = list[Any]
+
+
+def _listed(ctx: Context, agent_id: str, store: Path, kept: Index | None) -> list[Listed]:
+    tag = _tag(sessions_json.file_identity(store)) if kept is not None else None
+    if kept is not None and tag is not None:
+        rows = kept.scope_rows(agent_id, tag)
+        if rows is not None and all(_row_ok(r) for r in rows):
+            return rows
+    rows = []
+    for full_key, f in agent_sessions(ctx, agent_id).items():
+        sid = f.entry.get("sessionId")
+        if not listable(full_key) or not isinstance(sid, str) or not is_plain_name(sid):
+            continue
+        session_file = f.entry.get("sessionFile")
+        seen = {k: f.entry[k] for k in policy.VISIBILITY_FIELDS if k in f.entry}
+        rows.append(
+            [
+                full_key,
+                sid,
+                session_file if isinstance(session_file, str) else None,
+                _str(f.entry.get("label")),
+                seen,
+            ]
+        )
+    if kept is not None:
+        tag = _tag(sessions_json.kept_identity(store))
+        if tag is not None:
+            kept.keep_scope_rows(agent_id, tag, rows)
+    return rows
+
+
+def _tag(ident: tuple[int, ...] | None) -> str | None:
+    return ":".join(map(str, ident)) if ident is not None else None
+
+
+def _row_ok(row: Any) -> bool:
+    """A kept row has the shape `_listed` writes (the index is a file anyone could edit)."""
+    return (
+        isinstance(row, list)
+        and len(row) == 5
+        and isinstance(row[0], str)
+        and isinstance(row[1], str)
+        and is_plain_name(row[1])
+        and (row[2] is None or isinstance(row[2], str))
+        and (row[3] is None or isinstance(row[3], str))
+        and isinstance(row[4], dict)
+    )
 
 
 def archived_transcripts(

@@ -279,6 +279,7 @@ def _scope(
     label: str | None,
     all_agents: bool,
     include_archived: bool,
+    kept: si.Index,
 ) -> list[catalog.SessionRef]:
     if session is not None or label is not None:
         from sessiontool.flow import policy
@@ -288,7 +289,7 @@ def _scope(
         policy.check_access(ctx, r.key, r.entry, "history")
         return [ref for ref in catalog.live_sessions(ctx, [r.agent_id]) if ref.key == r.key]
     agents = catalog.agent_ids(ctx, all_agents)
-    refs = catalog.live_sessions(ctx, agents)
+    refs = catalog.live_sessions(ctx, agents, kept)
     if include_archived:
         refs += catalog.archived_transcripts(ctx, agents, refs)
     return refs
@@ -329,6 +330,7 @@ def search(
     roles = _roles(role)
 
     def run(idx: si.Index) -> tuple[str, list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
+        refs = _scope(ctx, session, label, all_agents, include_archived, idx)
         ids = idx.sync(
             [r.path for r in refs if r.virtual is None],
             [r.virtual for r in refs if r.virtual is not None],
@@ -355,7 +357,6 @@ def search(
             texts.close()
 
     with read_scope():
-        refs = _scope(ctx, session, label, all_agents, include_archived)
         engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     hits = []
     for file_id, ts, role_, marked, score in rows:

@@ -160,6 +160,9 @@ def usage(
         raise UsageError("--budget must be a non-negative amount in USD")
 
     def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
+        agents = catalog.agent_ids(ctx, True)
+        refs = catalog.live_sessions(ctx, agents, idx)
+        refs += catalog.archived_transcripts(ctx, agents, refs)
         ids = idx.sync(
             [r.path for r in refs if r.virtual is None],
             [r.virtual for r in refs if r.virtual is not None],
@@ -169,9 +172,6 @@ def usage(
         return _sums(idx, by, since_ms, until_ms, scoped), by_id
 
     with read_scope():
-        agents = catalog.agent_ids(ctx, True)
-        refs = catalog.live_sessions(ctx, agents)
-        refs += catalog.archived_transcripts(ctx, agents, refs)
         rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     prices = configured_prices(ctx)
     groups: dict[str, dict[str, Any]] = {}

@@ -263,3 +263,49 @@ def test_index_is_ours_only(fixture_state: Path) -> None:
     assert {"files", "msgs", "turns"} <= tables
     # Nothing was written beside OpenClaw's files.
     assert not list((fixture_state / "agents").rglob("*.sqlite*"))
+
+
+def _pad_store(state: Path, size: int = 1 << 21) -> None:
+    """Grow main's sessions.json past the size whose parse is kept (sessions without a
+    transcript, like a real store's old entries), written the way OpenClaw writes it."""
+    path = state / "agents" / "main" / "sessions" / "sessions.json"
+    store = json.loads(path.read_text())
+    note = "x" * 900
+    i = 0
+    while len(json.dumps(store, indent=2)) < size:
+        store[f"agent:main:dm:pad-{i}"] = {"sessionId": f"pad-{i}", "updatedAt": i, "note": note}
+        i += 1
+    tmp = path.with_name("sessions.json.tmp")
+    tmp.write_text(json.dumps(store, indent=2))
+    tmp.replace(path)
+
+
+def _kept_rows(state: Path) -> list[Any]:
+    with sqlite3.connect(state / "sessiontool" / "index.sqlite") as db:
+        got = db.execute("SELECT rows FROM scopes WHERE agent = 'main'").fetchall()
+    return [json.loads(r[0]) for r in got]
+
+
+def test_big_store_sessions_kept_in_the_index_follow_every_change(fixture_state: Path) -> None:
+    """A store of a few MB: what it lists is kept in the index (no parse on a warm search),
+    and a label, a delete or a damaged kept row still show at once."""
+    _pad_store(fixture_state)
+    (hit,) = _search('"plan the book club"', "--role", "user")["hits"]
+    assert hit["key"] == ALICE and "label" not in hit
+    (rows,) = _kept_rows(fixture_state)
+    assert [ALICE, hit["sessionId"]] in [r[:2] for r in rows]
+    assert any(r[0] == "agent:main:dm:pad-7" for r in rows)
+
+    assert run_cli("label", "dm:alice", "book club").returncode == 0
+    (hit,) = _search('"plan the book club"', "--role", "user")["hits"]
+    assert hit["label"] == "book club"
+    assert [r[3] for r in _kept_rows(fixture_state)[0] if r[0] == ALICE] == ["book club"]
+
+    with sqlite3.connect(fixture_state / "sessiontool" / "index.sqlite") as db:
+        db.execute("UPDATE scopes SET rows = ?", (b'[["agent:main:x", "../up", null, 1, {}]]',))
+    (hit,) = _search('"plan the book club"', "--role", "user")["hits"]
+    assert hit["key"] == ALICE and hit["label"] == "book club"
+
+    assert run_cli("delete", "dm:alice").returncode == 0
+    assert _search('"plan the book club"')["count"] == 0
+    assert ALICE not in [r[0] for r in _kept_rows(fixture_state)[0]]

@@ -90,6 +90,11 @@ def require_operator(ctx: Context, command: str) -> None:
         raise ForbiddenError(f"{command} {OPERATOR_ONLY}")
 
 
+# The entry fields `visible` reads: the search index keeps only these of each session
+# (catalog.live_sessions), so a field `visible` starts reading must be named here.
+VISIBILITY_FIELDS = ("spawnedBy",)
+
+
 def visible(ctx: Context, full_key: str, entry: Mapping[str, Any] | None) -> bool:
     """Whether the requester may see a session at all (list filters on it silently)."""
     req = ctx.requester

@@ -155,6 +155,9 @@ def transcript_path_for(sessions_dir: Path, session_id: str, session_file: objec
     pointing elsewhere (an old absolute path from a moved state dir) is reduced to its file name
     inside the sessions dir and never followed."""
     if isinstance(session_file, str) and session_file and "\x00" not in session_file:
+        head, sep, name = session_file.rpartition("/")
+        if sep and head == os.fspath(sessions_dir) and is_plain_name(name):
+            return sessions_dir / name  # the usual form, decided without normalising paths
         candidate = Path(session_file)
         if not candidate.is_absolute():
             candidate = sessions_dir / candidate

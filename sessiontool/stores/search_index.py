@@ -42,7 +42,7 @@ __all__ = [
     "using_index",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 INDEX_NAME = "index.sqlite"
 TAIL = 32  # bytes before the read offset remembered to notice a same-size rewrite
 BUSY_TIMEOUT_S = 30.0
@@ -67,7 +67,11 @@ CREATE TABLE days(
   cache_write INTEGER, cost REAL, n_cost INTEGER,
   PRIMARY KEY(file_id, day, provider, model)) WITHOUT ROWID;
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT NULL);
 """
+# `scopes`: per agent, the sessions a sessions.json file lists (see catalog.live_sessions), under
+# that file's identity: a warm search over a 5 MB store reads a few kB here instead of parsing
+# the store again (half of what a search costs beyond Python's start-up).
 # `days`: each transcript's turns summed per UTC day and model, kept as the turns are indexed,
 # so `usage` over a year of transcripts sums a few rows per session and day instead of every
 # assistant message (`turns` still answers the partial days at a --since/--until boundary).
@@ -728,6 +732,40 @@ class Index:
                 job.file_id,
             ),
         )
+
+    # -- the sessions a store lists ----------------------------------------------------------
+
+    def scope_rows(self, agent_id: str, ident: str) -> list[Any] | None:
+        """The rows kept for `agent_id` under the store identity `ident`, or None."""
+        got = self.conn.execute(
+            "SELECT rows FROM scopes WHERE agent = ? AND ident = ?", (agent_id, ident)
+        ).fetchone()
+        if got is None:
+            return None
+        import orjson
+
+        try:
+            rows = orjson.loads(got[0])
+        except orjson.JSONDecodeError:
+            return None
+        return rows if isinstance(rows, list) else None
+
+    def keep_scope_rows(self, agent_id: str, ident: str, rows: list[Any]) -> None:
+        """Keep `rows` for the next search; best effort (a busy index or rows orjson cannot
+        write, such as a lone surrogate in a key, only mean the store is parsed next time)."""
+        import orjson
+
+        try:
+            blob = orjson.dumps(rows)
+        except orjson.JSONEncodeError:
+            return
+        try:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO scopes(agent, ident, rows) VALUES (?, ?, ?)",
+                (agent_id, ident, blob),
+            )
+        except sqlite3.OperationalError:
+            pass
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -207,6 +207,22 @@ def _remember_written(path: Path, written: os.stat_result, parsed: _Parsed) -> N
     _remember(path, parsed)
 
 
+def file_identity(path: Path) -> tuple[int, ...] | None:
+    """The identity `read_store` keeps a parse of `path` under (None: not cacheable, or gone),
+    for callers that keep something derived from a store across processes."""
+    try:
+        return _identity(os.stat(path))
+    except OSError:
+        return None
+
+
+def kept_identity(path: Path) -> tuple[int, ...] | None:
+    """The identity of the file the parse kept for `path` was read from (None: none kept): what
+    was derived from `read_store(path)` just now describes exactly that file."""
+    hit = _cache.get(os.fspath(path))
+    return hit.ident if hit is not None else None
+
+
 def read_store(path: Path) -> Store:
     """The raw store, or {} when it does not exist. Unreadable or not an object: exit 5.
     Shared with later readers of the same file: never change it in place."""
