@@ -84,7 +84,7 @@ def _locate(ctx: Context, command: str, value: str | None, label: str | None) ->
     r = resolve(ctx, value, label=label, write=True)
     if r.entry is None:  # pragma: no cover - resolve() without create never returns one
         raise session_not_found(value or label or "")
-    from sessiontool.gateway import write_mode
+    from sessiontool.openclaw.gateway import write_mode
 
     r.write_mode = write_mode(ctx.paths, [r.agent_id], command, routable=True)
     return r
@@ -129,7 +129,7 @@ def set_label(
     new_label = validate_label(text)
     r = _locate(ctx, "label", value, label)
     if r.write_mode == "gateway":
-        from sessiontool import gateway_ops
+        from sessiontool.openclaw import gateway_ops
 
         return gateway_ops.set_label(ctx, r.key, new_label)
 
@@ -153,7 +153,7 @@ def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[
     `systemSent: false`. The old transcript stays on disk (as OpenClaw does), unreferenced."""
     r = _locate(ctx, "reset", value, label)
     if r.write_mode == "gateway":
-        from sessiontool import gateway_ops
+        from sessiontool.openclaw import gateway_ops
 
         return gateway_ops.reset(ctx, r.key, r.session_id)
 
@@ -179,7 +179,7 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
     if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
         raise ForbiddenError(f"Cannot delete the main session ({ctx.display(r.key)}).")
     if r.write_mode == "gateway":
-        from sessiontool import gateway_ops
+        from sessiontool.openclaw import gateway_ops
 
         return gateway_ops.delete(ctx, r.key)
 
@@ -513,7 +513,7 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
     from sessiontool import repair
-    from sessiontool.gateway import describe
+    from sessiontool.openclaw.gateway import describe
 
     problems.extend(
         Problem(f.kind, f.path, f.detail, severity=f.severity, hint=f.hint)

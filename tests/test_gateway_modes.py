@@ -222,7 +222,7 @@ def test_doctor_names_the_gateway(lockless: Any) -> None:
 def test_gateway_is_found_from_config_and_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sessiontool import gateway
+    from sessiontool.openclaw import gateway
     from sessiontool.stores.paths import StatePaths
 
     state = tmp_path / "st"

@@ -86,7 +86,7 @@ def set_send_policy(
     policy.require_operator(ctx, command)
     wanted = parse_action(action)
     r = _resolve(ctx, key, label)
-    from sessiontool.gateway import write_mode
+    from sessiontool.openclaw.gateway import write_mode
 
     if r.entry is None and wanted is not None and not create and r.key != ctx.main_key(r.agent_id):
         from sessiontool.errors import NotFoundError
@@ -98,7 +98,7 @@ def set_send_policy(
         )
 
     if write_mode(ctx.paths, [r.agent_id], command, routable=True) == "gateway":
-        from sessiontool import gateway_ops
+        from sessiontool.openclaw import gateway_ops
 
         gw_entry = gateway_ops.set_send_policy(ctx, r.key, wanted)
         return {

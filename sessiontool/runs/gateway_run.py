@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sessiontool import gateway
 from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
+from sessiontool.openclaw import gateway
 from sessiontool.runs import execute, lanes
 from sessiontool.runs import records as runs
 from sessiontool.stores.paths import StatePaths
@@ -161,7 +161,7 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
 
 
 def gateway_reply(result: dict[str, Any]) -> str:
-    from sessiontool.gateway_ops import reply_text
+    from sessiontool.openclaw.gateway_ops import reply_text
 
     return reply_text(result)
 

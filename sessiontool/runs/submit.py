@@ -102,7 +102,7 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
-    from sessiontool.gateway import write_mode
+    from sessiontool.openclaw.gateway import write_mode
 
     mode = write_mode(ctx.paths, sorted({r.agent_id, ctx.agent_id}), "send", routable=True)
     display = ctx.display(r.key)
@@ -246,7 +246,7 @@ def spawn(
 
         model = validate_model(ctx.config, model)
     requester = ctx.requester_or_main()
-    from sessiontool.gateway import write_mode
+    from sessiontool.openclaw.gateway import write_mode
 
     mode = write_mode(
         ctx.paths,

@@ -321,7 +321,7 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     if path.parent.parent.parent.name == "agents" and (
         (root / "openclaw.json").is_file() or (root / "clawdbot.json").is_file()
     ):
-        from sessiontool.gateway import guard_store_write
+        from sessiontool.openclaw.gateway import guard_store_write
 
         form = guard_store_write(path)  # refused beside a lockless gateway; else its lock form
     try:

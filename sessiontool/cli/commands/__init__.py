@@ -15,7 +15,7 @@ import re
 MODULES = (
     "read",
     "insights",
-    "runs",
+    "runcmd",
     "spawncmd",
     "subagents",
     "policycmd",

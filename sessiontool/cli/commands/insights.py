@@ -60,7 +60,7 @@ def search_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output (highlights as offsets)."),
 ) -> None:
     """Search every session's messages, best match first."""
-    from sessiontool.search import search
+    from sessiontool.reports.search import search
 
     if session is not None and label is not None:
         raise UsageError("give --session or --label, not both")
@@ -108,7 +108,7 @@ def usage_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
     """Tokens, turns, runs and cost from the transcripts, with a totals row."""
-    from sessiontool.usage import usage
+    from sessiontool.reports.usage import usage
 
     result = usage(
         get_ctx(),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessiontool import gateway
 from sessiontool.context import Context
+from sessiontool.openclaw import gateway
 
 
 def _entry(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sessiontool import catalog, diag
+from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
+from sessiontool.reports import catalog
 from sessiontool.stores import search_index as si
 from sessiontool.stores.reader import read_scope
 

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sessiontool import catalog
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
+from sessiontool.reports import catalog
 from sessiontool.stores import search_index as si
 from sessiontool.stores.reader import read_scope
 
