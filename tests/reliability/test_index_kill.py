@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_cli
+from tests.reliability.util import children
+from tests.runhelpers import alive
 
 SESSIONS = 12
 LINES = 1500  # per session: a build that takes a while on two cores, in the default suite
@@ -44,32 +46,6 @@ def _make_state(state: Path) -> int:
     return found
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[1]) == pid:
-            out.append(int(name))
-    return out
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie waits for an init that may never reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
-
-
 def _start_build(state: Path) -> tuple[subprocess.Popen[str], list[int]]:
     """A first build with two workers, returned once both are running."""
     env = {**os.environ, **WORKERS, "SESSIONTOOL_STATE_DIR": str(state)}
@@ -83,7 +59,7 @@ def _start_build(state: Path) -> tuple[subprocess.Popen[str], list[int]]:
     deadline = time.monotonic() + 30
     workers: list[int] = []
     while time.monotonic() < deadline and proc.poll() is None:
-        workers = _children(proc.pid)
+        workers = children(proc.pid)
         if len(workers) == 2:
             return proc, workers
         time.sleep(0.005)
@@ -112,9 +88,9 @@ def test_killing_the_building_command_leaves_no_workers_and_a_good_index(state: 
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     deadline = time.monotonic() + 20
-    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [w for w in workers if _running(w)], "orphaned index workers kept running"
+    assert not [w for w in workers if alive(w)], "orphaned index workers kept running"
     with sqlite3.connect(state / "sessiontool" / "index.sqlite") as db:
         assert db.execute("SELECT count(*) FROM files").fetchone() == (0,)  # killed mid-build
     # The next search finishes the build: every match, once; the index is sound.

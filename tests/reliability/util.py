@@ -60,13 +60,23 @@ def _held_files(pid: int) -> list[str]:
     return out
 
 
-def _sid(pid: int) -> int | None:
+def _stat_field(pid: int, index: int) -> int | None:
+    """A numeric field of /proc/<pid>/stat, counted after the command name (1: ppid, 3: sid)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
-        return int(fields[3])
+        return int(fields[index])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _sid(pid: int) -> int | None:
+    return _stat_field(pid, 3)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and _stat_field(int(n), 1) == pid]
 
 
 def _detached(pid: int) -> bool:
