@@ -51,16 +51,85 @@ def alive(pid: int) -> bool:
     return True
 
 
+def _environ_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read()
+    except OSError:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"SESSIONTOOL_STATE_DIR="):
+            return item.split(b"=", 1)[1].decode("utf-8", "replace")
+    return None
+
+
+def state_processes(state: Path) -> list[int]:
+    """Every live process (but this one) working on this state dir: its SESSIONTOOL_STATE_DIR
+    names it, or its argv does. A detached worker, whatever lock it holds or has just let go,
+    and the agent processes it started, all inherit the environment of the command that
+    started them, so none is missed between two lock files (as a lock-file scan can)."""
+    me = os.getpid()
+    wanted = str(state)
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        if _environ_state(pid) != wanted:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    argv = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if wanted.encode() not in argv:
+                continue
+        if alive(pid):
+            out.append(pid)
+    return out
+
+
+def _detached_from_us(pid: int) -> bool:
+    """A process in a session other than the test's: a background worker or its agent, not a
+    foreground command or a helper the test itself started and will stop."""
+    try:
+        return os.getsid(pid) != os.getsid(0)
+    except OSError:
+        return False
+
+
+def quiet(state: Path, timeout: float = 30.0) -> None:
+    """Wait until nothing runs on this state dir any more: a test that removes or changes the
+    state dir after a run must not race the run's detached worker, which goes on writing
+    (the outbox, its record's end, the lane) after the foreground command returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = state_processes(state)
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"processes still working on {state} after {timeout}s: {left}")
+        time.sleep(0.05)
+
+
 def reap(state: Path, timeout: float = 20.0) -> None:
-    """Wait for every worker of this state dir to exit; kill what is left after `timeout`."""
+    """Wait for every worker of this state dir to exit; kill what is left after `timeout`.
+
+    Done means no record names a live worker, no run lock is left, and no process works on the
+    state dir any more (a worker between two lock files, or one finishing its outbox line)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pids = [
             r["pid"] for r in records(state) if isinstance(r.get("pid"), int) and alive(r["pid"])
         ]
-        if not pids and not [
-            p for p in (state / "sessiontool" / "runs").glob("*.lock") if not p.name.startswith(".")
-        ]:
+        if (
+            not pids
+            and not [
+                p
+                for p in (state / "sessiontool" / "runs").glob("*.lock")
+                if not p.name.startswith(".")
+            ]
+            and not [p for p in state_processes(state) if _detached_from_us(p)]
+        ):
             return
         time.sleep(0.1)
     for r in records(state):

@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import run_cli, run_json
 from tests.reliability.util import check_transcripts, snapshot, stray_locks, wait_until
+from tests.runhelpers import quiet
 
 SITECUSTOMIZE = r"""
 import builtins, errno, fnmatch, io, os
@@ -262,6 +263,7 @@ def test_send_whose_run_cannot_be_set_up_leaves_no_queued_run(
     if match in ("runs", "lanes"):  # a fresh state dir: the directory itself cannot be made
         import shutil
 
+        quiet(state)  # the send's detached worker still writes there after the send returned
         shutil.rmtree(state / "sessiontool")
     proc = run_cli(
         "send", "main", "refused", "--timeout", "20", env=fault_env(faults, state, "EROFS", match)
