@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -30,13 +31,27 @@ def test_readme_commands_pass_in_a_fresh_clone() -> None:
 def test_readme_links_stay_inside_the_repository() -> None:
     import re
 
-    for doc in (ROOT / "README.md", ROOT / "bench" / "README.md"):
+    def anchors(doc: Path) -> set[str]:
+        out, fence = set(), False
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            if line.startswith("```"):
+                fence = not fence
+            elif not fence and line.startswith("#"):
+                title = line.lstrip("#").strip().lower()
+                out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+        return out
+
+    docs = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for doc in docs:
         text = doc.read_text(encoding="utf-8")
         for target in re.findall(r"\]\(([^)]+)\)", text):
-            if target.startswith(("http://", "https://", "#")):
+            if target.startswith(("http://", "https://")):
                 continue
-            path = (doc.parent / target.split("#", 1)[0]).resolve()
+            file_part, _, anchor = target.partition("#")
+            path = (doc.parent / file_part).resolve() if file_part else doc
             assert path.is_relative_to(ROOT), (doc.name, target)
             assert path.exists(), (doc.name, target)
+            if anchor and path.suffix == ".md":
+                assert anchor in anchors(path), (doc.name, target)
         assert "../shared" not in text, doc.name
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
