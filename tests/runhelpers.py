@@ -1,10 +1,12 @@
-"""Helpers for tests that start real background runs: runner configs and reaping."""
+"""Shared test helpers: runner configs, records and reaping for tests that start real background
+runs, the stores read from disk, the CLI as a live process."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -215,3 +217,29 @@ def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
         return recs or None
 
     return poll(idle, timeout, "the workers to finish")
+
+
+def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
+    """An agent's sessions.json, read straight from disk."""
+    data: dict[str, Any] = json.loads(
+        (state / "agents" / agent / "sessions" / "sessions.json").read_text()
+    )
+    return data
+
+
+def sessiontool(*args: str, **kw: Any) -> subprocess.Popen[str]:
+    """The real CLI as a live process, for tests that signal it or read it while it runs."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def wait_until(cond: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)

@@ -1,10 +1,8 @@
-"""`send`, `wait`, `runs`, `abort` end to end, with real detached workers."""
+"""`send` end to end, with real detached workers: replies, shapes, lanes, failures, timeouts."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +12,6 @@ import pytest
 
 from tests.conftest import run_cli, run_json
 from tests.runhelpers import (
-    alive,
     py_command,
     records,
     runner_config,
@@ -83,22 +80,6 @@ def test_unknown_session_id_is_not_found(state: Path) -> None:
     assert rc == 3
     assert out["status"] == "error" and out["code"] == 3 and "Session not found" in out["error"]
     assert not records(state)
-
-
-def test_timeout_then_wait_returns_reply(state: Path) -> None:
-    runner_config(
-        state, py_command("import sys,time; m=sys.stdin.read(); time.sleep(4); print('late: '+m)")
-    )
-    rc, out = run_json("send", "main", "slow", "--timeout", "1")
-    assert rc == 124, out
-    assert out["status"] == "timeout"  # 124 and timeout: it returned before the run ended
-    proc = run_cli("send", "main", "slow", "--timeout", "1")
-    assert proc.returncode == 124 and proc.stdout == ""
-    assert "still running: sessiontool wait" in proc.stderr
-    rc, done = run_json("wait", out["runId"], "--timeout", "30")
-    assert rc == 0 and done["status"] == "ok" and done["reply"] == "late: slow"
-    msgs = transcript_messages(state)["agent:main:main"]
-    assert [text_of(m) for m in msgs][:2] == ["slow", "late: slow"]
 
 
 def test_runner_failure_is_error_with_stderr_tail(state: Path) -> None:
@@ -199,89 +180,6 @@ def test_lane_runs_in_creation_order(state: Path) -> None:
     _wait_all(state, ids)
     main = [text_of(m) for m in transcript_messages(state)["agent:main:main"]]
     assert main == ["m0", "m0", "m1", "m1", "m2", "m2", "m3", "m3"]
-
-
-def test_kill_9_worker_is_lost_and_session_recovers(state: Path) -> None:
-    runner_config(state, py_command("import sys,time; sys.stdin.read(); time.sleep(30)"))
-    rc, out = run_json("send", "main", "doomed", "--timeout", "0")
-    rid = out["runId"]
-    deadline = time.monotonic() + 15
-    rec = {}
-    while time.monotonic() < deadline:
-        rec = next(r for r in records(state) if r["runId"] == rid)
-        if rec.get("agentPid"):
-            break
-        time.sleep(0.05)
-    assert rec.get("agentPid") and rec.get("pid")
-    os.kill(rec["pid"], signal.SIGKILL)
-    os.killpg(rec["agentPid"], signal.SIGKILL)
-    while alive(rec["pid"]):
-        time.sleep(0.02)
-    # A worker killed inside its transcript append leaves the lock with its (now dead) pid; a
-    # live holder's lock (OpenClaw's run in another session) must survive the reconcile.
-    sdir = state / "agents" / "main" / "sessions"
-    dead_lock = sdir / f"{rec['sessionId']}.jsonl.lock"
-    live_lock = sdir / "someone-else.jsonl.lock"
-    stamp = "2026-01-01T00:00:00.000Z"
-    dead_lock.write_text(json.dumps({"pid": rec["pid"], "createdAt": stamp}))
-    live_lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": stamp}))
-    rc, listing = run_json("runs")
-    assert [r["status"] for r in listing["runs"] if r["runId"] == rid] == ["lost"]
-    assert not dead_lock.exists() and live_lock.exists()
-    live_lock.unlink()
-    rc, waited = run_json("wait", rid)
-    assert rc == 1
-    assert (
-        waited["status"] == "error"
-        and waited["runStatus"] == "lost"
-        and waited["error"] == "worker died"
-    )
-    store = json.loads((state / "agents" / "main" / "sessions" / "sessions.json").read_text())
-    assert store["agent:main:main"]["abortedLastRun"] is True
-    assert not (state / "sessiontool" / "runs" / f"{rid}.lock").exists()
-    runner_config(state, {"type": "echo"})
-    t0 = time.monotonic()
-    rc, again = run_json("send", "main", "after", "--timeout", "20")
-    assert rc == 0 and again["reply"] == "echo: after"
-    assert time.monotonic() - t0 < 5
-    texts = [text_of(m) for m in transcript_messages(state)["agent:main:main"]]
-    assert texts[0] == "doomed" and texts[-2:] == ["after", "echo: after"]
-
-
-def test_abort_kills_the_agent_process_group(state: Path, tmp_path: Path) -> None:
-    pidfile = tmp_path / "grandchild.pid"
-    code = (
-        "import subprocess,sys,time; sys.stdin.read(); "
-        f"p=subprocess.Popen(['sleep','60']); open({str(pidfile)!r},'w').write(str(p.pid)); time.sleep(60)"
-    )
-    runner_config(state, py_command(code))
-    rc, out = run_json("send", "main", "long", "--timeout", "0")
-    deadline = time.monotonic() + 15
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    grandchild = int(pidfile.read_text())
-    rc, aborted = run_json("abort", out["runId"])
-    assert rc == 0 and aborted == {"runId": out["runId"], "status": "aborted"}
-    rc, waited = run_json("wait", out["runId"], "--timeout", "10")
-    assert rc == 1 and waited["runStatus"] == "aborted"
-    deadline = time.monotonic() + 5
-    while alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(grandchild)
-
-
-def test_runs_filters(state: Path) -> None:
-    run_json("send", "main", "a")
-    run_json("send", "cron:x", "b")
-    rc, listing = run_json("runs", "--session", "cron:x")
-    assert [r["sessionKey"] for r in listing["runs"]] == ["agent:main:cron:x"]
-    rc, listing = run_json("runs", "--status", "ok", "--kind", "send")
-    assert listing["count"] == 2
-    assert listing["runs"][0]["createdAt"] >= listing["runs"][1]["createdAt"]
-    rc, bad = run_json("runs", "--status", "weird")
-    assert rc == 2
-    rc, missing = run_json("wait", "nope")
-    assert rc == 3
 
 
 def test_timeout_parsing(state: Path) -> None:

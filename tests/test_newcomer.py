@@ -10,38 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .conftest import run_cli, run_json, write_config
-from .runhelpers import py_command, records, runner_config
+from .runhelpers import py_command, read_store, records, runner_config, sessiontool, wait_until
 
 GROUP = "agent:main:discord:group:42"
-
-
-def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (state / "agents" / agent / "sessions" / "sessions.json").read_text()
-    )
-    return data
-
-
-def sessiontool(*args: str, **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sessiontool", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,
-    )
-
-
-def wait_until(cond: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 # -- the program with no arguments, global options ---------------------------------------------
@@ -182,7 +157,7 @@ def test_send_to_a_new_key_says_it_created_it(state: Path) -> None:
     assert not [r for r in records(state) if r.get("sessionKey") == "agent:main:nosuch"]
 
 
-# -- Ctrl-C, runs -----------------------------------------------------------------------------------
+# -- Ctrl-C -----------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -206,56 +181,6 @@ def test_ctrl_c_during_send_names_the_run(state: Path, reap_workers: None, as_js
     assert run_cli("abort", run_id[:8]).returncode == 0
 
 
-@pytest.mark.slow
-def test_runs_table_short_ids_and_prefixes(state: Path, reap_workers: None) -> None:
-    ids = []
-    for i in range(3):
-        rc, data = run_json("send", "main", f"m{i}")
-        assert rc == 0
-        ids.append(data["runId"])
-    # A terminal table (forced): an id column that never folds, 8 characters.
-    proc = run_cli("runs", "--color", "always", env={"COLUMNS": "60"})
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    for rid in ids:
-        assert any(rid[:8] in line for line in lines)
-        assert not any(rid[8:16] in line for line in lines)
-    # Prefixes are accepted by runs, wait and abort.
-    rc, data = run_json("runs", ids[0][:8])
-    assert rc == 0 and data["runId"] == ids[0]
-    rc, data = run_json("wait", ids[1][:10])
-    assert rc == 0 and data["runId"] == ids[1]
-    rc, data = run_json("abort", ids[2][:8])
-    assert rc == 0 and data["runId"] == ids[2]
-    # An ambiguous prefix is a clear error: write two records sharing one.
-    runs = state / "sessiontool" / "runs"
-    for suffix in ("a", "b"):
-        rec = json.loads((runs / f"{ids[0]}.json").read_text())
-        rec["runId"] = "feedface-" + suffix
-        (runs / f"feedface-{suffix}.json").write_text(json.dumps(rec))
-    proc = run_cli("wait", "feedface")
-    assert proc.returncode == 2
-    assert "ambiguous" in proc.stderr and "feedface-a" in proc.stderr
-    assert run_cli("runs", "0000zzzz").returncode == 3
-
-
-@pytest.mark.slow
-def test_runs_limit_and_one_run_in_human_form(state: Path) -> None:
-    for i in range(3):
-        assert run_cli("send", "main", f"m{i}").returncode == 0
-    rc, data = run_json("runs", "--limit", "2")
-    assert rc == 0 and data["count"] == 2 and len(data["runs"]) == 2
-    assert len(run_cli("runs", "--limit", "all", "-q").stdout.split()) == 3
-    assert run_cli("runs", "--limit", "0").returncode == 2
-    long_message = "word " * 40
-    rc, data = run_json("send", "main", long_message)
-    proc = run_cli("runs", data["runId"])
-    assert proc.returncode == 0
-    fields = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
-    assert fields["message"] == long_message  # whole, not cut at 60 characters
-    assert fields["createdAt"].startswith("20") and fields["createdAt"].endswith(")")
-    assert fields["createdAt"][:4].isdigit() and "T" in fields["createdAt"]
-
-
 def test_failed_run_shows_its_error_in_history(state: Path) -> None:
     runner_config(
         state, py_command("import sys; sys.stdin.read(); sys.stderr.write('model down'); exit(3)")
@@ -267,93 +192,6 @@ def test_failed_run_shows_its_error_in_history(state: Path) -> None:
     assert "[error: " in text and "model down" in text
     md = run_cli("history", "main", "--format", "markdown").stdout
     assert "model down" in md and "_(empty)_" not in md
-
-
-# -- delivery --------------------------------------------------------------------------------------
-
-
-def test_send_deliver_without_a_target_says_so(state: Path) -> None:
-    proc = run_cli("send", "main", "report", "--deliver")
-    assert proc.returncode == 0  # the run worked; the delivery is its own step
-    assert proc.stdout == "echo: report\n"
-    assert (
-        "sessiontool: warning: the reply was not delivered (undelivered): no delivery target"
-        in proc.stderr
-    )
-    assert "hint: sessiontool deliveries retry " in proc.stderr
-    rc, data = run_json("send", "main", "report", "--deliver")
-    assert rc == 0 and data["delivery"]["status"] == "undelivered"
-    proc = run_cli("doctor")
-    assert proc.returncode == 2 and "undelivered-delivery" in proc.stdout
-
-
-def test_failing_delivery_command_then_retry(state: Path, tmp_path: Path) -> None:
-    marker = tmp_path / "delivered.jsonl"
-    fail = [sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit('bridge down')"]
-    write_config(state, {"sessiontool": {"delivery": {"command": fail}}})
-    rc, data = run_json("send", GROUP, "news", "--deliver")
-    assert rc == 0
-    delivery = data["delivery"]
-    assert delivery["status"] == "failed" and "bridge down" in delivery["error"]
-    proc = run_cli("doctor")
-    assert proc.returncode == 1 and "failed-delivery" in proc.stdout
-    assert f"sessiontool deliveries retry {delivery['id']}" in proc.stdout
-    ok = [
-        sys.executable,
-        "-c",
-        f"import sys; open({str(marker)!r}, 'a').write(sys.stdin.read())",
-    ]
-    write_config(state, {"sessiontool": {"delivery": {"command": ok}}})
-    rc, data = run_json("deliveries", "retry", delivery["id"][:12])
-    assert rc == 0, data
-    assert data["count"] == 1 and data["delivered"] == 1
-    assert data["deliveries"][0]["previousStatus"] == "failed"
-    sent = [json.loads(line) for line in marker.read_text().splitlines()]
-    assert [s["text"] for s in sent] == ["echo: news"]
-    # Delivered now: doctor is clean, and retrying it again is refused.
-    assert run_cli("doctor").returncode == 0
-    proc = run_cli("deliveries", "retry", delivery["id"])
-    assert proc.returncode == 2 and "is delivered" in proc.stderr
-    assert run_cli("deliveries", "retry").stderr == "Nothing to retry.\n"
-    assert run_cli("deliveries", "retry", "nope").returncode == 3
-
-
-# -- history export --------------------------------------------------------------------------------
-
-
-def _long_transcript(state: Path, n: int) -> None:
-    sdir = state / "agents" / "main" / "sessions"
-    sdir.mkdir(parents=True)
-    sid = "11111111-1111-4111-8111-111111111111"
-    (sdir / "sessions.json").write_text(
-        json.dumps({"agent:main:main": {"sessionId": sid, "updatedAt": 1}})
-    )
-    lines = [json.dumps({"type": "session", "version": 3, "id": sid})]
-    for i in range(n):
-        lines.append(
-            json.dumps(
-                {
-                    "type": "message",
-                    "message": {"role": "user", "content": f"message {i}", "timestamp": i + 1},
-                }
-            )
-        )
-    (sdir / f"{sid}.jsonl").write_text("\n".join(lines) + "\n")
-
-
-def test_history_export_is_whole_and_limit_all(state: Path, tmp_path: Path) -> None:
-    _long_transcript(state, 250)
-    out = tmp_path / "all.jsonl"
-    proc = run_cli("history", "main", "--format", "jsonl", "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert len(out.read_text().splitlines()) == 250
-    rc, data = run_json("history", "main")
-    assert rc == 0 and len(data["messages"]) == 200  # the screen default stays 200
-    rc, data = run_json("history", "main", "--limit", "all")
-    assert rc == 0 and len(data["messages"]) == 250
-    proc = run_cli("history", "main", "-o", str(out), "--limit", "5")
-    assert proc.returncode == 0 and out.read_text().count("user:") == 5
-    assert run_cli("history", "main", "--limit", "some").returncode == 2
 
 
 # -- list, durations, sweep, completion ----------------------------------------------------------

@@ -445,39 +445,3 @@ def test_cold_stored_transcript_is_read(tmp_path: Path) -> None:
     assert n == 0
     rc, cold = run_json("--state-dir", str(state), "history", "main", "--include-tools")
     assert rc == 0 and cold == warm
-
-
-# -- export ------------------------------------------------------------------------------------
-
-
-def test_export_reads_back_the_same_and_reruns_add_only_changes(tmp_path: Path) -> None:
-    state = copy_oc(tmp_path / "state")
-    dest = tmp_path / "export"
-    before = tree_digest(state / "agents")
-    rc, out = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
-    assert rc == 0 and out["sessions"] == 12 and out["written"] == 12
-    assert tree_digest(state / "agents") == before
-    assert (dest / "agents" / "main" / "sessions" / "sessions.json").is_file()
-    for args in (["list", "--all-agents", "--limit", "all"], ["--agent", "ops", "list"]):
-        _, a = run_json("--state-dir", str(state), *args)
-        _, b = run_json("--state-dir", str(dest), *args)
-        for row in b["sessions"]:
-            assert row.pop("transcriptPath").endswith(row["sessionId"] + ".jsonl")
-        assert a == b
-    for key in LIMIT_KEYS + ("agent:ops:telegram:group:-100555",):
-        _, a = run_json("--state-dir", str(state), "history", key, "--include-tools")
-        _, b = run_json("--state-dir", str(dest), "history", key, "--include-tools")
-        assert a == b and a["messages"]
-    rc, again = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
-    assert (again["written"], again["unchanged"]) == (0, 12)
-    conn = sqlite3.connect(state / MAIN_DB)
-    conn.execute(
-        "UPDATE session_nodes SET entry_json = json_set(entry_json, '$.label', 'relabelled') "
-        "WHERE session_key = 'agent:main:custom-other'"
-    )
-    conn.commit()
-    conn.close()
-    rc, third = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
-    assert (third["written"], third["unchanged"]) == (1, 11)
-    _, b = run_json("--state-dir", str(dest), "history", "--label", "relabelled")
-    assert b["sessionKey"] == "agent:main:custom-other"

@@ -1,0 +1,79 @@
+"""Writing sessions out: `export` (a state dir as sessions.json + JSONL, re-runs add only what
+changed) and `history -o` (one whole transcript)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from .conftest import run_cli, run_json
+from .test_openclaw_sqlite import LIMIT_KEYS, MAIN_DB, copy_oc, tree_digest
+
+
+def test_export_reads_back_the_same_and_reruns_add_only_changes(tmp_path: Path) -> None:
+    state = copy_oc(tmp_path / "state")
+    dest = tmp_path / "export"
+    before = tree_digest(state / "agents")
+    rc, out = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
+    assert rc == 0 and out["sessions"] == 12 and out["written"] == 12
+    assert tree_digest(state / "agents") == before
+    assert (dest / "agents" / "main" / "sessions" / "sessions.json").is_file()
+    for args in (["list", "--all-agents", "--limit", "all"], ["--agent", "ops", "list"]):
+        _, a = run_json("--state-dir", str(state), *args)
+        _, b = run_json("--state-dir", str(dest), *args)
+        for row in b["sessions"]:
+            assert row.pop("transcriptPath").endswith(row["sessionId"] + ".jsonl")
+        assert a == b
+    for key in LIMIT_KEYS + ("agent:ops:telegram:group:-100555",):
+        _, a = run_json("--state-dir", str(state), "history", key, "--include-tools")
+        _, b = run_json("--state-dir", str(dest), "history", key, "--include-tools")
+        assert a == b and a["messages"]
+    rc, again = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
+    assert (again["written"], again["unchanged"]) == (0, 12)
+    conn = sqlite3.connect(state / MAIN_DB)
+    conn.execute(
+        "UPDATE session_nodes SET entry_json = json_set(entry_json, '$.label', 'relabelled') "
+        "WHERE session_key = 'agent:main:custom-other'"
+    )
+    conn.commit()
+    conn.close()
+    rc, third = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
+    assert (third["written"], third["unchanged"]) == (1, 11)
+    _, b = run_json("--state-dir", str(dest), "history", "--label", "relabelled")
+    assert b["sessionKey"] == "agent:main:custom-other"
+
+
+def _long_transcript(state: Path, n: int) -> None:
+    sdir = state / "agents" / "main" / "sessions"
+    sdir.mkdir(parents=True)
+    sid = "11111111-1111-4111-8111-111111111111"
+    (sdir / "sessions.json").write_text(
+        json.dumps({"agent:main:main": {"sessionId": sid, "updatedAt": 1}})
+    )
+    lines = [json.dumps({"type": "session", "version": 3, "id": sid})]
+    for i in range(n):
+        lines.append(
+            json.dumps(
+                {
+                    "type": "message",
+                    "message": {"role": "user", "content": f"message {i}", "timestamp": i + 1},
+                }
+            )
+        )
+    (sdir / f"{sid}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_history_export_is_whole_and_limit_all(state: Path, tmp_path: Path) -> None:
+    _long_transcript(state, 250)
+    out = tmp_path / "all.jsonl"
+    proc = run_cli("history", "main", "--format", "jsonl", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert len(out.read_text().splitlines()) == 250
+    rc, data = run_json("history", "main")
+    assert rc == 0 and len(data["messages"]) == 200  # the screen default stays 200
+    rc, data = run_json("history", "main", "--limit", "all")
+    assert rc == 0 and len(data["messages"]) == 250
+    proc = run_cli("history", "main", "-o", str(out), "--limit", "5")
+    assert proc.returncode == 0 and out.read_text().count("user:") == 5
+    assert run_cli("history", "main", "--limit", "some").returncode == 2

@@ -1,0 +1,135 @@
+"""`runs`: listing and filtering run records, one run in full, short ids and prefixes, and a
+dead worker found `lost` when runs are read."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_cli, run_json
+from .runhelpers import (
+    alive,
+    py_command,
+    records,
+    runner_config,
+    text_of,
+    transcript_messages,
+)
+
+pytestmark = pytest.mark.usefixtures("reap_workers")
+
+
+def test_runs_filters(state: Path) -> None:
+    run_json("send", "main", "a")
+    run_json("send", "cron:x", "b")
+    rc, listing = run_json("runs", "--session", "cron:x")
+    assert [r["sessionKey"] for r in listing["runs"]] == ["agent:main:cron:x"]
+    rc, listing = run_json("runs", "--status", "ok", "--kind", "send")
+    assert listing["count"] == 2
+    assert listing["runs"][0]["createdAt"] >= listing["runs"][1]["createdAt"]
+    rc, bad = run_json("runs", "--status", "weird")
+    assert rc == 2
+    rc, missing = run_json("wait", "nope")
+    assert rc == 3
+
+
+def test_kill_9_worker_is_lost_and_session_recovers(state: Path) -> None:
+    runner_config(state, py_command("import sys,time; sys.stdin.read(); time.sleep(30)"))
+    rc, out = run_json("send", "main", "doomed", "--timeout", "0")
+    rid = out["runId"]
+    deadline = time.monotonic() + 15
+    rec = {}
+    while time.monotonic() < deadline:
+        rec = next(r for r in records(state) if r["runId"] == rid)
+        if rec.get("agentPid"):
+            break
+        time.sleep(0.05)
+    assert rec.get("agentPid") and rec.get("pid")
+    os.kill(rec["pid"], signal.SIGKILL)
+    os.killpg(rec["agentPid"], signal.SIGKILL)
+    while alive(rec["pid"]):
+        time.sleep(0.02)
+    # A worker killed inside its transcript append leaves the lock with its (now dead) pid; a
+    # live holder's lock (OpenClaw's run in another session) must survive the reconcile.
+    sdir = state / "agents" / "main" / "sessions"
+    dead_lock = sdir / f"{rec['sessionId']}.jsonl.lock"
+    live_lock = sdir / "someone-else.jsonl.lock"
+    stamp = "2026-01-01T00:00:00.000Z"
+    dead_lock.write_text(json.dumps({"pid": rec["pid"], "createdAt": stamp}))
+    live_lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": stamp}))
+    rc, listing = run_json("runs")
+    assert [r["status"] for r in listing["runs"] if r["runId"] == rid] == ["lost"]
+    assert not dead_lock.exists() and live_lock.exists()
+    live_lock.unlink()
+    rc, waited = run_json("wait", rid)
+    assert rc == 1
+    assert (
+        waited["status"] == "error"
+        and waited["runStatus"] == "lost"
+        and waited["error"] == "worker died"
+    )
+    store = json.loads((state / "agents" / "main" / "sessions" / "sessions.json").read_text())
+    assert store["agent:main:main"]["abortedLastRun"] is True
+    assert not (state / "sessiontool" / "runs" / f"{rid}.lock").exists()
+    runner_config(state, {"type": "echo"})
+    t0 = time.monotonic()
+    rc, again = run_json("send", "main", "after", "--timeout", "20")
+    assert rc == 0 and again["reply"] == "echo: after"
+    assert time.monotonic() - t0 < 5
+    texts = [text_of(m) for m in transcript_messages(state)["agent:main:main"]]
+    assert texts[0] == "doomed" and texts[-2:] == ["after", "echo: after"]
+
+
+@pytest.mark.slow
+def test_runs_table_short_ids_and_prefixes(state: Path, reap_workers: None) -> None:
+    ids = []
+    for i in range(3):
+        rc, data = run_json("send", "main", f"m{i}")
+        assert rc == 0
+        ids.append(data["runId"])
+    # A terminal table (forced): an id column that never folds, 8 characters.
+    proc = run_cli("runs", "--color", "always", env={"COLUMNS": "60"})
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    for rid in ids:
+        assert any(rid[:8] in line for line in lines)
+        assert not any(rid[8:16] in line for line in lines)
+    # Prefixes are accepted by runs, wait and abort.
+    rc, data = run_json("runs", ids[0][:8])
+    assert rc == 0 and data["runId"] == ids[0]
+    rc, data = run_json("wait", ids[1][:10])
+    assert rc == 0 and data["runId"] == ids[1]
+    rc, data = run_json("abort", ids[2][:8])
+    assert rc == 0 and data["runId"] == ids[2]
+    # An ambiguous prefix is a clear error: write two records sharing one.
+    runs = state / "sessiontool" / "runs"
+    for suffix in ("a", "b"):
+        rec = json.loads((runs / f"{ids[0]}.json").read_text())
+        rec["runId"] = "feedface-" + suffix
+        (runs / f"feedface-{suffix}.json").write_text(json.dumps(rec))
+    proc = run_cli("wait", "feedface")
+    assert proc.returncode == 2
+    assert "ambiguous" in proc.stderr and "feedface-a" in proc.stderr
+    assert run_cli("runs", "0000zzzz").returncode == 3
+
+
+@pytest.mark.slow
+def test_runs_limit_and_one_run_in_human_form(state: Path) -> None:
+    for i in range(3):
+        assert run_cli("send", "main", f"m{i}").returncode == 0
+    rc, data = run_json("runs", "--limit", "2")
+    assert rc == 0 and data["count"] == 2 and len(data["runs"]) == 2
+    assert len(run_cli("runs", "--limit", "all", "-q").stdout.split()) == 3
+    assert run_cli("runs", "--limit", "0").returncode == 2
+    long_message = "word " * 40
+    rc, data = run_json("send", "main", long_message)
+    proc = run_cli("runs", data["runId"])
+    assert proc.returncode == 0
+    fields = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+    assert fields["message"] == long_message  # whole, not cut at 60 characters
+    assert fields["createdAt"].startswith("20") and fields["createdAt"].endswith(")")
+    assert fields["createdAt"][:4].isdigit() and "T" in fields["createdAt"]
