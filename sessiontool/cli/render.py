@@ -508,6 +508,21 @@ def usage_tsv(result: dict[str, Any]) -> str:
     return tsv(rows)
 
 
+_EIGHTHS = "▏▎▍▌▋▊▉"
+
+
+def bar(value: float, top: float, width: int = 30) -> str:
+    """`value` as a bar of block characters, `width` cells at `top` (eighths of a cell)."""
+    if top <= 0 or value <= 0:
+        return ""
+    full, part = divmod(max(1, round(value / top * width * 8)), 8)
+    return "█" * full + (_EIGHTHS[part - 1] if part else "")
+
+
+def _tokens_of(r: dict[str, Any]) -> int:
+    return int(r["input"] + r["output"] + r["cacheRead"] + r["cacheWrite"])
+
+
 def usage_table(result: dict[str, Any]) -> None:
     by = result["by"]
     rows = [
@@ -515,9 +530,15 @@ def usage_table(result: dict[str, Any]) -> None:
         for r in result["rows"]
     ]
     t = result["total"]
+    columns = [by.upper(), "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "TURNS", "RUNS", "COST"]
+    if by == "day":  # one bar per day: cost, or tokens where nothing was priced
+        measure: Any = (lambda r: r["cost"]) if t["cost"] > 0 else _tokens_of
+        top = max((measure(r) for r in result["rows"]), default=0)
+        width = max(8, min(30, console().width - 80))  # the numbers keep their room
+        columns.append("COST" if t["cost"] > 0 else "TOKENS")
+        for row, r in zip(rows, result["rows"], strict=True):
+            row.append(bar(measure(r), top, width))
     rows.append(
         ["TOTAL", *(compact_count(t[c]) for c in USAGE_COLUMNS[:-1]), "$" + _usd(t["cost"])]
     )
-    table(
-        [by.upper(), "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "TURNS", "RUNS", "COST"], rows
-    )
+    table(columns, rows, no_wrap=(columns[0], columns[-1]) if by == "day" else ())

@@ -10,6 +10,7 @@ cost the transcript recorded, and is listed under `unpriced` when it has neither
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,20 @@ def _lookup(prices: dict[tuple[str, str], Price], provider: str, model: str) -> 
         if len(found) == 1:
             return found[0]
     return None
+
+
+def cost_function(ctx: Context) -> Callable[[str, str, int, int, int, int, float | None], float]:
+    """(provider, model, in, out, cache read, cache write, recorded cost) → USD, priced as this
+    report prices a turn, for other reports of the same transcripts (the HTML pages)."""
+    prices = configured_prices(ctx)
+
+    def cost(
+        provider: str, model: str, i: int, o: int, cr: int, cw: int, recorded: float | None
+    ) -> float:
+        price = _lookup(prices, provider, model)
+        return price.of(i, o, cr, cw) if price is not None else float(recorded or 0.0)
+
+    return cost
 
 
 def _day_name(day_no: int) -> str:

@@ -11,14 +11,22 @@ from sessiontool.cli.app import app, command, get_ctx, want_json
 @app.command("export")
 @command
 def export_cmd(
-    to: str = typer.Option(..., "--to", help="The state dir to write (created).", metavar="DIR"),
+    to: str | None = typer.Option(
+        None, "--to", help="The state dir to write (created).", metavar="DIR"
+    ),
+    html: str | None = typer.Option(
+        None, "--html", help="Write a static HTML site of the sessions instead.", metavar="DIR"
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="With --html: only sessions active since (2h, 7d or an ISO date)."
+    ),
     agent: str | None = typer.Option(
         None, "--agent", help="Only this agent (default: the current one).", metavar="ID"
     ),
     all_agents: bool = typer.Option(False, "--all-agents", help="Every agent."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Write sessions as sessions.json + JSONL transcripts in DIR (re-runs add what changed).
+    """Write sessions as a state dir (--to) or a static HTML site (--html); re-runs add what changed.
 
     For archiving and offline work on an OpenClaw 2026.8+ (SQLite) state dir; the export is read
     by sessiontool and by Clawdbot-era tools. OpenClaw's `openclaw doctor --fix` imports such a
@@ -28,11 +36,36 @@ def export_cmd(
 
     if agent is not None and all_agents:
         raise UsageError("give --agent or --all-agents, not both")
+    if (to is None) == (html is None):
+        raise UsageError("give --to DIR (a state dir) or --html DIR (a site), one of them")
+    if html is not None:
+        _export_html(html, agent, all_agents, since, want_json(json_))
+        return
+    if since is not None:
+        raise UsageError("--since goes with --html (--to exports every session)")
+    assert to is not None
     result = export(get_ctx(), to, agent=agent, all_agents=all_agents)
     if want_json(json_):
         render.emit_json(result)
     else:
         render.write_out(
             f"exported {result['sessions']} session(s) of {result['agents']} agent(s) to "
+            f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged\n"
+        )
+
+
+def _export_html(
+    dest: str, agent: str | None, all_agents: bool, since: str | None, as_json: bool
+) -> None:
+    from sessiontool.durations import parse_since
+    from sessiontool.reports.site import export_html
+
+    since_ms = parse_since(since) if since else None
+    result = export_html(get_ctx(), dest, agent=agent, all_agents=all_agents, since_ms=since_ms)
+    if as_json:
+        render.emit_json(result)
+    else:
+        render.write_out(
+            f"exported {result['sessions']} session(s) as {result['pages']} page(s) to "
             f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged\n"
         )

@@ -101,7 +101,7 @@ def list_cmd(
         render.write_out(render.sessions_tsv(result))
 
 
-FORMATS = ("text", "markdown", "json", "jsonl")
+FORMATS = ("text", "markdown", "json", "jsonl", "html")
 
 
 @app.command("history")
@@ -126,7 +126,7 @@ def history_cmd(
     fmt: str | None = typer.Option(
         None,
         "--format",
-        help="text, markdown, json or jsonl.",
+        help="text, markdown, json, jsonl or html (one page, tool results included).",
         autocompletion=choices(*FORMATS),
     ),
     output: Path | None = typer.Option(
@@ -150,6 +150,8 @@ def history_cmd(
     n = parse_limit(limit) if limit is not None else default_n
     if follow and output is not None:
         raise UsageError("--follow writes to stdout; it cannot be combined with -o")
+    if follow and fmt == "html":
+        raise UsageError("--follow cannot write html (a page is written once, whole)")
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
     h = history(
@@ -157,7 +159,7 @@ def history_cmd(
         key,
         label=label,
         limit=n,
-        include_tools=include_tools,
+        include_tools=include_tools or fmt == "html",
         raw=raw,
         since_ms=parse_since(since) if since else None,
     )
@@ -173,6 +175,10 @@ def history_cmd(
         text = b"".join(render.json_bytes(m) for m in h.messages)
     elif fmt == "markdown":
         text = render.history_markdown(h.session_key, h.messages)
+    elif fmt == "html":
+        from sessiontool.reports.site import standalone_page
+
+        text = standalone_page(ctx, h)
     else:
         text = None
     if output is not None:

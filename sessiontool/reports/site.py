@@ -1,0 +1,290 @@
+"""`export --html DIR`: the sessions as a static site people open in a browser.
+
+    DIR/index.html     every exported session: key, kind, label, last activity, messages,
+                       tokens, cost
+    DIR/usage.html     cost and tokens per day and per model, as inline SVG charts and tables
+    DIR/s/<name>.html  one page per session (reports/html.py), linked to the sessions it
+                       spawned, was spawned by, and exchanged messages with
+
+It reads through `stores/reader.py`, so both store formats export alike. A re-run renders again
+only the sessions whose entry, links or prices changed (a fingerprint per page is kept in
+`DIR/.sessiontool-html.json`, with the figures the index and usage pages need), and writes a
+file only when its bytes differ, so an unchanged site is not touched; like `export`, it never
+deletes anything in DIR."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessiontool.context import Context
+from sessiontool.errors import UsageError
+from sessiontool.reports import html as H
+from sessiontool.stores import keys
+from sessiontool.stores.paths import is_plain_name
+
+if TYPE_CHECKING:
+    from sessiontool.sessions import History
+
+FORMAT = 1  # bump when the pages' markup changes: every page is rendered again
+MANIFEST = ".sessiontool-html.json"
+DAY_MS = 86_400_000
+
+
+def _facts(ctx: Context, agent_id: str, full_key: str, entry: dict[str, Any]) -> list[str]:
+    kind = keys.kind_of(full_key, entry, ctx.config.main_key)
+    out = [f"agent {H.h(agent_id)}", f'<span class="kind">{H.h(kind)}</span>']
+    for name in ("label", "model"):
+        v = entry.get(name)
+        if isinstance(v, str) and v:
+            out.append(H.h(v))
+    sid = entry.get("sessionId")
+    if isinstance(sid, str):
+        out.append(f"<code>{H.h(sid)}</code>")
+    return out
+
+
+def standalone_page(ctx: Context, hist: History) -> str:
+    """`history KEY --format html`: the page on its own (the sessions it names are not linked:
+    there is no page of theirs beside it)."""
+    from sessiontool.reports.usage import cost_function
+
+    r = hist.resolved
+    return H.transcript_page(
+        hist.session_key,
+        hist.messages,
+        facts=_facts(ctx, r.agent_id, r.key, r.entry or {}),
+        price_for=cost_function(ctx),
+    )
+
+
+# -- the site ---------------------------------------------------------------------------------
+
+
+def page_name(full_key: str) -> str:
+    """A file name per session key: readable, and unique (two keys that differ only in
+    characters a file name cannot hold still get two pages)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", full_key).strip("._")[:80] or "session"
+    return (
+        f"{slug}-{hashlib.sha256(full_key.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}.html"
+    )
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    from sessiontool.stores.jsonio import atomic_write
+
+    try:
+        if path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    atomic_write(path, data, mode=0o600)
+    return True
+
+
+def _stats(
+    messages: list[H.Message], usage_msgs: list[H.Message], price_for: H.PriceFor
+) -> dict[str, Any]:
+    """What the index and usage pages need of a session, kept in the manifest."""
+    tokens, cost = 0, 0.0
+    groups: dict[tuple[int, str], list[Any]] = {}
+    for m in usage_msgs:
+        u = H.turn_usage(m, price_for)
+        if u is None:
+            continue
+        i, o, cr, cw, c = u
+        tokens += i + o + cr + cw
+        cost += c
+        ts = m.get("timestamp")
+        day = int(ts) // DAY_MS if isinstance(ts, int | float) and not isinstance(ts, bool) else -1
+        g = groups.setdefault((day, H.model_name(m)), [0, 0, 0, 0, 0.0, 0])
+        for k, v in enumerate((i, o, cr, cw, c, 1)):
+            g[k] += v
+    last = None
+    for m in reversed(messages):
+        ts = m.get("timestamp")
+        if isinstance(ts, int | float) and not isinstance(ts, bool):
+            last = ts
+            break
+    return {
+        "messages": len(messages),
+        "last": last,
+        "tokens": tokens,
+        "cost": round(cost, 6),
+        "usage": [[d, mdl, *v] for (d, mdl), v in sorted(groups.items())],
+    }
+
+
+def _usage_messages(
+    ctx: Context, agent_id: str, entry: dict[str, Any], messages: list[H.Message]
+) -> list[H.Message]:
+    """Every assistant turn that cost tokens: a store that hides some messages from the chat
+    view (OpenClaw's silent replies) gives its raw events."""
+    from sessiontool.stores.reader import raw_events
+
+    events = raw_events(ctx.paths, agent_id, entry)
+    if events is None:
+        return messages
+    return [
+        e["message"]
+        for e in events
+        if e.get("type") == "message" and isinstance(e.get("message"), dict)
+    ]
+
+
+def export_html(
+    ctx: Context,
+    dest: str,
+    *,
+    agent: str | None,
+    all_agents: bool,
+    since_ms: int | None = None,
+) -> dict[str, Any]:
+    from sessiontool.reports.usage import configured_prices, cost_function
+    from sessiontool.sessions import all_agent_ids, strip_envelopes
+    from sessiontool.stores.paths import ensure_dir
+    from sessiontool.stores.reader import read_scope, reader_for
+
+    out_root = Path(dest).expanduser().absolute()
+    if out_root == ctx.paths.root or ctx.paths.root in out_root.parents:
+        raise UsageError("--html must be outside the state dir it exports")
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--html {out_root}: not a directory")
+    agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
+    bad = [a for a in agent_ids if not is_plain_name(a)]
+    if bad:
+        raise UsageError(f"--agent {bad[0]!r} is not an agent id")
+    price_for = cost_function(ctx)
+    prices_fp = repr(sorted(configured_prices(ctx).items()))
+    manifest = _read_manifest(out_root / MANIFEST)
+    old_pages: dict[str, Any] = manifest.get("pages", {})
+    counts = {"sessions": 0, "written": 0, "unchanged": 0}
+    rows: list[dict[str, Any]] = []
+    new_pages: dict[str, Any] = {}
+    with read_scope():
+        found: list[tuple[str, str, dict[str, Any]]] = []
+        for agent_id in agent_ids:
+            for full_key, f in reader_for(ctx.paths, agent_id).sessions().items():
+                upd = f.entry.get("updatedAt")
+                if since_ms is not None and not (isinstance(upd, int | float) and upd >= since_ms):
+                    continue
+                found.append((agent_id, full_key, f.entry))
+        files = {k: page_name(k) for _a, k, _e in found}
+        parents: dict[str, str] = {}
+        for agent_id, full_key, entry in found:
+            p = entry.get("spawnedBy")
+            if isinstance(p, str) and p:
+                parents[full_key] = _canonical(ctx, p, agent_id)
+        children: dict[str, list[str]] = {}
+        for child, parent in sorted(parents.items()):
+            children.setdefault(parent, []).append(child)
+        files_fp = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()
+        ensure_dir(out_root / "s")
+        for agent_id, full_key, entry in found:
+            counts["sessions"] += 1
+            name = files[full_key]
+            rel = f"s/{name}"
+            fp = hashlib.sha256(
+                json.dumps(
+                    [FORMAT, full_key, entry, files_fp, children.get(full_key), prices_fp],
+                    sort_keys=True,
+                    default=str,
+                ).encode("utf-8", "surrogatepass")
+            ).hexdigest()
+            old = old_pages.get(rel)
+            if (
+                isinstance(old, dict)
+                and old.get("fp") == fp
+                and isinstance(old.get("stats"), dict)
+                and (out_root / rel).is_file()
+            ):
+                stats = old["stats"]
+                counts["unchanged"] += 1
+            else:
+                rd = reader_for(ctx.paths, agent_id)
+                raw = rd.messages(full_key, entry, None).messages
+                messages = strip_envelopes(raw)
+                stats = _stats(messages, _usage_messages(ctx, agent_id, entry, raw), price_for)
+
+                def link_for(key: str, agent_id: str = agent_id, own: str = name) -> str | None:
+                    target = files.get(_canonical(ctx, key, agent_id))
+                    return target if target is not None and target != own else None
+
+                related = _related(ctx, full_key, parents, children, files)
+                page = H.transcript_page(
+                    ctx.display(full_key) if agent_id == ctx.agent_id else full_key,
+                    messages,
+                    facts=_facts(ctx, agent_id, full_key, entry),
+                    nav='<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>',
+                    related=related,
+                    link_for=link_for,
+                    price_for=price_for,
+                )
+                if _write_if_changed(out_root / rel, page.encode("utf-8")):
+                    counts["written"] += 1
+                else:
+                    counts["unchanged"] += 1
+            new_pages[rel] = {"fp": fp, "stats": stats}
+            rows.append(
+                {
+                    "key": full_key,
+                    "agent": agent_id,
+                    "kind": keys.kind_of(full_key, entry, ctx.config.main_key),
+                    "label": entry.get("label") if isinstance(entry.get("label"), str) else "",
+                    "updatedAt": entry.get("updatedAt"),
+                    "parent": parents.get(full_key),
+                    "href": rel,
+                    **stats,
+                }
+            )
+    from sessiontool.reports.charts import index_page, usage_page
+
+    for rel, text in (("index.html", index_page(rows)), ("usage.html", usage_page(rows))):
+        if _write_if_changed(out_root / rel, text.encode("utf-8")):
+            counts["written"] += 1
+        else:
+            counts["unchanged"] += 1
+    pages = {**old_pages, **new_pages}
+    _write_if_changed(
+        out_root / MANIFEST,
+        json.dumps({"format": FORMAT, "pages": pages}, sort_keys=True).encode(),
+    )
+    return {"to": str(out_root), **counts, "pages": len(rows) + 2}
+
+
+def _canonical(ctx: Context, key: str, agent_id: str) -> str:
+    return keys.canonical(key, agent_id, ctx.config.main_key, ctx.config.scope)
+
+
+def _related(
+    ctx: Context,
+    full_key: str,
+    parents: dict[str, str],
+    children: dict[str, list[str]],
+    files: dict[str, str],
+) -> str:
+    def link(k: str) -> str:
+        f = files.get(k)
+        return f'<a href="{H.ha(f)}">{H.h(k)}</a>' if f else f"<code>{H.h(k)}</code>"
+
+    parts = []
+    p = parents.get(full_key)
+    if p is not None:
+        parts.append(f"Spawned by {link(p)}")
+    kids = children.get(full_key)
+    if kids:
+        parts.append("Spawned " + ", ".join(link(k) for k in kids))
+    return f'<p class="from rel">{" · ".join(parts)}</p>' if parts else ""
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return {}
+    return data
