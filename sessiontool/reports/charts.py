@@ -24,8 +24,8 @@ def index_page(rows: Sequence[dict[str, Any]]) -> str:
     hrefs = {r["key"]: r["href"] for r in rows}
     header = (
         f"<nav>{NAV_TOP}</nav><h1>Sessions</h1>"
-        f'<p class="meta"><span>{len(rows):,} sessions</span><span>{msgs:,} messages</span>'
-        f"<span>{tokens:,} tokens</span><span>{H.fmt_usd(cost)}</span></p>"
+        f'<p class="meta">{len(rows):,} sessions · {msgs:,} messages · {tokens:,} tokens · '
+        f"{H.fmt_usd(cost)}</p>"
     )
     body = [
         "<table><thead><tr><th>Session</th><th>Kind</th><th>Label</th><th>Last activity (UTC)</th>"
@@ -38,15 +38,20 @@ def index_page(rows: Sequence[dict[str, Any]]) -> str:
         if r.get("parent"):
             p = H.h(r["parent"])
             href = hrefs.get(r["parent"])
-            parent = '<br><small class="meta">spawned by ' + (
+            parent = '\n<br><small class="meta">spawned by ' + (
                 f'<a href="{H.ha(href)}">{p}</a></small>' if href else f"{p}</small>"
             )
-        body.append(
-            f'<tr><td class="key"><a href="{H.ha(r["href"])}">{H.h(r["key"])}</a>{parent}</td>'
-            f'<td><span class="kind">{H.h(r["kind"])}</span></td><td>{H.h(r["label"] or "")}</td>'
-            f'<td class="n">{when}</td><td class="n">{r["messages"]:,}</td>'
-            f'<td class="n">{r["tokens"]:,}</td><td class="n">{H.fmt_usd(r["cost"])}</td></tr>\n'
-        )
+        cells = [
+            f'<td class="key"><a href="{H.ha(r["href"])}">{H.h(r["key"])}</a>{parent}</td>',
+            f'<td><span class="kind">{H.h(r["kind"])}</span></td>',
+            f"<td>{H.h(r['label'] or '')}</td>",
+            f'<td class="n">{when}</td>',
+            f'<td class="n">{r["messages"]:,}</td>',
+            f'<td class="n">{r["tokens"]:,}</td>',
+            f'<td class="n">{H.fmt_usd(r["cost"])}</td>',
+        ]
+        # Cells apart in the source too, so the page's plain text keeps them apart.
+        body.append("<tr>" + "\n".join(cells) + "</tr>\n")
     body.append("</tbody></table>")
     if not rows:
         body.append('<p class="meta">No sessions.</p>')
@@ -167,8 +172,8 @@ def usage_page(rows: Sequence[dict[str, Any]]) -> str:
     total_cost = sum(v[2] for v in days.values())
     header = (
         f"<nav>{NAV_TOP}</nav><h1>Usage</h1>"
-        f'<p class="meta"><span>{len(rows):,} sessions</span><span>{total_tokens:,} tokens</span>'
-        f"<span>{H.fmt_usd(total_cost)}</span></p>"
+        f'<p class="meta">{len(rows):,} sessions · {total_tokens:,} tokens · '
+        f"{H.fmt_usd(total_cost)}</p>"
     )
     body = [
         "<h2>Cost per day (USD)</h2>",

@@ -322,7 +322,6 @@ header.top nav{font-size:.85rem;color:var(--mute)}
 header.top nav a{margin-right:.9rem}
 h1{font-size:1.15rem;margin:.15rem 0;overflow-wrap:anywhere}
 .meta{margin:0;color:var(--mute);font-size:.85rem}
-.meta span+span:before{content:" · "}
 main{max-width:58rem;margin:0 auto;padding:1rem}
 .m{background:var(--card);border:1px solid var(--line);border-radius:10px;margin:.7rem 0;
 padding:.55rem .8rem;scroll-margin-top:6rem}
@@ -401,12 +400,13 @@ def transcript_page(
     above the title, `related` HTML shown above the conversation (spawn parent / children)."""
     first = fmt_time(messages[0].get("timestamp")) if messages else ""
     last = fmt_time(messages[-1].get("timestamp")) if messages else ""
-    span = f"<span>{first} – {last} UTC</span>" if first else ""
+    parts = [*facts, f"{len(messages):,} messages"]
+    if first:
+        parts.append(f"{first} – {last} UTC")
     header = (
         (f"<nav>{nav}</nav>" if nav else "")
         + f"<h1>{h(key)}</h1>"
-        + f'<p class="meta">{"".join(f"<span>{f}</span>" for f in facts)}'
-        + f"<span>{len(messages):,} messages</span>{span}</p>"
+        + f'<p class="meta">{" · ".join(parts)}</p>'
     )
     body: list[str] = [related] if related else []
     nl = "\n"

@@ -215,7 +215,7 @@ def export_html(
 
                 related = _related(ctx, full_key, parents, children, files)
                 page = H.transcript_page(
-                    ctx.display(full_key) if agent_id == ctx.agent_id else full_key,
+                    full_key,
                     messages,
                     facts=_facts(ctx, agent_id, full_key, entry),
                     nav='<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>',
