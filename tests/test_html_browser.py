@@ -1,0 +1,191 @@
+"""The exported site in a real browser: headless Chromium (Debian's package, installed by
+scripts/ensure-chromium when missing) with JavaScript disabled opens the index and a session
+page of the exported OpenClaw fixture; the screenshots are not blank and the text the browser
+dumps holds the first and the last message. Skipped, with the reason, only where Chromium cannot
+be installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import htmlcheck
+from tests.conftest import ROOT, run_cli, run_json
+from tests.test_cli_html import OC_STATE, _index
+
+pytestmark = pytest.mark.slow
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    try:
+        proc = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "ensure-chromium")],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("Chromium could not be installed: scripts/ensure-chromium took over 900 s")
+    line = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+    if proc.returncode != 0:
+        pytest.skip(f"Chromium could not be installed: {line}")
+    return line
+
+
+def browse(chromium: str, tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """One headless run with a fresh profile whose content settings block JavaScript."""
+    profile = Path(tmp) / f"profile-{len(list(Path(tmp).glob('profile-*')))}"
+    (profile / "Default").mkdir(parents=True)
+    prefs = {"profile": {"default_content_setting_values": {"javascript": 2}}}
+    (profile / "Default" / "Preferences").write_text(json.dumps(prefs))
+    cmd = [chromium, *FLAGS, f"--user-data-dir={profile}", *args, url]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"chromium did not finish in 180 s: {cmd}") from None
+    finally:
+        try:  # anything the browser left in its group (zygotes, GPU process)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and each pixel of an 8-bit RGB or RGBA PNG (zlib and the PNG filters by
+    hand: no imaging library)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, ihdr = 8, [], b""
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        if kind == b"IHDR":
+            ihdr = body
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + n
+    width, height, depth, color, _c, _f, interlace = struct.unpack(">IIBBBBB", ihdr)
+    assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
+    bpp = 4 if color == 6 else 3
+    raw = zlib.decompress(b"".join(idat))
+    stride = width * bpp
+    prev = bytearray(stride)
+    rows = []
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        if f == 1:
+            for i in range(bpp, stride):
+                line[i] = (line[i] + line[i - bpp]) & 0xFF
+        elif f == 2:
+            for i in range(stride):
+                line[i] = (line[i] + prev[i]) & 0xFF
+        elif f == 3:
+            for i in range(stride):
+                left = line[i - bpp] if i >= bpp else 0
+                line[i] = (line[i] + ((left + prev[i]) >> 1)) & 0xFF
+        elif f == 4:
+            for i in range(stride):
+                a = line[i - bpp] if i >= bpp else 0
+                b = prev[i]
+                c = prev[i - bpp] if i >= bpp else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    pixels = [row[i : i + 3] for row in rows for i in range(0, stride, bpp)]
+    return width, height, pixels
+
+
+def assert_not_blank(png: Path) -> None:
+    width, height, pixels = png_pixels(png.read_bytes())
+    assert width >= 800 and height >= 600
+    counts = Counter(pixels)
+    background, n_bg = counts.most_common(1)[0]
+    assert len(counts) >= 50, f"{png.name}: only {len(counts)} colours"
+    assert 1 - n_bg / len(pixels) >= 0.02, f"{png.name}: {n_bg / len(pixels):.1%} background"
+    luma = [0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2] for p in pixels[::7]]
+    mean = sum(luma) / len(luma)
+    assert sum((v - mean) ** 2 for v in luma) / len(luma) > 20, f"{png.name}: flat image"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    base = tmp_path_factory.mktemp("browser")
+    state = base / "state"
+    shutil.copytree(OC_STATE, state)
+    out = base / "site"
+    proc = run_cli("--state-dir", str(state), "export", "--html", str(out), "--all-agents")
+    assert proc.returncode == 0, proc.stderr
+    rc, h = run_json("--state-dir", str(state), "history", "main", "--include-tools")
+    assert rc == 0
+    return out, h
+
+
+def test_javascript_is_off_in_the_browser_profile(chromium: str, tmp_path: Path) -> None:
+    page = tmp_path / "js.html"
+    page.write_text(
+        '<p id="x">static</p><script>document.getElementById("x").textContent="ran"</script>'
+    )
+    proc = browse(chromium, tmp_path, page.as_uri(), "--dump-dom")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '<p id="x">static</p>' in proc.stdout
+
+
+def test_index_and_session_page_in_chromium(
+    chromium: str, site: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    out, history = site
+    pages = _index(out)
+    main_page = pages["agent:main:main"]
+    for name, path in (("index", out / "index.html"), ("main", main_page)):
+        png = tmp_path / f"{name}.png"
+        shot = browse(
+            chromium, tmp_path, path.as_uri(), "--window-size=1100,900", f"--screenshot={png}"
+        )
+        assert shot.returncode == 0 and png.is_file(), shot.stderr[-2000:]
+        assert_not_blank(png)
+    index = browse(chromium, tmp_path, (out / "index.html").as_uri(), "--dump-dom")
+    assert index.returncode == 0
+    dumped = htmlcheck.Page(index.stdout).text
+    assert all(key in dumped for key in pages)
+    dom = browse(chromium, tmp_path, main_page.as_uri(), "--dump-dom")
+    assert dom.returncode == 0
+    page = htmlcheck.Page(dom.stdout)
+    messages = history["messages"]
+    first, last = htmlcheck.expected_pieces(messages[0]), htmlcheck.expected_pieces(messages[-1])
+    assert first and last
+    for piece in first:
+        assert piece in page.text_of(0)
+    for piece in last:
+        assert piece in page.text_of(len(messages) - 1)
+    assert len(page.messages) == len(messages)
