@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from tests import htmlcheck
-from tests.conftest import FIXTURE_STATE, run_cli, run_json
+from tests.conftest import FIXTURE_STATE, run_cli, run_json, write_config
 
 OC_STATE = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6" / "state"
 FIXTURES = {"clawdbot": FIXTURE_STATE, "openclaw": OC_STATE}
@@ -147,7 +147,8 @@ def test_export_html_reset_is_a_divider(sites: Any) -> None:
 def test_export_html_usage_page_charts(exported: Any) -> None:
     _name, _state, site, _result, sessions = exported
     usage = htmlcheck.read(site / "usage.html")
-    assert usage.tags.get("svg", 0) == 4  # cost and tokens, per day and per model
+    assert usage.tags.get("svg", 0) == 2  # tokens per day and per model (no cost here)
+    assert "No cost: no price is configured" in usage.text
     days = {
         time.strftime("%Y-%m-%d", time.gmtime(m["timestamp"] / 1000))
         for msgs in sessions.values()
@@ -347,3 +348,35 @@ def test_usage_by_day_draws_bars_on_a_terminal(tmp_path: Path) -> None:
     piped = run_cli("--state-dir", str(state), "usage", "--by", "day")
     assert "█" not in piped.stdout
     assert [len(ln.split("\t")) for ln in piped.stdout.splitlines()] == [8, 8, 8, 8]
+
+
+def test_export_html_usage_page_costs_each_turn_at_its_price(tmp_path: Path) -> None:
+    """With prices configured, the usage page's cost per day is every exported session's
+    assistant turns priced by hand (archived transcripts are not exported, so not counted)."""
+    state = _copy(FIXTURE_STATE, tmp_path / "state")
+    price = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
+    models = [{"id": "fake-model", "cost": price}]
+    write_config(state, {"models": {"providers": {"fake": {"models": models}}}})
+    expected: dict[str, float] = {}
+    for store in sorted((state / "agents").glob("*/sessions/sessions.json")):
+        # One transcript per session id (a legacy key may name the same session twice).
+        for sid in {e["sessionId"] for e in json.loads(store.read_text()).values()}:
+            path = store.parent / f"{sid}.jsonl"
+            for line in path.read_text().splitlines() if path.is_file() else []:
+                msg = json.loads(line).get("message") or {}
+                u = msg.get("usage")
+                if msg.get("role") != "assistant" or not isinstance(u, dict):
+                    continue
+                day = time.strftime("%Y-%m-%d", time.gmtime(msg["timestamp"] / 1000))
+                cost = sum(u.get(f, 0) * p for f, p in price.items()) / 1_000_000
+                expected[day] = expected.get(day, 0.0) + cost
+    assert expected and sum(expected.values()) > 0.5
+    site = tmp_path / "site"
+    rc, _res = run_json("--state-dir", str(state), "export", "--html", str(site), "--all-agents")
+    assert rc == 0
+    usage = htmlcheck.read(site / "usage.html")
+    assert usage.tags.get("svg", 0) == 4  # cost and tokens, per day and per model
+    tips = " ".join(usage.title)
+    for day, cost in expected.items():
+        assert f"{day}: cost ${cost:.2f}" in tips, (day, cost, tips)
+        assert f"${cost:.4f}" in usage.text

@@ -74,7 +74,7 @@ def bar_chart(
     totals = [sum(s[i] for s in series) for i in range(n)]
     top = max(totals) or 1.0
     left, bottom, plot_h = 64, 34, 170
-    step = max(8.0, min(48.0, 760 / n))
+    step = max(8.0, min(72.0, 760 / n))
     width = int(left + step * n + 10)
     height = plot_h + bottom + 10
     out = [
@@ -150,7 +150,7 @@ def _short_count(v: float) -> str:
 
 
 def _short_usd(v: float) -> str:
-    return f"${v:.2f}" if v >= 1 or v == 0 else f"${v:.4f}"
+    return f"${v:.2f}" if v >= 0.1 or v == 0 else f"${v:.4f}"
 
 
 def usage_page(rows: Sequence[dict[str, Any]]) -> str:
@@ -175,9 +175,15 @@ def usage_page(rows: Sequence[dict[str, Any]]) -> str:
         f'<p class="meta">{len(rows):,} sessions · {total_tokens:,} tokens · '
         f"{H.fmt_usd(total_cost)}</p>"
     )
+    no_cost = (
+        '<p class="meta">No cost: no price is configured for these models '
+        "(models.providers.*.models[].cost) and the transcripts recorded none.</p>"
+    )
     body = [
         "<h2>Cost per day (USD)</h2>",
-        bar_chart(day_labels, [[days[d][2] for d in day_keys]], ["cost"], _short_usd),
+        bar_chart(day_labels, [[days[d][2] for d in day_keys]], ["cost"], _short_usd)
+        if total_cost > 0
+        else no_cost,
         "<h2>Tokens per day</h2>",
         bar_chart(
             day_labels,
@@ -186,7 +192,9 @@ def usage_page(rows: Sequence[dict[str, Any]]) -> str:
             _short_count,
         ),
         "<h2>Cost per model (USD)</h2>",
-        hbar_chart(model_keys, [models[m][2] for m in model_keys], _short_usd),
+        hbar_chart(model_keys, [models[m][2] for m in model_keys], _short_usd)
+        if total_cost > 0
+        else no_cost,
         "<h2>Tokens per model</h2>",
         hbar_chart(model_keys, [models[m][0] + models[m][1] for m in model_keys], _short_count),
         "<h2>Per day</h2>",
