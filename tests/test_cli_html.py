@@ -135,6 +135,23 @@ def test_export_html_spawn_links_between_parent_and_child(sites: Any) -> None:
     assert "Spawned by agent:main:main" in kid.text
 
 
+def test_export_html_announce_links_to_the_child(sites: Any) -> None:
+    """A Clawdbot-era announce (a user message whose Stats line names the child) links there."""
+    _name, _state, site, _result, sessions = sites("clawdbot")
+    pages = _index(site)
+    parent = "agent:research:main"
+    i, msg = next(
+        (i, m)
+        for i, m in enumerate(sessions[parent])
+        if m["role"] == "user" and "Stats: " in json.dumps(m["content"])
+    )
+    child = next(k for k in pages if k.startswith("agent:research:subagent:"))
+    page = htmlcheck.read(pages[parent])
+    assert f"from {child} via announce" in page.text_of(i)
+    assert pages[child].name in page.hrefs
+    assert pages[parent].name in htmlcheck.read(pages[child]).hrefs  # spawned by, back
+
+
 def test_export_html_reset_is_a_divider(sites: Any) -> None:
     _name, _state, site, _result, sessions = sites("openclaw")
     page = htmlcheck.read(_index(site)["agent:main:reset-me"])

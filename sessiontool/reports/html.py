@@ -258,6 +258,29 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
     return "".join(out) if out else '<p class="empty">(empty)</p>'
 
 
+# The Stats line of a sub-agent's announce (flow/announce.py, OpenClaw's format): a Clawdbot-era
+# announce is a plain user message, its source named only there.
+_ANNOUNCE_STATS = re.compile(r"^Stats: .*?\bsessionKey (\S+)", re.MULTILINE)
+
+
+def _origin(msg: Message) -> tuple[str | None, str | None]:
+    """The session an inter-session message came from, and the tool that brought it."""
+    prov = msg.get("provenance")
+    if isinstance(prov, dict) and prov.get("kind") == "inter_session":
+        src, via = prov.get("sourceSessionKey"), prov.get("sourceTool")
+        return (
+            src if isinstance(src, str) and src else "another session",
+            via if isinstance(via, str) else None,
+        )
+    if msg.get("role") == "user":
+        text = _blocks_text(msg.get("content"))
+        if "Stats: " in text:
+            m = _ANNOUNCE_STATS.search(text)
+            if m:
+                return m.group(1), "announce"
+    return None, None
+
+
 def is_reset(msg: Message) -> bool:
     return msg.get("role") == "system" and _blocks_text(msg.get("content")).strip() == "Reset"
 
@@ -283,16 +306,13 @@ def message_html(i: int, msg: Message, link_for: LinkFor | None, price_for: Pric
         if cost:
             bits.append(fmt_usd(cost))
         meta = f"<small>{' · '.join(bits)}</small>"
-    prov = msg.get("provenance")
+    src, via = _origin(msg)
     origin = ""
-    if isinstance(prov, dict) and prov.get("kind") == "inter_session":
+    if src is not None:
         cls += " inter"
-        src = prov.get("sourceSessionKey")
-        src_s = src if isinstance(src, str) else "another session"
-        href = link_for(src_s) if (link_for is not None and isinstance(src, str)) else None
-        who = f'<a href="{ha(href)}">{h(src_s)}</a>' if href else f"<code>{h(src_s)}</code>"
-        via = prov.get("sourceTool")
-        origin = f'<p class="from">from {who}{" via " + h(via) if isinstance(via, str) else ""}</p>'
+        href = link_for(src) if link_for is not None else None
+        who = f'<a href="{ha(href)}">{h(src)}</a>' if href else f"<code>{h(src)}</code>"
+        origin = f'<p class="from">from {who}{" via " + h(via) if via else ""}</p>'
     return (
         f'<article class="m {cls}" id="m{i}"><h3>{h(label)}<time>{ts}</time>{meta}</h3>'
         f"{origin}{_body(msg, link_for)}</article>"
