@@ -261,10 +261,12 @@ def test_hostile_text_renders_as_text(tmp_path: Path) -> None:
     page = htmlcheck.Page(raw.decode())
     htmlcheck.assert_self_contained(page, "alice")
     n = len(page.messages)
-    shown = "<script>alert(1)</script></details></article><!-- x -->&amp; ␀ nul ␛[31mred␛[0m"
+    shown = (
+        "<script>alert(1)</script></details></article><!-- x -->&amp; \\x00 nul \\e[31mred\\e[0m"
+    )
     for i in (n - 3, n - 2, n - 1):
         assert shown in page.text_of(i), page.text_of(i)
-        assert "\\x9b2J ␇bell ]]> \ufffd end" in page.text_of(i)
+        assert "\\x9b2J \\x07bell ]]> \ufffd end" in page.text_of(i)
     # Markup in the text made no elements: one <details> per tool call and result, one fold.
     assert page.tags.get("script") is None and page.tags.get("article") == n
     assert page.text_of(n - 1).count(NASTY[:20]) == 2  # both copies, across the fold

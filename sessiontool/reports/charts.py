@@ -85,14 +85,14 @@ def bar_chart(
         y = 10 + plot_h * (1 - frac)
         out.append(
             f'<line class="g" x1="{left}" x2="{width - 4}" y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{H.h(fmt(top * frac))}</text>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{H.ha(fmt(top * frac))}</text>'
         )
     every = max(1, round(n / 12))
     bw = step * 0.72
     for i, label in enumerate(labels):
         x = left + step * i + (step - bw) / 2
         y0 = 10.0 + plot_h
-        tip = H.h(
+        tip = H.ha(
             f"{label}: "
             + ", ".join(f"{nm} {fmt(s[i])}" for nm, s in zip(names, series, strict=True))
         )
@@ -108,11 +108,11 @@ def bar_chart(
         if i % every == 0:
             out.append(
                 f'<text x="{x + bw / 2:.1f}" y="{10 + plot_h + 16}" text-anchor="middle">'
-                f"{H.h(label[5:] if len(label) == 10 else label)}</text>"
+                f"{H.ha(label[5:] if len(label) == 10 else label)}</text>"
             )
     out.append("</svg>")
     legend = " ".join(
-        f'<span class="sw {"b" if k == 0 else "b2"}"></span> {H.h(nm)}'
+        f'<span class="sw {"b" if k == 0 else "b2"}"></span> {H.ha(nm)}'
         for k, nm in enumerate(names)
     )
     return "".join(out) + (f'<p class="legend">{legend}</p>' if len(names) > 1 else "")
@@ -132,10 +132,10 @@ def hbar_chart(labels: Sequence[str], values: Sequence[float], fmt: Callable[[fl
         w = bar_w * v / top
         shown = label if len(label) <= 34 else label[:33] + "…"
         out.append(
-            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{H.h(shown)}</text>'
+            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{H.ha(shown)}</text>'
             f'<rect class="b" x="{label_w}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row - 8}" '
-            f'rx="2"><title>{H.h(f"{label}: {fmt(v)}")}</title></rect>'
-            f'<text x="{label_w + max(w, 1) + 6:.1f}" y="{y + 15}">{H.h(fmt(v))}</text>'
+            f'rx="2"><title>{H.ha(f"{label}: {fmt(v)}")}</title></rect>'
+            f'<text x="{label_w + max(w, 1) + 6:.1f}" y="{y + 15}">{H.ha(fmt(v))}</text>'
         )
     out.append("</svg>")
     return "".join(out)

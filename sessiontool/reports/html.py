@@ -34,19 +34,19 @@ _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0d\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufff
 
 
 def _visible(m: re.Match[str]) -> str:
+    """A control character as the escape people know from terminals and JSON (`\\e`, `\\x00`),
+    set apart by style; every font has these glyphs, unlike U+2400's control pictures."""
     o = ord(m.group())
-    if o < 0x20:
-        return chr(0x2400 + o)  # the Control Pictures block: ␀ ␛ ␍ ...
-    if o == 0x7F:
-        return "\u2421"
     if 0xD800 <= o <= 0xDFFF:
         return "\ufffd"
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+    shown = "\\e" if o == 0x1B else (f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+    return f'<span class="c">{shown}</span>'
 
 
 def ha(text: str) -> str:
-    """Text for a double-quoted attribute."""
-    return h(text).replace('"', "&quot;")
+    """Text for a double-quoted attribute (no markup: control characters as U+FFFD)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _UNSAFE.sub("\ufffd", text.replace('"', "&quot;"))
 
 
 def h(text: str) -> str:
@@ -301,8 +301,10 @@ def message_html(i: int, msg: Message, link_for: LinkFor | None, price_for: Pric
     if u is not None:
         ii, o, cr, cw, cost = u
         bits = [h(model_name(msg)), f"{ii:,} in", f"{o:,} out"]
-        if cr or cw:
-            bits.append(f"{cr:,}/{cw:,} cache")
+        if cr:
+            bits.append(f"{cr:,} cache read")
+        if cw:
+            bits.append(f"{cw:,} cache write")
         if cost:
             bits.append(fmt_usd(cost))
         meta = f"<small>{' · '.join(bits)}</small>"
@@ -357,6 +359,7 @@ font-size:.9rem;font-weight:650;text-transform:capitalize}
 .m p.fail{color:var(--err)}
 .m p.empty{color:var(--mute);font-style:italic}
 .m p.from{white-space:normal}
+.c{color:var(--err);background:var(--code);border-radius:3px;font:.8em ui-monospace,monospace}
 details{margin:.3rem 0}
 summary{cursor:pointer;color:var(--mute);font-size:.88rem;overflow-wrap:anywhere}
 summary code{color:var(--fg)}
@@ -397,7 +400,7 @@ def page(title: str, header: str, body: Iterable[str], *, main_class: str = "") 
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
             '<meta name="referrer" content="no-referrer">'
-            f"<title>{h(title)}</title><style>{CSS}</style></head>\n<body>"
+            f"<title>{ha(title)}</title><style>{CSS}</style></head>\n<body>"
             f'<header class="top{" wide" if main_class == "wide" else ""}">{header}</header>\n'
             f"<main{cls}>\n",
             *body,
