@@ -107,6 +107,25 @@ def test_export_html_every_message_of_every_session(exported: Any) -> None:
         assert f" {len(messages):,} " in row.split("$")[0], (key, row)
 
 
+def test_export_html_index_tokens_agree_with_usage(exported: Any) -> None:
+    """Each session's tokens on the index are what `usage --by session` counts for it (on the
+    SQLite store: every assistant turn, the silent ones the chat view hides included)."""
+    name, state, site, _result, sessions = exported
+    rc, usage = run_json("--state-dir", str(state), "usage", "--by", "session")
+    assert rc == 0
+    index = htmlcheck.read(site / "index.html").text
+    compared = 0
+    for row in usage["rows"]:
+        key = _full_key(row["session"])
+        if key not in sessions:
+            continue  # an archived transcript: not exported
+        tokens = row["input"] + row["output"] + row["cacheRead"] + row["cacheWrite"]
+        cells = index[index.index(key + " ") :][:220].split("$")[0]
+        assert f" {tokens:,} " in cells + " ", (name, key, tokens, cells)
+        compared += 1
+    assert compared >= 8
+
+
 def test_export_html_links_resolve(exported: Any) -> None:
     name, _state, site, _result, _sessions_ = exported
     files = [site / "index.html", site / "usage.html", *sorted((site / "s").glob("*.html"))]
