@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sessiontool.reports import html as H
+from sessiontool.reports import htmlbase as H
 
 NAV_TOP = '<a href="index.html">All sessions</a><a href="usage.html">Usage</a>'
 

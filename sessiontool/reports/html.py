@@ -1,22 +1,20 @@
-"""A transcript as one self-contained HTML page (`history --format html`, and each session page
-of `export --html`).
+"""A transcript as one HTML page (`history --format html`, and each session page of
+`export --html`): roles, times, each turn's model, tokens and cost, tool calls and results folded,
+long texts folded after a screenful, a reset as a divider, and where an inter-session message
+came from (linked when its session has a page beside this one). Escaping and the page around it:
+reports/htmlbase.py.
 
-Self-contained: the style is inline, there is no script, font or image to fetch, and a
-Content-Security-Policy meta tag forbids loading anything, so the page reads the same offline,
-attached to a ticket or opened years later. A transcript can hold any text (a pasted web page,
-a tool's raw output, terminal escapes): every piece of it goes through `h`, which escapes markup
-and shows control characters as visible symbols, so nothing in it runs or breaks the page.
-
-Pages are built as lists of strings joined once: a 10,000-message session renders in the time
-the Markdown view takes (bench/cases_html.py)."""
+Pages are built as lists of strings joined once: a 10,000-message session renders in about the
+time the Markdown view takes (bench/cases_html.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from sessiontool.reports.htmlbase import fmt_time, fmt_usd, h, ha, page
 
 Message = dict[str, Any]
 LinkFor = Callable[[str], str | None]  # a session key as a transcript names it → href or None
@@ -27,54 +25,6 @@ FOLD_LINES = 30  # a text longer than this (or than FOLD_CHARS) shows its first 
 FOLD_KEEP = 20
 FOLD_CHARS = 3000
 SUMMARY_CHARS = 120
-
-# C0/C1 controls, lone surrogates and non-characters: shown as symbols, never emitted raw (a NUL
-# or an ESC in a page is at best invisible and at worst read as something else).
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0d\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def _visible(m: re.Match[str]) -> str:
-    """A control character as the escape people know from terminals and JSON (`\\e`, `\\x00`),
-    set apart by style; every font has these glyphs, unlike U+2400's control pictures."""
-    o = ord(m.group())
-    if 0xD800 <= o <= 0xDFFF:
-        return "\ufffd"
-    shown = "\\e" if o == 0x1B else (f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
-    return f'<span class="c">{shown}</span>'
-
-
-def ha(text: str) -> str:
-    """Text for a double-quoted attribute (no markup: control characters as U+FFFD)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _UNSAFE.sub("\ufffd", text.replace('"', "&quot;"))
-
-
-def h(text: str) -> str:
-    """Text for an element's content (`ha` for an attribute)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    if "\r\n" in text:
-        text = text.replace("\r\n", "\n")
-    if _UNSAFE.search(text):
-        text = _UNSAFE.sub(_visible, text)
-    return text
-
-
-def fmt_time(ms: Any) -> str:
-    if not isinstance(ms, int | float) or isinstance(ms, bool):
-        return ""
-    try:
-        t = time.gmtime(ms / 1000)
-    except (OverflowError, ValueError, OSError):
-        return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", t)
-
-
-def fmt_count(n: float) -> str:
-    return f"{int(n):,}"
-
-
-def fmt_usd(v: float) -> str:
-    return f"${v:.4f}" if v < 100 else f"${v:,.2f}"
 
 
 def _num(v: Any) -> int:
@@ -322,91 +272,6 @@ def message_html(i: int, msg: Message, link_for: LinkFor | None, price_for: Pric
 
 
 # -- the page ---------------------------------------------------------------------------------
-
-CSS = """
-:root{color-scheme:light dark;--bg:#fbfbfa;--fg:#1d1d1f;--mute:#6b6b73;--line:#e2e2e6;
---card:#fff;--user:#eef4ff;--asst:#fff;--tool:#f6f6f8;--acc:#2d6cdf;--err:#c62828;--bar:#2d6cdf;
---bar2:#8fb3f0;--code:#f3f3f5}
-@media (prefers-color-scheme:dark){:root{--bg:#141416;--fg:#e8e8ea;--mute:#9a9aa3;
---line:#2e2e33;--card:#1c1c1f;--user:#1a2436;--asst:#1c1c1f;--tool:#19191c;--acc:#7aa7ff;
---err:#ff6b6b;--bar:#7aa7ff;--bar2:#3b5c99;--code:#26262b}}
-*{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--fg);font:16px/1.55 system-ui,-apple-system,
-"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
-a{color:var(--acc)}
-code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace;
-font-size:.86em}
-header.top{position:sticky;top:0;z-index:2;background:var(--bg);border-bottom:1px solid var(--line);
-padding:.6rem 1rem .5rem}
-header.top>*{max-width:58rem;margin-left:auto;margin-right:auto}
-main.wide,header.top.wide>*{max-width:80rem}
-header.top nav{font-size:.85rem;color:var(--mute)}
-header.top nav a{margin-right:.9rem}
-h1{font-size:1.15rem;margin:.15rem 0;overflow-wrap:anywhere}
-.meta{margin:0;color:var(--mute);font-size:.85rem}
-main{max-width:58rem;margin:0 auto;padding:1rem}
-.m{background:var(--card);border:1px solid var(--line);border-radius:10px;margin:.7rem 0;
-padding:.55rem .8rem;scroll-margin-top:6rem}
-.m.user{background:var(--user)}
-.m.tool,.m.other{background:var(--tool);padding:.35rem .8rem}
-.m.inter{border-left:4px solid var(--acc)}
-.m h3{display:flex;flex-wrap:wrap;gap:.2rem .7rem;align-items:baseline;margin:0;
-font-size:.9rem;font-weight:650;text-transform:capitalize}
-.m h3 time,.m h3 small{font-size:.82rem;font-weight:400;color:var(--mute);text-transform:none}
-.m h3 small{margin-left:auto}
-.from{font-size:.85rem;color:var(--mute);margin:.15rem 0}
-.m p{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3rem 0}
-.m p.fail{color:var(--err)}
-.m p.empty{color:var(--mute);font-style:italic}
-.m p.from{white-space:normal}
-.c{color:var(--err);background:var(--code);border-radius:3px;font:.8em ui-monospace,monospace}
-details{margin:.3rem 0}
-summary{cursor:pointer;color:var(--mute);font-size:.88rem;overflow-wrap:anywhere}
-summary code{color:var(--fg)}
-summary b{font-weight:600}
-.err>summary b{color:var(--err)}
-pre{background:var(--code);border-radius:6px;padding:.5rem .7rem;margin:.3rem 0;
-white-space:pre-wrap;overflow-wrap:anywhere;max-height:40rem;overflow:auto}
-details.more>summary{font-size:.85rem}
-.reset{display:flex;align-items:center;gap:.8rem;color:var(--err);font-size:.85rem;margin:1.2rem 0}
-.reset:before,.reset:after{content:"";flex:1;border-top:2px dashed var(--err)}
-table{border-collapse:collapse;width:100%;font-size:.88rem;background:var(--card)}
-th,td{padding:.35rem .55rem;border-bottom:1px solid var(--line);text-align:left;
-vertical-align:top}
-th{font-weight:600;color:var(--mute);font-size:.8rem;text-transform:uppercase;letter-spacing:.03em}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.key{overflow-wrap:anywhere}
-.kind{font-size:.78rem;border:1px solid var(--line);border-radius:4px;padding:0 .3rem}
-h2{font-size:1rem;margin:1.6rem 0 .5rem}
-svg{display:block;max-width:100%;height:auto}
-svg text{fill:var(--mute);font:11px system-ui,sans-serif}
-svg .b{fill:var(--bar)}
-svg .b2{fill:var(--bar2)}
-svg .g{stroke:var(--line)}
-.legend{font-size:.8rem;color:var(--mute)}
-.sw{display:inline-block;width:.8em;height:.8em;border-radius:2px;vertical-align:-.05em}
-.sw.b{background:var(--bar)}.sw.b2{background:var(--bar2)}
-"""
-
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-
-
-def page(title: str, header: str, body: Iterable[str], *, main_class: str = "") -> str:
-    """A whole document; `header` and `body` are already HTML, `title` is text."""
-    cls = f' class="{main_class}"' if main_class else ""
-    return "".join(
-        [
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-            '<meta name="referrer" content="no-referrer">'
-            f"<title>{ha(title)}</title><style>{CSS}</style></head>\n<body>"
-            f'<header class="top{" wide" if main_class == "wide" else ""}">{header}</header>\n'
-            f"<main{cls}>\n",
-            *body,
-            "</main></body></html>\n",
-        ]
-    )
 
 
 def transcript_page(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.reports import html as H
+from sessiontool.reports import htmlbase as B
 from sessiontool.stores import keys
 from sessiontool.stores.paths import is_plain_name
 
@@ -36,14 +37,14 @@ DAY_MS = 86_400_000
 
 def _facts(ctx: Context, agent_id: str, full_key: str, entry: dict[str, Any]) -> list[str]:
     kind = keys.kind_of(full_key, entry, ctx.config.main_key)
-    out = [f"agent {H.h(agent_id)}", f'<span class="kind">{H.h(kind)}</span>']
+    out = [f"agent {B.h(agent_id)}", f'<span class="kind">{B.h(kind)}</span>']
     for name in ("label", "model"):
         v = entry.get(name)
         if isinstance(v, str) and v:
-            out.append(H.h(v))
+            out.append(B.h(v))
     sid = entry.get("sessionId")
     if isinstance(sid, str):
-        out.append(f"<code>{H.h(sid)}</code>")
+        out.append(f"<code>{B.h(sid)}</code>")
     return out
 
 
@@ -268,7 +269,7 @@ def _related(
 ) -> str:
     def link(k: str) -> str:
         f = files.get(k)
-        return f'<a href="{H.ha(f)}">{H.h(k)}</a>' if f else f"<code>{H.h(k)}</code>"
+        return f'<a href="{B.ha(f)}">{B.h(k)}</a>' if f else f"<code>{B.h(k)}</code>"
 
     parts = []
     p = parents.get(full_key)
