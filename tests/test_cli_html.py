@@ -328,6 +328,7 @@ def test_export_html_rerun_rewrites_only_what_changed(tmp_path: Path) -> None:
     args = ("--state-dir", str(state), "export", "--html", str(site), "--all-agents")
     rc, first = run_json(*args)
     assert rc == 0 and first["written"] == first["pages"] and first["unchanged"] == 0
+    assert set(first) == {"to", "sessions", "pages", "written", "unchanged"}  # the JSON contract
     before = {p: p.stat().st_mtime_ns for p in site.rglob("*.html")}
     rc, again = run_json(*args)
     assert rc == 0 and again["written"] == 0 and again["unchanged"] == first["pages"]
