@@ -519,7 +519,12 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         Problem(f.kind, f.path, f.detail, severity=f.severity, hint=f.hint)
         for f in repair.check(ctx.paths, ctx.config)
     )
-    return _doctor_result(problems, stores, describe(ctx.paths))
+    gateway = describe(ctx.paths)
+    problems.extend(
+        Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
+        for p in gateway.pop("problems")
+    )
+    return _doctor_result(problems, stores, gateway)
 
 
 def _doctor_result(

@@ -1,17 +1,16 @@
 """Sends and spawns on a SQLite-era agent run as ordinary sessiontool runs whose worker hands the
 turn to OpenClaw's gateway: `--timeout` (exit 124) then `wait RUN_ID`, `--timeout 0`, `abort`
 (which also asks the gateway to stop the turn), `runs`; a spawn creates its child through the
-gateway and announces back to the requester through it. The gateway is a fake `openclaw` CLI
-that logs every call; the state dir's `agents/` must stay byte-identical (sessiontool never
-writes OpenClaw's store)."""
+gateway and announces back to the requester through it. The gateway is the scripted fake
+(tests/fakes/gateway.py, a real WebSocket server) that logs every frame; no `openclaw` CLI is
+involved; the state dir's `agents/` must stay byte-identical (sessiontool never writes
+OpenClaw's store)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import socket
-import stat
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,67 +20,22 @@ from typing import Any
 import pytest
 
 from .conftest import run_cli
+from .fakes import gateway as fake
 from .test_openclaw_sqlite import OC_STATE, tree_digest
 
-# The `openclaw` CLI as sessiontool calls it (`gateway call METHOD --params JSON --json ...`).
-# A message `sleep:N ...` makes the turn take N seconds; `fail ...` makes the gateway refuse it.
-FAKE_CLI = r"""#!PYTHON
-import json, os, sys, time
-args = sys.argv[1:]
-method = args[2]
-params = json.loads(args[args.index("--params") + 1])
-final = "--expect-final" in args
-with open(os.environ["FAKE_GATEWAY_LOG"], "a") as log:
-    log.write(json.dumps({"method": method, "params": params, "final": final}) + "\n")
-def out(obj):
-    print(json.dumps(obj))
-    sys.exit(0)
-if method == "status":
-    out({"runtimeVersion": os.environ.get("FAKE_GATEWAY_VERSION", "2026.9.6")})
-if method == "agent":
-    msg = params["message"]
-    if not final:
-        out({"runId": params["idempotencyKey"], "status": "accepted"})
-    if msg.startswith("fail"):
-        print(json.dumps({"ok": False, "error": {"message": "agent refused: " + msg}}))
-        sys.exit(1)
-    if msg.startswith("sleep:"):
-        secs = float(msg.split()[0].split(":")[1])
-        limit = params.get("timeout")
-        if limit is not None and limit < secs:
-            time.sleep(limit)
-            out({"runId": params["idempotencyKey"], "status": "timeout", "summary": "timed out"})
-        time.sleep(secs)
-    out({"runId": params["idempotencyKey"], "status": "ok", "summary": "completed",
-         "result": {"payloads": [{"text": "pong: " + msg}],
-                    "meta": {"agentMeta": {"sessionId": "sid-" + params["idempotencyKey"][:8],
-                                           "provider": "fake", "model": "fake-model",
-                                           "usage": {"input": 1200, "output": 34, "total": 1234}}}}})
-if method == "sessions.patch":
-    out({"ok": True, "key": params["key"], "entry": {"sessionId": "x", "label": params.get("label")}})
-if method == "sessions.delete":
-    out({"ok": True, "key": params["key"], "deleted": True, "archived": []})
-if method == "chat.abort":
-    out({"ok": True, "aborted": True, "runIds": [params.get("runId")]})
-print(json.dumps({"ok": False, "error": {"message": "unsupported " + method}}))
-sys.exit(1)
-"""
-
+NO_OPENCLAW_PATH = "/usr/bin:/bin"
 
 @dataclass
 class FakeGateway:
     state: Path
-    log: Path
+    gw: fake.FakeGateway
     env: dict[str, str]
 
     def st(self, *args: str) -> Any:
         return run_cli("--state-dir", str(self.state), *args, env=self.env, timeout=120)
 
     def calls(self, method: str | None = None) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        rows = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
-        return [r for r in rows if method is None or r["method"] == method]
+        return self.gw.calls(method)
 
     def record(self, run_id: str) -> dict[str, Any]:
         proc = self.st("--json", "runs", run_id)
@@ -100,26 +54,30 @@ class FakeGateway:
                 raise AssertionError(f"run {run_id} never got {what}: {rec}")
             time.sleep(0.1)
 
+    def until_called(self, method: str, run_id: str) -> None:
+        """Until the gateway got this run's turn (the worker is a separate process)."""
+        deadline = time.monotonic() + 60
+        while not any(c["params"].get("idempotencyKey") == run_id for c in self.calls(method)):
+            assert time.monotonic() < deadline, f"{method} of {run_id} never reached the gateway"
+            time.sleep(0.1)
+
+
+def is_announce(call: dict[str, Any]) -> bool:
+    return str(call["params"].get("idempotencyKey", "")).endswith(":announce")
+
 
 @pytest.fixture
 def fake_gateway(tmp_path: Path) -> Iterator[FakeGateway]:
     state = tmp_path / "state"
     shutil.copytree(OC_STATE, state)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    port = listener.getsockname()[1]
-    (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": port}}))
-    cli = tmp_path / "openclaw"
-    cli.write_text(FAKE_CLI.replace("PYTHON", sys.executable))
-    cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
-    log = tmp_path / "gateway-calls.jsonl"
-    env = {"SESSIONTOOL_OPENCLAW_BIN": str(cli), "FAKE_GATEWAY_LOG": str(log)}
     before = tree_digest(state / "agents")
-    try:
-        yield FakeGateway(state, log, env)
-    finally:
-        listener.close()
+    with fake.running(tmp_path / "gw", token="t0ken-fake") as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        # No `openclaw` anywhere: the gateway is reached by sessiontool's own client.
+        env = {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH}
+        yield FakeGateway(state, gw, env)
     # The gateway writes OpenClaw's store; sessiontool never does (no sessions.json, no lock).
     assert tree_digest(state / "agents") == before
 
@@ -130,7 +88,6 @@ def test_send_waits_for_the_gateway_turn_and_records_a_run(fake_gateway: FakeGat
     out = json.loads(proc.stdout)
     assert out["status"] == "ok" and out["reply"] == "pong: ping" and out["via"] == "gateway"
     (call,) = fake_gateway.calls("agent")
-    assert call["final"] is True
     assert call["params"]["sessionKey"] == "agent:main:discord:group:123"
     assert call["params"]["idempotencyKey"] == out["runId"]  # the run id is the turn's key
     rec = fake_gateway.record(out["runId"])
@@ -180,7 +137,7 @@ def test_a_refused_turn_is_a_failed_run(fake_gateway: FakeGateway) -> None:
 def test_abort_ends_the_run_and_asks_the_gateway_to_stop(fake_gateway: FakeGateway) -> None:
     proc = fake_gateway.st("send", "main", "sleep:120 never ends", "--timeout", "0")
     run_id = proc.stdout.strip()
-    fake_gateway.until(run_id, lambda r: r.get("agentPid"), "its gateway call started")
+    fake_gateway.until_called("agent", run_id)
     proc = fake_gateway.st("--json", "abort", run_id)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -223,7 +180,7 @@ def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
     assert "Your task:\nsummarise X" in p["extraSystemPrompt"]
     assert p["inputProvenance"]["sourceTool"] == "sessions_spawn"
     a = announce["params"]
-    assert announce["final"] is False and a["sessionKey"] == "agent:main:main"
+    assert is_announce(announce) and a["sessionKey"] == "agent:main:main"
     assert a["idempotencyKey"] == f"{run_id}:announce"
     # The same text the file form's announce injects: Status, Result, Notes, Stats.
     from sessiontool.flow.announce import announce_message, stats_line
@@ -253,7 +210,7 @@ def test_spawn_run_timeout_and_cleanup_delete(fake_gateway: FakeGateway) -> None
         out["runId"], lambda r: (r.get("followUp") or {}).get("next") == "done", "its cleanup"
     )
     assert rec["status"] == "timeout"
-    announce = [c for c in fake_gateway.calls("agent") if not c["final"]]
+    announce = [c for c in fake_gateway.calls("agent") if is_announce(c)]
     assert announce[0]["params"]["message"].startswith("Status: timeout\nResult: (no output)\n")
     (delete,) = fake_gateway.calls("sessions.delete")
     assert delete["params"] == {"key": out["childSessionKey"], "deleteTranscript": True}
@@ -307,8 +264,8 @@ def test_a_worker_killed_mid_turn_is_lost_and_still_announced(fake_gateway: Fake
 
     proc = fake_gateway.st("--json", "spawn", "sleep:120 long child")
     out = json.loads(proc.stdout)
-    rec = fake_gateway.until(out["runId"], lambda r: r.get("agentPid"), "its gateway call")
-    os.killpg(rec["agentPid"], signal.SIGKILL)
+    fake_gateway.until_called("agent", out["runId"])
+    rec = fake_gateway.record(out["runId"])
     os.kill(rec["pid"], signal.SIGKILL)
     rec = fake_gateway.until(
         out["runId"],
@@ -316,7 +273,7 @@ def test_a_worker_killed_mid_turn_is_lost_and_still_announced(fake_gateway: Fake
         "its announce after the loss",
     )
     assert rec["status"] == "lost"
-    announce = [c for c in fake_gateway.calls("agent") if not c["final"]]
+    announce = [c for c in fake_gateway.calls("agent") if is_announce(c)]
     assert announce[0]["params"]["message"].startswith("Status: lost\n")
 
 

@@ -1,63 +1,86 @@
 """OpenClaw's running gateway: finding it, asking its version, calling its methods, and deciding
 how sessiontool may write a state dir while it runs.
 
-Found from the state dir's `openclaw.json` (or `clawdbot.json`): `gateway.port` (default 18789),
-`gateway.bind`, `gateway.auth.token` (or OPENCLAW_GATEWAY_TOKEN). Reachability is a TCP connect
-to that port (milliseconds; nothing is sent). Methods are called through the `openclaw` CLI
-(`openclaw gateway call METHOD --params JSON --json`): SESSIONTOOL_OPENCLAW_BIN, else `openclaw`
-on PATH. The CLI is the supported client, version-matched to the gateway it ships with; its
-WebSocket protocol (connect handshake, device identity, scopes) changes between releases, and
-re-implementing it here would break on each one.
+Found from the state dir's `openclaw.json` (or `clawdbot.json`): `gateway.port` (default 18789,
+or OPENCLAW_GATEWAY_PORT), `gateway.bind`, and the shared secret `gateway.auth` names
+(secrets.py: token or password; literal, env, SecretRef). Reachability is a TCP connect to that
+port (milliseconds; nothing is sent). Methods are called over sessiontool's own WebSocket client
+(wsclient.py: one connection per process, reused); the version is the one `hello-ok` states.
+The `openclaw` CLI (SESSIONTOOL_OPENCLAW_BIN, else on PATH; clicall.py) is only the fallback for
+a gateway whose protocol sessiontool does not speak (before 2026.5.28, or a future wire break).
 
 Write modes, per agent (`write_mode`):
-- SQLite store (2026.8+): `gateway` when a gateway answers and the CLI is there; otherwise
-  refused (exit 4) with how to start it. sessiontool never writes the database.
+- SQLite store (2026.8+): `gateway` when a gateway answers; otherwise refused (exit 4) with how
+  to start it. sessiontool never writes the database.
 - sessions.json store with a gateway of 2026.5.2–2026.7.x running (it no longer takes
-  `sessions.json.lock`): `gateway` for label/reset/delete/policy when the CLI is there, refused
-  (exit 4) for everything else: a file write would race it.
-- otherwise (no gateway, or one that honours the lock, or one whose version cannot be asked):
-  `files`, today's lock protocol.
+  `sessions.json.lock`; found by connecting to it): `gateway` for what has a gateway form,
+  refused (exit 4) for everything else: a file write would race it.
+- otherwise (no gateway, or one that honours the lock): `files`, today's lock protocol.
+
+OpenClaw 2026.9.6's exec-marker rule is honoured as its CLI honours it: inside an agent's `exec`
+(`OPENCLAW_SHELL=exec`) a message to a session through the gateway is refused (exit 4).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sessiontool.errors import ExitCode, ForbiddenError, SessiontoolError
+from sessiontool.errors import ForbiddenError, SessiontoolError
+from sessiontool.openclaw.wsclient import GatewayError  # noqa: F401 - re-exported
 from sessiontool.stores.paths import StatePaths
+
+if TYPE_CHECKING:
+    from sessiontool.openclaw.secrets import Secret
+    from sessiontool.openclaw.wsclient import Client, Hello
 
 DEFAULT_PORT = 18789
 LOCKLESS_FROM = (2026, 5, 2)  # first release that serialises store writes in-process only
 CREATED_AT_LOCK_FROM = (2026, 2, 0)  # store lock = session write lock {pid, createdAt, starttime}
 SQLITE_FROM = (2026, 8, 0)
 CONNECT_TIMEOUT_S = 0.5
-
-
-class GatewayError(SessiontoolError):
-    """The gateway answered with an error, or the CLI failed: exit 1."""
-
-    code = ExitCode.FAILURE
+HANDSHAKE_TIMEOUT_S = 30.0
+MESSAGE_METHODS = ("agent", "sessions.send", "sessions.steer", "chat.send")
+# What each write command asks of the gateway, so its first connect asks for it all.
+COMMAND_SCOPES = {
+    "reset": "operator.admin",
+    "delete": "operator.admin",
+    "policy": "operator.admin",
+}
+EXEC_MARKER_REASON = (
+    "would lose inter-session attribution. Use the attributed session-messaging tool available "
+    "to this run, or return the result through normal subagent completion. Do not retry through "
+    "another CLI route or remove the exec marker."
+)
 
 
 @dataclass
 class Gateway:
     host: str
     port: int
-    token: str | None
     config: Path | None
+    section: dict[str, Any] = field(default_factory=dict)
+    raw_config: dict[str, Any] = field(default_factory=dict)
     _reachable: bool | None = None
     _version: str | None = None
     _version_asked: bool = False
+    _secret: list[Secret | None] = field(default_factory=list)
+    _hello: Hello | None = None
+    _refusal: SessiontoolError | None = None
+    _transport: str | None = None  # "ws", or "cli" after a protocol mismatch
+    _refusal_text: str | None = None
 
     @property
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}"
+
+    @property
+    def loopback(self) -> bool:
+        return self.host in ("localhost", "::1") or self.host.startswith("127.")
 
     def reachable(self) -> bool:
         if self._reachable is None:
@@ -70,17 +93,61 @@ class Gateway:
                 self._reachable = False
         return self._reachable
 
+    def secret(self) -> Secret | None:
+        """The shared secret (resolved once: an exec SecretRef runs a program)."""
+        if not self._secret:
+            from sessiontool.openclaw import secrets
+
+            self._secret.append(secrets.resolve(self.section, self.raw_config, self.config))
+        return self._secret[0]
+
+    def client(self, paths: StatePaths) -> Client:
+        from sessiontool.openclaw import wsclient
+
+        return wsclient.client(self.url, self.secret(), paths, self.loopback)
+
+    def handshake(self, paths: StatePaths, scopes: frozenset[str] | None = None) -> Hello | None:
+        """Connect (once per process; later calls reuse the connection) and return what
+        hello-ok said; None when the gateway speaks a protocol sessiontool does not (then the
+        CLI is the transport). Raises the refusal (auth, pairing) as ForbiddenError."""
+        if self._transport == "cli":
+            return None
+        if self._refusal is not None:
+            raise self._refusal
+        from sessiontool.openclaw import wsclient
+
+        try:
+            hello = self.client(paths).hello(scopes or frozenset({wsclient.WRITE}))
+        except wsclient.ProtocolMismatch as exc:
+            self._transport = "cli"
+            self._refusal_text = exc.message
+            return None
+        except SessiontoolError as exc:
+            self._refusal = exc
+            raise
+        self._transport = "ws"
+        self._hello = hello
+        return hello
+
     def version(self, paths: StatePaths) -> str | None:
-        """The running gateway's version (its `status` method's runtimeVersion), or None."""
+        """The running gateway's version: hello-ok's `server.version`; through the CLI's `status`
+        only when the gateway speaks a protocol sessiontool does not."""
         if not self._version_asked:
             self._version_asked = True
-            if self.reachable() and cli() is not None:
+            if self.reachable():
                 try:
-                    st = call(paths, "status", {}, timeout_s=30)
+                    hello = self.handshake(paths)
                 except SessiontoolError:
-                    st = {}
-                v = st.get("runtimeVersion") or st.get("version")
-                self._version = v if isinstance(v, str) else None
+                    hello = None
+                if hello is not None:
+                    self._version = hello.version
+                elif self._transport == "cli" and cli() is not None:
+                    try:
+                        st = call(paths, "status", {}, timeout_s=30)
+                    except SessiontoolError:
+                        st = {}
+                    v = st.get("runtimeVersion") or st.get("version")
+                    self._version = v if isinstance(v, str) else None
         return self._version
 
     def how_to_start(self) -> str:
@@ -88,13 +155,30 @@ class Gateway:
 
     def to_json(self, paths: StatePaths) -> dict[str, Any]:
         up = self.reachable()
-        return {
+        info: dict[str, Any] = {
             "url": self.url,
             "config": str(self.config) if self.config else None,
             "reachable": up,
             "version": self.version(paths) if up else None,
             "cli": " ".join(cli() or []) or None,
         }
+        try:
+            secret = self.secret()
+            info["auth"] = f"{secret.field} ({secret.source})" if secret else "none"
+        except SessiontoolError as exc:
+            info["auth"] = f"unresolved: {exc.message}"
+        info["transport"] = None
+        info["handshake"] = None
+        if up:
+            if self._hello is not None:
+                info["transport"] = "websocket"
+                info["handshake"] = self._hello.to_json()
+            elif self._transport == "cli":
+                info["transport"] = "openclaw CLI" if cli() else None
+                info["handshake"] = {"refused": getattr(self, "_refusal_text", None)}
+            elif self._refusal is not None:
+                info["handshake"] = {"refused": self._refusal.message}
+        return info
 
 
 _found: dict[str, Gateway] = {}
@@ -114,6 +198,7 @@ def find(paths: StatePaths) -> Gateway:
         return _found[key]
     cfg_path = paths.openclaw_config()
     gw: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
     if cfg_path is not None:
         from sessiontool.stores.config import _load_file
 
@@ -129,13 +214,7 @@ def find(paths: StatePaths) -> Gateway:
         port = int(env_port)
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
         port = DEFAULT_PORT
-    auth_section = gw.get("auth")
-    auth: dict[str, Any] = auth_section if isinstance(auth_section, dict) else {}
-    cfg_token = auth.get("token")
-    token = os.environ.get("OPENCLAW_GATEWAY_TOKEN") or (
-        cfg_token if isinstance(cfg_token, str) else None
-    )
-    g = Gateway(_host_for(gw.get("bind"), gw), port, token, cfg_path)
+    g = Gateway(_host_for(gw.get("bind"), gw), port, cfg_path, gw, raw)
     _found[key] = g
     return g
 
@@ -150,6 +229,30 @@ def cli() -> list[str] | None:
     return [found] if found else None
 
 
+def check_exec_marker(method: str, params: dict[str, Any] | None = None) -> None:
+    """OpenClaw 2026.9.6's rule (`assertGatewayCliMessageContext`): inside an agent's `exec`
+    (OPENCLAW_SHELL=exec) a message to a session through the gateway loses who sent it."""
+    if os.environ.get("OPENCLAW_SHELL") != "exec":
+        return
+    has_message = method == "sessions.create" and bool(
+        params and isinstance(params.get("message") or params.get("task"), str)
+    )
+    if method in MESSAGE_METHODS or has_message:
+        raise ForbiddenError(
+            f"Gateway {method} from agent exec {EXEC_MARKER_REASON}",
+            hint="from inside an OpenClaw agent, use its sessions_send / sessions_spawn tools "
+            "(or `sessiontool mcp`, whose tools carry the attribution)",
+        )
+
+
+def expect(paths: StatePaths, method: str, params: dict[str, Any]) -> None:
+    """Declare a call this process will make later (a spawn's cleanup), so that the one
+    connection it opens first already has the scopes for it."""
+    from sessiontool.openclaw import wsclient
+
+    find(paths).client(paths).want(wsclient.scopes_for(method, params))
+
+
 def call(
     paths: StatePaths,
     method: str,
@@ -158,97 +261,38 @@ def call(
     timeout_s: float = 60,
     expect_final: bool = False,
     on_pid: Callable[[int], None] | None = None,
+    abort_turn: bool = False,
 ) -> dict[str, Any]:
-    """One gateway method through the CLI; its JSON result (raises GatewayError).
+    """One gateway method; its result payload (raises GatewayError, exit 4 when refused).
 
-    The CLI runs in its own process group, so that a run's `abort` (or our own timeout) can end
-    it and whatever it started at once; `on_pid` learns its pid before it is waited for."""
-    import signal
-    import subprocess
-
+    Over this process's WebSocket connection; through the `openclaw` CLI only when the gateway
+    speaks a protocol sessiontool does not (`on_pid` learns that CLI's pid, so an abort can end
+    its process group). `abort_turn`: if our deadline for an `agent` turn's final answer passes,
+    the gateway is asked to stop the turn (`chat.abort`); an abort stops only the wait, as
+    killing the CLI did (the `abort` command asks the gateway itself)."""
+    check_exec_marker(method, params)
     g = find(paths)
+    if g._transport != "cli":
+        from sessiontool.openclaw import wsclient
+
+        g.handshake(paths, wsclient.scopes_for(method, params))
+        if g._transport == "ws":
+            return g.client(paths).call(
+                method,
+                params,
+                timeout_s=timeout_s,
+                expect_final=expect_final,
+                abort_turn=abort_turn,
+            )
     exe = cli()
     if exe is None:
         raise ForbiddenError(
-            "no `openclaw` CLI found to reach the gateway (put it on PATH or set "
-            "SESSIONTOOL_OPENCLAW_BIN)"
+            f"{g._refusal_text or 'the gateway refused the handshake'}; no `openclaw` "
+            "CLI of that version was found to reach it instead (PATH or SESSIONTOOL_OPENCLAW_BIN)"
         )
-    argv = [
-        *exe,
-        "gateway",
-        "call",
-        method,
-        "--params",
-        json.dumps(params),
-        "--json",
-        "--timeout",
-        str(int(timeout_s * 1000)),
-        "--port",  # --url would need the token on the command line; --port reads it from env
-        str(g.port),
-    ]
-    if expect_final:
-        argv.append("--expect-final")
-    env = dict(os.environ)
-    env["OPENCLAW_STATE_DIR"] = str(paths.root)
-    if g.config is not None:
-        env["OPENCLAW_CONFIG_PATH"] = str(g.config)
-    if g.token:
-        env["OPENCLAW_GATEWAY_TOKEN"] = g.token  # never on the command line (ps shows it)
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise GatewayError(f"cannot run {exe[0]}: {exc.strerror or exc}") from exc
+    from sessiontool.openclaw import clicall
 
-    def kill() -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    try:
-        if on_pid is not None:
-            on_pid(proc.pid)
-        out, err = proc.communicate(timeout=timeout_s + 60)
-    except subprocess.TimeoutExpired as exc:
-        kill()
-        proc.communicate()
-        raise GatewayError(f"gateway {method}: no answer in {timeout_s:g}s") from exc
-    except BaseException:
-        kill()  # an abort (RunAborted), Ctrl-C, SIGTERM: the CLI goes with us
-        proc.communicate()
-        raise
-    return _answer(method, proc.returncode, out.strip(), err)
-
-
-def _answer(method: str, returncode: int, out: str, err: str) -> dict[str, Any]:
-    data: Any = None
-    if out:
-        try:
-            data = json.loads(out)
-        except ValueError:
-            start = out.find("{")
-            try:
-                data = json.loads(out[start:]) if start >= 0 else None
-            except ValueError:
-                data = None
-    if isinstance(data, dict) and data.get("ok") is False:
-        error = data.get("error")
-        msg = error.get("message") if isinstance(error, dict) else error
-        raise GatewayError(f"gateway {method}: {msg or 'failed'}")
-    if returncode != 0 or not isinstance(data, dict):
-        if returncode < 0:
-            raise GatewayError(f"gateway {method}: the CLI was stopped (signal {-returncode})")
-        last = (err.strip().splitlines() or [out[:200] or "no output"])[-1]
-        raise GatewayError(f"gateway {method} failed (exit {returncode}): {last}")
-    return data
+    return clicall.call(paths, g, exe, method, params, timeout_s, expect_final, on_pid)
 
 
 def parse_version(v: str | None) -> tuple[int, int, int] | None:
@@ -267,7 +311,9 @@ def lockless(version: str | None) -> bool:
 
 def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routable: bool) -> str:
     """`files` or `gateway` for a write touching these agents; raises ForbiddenError (exit 4)
-    when neither is safe. `routable`: the command has a gateway form."""
+    when neither is safe. `routable`: the command has a gateway form. A `gateway` answer has
+    already connected (the handshake a refusal would come from, exit 4 before anything is
+    submitted); the command's calls reuse that connection."""
     from sessiontool.stores.reader import gateway_agents
 
     g = find(paths)
@@ -285,24 +331,50 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
                 "through OpenClaw's gateway only, and sessiontool has no gateway form of "
                 f"`{command}`"
             )
-        if cli() is None:
-            raise ForbiddenError(
-                f"{command}: agent {sqlite[0]}'s store is written through OpenClaw's gateway, "
-                "and no `openclaw` CLI was found to reach it (PATH or SESSIONTOOL_OPENCLAW_BIN)"
-            )
+        _ready(paths, g, command)
         return "gateway"
     if paths.openclaw_config() is None or not g.reachable():
         return "files"
     version = g.version(paths)
+    if version is None:
+        if g._refusal is not None:
+            raise ForbiddenError(
+                f"{command}: a gateway runs at {g.host}:{g.port} and refused sessiontool "
+                f"({g._refusal.message}), so sessiontool cannot tell whether it takes "
+                "sessions.json.lock; nothing was written",
+                hint=g._refusal.hint,
+            )
+        if g._transport == "cli":
+            raise ForbiddenError(
+                f"{command}: {g._refusal_text}; sessiontool cannot tell whether it takes "
+                "sessions.json.lock, and no `openclaw` CLI was found to ask it (PATH or "
+                "SESSIONTOOL_OPENCLAW_BIN); nothing was written"
+            )
     if not lockless(version):
         return "files"
-    if routable and cli() is not None:
+    if routable:
+        _ready(paths, g, command)
         return "gateway"
     raise ForbiddenError(
         f"{command}: OpenClaw {version}'s gateway is running at {g.host}:{g.port} and does not "
         "take sessions.json.lock, so a write here would race it; stop it, or let sessiontool "
         "route the write through it" + ("" if routable else f" (`{command}` has no gateway form)")
     )
+
+
+def _ready(paths: StatePaths, g: Gateway, command: str) -> None:
+    """The gateway can take this command's writes: OpenClaw's exec-marker rule, then the
+    handshake (with the scopes the command needs); the CLI only after a protocol mismatch."""
+    from sessiontool.openclaw import wsclient
+
+    if command in ("send", "spawn"):
+        check_exec_marker("agent")
+    scopes = frozenset({COMMAND_SCOPES.get(command, wsclient.WRITE)})
+    if g.handshake(paths, scopes) is None and cli() is None:
+        raise ForbiddenError(
+            f"{command}: {g._refusal_text}, and no `openclaw` CLI of that version was found to "
+            "reach it instead (PATH or SESSIONTOOL_OPENCLAW_BIN)"
+        )
 
 
 def lock_form_for(version: str | None) -> str:
@@ -350,7 +422,8 @@ LOCK_FORM_TEXT = {
 
 
 def describe(paths: StatePaths) -> dict[str, Any]:
-    """For doctor: the gateway found, its version and which write mode applies."""
+    """For doctor: the gateway found, its version (from the handshake), the auth, identity and
+    scopes used, which write mode applies, and `problems`: whatever stops writes from working."""
     g = find(paths)
     info = g.to_json(paths)
     from sessiontool.stores.reader import agent_ids_on_disk, gateway_agents
@@ -363,7 +436,7 @@ def describe(paths: StatePaths) -> dict[str, Any]:
     elif lockless(info["version"]):
         mode = "gateway (its version does not take sessions.json.lock)"
     elif info["version"] is None:
-        mode = "files (gateway version unknown: lock protocol)"
+        mode = "refused (gateway version unknown)"
     else:
         mode = "files (the gateway honours sessions.json.lock)"
     info["mode"] = mode
@@ -372,4 +445,48 @@ def describe(paths: StatePaths) -> dict[str, Any]:
     files = mode.startswith("files")
     form = lock_form_for(info["version"] if info["reachable"] else None) if files else None
     info["lockForm"] = LOCK_FORM_TEXT[form] if form else None
+    info["problems"] = _problems(g, info, bool(sqlite) or not files)
     return info
+
+
+def _problems(g: Gateway, info: dict[str, Any], through_gateway: bool) -> list[dict[str, str]]:
+    if not info["reachable"] or info["config"] is None:
+        return []
+    where = f"{g.url}"
+    out: list[dict[str, str]] = []
+    if g._refusal is not None:
+        out.append(
+            {
+                "kind": "gateway-refused",
+                "path": where,
+                "detail": f"writes through the gateway cannot work: {g._refusal.message}",
+                "hint": g._refusal.hint or "check gateway.auth in openclaw.json",
+            }
+        )
+    elif g._transport == "cli" and cli() is None:
+        out.append(
+            {
+                "kind": "gateway-protocol",
+                "path": where,
+                "detail": f"writes through the gateway cannot work: {g._refusal_text}, and no "
+                "`openclaw` CLI was found to reach it instead",
+                "hint": "put that gateway's `openclaw` on PATH (or SESSIONTOOL_OPENCLAW_BIN), or "
+                "update OpenClaw",
+            }
+        )
+    elif g._hello is not None and through_gateway:
+        from sessiontool.openclaw import wsclient
+
+        granted = frozenset(g._hello.scopes)
+        if not (granted & {wsclient.WRITE, wsclient.ADMIN}):
+            out.append(
+                {
+                    "kind": "gateway-scopes",
+                    "path": where,
+                    "detail": "writes through the gateway cannot work: it granted sessiontool "
+                    f"only {sorted(granted) or 'no scopes'}",
+                    "hint": "approve sessiontool's device for operator.write "
+                    "(openclaw devices list / approve)",
+                }
+            )
+    return out

@@ -115,6 +115,8 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
 
     execute._current.update(runId=rec["runId"], paths=paths)
     try:
+        if rec.get("cleanup") == "delete":  # one connection for the turn and the cleanup
+            gateway.expect(paths, "sessions.delete", {"key": rec["sessionKey"]})
         if rec.get("kind") == "spawn" and rec.get("label"):
             # Creates the child's entry, labelled, before its first turn.
             gateway.call(paths, "sessions.patch", {"key": rec["sessionKey"], "label": rec["label"]})
@@ -125,6 +127,7 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
             timeout_s=_wait_s(rec),
             expect_final=True,
             on_pid=on_pid,
+            abort_turn=True,
         )
         out.result = result
         status = result.get("status")

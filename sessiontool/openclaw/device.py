@@ -1,0 +1,131 @@
+"""sessiontool's own device identity for OpenClaw's gateway, used where the gateway does not grant
+a device-less client its scopes (a remote gateway, no shared secret, scopes cleared).
+
+An Ed25519 key of sessiontool's own (never the `openclaw` CLI's, whose key is that program's
+secret), kept with the device tokens the gateway issues in `<state>/sessiontool/gateway-device.json`
+(0600). `device.id` is the hex SHA-256 of the raw public key; the signature is over OpenClaw's
+v3 payload (`buildDeviceAuthPayloadV3`). `cryptography` is imported only here, only when a device
+is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sessiontool.stores.paths import StatePaths
+
+FILE_NAME = "gateway-device.json"
+VERSION = 1
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+@dataclass
+class Device:
+    path: Path
+    private_raw: bytes
+    public_raw: bytes
+    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)  # url -> {token, scopes}
+
+    @property
+    def device_id(self) -> str:
+        return hashlib.sha256(self.public_raw).hexdigest()
+
+    def block(
+        self,
+        *,
+        client_id: str,
+        client_mode: str,
+        role: str,
+        scopes: list[str],
+        signed_at: int,
+        token: str,
+        nonce: str,
+        platform: str,
+        device_family: str,
+    ) -> dict[str, Any]:
+        """connect.params.device for this challenge."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        payload = "|".join(
+            [
+                "v3",
+                self.device_id,
+                client_id,
+                client_mode,
+                role,
+                ",".join(scopes),
+                str(signed_at),
+                token,
+                nonce,
+                platform.lower(),
+                device_family.lower(),
+            ]
+        )
+        key = Ed25519PrivateKey.from_private_bytes(self.private_raw)
+        return {
+            "id": self.device_id,
+            "publicKey": _b64url(self.public_raw),
+            "signature": _b64url(key.sign(payload.encode("utf-8"))),
+            "signedAt": signed_at,
+            "nonce": nonce,
+        }
+
+    def token_for(self, url: str) -> str | None:
+        t = self.tokens.get(url, {}).get("token")
+        return t if isinstance(t, str) and t else None
+
+    def remember(self, url: str, token: str, scopes: list[str]) -> None:
+        """Keep a device token hello-ok issued (0600), unless it is the one already kept."""
+        if self.token_for(url) == token:
+            return
+        self.tokens[url] = {"token": token, "scopes": scopes}
+        self._save()
+
+    def forget(self, url: str) -> None:
+        if self.tokens.pop(url, None) is not None:
+            self._save()
+
+    def _save(self) -> None:
+        from sessiontool.stores.jsonio import atomic_write
+
+        data = {
+            "version": VERSION,
+            "privateKey": _b64url(self.private_raw),
+            "publicKey": _b64url(self.public_raw),
+            "tokens": self.tokens,
+        }
+        atomic_write(self.path, json.dumps(data, indent=2).encode(), mode=0o600)
+
+
+def load_or_create(paths: StatePaths) -> Device:
+    """This state dir's device (created, 0600, on first use)."""
+    path = paths.tool_dir / FILE_NAME
+    try:
+        data = json.loads(path.read_text())
+        priv = base64.urlsafe_b64decode(data["privateKey"] + "==")
+        pub = base64.urlsafe_b64decode(data["publicKey"] + "==")
+        tokens = data.get("tokens") if isinstance(data.get("tokens"), dict) else {}
+        if len(priv) == 32 and len(pub) == 32:
+            return Device(path, priv, pub, tokens)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    raw = serialization.Encoding.Raw
+    dev = Device(
+        path,
+        key.private_bytes(raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()),
+        key.public_key().public_bytes(raw, serialization.PublicFormat.Raw),
+    )
+    dev._save()
+    return dev

@@ -1,0 +1,419 @@
+"""A scripted OpenClaw gateway: a real WebSocket server (`websockets`, 127.0.0.1, its own process)
+speaking the handshake and the methods sessiontool calls as the 2026.9.6 gateway does
+(docs/gateway/protocol/*), and doing on request what the real one rarely does: a protocol it
+does not share, pairing required, `UNAVAILABLE` while it starts, a connection dropped after it
+accepted a turn, a wrong token, device-less scopes cleared. It checks what it is sent (the scopes
+per method, a device's v3 signature) and logs every frame's method and params (never a secret)
+to a JSON-lines file the tests read.
+
+A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`); `fail ...`
+makes the gateway refuse it. With `store` set it plays a lockless JSON-era gateway: it applies
+`sessions.patch` to that sessions.json itself and rewrites the file on its own meanwhile.
+
+    python tests/fakes/gateway.py CONFIG.json   # prints "ready PORT"
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+READ, WRITE, ADMIN = "operator.read", "operator.write", "operator.admin"
+SCOPE = {
+    "status": READ,
+    "sessions.list": READ,
+    "chat.history": READ,
+    "agent": WRITE,
+    "agent.wait": WRITE,
+    "chat.abort": WRITE,
+    "sessions.reset": ADMIN,
+}
+
+
+def required_scope(method: str, params: dict[str, Any]) -> str:
+    if method == "sessions.patch":
+        return WRITE if set(params) <= {"key", "label"} else ADMIN
+    if method == "sessions.delete":
+        return WRITE if params.get("archivedOnly") is True else ADMIN
+    return SCOPE.get(method, ADMIN)
+
+
+def allowed(scope: str, granted: list[str]) -> bool:
+    return ADMIN in granted or scope in granted or (scope == READ and WRITE in granted)
+
+
+def _b64(data: str) -> bytes:
+    return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
+class Server:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.lock = threading.Lock()
+        self.conns = 0
+        self.unavailable_connects = int(cfg.get("unavailable_connects", 0))
+        self.unavailable_calls = int(cfg.get("unavailable_calls", 0))
+        self.drop_after_accept = int(cfg.get("drop_after_accept", 0))
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.device_tokens: set[str] = set()
+        self.store_stat: Any = None
+        self.store_data: dict[str, Any] = {}
+
+    def log(self, row: dict[str, Any]) -> None:
+        with self.lock, open(self.cfg["log"], "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    # -- handshake -------------------------------------------------------------------------
+
+    def handler(self, ws: Any) -> None:
+        with self.lock:
+            self.conns += 1
+            n = self.conns
+        nonce, ts = str(uuid.uuid4()), int(time.time() * 1000)
+        ws.send(
+            json.dumps(
+                {"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}
+            )
+        )
+        req = json.loads(ws.recv())
+        p = req.get("params") or {}
+        auth = p.get("auth") or {}
+        device = p.get("device")
+        self.log(
+            {
+                "conn": n,
+                "method": "connect",
+                "params": {
+                    "minProtocol": p.get("minProtocol"),
+                    "maxProtocol": p.get("maxProtocol"),
+                    "client": {k: p["client"].get(k) for k in ("id", "mode")},
+                    "scopes": p.get("scopes"),
+                    "auth": sorted(auth),
+                    "device": bool(device),
+                },
+            }
+        )
+
+        def refuse(code: str, message: str, details: dict[str, Any], close: int = 1008) -> None:
+            err: dict[str, Any] = {"code": code, "message": message, "details": details}
+            if "retryAfterMs" in details:
+                err["retryable"], err["retryAfterMs"] = True, details["retryAfterMs"]
+            ws.send(json.dumps({"type": "res", "id": req["id"], "ok": False, "error": err}))
+            ws.close(close, message[:100])
+
+        proto = int(self.cfg.get("protocol", 4))
+        if not p.get("minProtocol", 0) <= proto <= p.get("maxProtocol", 0):
+            details = {"code": "PROTOCOL_MISMATCH", "expectedProtocol": proto}
+            return refuse("INVALID_REQUEST", "protocol mismatch", details, 1002)
+        with self.lock:
+            busy = self.unavailable_connects > 0
+            self.unavailable_connects -= 1 if busy else 0
+        if busy:
+            details = {"reason": "startup-sidecars", "retryAfterMs": 50}
+            return refuse("UNAVAILABLE", "gateway starting", details, 1013)
+        token = auth.get("token") or auth.get("password")
+        secret = self.cfg.get("token")
+        shared_ok = bool(secret) and token == secret
+        if secret and not shared_ok and token not in self.device_tokens:
+            details = {"code": "AUTH_TOKEN_MISMATCH", "recommendedNextStep": "update_auth_credentials"}
+            return refuse("INVALID_REQUEST", "unauthorized: gateway token mismatch", details)
+        scopes = list(p.get("scopes") or [])
+        issued = None
+        if device:
+            why = self.check_device(device, p, token or "", nonce, ts)
+            if why:
+                return refuse("INVALID_REQUEST", why, {"code": "DEVICE_AUTH_SIGNATURE_INVALID"})
+            if self.cfg.get("pairing") == "required":
+                rid = "req-" + device["id"][:12]
+                details = {"code": "PAIRING_REQUIRED", "requestId": rid, "reason": "not-paired"}
+                return refuse("NOT_PAIRED", f"pairing required (requestId: {rid})", details)
+            issued = "devtok-" + uuid.uuid4().hex
+            with self.lock:
+                self.device_tokens.add(issued)
+        elif self.cfg.get("clear_deviceless_scopes"):
+            scopes = []
+        hello_auth: dict[str, Any] = {"role": "operator", "scopes": scopes, "method": "token"}
+        if issued:
+            hello_auth["deviceToken"] = issued
+        hello = {
+            "type": "hello-ok",
+            "protocol": proto,
+            "server": {"version": self.cfg.get("version", "2026.9.6"), "connId": str(n)},
+            "features": {"methods": sorted(SCOPE) + ["sessions.patch", "sessions.delete"]},
+            "snapshot": {},
+            "auth": hello_auth,
+            "policy": {"maxPayload": 26214400, "tickIntervalMs": 30000},
+        }
+        ws.send(json.dumps({"type": "res", "id": req["id"], "ok": True, "payload": hello}))
+        try:
+            for raw in ws:
+                self.request(ws, n, scopes, json.loads(raw))
+        except Exception:  # noqa: BLE001 - the client went away
+            pass
+
+    def check_device(
+        self, device: dict[str, Any], p: dict[str, Any], token: str, nonce: str, ts: int
+    ) -> str | None:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        raw = _b64(device["publicKey"])
+        if hashlib.sha256(raw).hexdigest() != device["id"]:
+            return "device identity mismatch"
+        if device.get("nonce") != nonce or device.get("signedAt") != ts:
+            return "device nonce mismatch"
+        c = p["client"]
+        payload = "|".join(
+            [
+                "v3",
+                device["id"],
+                c["id"],
+                c["mode"],
+                p["role"],
+                ",".join(p.get("scopes") or []),
+                str(ts),
+                token,
+                nonce,
+                c["platform"].lower(),
+                (c.get("deviceFamily") or "").lower(),
+            ]
+        )
+        try:
+            Ed25519PublicKey.from_public_bytes(raw).verify(
+                _b64(device["signature"]), payload.encode()
+            )
+        except InvalidSignature:
+            return "device signature invalid"
+        return None
+
+    # -- methods ---------------------------------------------------------------------------
+
+    def request(self, ws: Any, n: int, scopes: list[str], frame: dict[str, Any]) -> None:
+        method, params, rid = frame["method"], frame.get("params") or {}, frame["id"]
+        self.log({"conn": n, "method": method, "params": params})
+
+        def res(payload: dict[str, Any]) -> None:
+            ws.send(json.dumps({"type": "res", "id": rid, "ok": True, "payload": payload}))
+
+        def err(code: str, message: str, **more: Any) -> None:
+            e = {"code": code, "message": message, **more}
+            ws.send(json.dumps({"type": "res", "id": rid, "ok": False, "error": e}))
+
+        need = required_scope(method, params)
+        if not allowed(need, scopes):
+            return err("FORBIDDEN", f"missing scope: {need}", details={"code": "MISSING_SCOPE"})
+        with self.lock:
+            busy = self.unavailable_calls > 0 and method != "status"
+            self.unavailable_calls -= 1 if busy else 0
+        if busy:
+            return err("UNAVAILABLE", "busy", retryable=True, retryAfterMs=50)
+        ws.send(json.dumps({"type": "event", "event": "tick", "payload": {"ts": 1}}))
+        if method == "status":
+            return res({"runtimeVersion": self.cfg.get("version", "2026.9.6")})
+        if method == "agent":
+            return self.agent(ws, params, res, err)
+        if method == "agent.wait":
+            run = self.runs.get(params["runId"])
+            if run is None:
+                return res({"runId": params["runId"], "status": "timeout"})
+            run["done"].wait(params.get("timeoutMs", 30000) / 1000)
+            final = run.get("final") or {}
+            text = ((final.get("result") or {}).get("payloads") or [{}])[0].get("text")
+            return res(
+                {
+                    "runId": params["runId"],
+                    "status": final.get("status", "timeout"),
+                    "endedAt": int(time.time() * 1000) if final else None,
+                    "terminalReply": {"disposition": "visible", "text": text},
+                }
+            )
+        if method == "chat.abort":
+            run = self.runs.get(params.get("runId") or "")
+            live = run is not None and not run["done"].is_set()
+            if live:
+                assert run is not None
+                run["abort"].set()
+            return res({"ok": True, "aborted": live, "runIds": [params.get("runId")]})
+        if method == "sessions.patch":
+            if self.cfg.get("store"):
+                return res(self.patch_store(params))
+            return res(
+                {"ok": True, "key": params["key"], "entry": {"sessionId": "x", **params}}
+            )
+        if method == "sessions.delete":
+            return res({"ok": True, "key": params["key"], "deleted": True, "archived": []})
+        if method == "sessions.reset":
+            return res({"ok": True, "key": params["key"], "entry": {"sessionId": "same"}})
+        return err("INVALID_REQUEST", f"unknown method: {method}")
+
+    def agent(self, ws: Any, params: dict[str, Any], res: Any, err: Any) -> None:
+        run_id, msg = params["idempotencyKey"], params.get("message", "")
+        run = {"done": threading.Event(), "abort": threading.Event(), "final": None}
+        self.runs[run_id] = run
+        res({"runId": run_id, "status": "accepted", "acceptedAt": int(time.time() * 1000)})
+        with self.lock:
+            drop = self.drop_after_accept > 0
+            self.drop_after_accept -= 1 if drop else 0
+        if drop:
+            threading.Thread(target=self.finish, args=(run, params), daemon=True).start()
+            ws.close(1011, "dropped by the test")
+            return
+        if msg.startswith("fail"):
+            run["done"].set()
+            return err("INVALID_REQUEST", "agent refused: " + msg)
+        res(self.finish(run, params))
+
+    def finish(self, run: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        run_id, msg = params["idempotencyKey"], params.get("message", "")
+        status = "ok"
+        if msg.startswith("sleep:"):
+            secs = float(msg.split()[0].split(":")[1])
+            limit = params.get("timeout")
+            wait = secs if limit is None else min(secs, float(limit))
+            if run["abort"].wait(wait):
+                status = "aborted"
+            elif limit is not None and limit < secs:
+                status = "timeout"
+        elif self.cfg.get("turn_s"):
+            time.sleep(float(self.cfg["turn_s"]))
+        final = {
+            "runId": run_id,
+            "status": status,
+            "summary": "completed",
+            "result": {
+                "payloads": [{"text": "pong: " + msg}],
+                "meta": {
+                    "agentMeta": {
+                        "sessionId": "sid-" + run_id[:8],
+                        "provider": "fake",
+                        "model": "fake-model",
+                        "usage": {"input": 1200, "output": 34, "total": 1234},
+                    }
+                },
+            },
+        }
+        run["final"] = final
+        run["done"].set()
+        return final
+
+    # -- a lockless JSON-era gateway's own store writes ------------------------------------
+
+    def load_store(self) -> dict[str, Any]:
+        path = self.cfg["store"]
+        st = os.stat(path)
+        key = (st.st_mtime_ns, st.st_size)
+        if self.store_stat != key:
+            with open(path) as fh:
+                self.store_data = json.load(fh)
+            self.store_stat = key
+        return self.store_data
+
+    def save_store(self, data: dict[str, Any]) -> None:
+        path = self.cfg["store"]
+        tmp = path + ".gw.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, path)
+        st = os.stat(path)
+        self.store_stat = (st.st_mtime_ns, st.st_size)
+
+    def patch_store(self, p: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            data = self.load_store()
+            entry = data.setdefault(p["key"], {"sessionId": "new-" + p["key"], "updatedAt": 0})
+            for k, v in p.items():
+                if k != "key":
+                    if v is None:
+                        entry.pop(k, None)
+                    else:
+                        entry[k] = v
+            entry["updatedAt"] = int(time.time() * 1000)
+            self.save_store(data)
+            return {"ok": True, "key": p["key"], "entry": entry}
+
+    def own_writes(self, count: int) -> None:
+        for i in range(count):
+            with self.lock:
+                data = self.load_store()
+                data[f"agent:main:gw-{i}"] = {"sessionId": f"gw-{i}", "updatedAt": i, "totalTokens": i}
+                self.save_store(data)
+            time.sleep(0.002)
+        print("own-done", flush=True)
+
+
+def main() -> None:
+    from websockets.sync.server import serve
+
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    srv = Server(cfg)
+    with serve(srv.handler, "127.0.0.1", int(cfg.get("port", 0)), compression=None) as ws_srv:
+        port = ws_srv.socket.getsockname()[1]
+        print(f"ready {port}", flush=True)
+        if cfg.get("store") and cfg.get("own_writes"):
+            threading.Thread(target=srv.own_writes, args=(cfg["own_writes"],), daemon=True).start()
+        ws_srv.serve_forever()
+
+
+# -- for the tests ---------------------------------------------------------------------------
+
+
+class FakeGateway:
+    def __init__(self, proc: subprocess.Popen[str], port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+    def calls(self, method: str | None = None) -> list[dict[str, Any]]:
+        """Method calls (not the handshakes), in order."""
+        return [
+            r
+            for r in self.rows()
+            if r["method"] != "connect" and (method is None or r["method"] == method)
+        ]
+
+    def connects(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows() if r["method"] == "connect"]
+
+    def readline(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+
+@contextmanager
+def running(tmp: Path, **cfg: Any) -> Iterator[FakeGateway]:
+    """Start the fake on a free loopback port; stopped (by its pid) when the block ends."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg.setdefault("log", str(tmp / "gateway-frames.jsonl"))
+    cfg_path = tmp / "fake-gateway.json"
+    cfg_path.write_text(json.dumps(cfg))
+    proc = subprocess.Popen(
+        [sys.executable, __file__, str(cfg_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("ready "), f"the fake gateway did not start: {line!r}"
+        yield FakeGateway(proc, int(line.split()[1]), Path(cfg["log"]))
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+if __name__ == "__main__":
+    main()
