@@ -48,6 +48,10 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "SESSIONTOOL_WORKER",
         "SESSIONTOOL_DEBUG",
         "SESSIONTOOL_STORE",
+        "OPENCLAW_GATEWAY_TOKEN",
+        "OPENCLAW_GATEWAY_PASSWORD",
+        "OPENCLAW_GATEWAY_PORT",
+        "OPENCLAW_SHELL",
     ):
         monkeypatch.delenv(var, raising=False)
     yield

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import subprocess
 import sys
 import threading
@@ -18,90 +17,7 @@ from typing import Any
 import pytest
 
 from .conftest import run_cli
-
-# The simulated gateway: a TCP server that applies routed `sessions.patch` requests in-process
-# and, meanwhile, rewrites sessions.json on its own (token counts on its own sessions) without
-# sessions.json.lock, re-reading the file only when its mtime/size changed — as 2026.5.2+ does.
-FAKE_GATEWAY = r"""
-import json, os, socket, sys, threading, time
-store_path, port, own_writes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-lock = threading.Lock()
-cache = {"stat": None, "data": {}}
-
-def load():
-    st = os.stat(store_path)
-    key = (st.st_mtime_ns, st.st_size)
-    if cache["stat"] != key:
-        with open(store_path) as fh:
-            cache["data"] = json.load(fh)
-        cache["stat"] = key
-    return cache["data"]
-
-def save(data):
-    tmp = store_path + ".gw.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, store_path)
-    st = os.stat(store_path)
-    cache["stat"] = (st.st_mtime_ns, st.st_size)
-
-def handle(conn):
-    with conn:
-        req = json.loads(conn.makefile().readline())
-        with lock:
-            data = load()
-            if req["method"] == "sessions.patch":
-                p = req["params"]
-                entry = data.setdefault(p["key"], {"sessionId": "new-" + p["key"], "updatedAt": 0})
-                for k, v in p.items():
-                    if k != "key":
-                        if v is None:
-                            entry.pop(k, None)
-                        else:
-                            entry[k] = v
-                entry["updatedAt"] = int(time.time() * 1000)
-                save(data)
-                out = {"ok": True, "key": p["key"], "entry": entry}
-            else:
-                out = {"ok": False, "error": {"message": "unknown method " + req["method"]}}
-        conn.sendall((json.dumps(out) + "\n").encode())
-
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", port))
-srv.listen(64)
-print("ready", flush=True)
-
-def own():
-    for i in range(own_writes):
-        with lock:
-            data = load()
-            data["agent:main:gw-%d" % i] = {"sessionId": "gw-%d" % i, "updatedAt": i, "totalTokens": i}
-            save(data)
-        time.sleep(0.002)
-    print("own-done", flush=True)
-
-threading.Thread(target=own, daemon=True).start()
-while True:
-    c, _ = srv.accept()
-    threading.Thread(target=handle, args=(c,), daemon=True).start()
-"""
-
-# The `openclaw` CLI as sessiontool calls it: `gateway call METHOD --params JSON --json ...`.
-FAKE_CLI = r"""#!PYTHON
-import json, os, socket, sys
-args = sys.argv[1:]
-method = args[2]
-params = json.loads(args[args.index("--params") + 1])
-port = int(args[args.index("--port") + 1])
-if method == "status":
-    print(json.dumps({"runtimeVersion": os.environ.get("FAKE_GATEWAY_VERSION", "2026.6.3")}))
-    sys.exit(0)
-with socket.create_connection(("127.0.0.1", port)) as s:
-    s.sendall((json.dumps({"method": method, "params": params}) + "\n").encode())
-    out = s.makefile().readline()
-print(out.strip())
-"""
+from .fakes import gateway as fake
 
 
 def _free_port() -> int:
@@ -111,9 +27,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def lockless(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> Any:
+def lockless(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A simulated lockless JSON-era gateway (the scripted fake, tests/fakes/gateway.py, as
+    2026.6.3): it applies routed `sessions.patch` requests in-process and, meanwhile, rewrites
+    sessions.json on its own (token counts on its own sessions) without sessions.json.lock,
+    re-reading the file only when its mtime/size changed — as 2026.5.2+ does. sessiontool finds
+    its version by connecting to it; no `openclaw` CLI is involved."""
     state = tmp_path / "state"
     sessions = state / "agents" / "main" / "sessions"
     sessions.mkdir(parents=True)
@@ -124,26 +43,13 @@ def lockless(
             {f"agent:main:s{i}": {"sessionId": f"s-{i}", "updatedAt": 1} for i in range(n_keys)}
         )
     )
-    port = _free_port()
-    (state / "openclaw.json").write_text(
-        json.dumps({"gateway": {"port": port, "bind": "loopback"}})
-    )
-    cli = tmp_path / "openclaw"
-    cli.write_text(FAKE_CLI.replace("PYTHON", sys.executable))
-    cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("SESSIONTOOL_OPENCLAW_BIN", str(cli))
-    gw = subprocess.Popen(
-        [sys.executable, "-c", FAKE_GATEWAY, str(store), str(port), str(n_keys)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert gw.stdout is not None and gw.stdout.readline().strip() == "ready"
-    try:
+    with fake.running(
+        tmp_path / "gw", store=str(store), own_writes=n_keys, version="2026.6.3"
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "bind": "loopback", "auth": {"mode": "none"}}})
+        )
         yield state, store, gw, n_keys
-    finally:
-        gw.kill()
-        gw.wait()
-        gw.stdout.close()
 
 
 @pytest.mark.parametrize(
@@ -173,7 +79,7 @@ def test_lockless_gateway_routes_writes_and_loses_none(lockless: Any) -> None:
     t.start()
     t.join(timeout=240)
     assert not t.is_alive() and not errors, errors
-    assert gw.stdout.readline().strip() == "own-done"
+    assert gw.readline() == "own-done"
     final = json.loads(store.read_text())
     lost_labels = [i for i in range(n) if final[f"agent:main:s{i}"].get("label") != f"label-{i}"]
     lost_own = [i for i in range(n) if f"agent:main:gw-{i}" not in final]
@@ -183,13 +89,16 @@ def test_lockless_gateway_routes_writes_and_loses_none(lockless: Any) -> None:
 
 def test_lockless_gateway_routes_spawn_and_refuses_file_writes(lockless: Any) -> None:
     state, store, gw, _n = lockless
-    # A spawn is routed: its child is the gateway's to create (this fake one cannot run it).
+    # A spawn is routed: its child is the gateway's to create and run (this fake one answers
+    # the turn without writing its store), never sessiontool's to write beside it.
     proc = run_cli("--state-dir", str(state), "--json", "spawn", "a task")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["via"] == "gateway"
     proc = run_cli("--state-dir", str(state), "--json", "wait", out["runId"])
-    assert json.loads(proc.stdout)["runStatus"] == "error"
+    assert json.loads(proc.stdout)["reply"] == "pong: a task"
+    turn = gw.calls("agent")[0]  # then the announce to the requester
+    assert turn["params"]["sessionKey"] == out["childSessionKey"]
     assert out["childSessionKey"] not in json.loads(store.read_text())
     # Any sessions.json write (here from a library call) is refused (exit 4, one line).
     from sessiontool.errors import ForbiddenError
@@ -204,7 +113,7 @@ def test_lock_honouring_gateway_keeps_the_lock_protocol(
     lockless: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state, store, gw, _n = lockless
-    monkeypatch.setenv("FAKE_GATEWAY_VERSION", "2026.4.29")
+    gw.set(version="2026.4.29")
     proc = run_cli("--state-dir", str(state), "--json", "label", "agent:main:s1", "by-file")
     assert proc.returncode == 0, proc.stderr
     assert "via" not in json.loads(proc.stdout)
@@ -233,11 +142,13 @@ def test_gateway_is_found_from_config_and_env(
     monkeypatch.delenv("OPENCLAW_GATEWAY_TOKEN", raising=False)
     monkeypatch.delenv("OPENCLAW_GATEWAY_PORT", raising=False)
     g = gateway.find(StatePaths(state))
-    assert (g.host, g.port, g.token) == ("127.0.0.1", 18893, "t-1")
+    secret = g.secret()
+    assert (g.host, g.port, secret and secret.value) == ("127.0.0.1", 18893, "t-1")
     gateway._found.clear()
     monkeypatch.setenv("OPENCLAW_GATEWAY_TOKEN", "from-env")
     g = gateway.find(StatePaths(state))
-    assert g.token == "from-env"
+    secret = g.secret()
+    assert secret is not None and secret.value == "from-env" and "from-env" not in repr(secret)
     gateway._found.clear()
     assert gateway.lockless("2026.5.2") and gateway.lockless("2026.7.35")
     assert not gateway.lockless("2026.4.29") and not gateway.lockless("2026.1.24-3")
@@ -246,51 +157,21 @@ def test_gateway_is_found_from_config_and_env(
 
 # -- SQLite era: sends through the gateway ------------------------------------------------------
 
-FAKE_AGENT_CLI = r"""#!PYTHON
-import json, os, sys, time
-args = sys.argv[1:]
-method = args[2]
-params = json.loads(args[args.index("--params") + 1])
-if method == "status":
-    print(json.dumps({"runtimeVersion": "2026.9.6"}))
-elif method == "agent":
-    assert "--expect-final" in args
-    delay = float(os.environ.get("FAKE_AGENT_DELAY", "0"))
-    limit = int(args[args.index("--timeout") + 1])
-    if delay * 1000 > limit:
-        time.sleep(limit / 1000)
-        print(json.dumps({"ok": False, "error": {"kind": "timeout",
-                                                  "message": "gateway timeout after %dms" % limit}}))
-        sys.exit(1)
-    time.sleep(delay)
-    print(json.dumps({"runId": params["idempotencyKey"], "status": "ok", "summary": "completed",
-                      "result": {"payloads": [{"text": "pong: " + params["message"]}]}}))
-else:
-    print(json.dumps({"ok": False, "error": {"message": "unsupported"}}))
-"""
 
-
-def test_sqlite_send_goes_through_the_gateway_with_timeout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sqlite_send_goes_through_the_gateway_with_timeout(tmp_path: Path) -> None:
     import shutil
 
     from .test_openclaw_sqlite import OC_STATE, tree_digest
 
     state = tmp_path / "state"
     shutil.copytree(OC_STATE, state)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    port = listener.getsockname()[1]
-    (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": port}}))
-    cli = tmp_path / "openclaw"
-    cli.write_text(FAKE_AGENT_CLI.replace("PYTHON", sys.executable))
-    cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("SESSIONTOOL_OPENCLAW_BIN", str(cli))
     before = tree_digest(state / "agents")
-    try:
-        proc = run_cli("--state-dir", str(state), "--json", "send", "discord:group:123", "ping")
+    with fake.running(tmp_path / "gw", token="tok-1") as gw:
+        (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": gw.port}}))
+        env = {"OPENCLAW_GATEWAY_TOKEN": "tok-1"}
+        proc = run_cli(
+            "--state-dir", str(state), "--json", "send", "discord:group:123", "ping", env=env
+        )
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)
         assert out["status"] == "ok" and out["reply"] == "pong: ping"
@@ -301,19 +182,17 @@ def test_sqlite_send_goes_through_the_gateway_with_timeout(
             "--json",
             "send",
             "main",
-            "slow",
+            "sleep:1.5 slow",
             "--timeout",
             "0.3",
-            env={"FAKE_AGENT_DELAY": "1.5"},
+            env=env,
         )
         assert proc.returncode == 124, proc.stderr
         out = json.loads(proc.stdout)
         assert out["status"] == "timeout" and out["via"] == "gateway"
         # The run goes on in its worker: `wait` gets its reply (tests/test_gateway_runs.py).
-        proc = run_cli("--state-dir", str(state), "--json", "wait", out["runId"])
-        assert json.loads(proc.stdout)["reply"] == "pong: slow"
-    finally:
-        listener.close()
+        proc = run_cli("--state-dir", str(state), "--json", "wait", out["runId"], env=env)
+        assert json.loads(proc.stdout)["reply"] == "pong: sleep:1.5 slow"
     assert tree_digest(state / "agents") == before  # the gateway writes, sessiontool never
 
 
@@ -330,8 +209,8 @@ def test_the_store_lock_is_written_in_the_form_the_gateway_reads(
 ) -> None:
     """A gateway that honours the lock gets sessiontool's lock in its own payload form (its
     version comes from the detection, `status` → runtimeVersion); doctor says which form."""
-    state, store, _gw, _n = lockless
-    monkeypatch.setenv("FAKE_GATEWAY_VERSION", version)
+    state, store, gw, _n = lockless
+    gw.set(version=version)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sessiontool", "--state-dir", str(state), "label", "s1", "x"],
         env={**os.environ, "SESSIONTOOL_TEST_PAUSE": "store-locked:1"},

@@ -13,7 +13,7 @@ import pytest
 
 from .conftest import write_config
 
-HEAVY = ("rich", "json5")
+HEAVY = ("rich", "json5", "websockets", "cryptography")
 
 
 PROBE = """

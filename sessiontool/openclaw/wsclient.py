@@ -387,15 +387,18 @@ class Client:
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
 
+        opts: dict[str, Any] = {
+            "open_timeout": OPEN_TIMEOUT_S,
+            "compression": None,  # the gateway never negotiates permessage-deflate
+            "max_size": None,  # hello-ok.policy.maxPayload bounds frames, server-side
+            "user_agent_header": f"sessiontool/{_version()}",
+            "close_timeout": 1,
+        }
         try:
-            ws = connect(
-                self.url,
-                open_timeout=OPEN_TIMEOUT_S,
-                compression=None,  # the gateway never negotiates permessage-deflate
-                max_size=None,  # hello-ok.policy.maxPayload bounds frames, server-side
-                user_agent_header=f"sessiontool/{_version()}",
-                close_timeout=1,
-            )
+            try:  # websockets 17 wants the direct (non-context-manager) form said explicitly
+                ws = connect(self.url, legacy=True, **opts)
+            except TypeError:
+                ws = connect(self.url, **opts)
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             raise GatewayError(
                 f"cannot connect to OpenClaw's gateway at {self.url}: {exc}"

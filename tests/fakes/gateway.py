@@ -83,7 +83,11 @@ class Server:
         nonce, ts = str(uuid.uuid4()), int(time.time() * 1000)
         ws.send(
             json.dumps(
-                {"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}}
+                {
+                    "type": "event",
+                    "event": "connect.challenge",
+                    "payload": {"nonce": nonce, "ts": ts},
+                }
             )
         )
         req = json.loads(ws.recv())
@@ -112,6 +116,10 @@ class Server:
             ws.send(json.dumps({"type": "res", "id": req["id"], "ok": False, "error": err}))
             ws.close(close, message[:100])
 
+        try:  # a test may change the version between two commands (FakeGateway.set)
+            self.cfg["version"] = json.loads(Path(self.cfg["path"]).read_text()).get("version")
+        except (OSError, ValueError, KeyError):
+            pass
         proto = int(self.cfg.get("protocol", 4))
         if not p.get("minProtocol", 0) <= proto <= p.get("maxProtocol", 0):
             details = {"code": "PROTOCOL_MISMATCH", "expectedProtocol": proto}
@@ -126,7 +134,10 @@ class Server:
         secret = self.cfg.get("token")
         shared_ok = bool(secret) and token == secret
         if secret and not shared_ok and token not in self.device_tokens:
-            details = {"code": "AUTH_TOKEN_MISMATCH", "recommendedNextStep": "update_auth_credentials"}
+            details = {
+                "code": "AUTH_TOKEN_MISMATCH",
+                "recommendedNextStep": "update_auth_credentials",
+            }
             return refuse("INVALID_REQUEST", "unauthorized: gateway token mismatch", details)
         scopes = list(p.get("scopes") or [])
         issued = None
@@ -248,9 +259,7 @@ class Server:
         if method == "sessions.patch":
             if self.cfg.get("store"):
                 return res(self.patch_store(params))
-            return res(
-                {"ok": True, "key": params["key"], "entry": {"sessionId": "x", **params}}
-            )
+            return res({"ok": True, "key": params["key"], "entry": {"sessionId": "x", **params}})
         if method == "sessions.delete":
             return res({"ok": True, "key": params["key"], "deleted": True, "archived": []})
         if method == "sessions.reset":
@@ -346,7 +355,11 @@ class Server:
         for i in range(count):
             with self.lock:
                 data = self.load_store()
-                data[f"agent:main:gw-{i}"] = {"sessionId": f"gw-{i}", "updatedAt": i, "totalTokens": i}
+                data[f"agent:main:gw-{i}"] = {
+                    "sessionId": f"gw-{i}",
+                    "updatedAt": i,
+                    "totalTokens": i,
+                }
                 self.save_store(data)
             time.sleep(0.002)
         print("own-done", flush=True)
@@ -356,6 +369,7 @@ def main() -> None:
     from websockets.sync.server import serve
 
     cfg = json.loads(Path(sys.argv[1]).read_text())
+    cfg["path"] = sys.argv[1]
     srv = Server(cfg)
     with serve(srv.handler, "127.0.0.1", int(cfg.get("port", 0)), compression=None) as ws_srv:
         port = ws_srv.socket.getsockname()[1]
@@ -369,8 +383,14 @@ def main() -> None:
 
 
 class FakeGateway:
-    def __init__(self, proc: subprocess.Popen[str], port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
+    def __init__(self, proc: subprocess.Popen[str], port: int, log: Path, cfg: Path) -> None:
+        self.proc, self.port, self.log, self.cfg = proc, port, log, cfg
+
+    def set(self, **kw: Any) -> None:
+        """Change what the next handshakes say (`version`)."""
+        cfg = json.loads(self.cfg.read_text())
+        cfg.update(kw)
+        self.cfg.write_text(json.dumps(cfg))
 
     def rows(self) -> list[dict[str, Any]]:
         if not self.log.exists():
@@ -407,7 +427,7 @@ def running(tmp: Path, **cfg: Any) -> Iterator[FakeGateway]:
         assert proc.stdout is not None
         line = proc.stdout.readline().strip()
         assert line.startswith("ready "), f"the fake gateway did not start: {line!r}"
-        yield FakeGateway(proc, int(line.split()[1]), Path(cfg["log"]))
+        yield FakeGateway(proc, int(line.split()[1]), Path(cfg["log"]), cfg_path)
     finally:
         proc.kill()
         proc.wait()
