@@ -76,7 +76,14 @@ def oc_env(state: Path, home: Path) -> dict[str, str]:
         OPENCLAW_SKIP_CRON="1",
         OPENCLAW_SKIP_STARTUP_MODEL_PREWARM="1",
         TZ="UTC",
-        SESSIONTOOL_OPENCLAW_BIN=openclaw_bin(),
+        # sessiontool reaches the gateway with its own client: no `openclaw` for it to find
+        # (the tests drive and inspect the gateway through openclaw_bin() themselves).
+        SESSIONTOOL_OPENCLAW_BIN="",
+        PATH=os.pathsep.join(
+            d
+            for d in env.get("PATH", "").split(os.pathsep)
+            if d and not os.access(os.path.join(d, "openclaw"), os.X_OK)
+        ),
     )
     return env
 

@@ -165,3 +165,116 @@ def test_spawn_creates_the_child_and_announces_to_the_requester(live: Live) -> N
             break
         time.sleep(1)
     assert "Status: ok" in text and child in text
+
+
+# -- every write through sessiontool's own client, no `openclaw` CLI on its PATH ---------------
+
+
+def sessions(live: Live) -> dict[str, dict[str, object]]:
+    real = live.oc("gateway", "call", "sessions.list", "--json", "--port", str(live.port))
+    assert real.returncode == 0, real.stderr
+    return {s["key"]: s for s in json.loads(real.stdout)["sessions"]}
+
+
+def chat(live: Live, key: str) -> list[dict[str, object]]:
+    params = json.dumps({"sessionKey": key, "limit": 1000})
+    real = live.oc(
+        "gateway", "call", "chat.history", "--params", params, "--json", "--port", str(live.port)
+    )
+    assert real.returncode == 0, real.stderr
+    msgs: list[dict[str, object]] = json.loads(real.stdout)["messages"]
+    return msgs
+
+
+def test_sessiontool_has_no_openclaw_to_fall_back_on(live: Live) -> None:
+    """The premise of this module: doctor says the writes go over sessiontool's own websocket,
+    with the version from the handshake and least-privilege scopes, and no CLI is found."""
+    proc = st(live.env, live.state, "--json", "doctor")
+    g = json.loads(proc.stdout)["gateway"]
+    assert g["cli"] is None and g["transport"] == "websocket"
+    assert g["version"] == "2026.9.6" and g["handshake"]["protocol"] == 4
+    assert g["handshake"]["identity"] == "device-less cli"
+    assert g["handshake"]["scopes"] == ["operator.write"]
+    assert not [p for p in json.loads(proc.stdout)["problems"] if "gateway" in p["kind"]]
+
+
+def test_spawn_with_label_announce_and_cleanup_delete(live: Live) -> None:
+    proc = st(
+        live.env,
+        live.state,
+        "--json",
+        "spawn",
+        "interop cleanup task",
+        "--label",
+        "interop-gone",
+        "--cleanup",
+        "delete",
+        "--run-timeout",
+        "300",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    run_id, child = out["runId"], out["childSessionKey"]
+    deadline = time.monotonic() + 300
+    while True:
+        rec = json.loads(st(live.env, live.state, "--json", "runs", run_id).stdout)
+        if (rec.get("followUp") or {}).get("next") == "done" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert rec["status"] == "ok" and "interop cleanup task" in rec["reply"], rec
+    assert rec["followUp"]["next"] == "done", rec
+    assert child not in sessions(live)  # cleaned up by the gateway's sessions.delete
+    deadline = time.monotonic() + 300
+    while True:  # the announce turn, in the requester's own history
+        text = json.dumps(chat(live, "agent:main:main"))
+        if child in text or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert child in text and "Status: ok" in text
+
+
+def test_reset_delete_and_policy_through_the_gateway(live: Live) -> None:
+    assert chat(live, "agent:main:reset-me")  # it has a history to lose
+    proc = st(live.env, live.state, "--json", "reset", "reset-me")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["via"] == "gateway"
+    assert chat(live, "agent:main:reset-me") == []
+    proc = st(live.env, live.state, "--json", "policy", "slack:channel:c0123", "deny")
+    assert proc.returncode == 0, proc.stderr
+    assert sessions(live)["agent:main:slack:channel:c0123"].get("sendPolicy") == "deny"
+    proc = st(live.env, live.state, "--json", "delete", "custom-other")
+    assert proc.returncode == 0, proc.stderr
+    assert "agent:main:custom-other" not in sessions(live)
+
+
+def test_abort_stops_the_turn_in_the_gateway(live: Live) -> None:
+    """A turn that runs a 120 s tool: `abort` ends the run and the gateway's `chat.abort` stops
+    the turn (no final reply lands in the session)."""
+    proc = st(
+        live.env,
+        live.state,
+        "send",
+        "node-mac-mini",
+        'TOOL[exec]{"command":"sleep 120"}',
+        "--timeout",
+        "0",
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    deadline = time.monotonic() + 120
+    while True:  # until the gateway has the turn
+        rows = sessions(live)
+        row = rows.get("agent:main:node-mac-mini") or {}
+        if row.get("hasActiveRun") or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    proc = st(live.env, live.state, "--json", "abort", run_id)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "aborted" and out["gatewayAborted"] is True, out
+    proc = st(live.env, live.state, "--json", "wait", run_id, "--timeout", "60")
+    assert json.loads(proc.stdout)["runStatus"] == "aborted"
+    deadline = time.monotonic() + 60
+    while sessions(live).get("agent:main:node-mac-mini", {}).get("hasActiveRun"):
+        assert time.monotonic() < deadline, "the gateway's turn is still running"
+        time.sleep(0.5)
