@@ -320,3 +320,41 @@ def test_reads_never_load_the_client(make: Any, tmp_path: Path) -> None:
         names = imported_modules(*args, state=env.state, tmp=tmp_path)
         assert not names & {"websockets", "cryptography"}, args
     assert env.gw.connects() == []
+
+
+def _json_era_state(tmp_path: Path, port: int) -> tuple[Path, Path]:
+    state = tmp_path / f"json-{port}"
+    sessions = state / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    store = sessions / "sessions.json"
+    store.write_text(json.dumps({"agent:main:s1": {"sessionId": "s-1", "updatedAt": 1}}))
+    (state / "openclaw.json").write_text(
+        json.dumps({"gateway": {"port": port, "auth": {"token": TOKEN}}})
+    )
+    return state, store
+
+
+@pytest.mark.parametrize(
+    ("version", "lock_taking"),
+    [("2026.5.20", False), ("2026.4.29", True)],
+    ids=["lockless-protocol-3", "locking-protocol-3"],
+)
+def test_an_older_protocol_gateway_is_asked_its_version_in_its_own_protocol(
+    tmp_path: Path, version: str, lock_taking: bool
+) -> None:
+    """A JSON-era gateway that speaks protocol 3 and no CLI of its own: its version comes from
+    a hello-ok in protocol 3; one that does not take the lock (2026.5.2+) is never written
+    beside (exit 4, the reason), one that does gets the lock protocol as before."""
+    with fake.running(tmp_path / "gw", token=TOKEN, protocol=3, version=version) as gw:
+        state, store = _json_era_state(tmp_path, gw.port)
+        before = store.read_bytes()
+        proc = run_cli("--state-dir", str(state), "label", "s1", "lbl", env=NO_CLI)
+        probes = [c["params"]["maxProtocol"] for c in gw.connects()]
+        assert 3 in probes and gw.calls() == []  # asked its version, sent it nothing else
+    if lock_taking:
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(store.read_text())["agent:main:s1"]["label"] == "lbl"
+    else:
+        assert proc.returncode == 4
+        assert "speaks protocol 3; sessiontool speaks 4" in proc.stderr
+        assert store.read_bytes() == before

@@ -73,6 +73,7 @@ class Gateway:
     _refusal: SessiontoolError | None = None
     _transport: str | None = None  # "ws", or "cli" after a protocol mismatch
     _refusal_text: str | None = None
+    _expected_protocol: Any = None
 
     @property
     def url(self) -> str:
@@ -121,6 +122,7 @@ class Gateway:
         except wsclient.ProtocolMismatch as exc:
             self._transport = "cli"
             self._refusal_text = exc.message
+            self._expected_protocol = exc.expected
             return None
         except SessiontoolError as exc:
             self._refusal = exc
@@ -148,6 +150,10 @@ class Gateway:
                         st = {}
                     v = st.get("runtimeVersion") or st.get("version")
                     self._version = v if isinstance(v, str) else None
+                elif self._transport == "cli" and isinstance(self._expected_protocol, int):
+                    # An older gateway, no CLI of its own: ask it in its protocol, for its
+                    # version only (to tell whether it takes sessions.json.lock).
+                    self._version = self.client(paths).probe_version(self._expected_protocol)
         return self._version
 
     def how_to_start(self) -> str:
@@ -336,20 +342,14 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     if paths.openclaw_config() is None or not g.reachable():
         return "files"
     version = g.version(paths)
-    if version is None:
-        if g._refusal is not None:
-            raise ForbiddenError(
-                f"{command}: a gateway runs at {g.host}:{g.port} and refused sessiontool "
-                f"({g._refusal.message}), so sessiontool cannot tell whether it takes "
-                "sessions.json.lock; nothing was written",
-                hint=g._refusal.hint,
-            )
-        if g._transport == "cli":
-            raise ForbiddenError(
-                f"{command}: {g._refusal_text}; sessiontool cannot tell whether it takes "
-                "sessions.json.lock, and no `openclaw` CLI was found to ask it (PATH or "
-                "SESSIONTOOL_OPENCLAW_BIN); nothing was written"
-            )
+    if version is None and g._refusal is not None:
+        # It speaks protocol 4 (2026.5.28 or later: lockless) but refused sessiontool.
+        raise ForbiddenError(
+            f"{command}: a gateway of 2026.5.28 or later runs at {g.host}:{g.port}, which does "
+            f"not take sessions.json.lock, and it refused sessiontool ({g._refusal.message}); "
+            "nothing was written",
+            hint=g._refusal.hint,
+        )
     if not lockless(version):
         return "files"
     if routable:

@@ -383,9 +383,27 @@ class Client:
             self.use_device = use_device
             return conn
 
-    def _handshake(self, scopes: frozenset[str], use_device: bool) -> Connection:
+    def probe_version(self, protocol: int) -> str | None:
+        """The version an older gateway states in its hello-ok when asked in its own protocol
+        (3: 2026.1 to 2026.5.27), only to tell whether it takes sessions.json.lock; nothing
+        else is sent on that connection. None when it will not say."""
+        try:
+            conn = self._handshake(frozenset({READ}), False, protocol)
+        except (SessiontoolError, _RpcError):
+            return None
+        conn.close()
+        return conn.hello.version
+
+    def _handshake(
+        self, scopes: frozenset[str], use_device: bool, protocol: int = PROTOCOL
+    ) -> Connection:
+        import logging
+
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
+
+        # websockets logs whole frames at DEBUG, and the connect frame carries the secret.
+        logging.getLogger("websockets").setLevel(logging.INFO)
 
         opts: dict[str, Any] = {
             "open_timeout": OPEN_TIMEOUT_S,
@@ -405,7 +423,7 @@ class Client:
             ) from exc
         self.connects += 1
         try:
-            return self._hello(ws, sorted(scopes), use_device)
+            return self._hello(ws, sorted(scopes), use_device, protocol)
         except ConnectionClosed as exc:
             ws.close()
             reason = exc.rcvd.reason if exc.rcvd is not None else ""
@@ -414,7 +432,7 @@ class Client:
             ws.close()
             raise
 
-    def _hello(self, ws: Any, scopes: list[str], use_device: bool) -> Connection:
+    def _hello(self, ws: Any, scopes: list[str], use_device: bool, protocol: int) -> Connection:
         challenge = self._challenge(ws)
         nonce, ts = challenge.get("nonce"), challenge.get("ts")
         auth: dict[str, str] = {}
@@ -428,8 +446,8 @@ class Client:
         platform = sys.platform
         family = {"linux": "Linux", "darwin": "Mac"}.get(platform, platform)
         params: dict[str, Any] = {
-            "minProtocol": PROTOCOL,
-            "maxProtocol": PROTOCOL,
+            "minProtocol": protocol,
+            "maxProtocol": protocol,
             "client": {
                 "id": CLIENT_ID,
                 "version": _version(),
