@@ -276,7 +276,10 @@ def call(
     its process group). `abort_turn`: if our deadline for an `agent` turn's final answer passes,
     the gateway is asked to stop the turn (`chat.abort`); an abort stops only the wait, as
     killing the CLI did (the `abort` command asks the gateway itself)."""
-    check_exec_marker(method, params)
+    if os.environ.get("SESSIONTOOL_WORKER") != "1":
+        # A run's worker carries turns its command already let through (and its own
+        # announce, attributed by inputProvenance), whatever environment it inherited.
+        check_exec_marker(method, params)
     g = find(paths)
     if g._transport != "cli":
         from sessiontool.openclaw import wsclient
