@@ -25,6 +25,7 @@ from .test_openclaw_sqlite import OC_STATE, tree_digest
 
 NO_OPENCLAW_PATH = "/usr/bin:/bin"
 
+
 @dataclass
 class FakeGateway:
     state: Path
