@@ -151,7 +151,10 @@ def test_a_connection_dropped_mid_turn_is_reattached_not_resent(make: Any) -> No
     assert out["status"] == "ok" and out["reply"] == "pong: sleep:1 survive the drop"
     (turn,) = env.gw.calls("agent")  # sent once
     waits = env.gw.calls("agent.wait")
-    assert waits and all(w["params"]["runId"] == out["runId"] for w in waits)
+    rec = json.loads(env.st("--json", "runs", out["runId"]).stdout)
+    # by the gateway's own run id (from its `accepted` answer), not the idempotency key
+    assert rec["gatewayRunId"].startswith("gw-")
+    assert waits and all(w["params"]["runId"] == rec["gatewayRunId"] for w in waits)
     assert waits[0]["conn"] != turn["conn"]  # on a new connection
 
 

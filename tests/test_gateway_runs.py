@@ -139,12 +139,17 @@ def test_abort_ends_the_run_and_asks_the_gateway_to_stop(fake_gateway: FakeGatew
     proc = fake_gateway.st("send", "main", "sleep:120 never ends", "--timeout", "0")
     run_id = proc.stdout.strip()
     fake_gateway.until_called("agent", run_id)
+    gw_run = fake_gateway.until(run_id, lambda r: r.get("gatewayRunId"), "accepted")
     proc = fake_gateway.st("--json", "abort", run_id)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out == {"runId": run_id, "status": "aborted", "gatewayAborted": True}
+    # Stopped by the connection that owns the turn (the worker's), by the gateway's own run id:
+    # OpenClaw refuses it from any other operator.write connection.
     (call,) = fake_gateway.calls("chat.abort")
-    assert call["params"] == {"sessionKey": "agent:main:main", "runId": run_id}
+    (turn,) = fake_gateway.calls("agent")
+    assert call["params"] == {"sessionKey": "agent:main:main", "runId": gw_run["gatewayRunId"]}
+    assert call["conn"] == turn["conn"]
     proc = fake_gateway.st("--json", "wait", run_id)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["runStatus"] == "aborted"

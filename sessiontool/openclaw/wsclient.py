@@ -27,6 +27,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,19 +172,24 @@ class Connection:
         return frozenset(self.hello.scopes)
 
     def request(
-        self, method: str, params: dict[str, Any], *, timeout_s: float, expect_final: bool = False
-    ) -> tuple[dict[str, Any], bool]:
-        """One call: its payload; and whether the gateway had accepted it (an `agent` turn)
-        when the final answer came. Raises _Dropped (with `accepted` on the exception)."""
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout_s: float,
+        expect_final: bool = False,
+        on_accepted: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """One call: its (final) payload. With `expect_final`, an `accepted` answer first goes
+        to `on_accepted` (it carries the gateway's own run id). Raises _Dropped."""
         from websockets.exceptions import ConnectionClosed
 
         self._n += 1
         rid = f"{self._n}:{uuid.uuid4()}"
-        accepted = False
         try:
             self.ws.send(json.dumps({"type": "req", "id": rid, "method": method, "params": params}))
         except ConnectionClosed as exc:
-            raise _Dropped(False) from exc
+            raise _Dropped() from exc
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -194,7 +200,7 @@ class Connection:
             except TimeoutError:
                 continue
             except ConnectionClosed as exc:
-                raise _Dropped(accepted) from exc
+                raise _Dropped() from exc
             frame = _parse(raw)
             if frame.get("type") != "res" or frame.get("id") != rid:
                 continue  # events, and answers to nothing we wait for
@@ -204,9 +210,10 @@ class Connection:
             payload = frame.get("payload")
             payload = payload if isinstance(payload, dict) else {}
             if expect_final and payload.get("status") == "accepted":
-                accepted = True
+                if on_accepted is not None:
+                    on_accepted(payload)
                 continue
-            return payload, accepted
+            return payload
 
     def close(self) -> None:
         try:
@@ -253,21 +260,34 @@ class Client:
         timeout_s: float,
         expect_final: bool = False,
         abort_turn: bool = False,
+        on_accepted: Callable[[dict[str, Any]], None] | None = None,
+        on_aborted: Callable[[bool], None] | None = None,
     ) -> dict[str, Any]:
+        """One method over this process's connection. An `agent` turn with `expect_final`:
+        the gateway's `accepted` answer goes to `on_accepted`; if the socket drops after it, the
+        turn is re-attached (`agent.wait` with the gateway's run id), never sent again; with
+        `abort_turn`, a wait given up (our deadline, an abort, Ctrl-C) asks the gateway to stop
+        the turn on this same connection, the one OpenClaw lets stop it (the run's owner), and
+        `on_aborted` learns whether it did."""
         needed = scopes_for(method, params)
         deadline = time.monotonic() + timeout_s
-        reattach = False
+        accepted: dict[str, Any] = {}
+
+        def took(payload: dict[str, Any]) -> None:
+            accepted.update(payload)
+            if on_accepted is not None:
+                on_accepted(payload)
+
         drops = 0
         while True:
             conn = self._connection(needed)
             remaining = max(0.1, deadline - time.monotonic())
             try:
-                if reattach:
-                    return self._reattach(conn, method, params, deadline)
-                payload, _ = conn.request(
-                    method, params, timeout_s=remaining, expect_final=expect_final
+                if accepted and method == "agent":
+                    return self._reattach(conn, method, accepted, deadline)
+                return conn.request(
+                    method, params, timeout_s=remaining, expect_final=expect_final, on_accepted=took
                 )
-                return payload
             except _Dropped as exc:
                 self.drop()
                 drops += 1
@@ -275,35 +295,34 @@ class Client:
                     raise GatewayError(
                         f"gateway {method}: the connection to {self.url} kept closing"
                     ) from exc
-                # Accepted work goes on without us: ask for its end instead of starting it again.
-                reattach = reattach or (method == "agent" and bool(exc.args and exc.args[0]))
+                # Not accepted: sent again, same idempotency key (the gateway dedupes it).
+                # Accepted: the work goes on without us; the loop re-attaches to it.
             except _RpcError as exc:
                 after = exc.retry_after_s()
                 if after is not None and time.monotonic() + after < deadline:
                     time.sleep(after)
                     continue
                 raise GatewayError(f"gateway {method}: {exc}", extra=_code_extra(exc)) from exc
-            except GatewayTimeout:
-                if abort_turn:
-                    self._abort_turn(conn, params)
-                raise
             except BaseException:
-                # An abort (the `abort` command asks the gateway itself), Ctrl-C, SIGTERM: stop
-                # waiting, as killing the CLI did; the socket is in an unknown state.
+                # Our deadline, an abort (SIGUSR1 → RunAborted), Ctrl-C: stop the turn we own.
+                if abort_turn and accepted:
+                    stopped = self._abort_turn(conn, params, accepted)
+                    if on_aborted is not None:
+                        on_aborted(stopped)
                 self.drop()
                 raise
 
     def _reattach(
-        self, conn: Connection, method: str, params: dict[str, Any], deadline: float
+        self, conn: Connection, method: str, accepted: dict[str, Any], deadline: float
     ) -> dict[str, Any]:
         """The final answer of an accepted turn, through `agent.wait` (the `agent` frame shape
         rebuilt from its terminal snapshot: status, reply text)."""
-        run_id = params.get("idempotencyKey")
+        run_id = accepted.get("runId")
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
-                raise GatewayTimeout(f"gateway {method}: no answer (re-attached to run {run_id})")
-            snap, _ = conn.request(
+                raise GatewayTimeout(f"gateway {method}: no answer in time (run {run_id})")
+            snap = conn.request(
                 "agent.wait",
                 {"runId": run_id, "timeoutMs": min(remaining_ms, WAIT_CHUNK_MS)},
                 timeout_s=min(remaining_ms, WAIT_CHUNK_MS) / 1000 + 30,
@@ -322,18 +341,22 @@ class Client:
             }
             return out
 
-    def _abort_turn(self, conn: Connection, params: dict[str, Any]) -> None:
-        """Our own deadline for an `agent` turn passed: ask the gateway to stop the turn (what
-        killing the CLI's process group never did) rather than leave it running unseen."""
-        run_id, key = params.get("idempotencyKey"), params.get("sessionKey")
-        if not isinstance(run_id, str):
-            return
+    def _abort_turn(
+        self, conn: Connection, params: dict[str, Any], accepted: dict[str, Any]
+    ) -> bool:
+        """`chat.abort` of the turn this connection started (OpenClaw lets a run's owner
+        connection stop it; another client needs operator.admin). Best effort: True when the
+        gateway says it stopped it."""
+        run_id = accepted.get("runId") or params.get("idempotencyKey")
         try:
-            conn.request(
-                "chat.abort", {"sessionKey": key, "runId": run_id}, timeout_s=ABORT_TIMEOUT_S
+            res = conn.request(
+                "chat.abort",
+                {"sessionKey": params.get("sessionKey"), "runId": run_id},
+                timeout_s=ABORT_TIMEOUT_S,
             )
-        except BaseException:  # noqa: BLE001 - best effort; the caller's exception goes on
-            self.drop()
+        except BaseException:  # noqa: BLE001 - the caller's exception goes on
+            return False
+        return res.get("aborted") is True
 
     def drop(self) -> None:
         if self.conn is not None:

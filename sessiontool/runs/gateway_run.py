@@ -113,6 +113,16 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
     def on_pid(pid: int) -> None:
         runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
 
+    def on_accepted(payload: dict[str, Any]) -> None:
+        """The gateway's own id of the turn (not our idempotency key): what `chat.abort` and
+        `agent.wait` name it by."""
+        gw_run = payload.get("runId")
+        if isinstance(gw_run, str):
+            runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("gatewayRunId", gw_run))
+
+    def on_aborted(stopped: bool) -> None:
+        runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("gatewayAborted", stopped))
+
     execute._current.update(runId=rec["runId"], paths=paths)
     try:
         if rec.get("cleanup") == "delete":  # one connection for the turn and the cleanup
@@ -128,6 +138,8 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
             expect_final=True,
             on_pid=on_pid,
             abort_turn=True,
+            on_accepted=on_accepted,
+            on_aborted=on_aborted,
         )
         out.result = result
         status = result.get("status")
@@ -220,20 +232,44 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
 
 
 def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
-    """After `abort` ended a started gateway run (its CLI call killed, the record `aborted`),
-    ask the gateway to stop the turn too: `chat.abort` with the run id, which is the turn's
-    idempotency key. Best effort: the record says `aborted` whatever the gateway answers.
+    """After `abort` ended a started gateway run (the record `aborted`, its worker signalled),
+    the gateway is asked to stop the turn. OpenClaw lets only the run's owner connection (or an
+    operator.admin one) stop it, so the worker does it on its own connection when the signal
+    interrupts its wait, and records the answer (`gatewayAborted`); this waits for that. A
+    worker that is gone (or a turn through the CLI): `chat.abort` from here, best effort.
     True when the gateway says it stopped something."""
+    import time
+
+    cur = rec
+    deadline = time.monotonic() + ABORT_CALL_TIMEOUT_S
+    while time.monotonic() < deadline:
+        cur = runs.read_record(paths, rec["runId"])
+        if isinstance(cur.get("gatewayAborted"), bool):
+            return bool(cur["gatewayAborted"])
+        pid = cur.get("pid")
+        if not cur.get("gatewayRunId") or not (isinstance(pid, int) and _alive(pid)):
+            break
+        time.sleep(0.05)
     try:
         data = gateway.call(
             paths,
             "chat.abort",
-            {"sessionKey": rec["sessionKey"], "runId": rec["runId"]},
+            {"sessionKey": rec["sessionKey"], "runId": cur.get("gatewayRunId") or rec["runId"]},
             timeout_s=ABORT_CALL_TIMEOUT_S,
         )
     except SessiontoolError:
         return False
     return data.get("aborted") is True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # -- a spawn's follow-up ---------------------------------------------------------------------

@@ -233,7 +233,7 @@ class Server:
         if method == "status":
             return res({"runtimeVersion": self.cfg.get("version", "2026.9.6")})
         if method == "agent":
-            return self.agent(ws, params, res, err)
+            return self.agent(ws, n, params, res, err)
         if method == "agent.wait":
             run = self.runs.get(params["runId"])
             if run is None:
@@ -250,12 +250,17 @@ class Server:
                 }
             )
         if method == "chat.abort":
+            # As OpenClaw: a run is stopped by its owner connection, or by operator.admin.
             run = self.runs.get(params.get("runId") or "")
+            if run is not None and run["owner"] != n and ADMIN not in scopes:
+                return err("INVALID_REQUEST", "unauthorized")
             live = run is not None and not run["done"].is_set()
             if live:
                 assert run is not None
                 run["abort"].set()
-            return res({"ok": True, "aborted": live, "runIds": [params.get("runId")]})
+            return res(
+                {"ok": True, "aborted": live, "runIds": [params.get("runId")] if live else []}
+            )
         if method == "sessions.patch":
             if self.cfg.get("store"):
                 return res(self.patch_store(params))
@@ -266,11 +271,18 @@ class Server:
             return res({"ok": True, "key": params["key"], "entry": {"sessionId": "same"}})
         return err("INVALID_REQUEST", f"unknown method: {method}")
 
-    def agent(self, ws: Any, params: dict[str, Any], res: Any, err: Any) -> None:
-        run_id, msg = params["idempotencyKey"], params.get("message", "")
-        run = {"done": threading.Event(), "abort": threading.Event(), "final": None}
+    def agent(self, ws: Any, n: int, params: dict[str, Any], res: Any, err: Any) -> None:
+        # The gateway names the run itself (not by the idempotency key), as 2026.9.6 does.
+        run_id, msg = "gw-" + uuid.uuid4().hex[:12], params.get("message", "")
+        run: dict[str, Any] = {
+            "done": threading.Event(),
+            "abort": threading.Event(),
+            "final": None,
+            "owner": n,
+        }
         self.runs[run_id] = run
         res({"runId": run_id, "status": "accepted", "acceptedAt": int(time.time() * 1000)})
+        params = {**params, "gatewayRunId": run_id}
         with self.lock:
             drop = self.drop_after_accept > 0
             self.drop_after_accept -= 1 if drop else 0
@@ -281,10 +293,18 @@ class Server:
         if msg.startswith("fail"):
             run["done"].set()
             return err("INVALID_REQUEST", "agent refused: " + msg)
-        res(self.finish(run, params))
+
+        def final() -> None:  # requests on one connection run concurrently, as in OpenClaw
+            try:
+                res(self.finish(run, params))
+            except Exception:  # noqa: BLE001 - the client went away
+                pass
+
+        threading.Thread(target=final, daemon=True).start()
 
     def finish(self, run: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-        run_id, msg = params["idempotencyKey"], params.get("message", "")
+        run_id, msg = params["gatewayRunId"], params.get("message", "")
+        key = params["idempotencyKey"]
         status = "ok"
         if msg.startswith("sleep:"):
             secs = float(msg.split()[0].split(":")[1])
@@ -304,7 +324,7 @@ class Server:
                 "payloads": [{"text": "pong: " + msg}],
                 "meta": {
                     "agentMeta": {
-                        "sessionId": "sid-" + run_id[:8],
+                        "sessionId": "sid-" + key[:8],
                         "provider": "fake",
                         "model": "fake-model",
                         "usage": {"input": 1200, "output": 34, "total": 1234},

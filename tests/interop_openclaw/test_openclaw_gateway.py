@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..test_openclaw_sqlite import tree_digest
 from .conftest import Live, copy_fixture, free_port, oc_env
@@ -170,19 +171,32 @@ def test_spawn_creates_the_child_and_announces_to_the_requester(live: Live) -> N
 # -- every write through sessiontool's own client, no `openclaw` CLI on its PATH ---------------
 
 
-def sessions(live: Live) -> dict[str, dict[str, object]]:
-    real = live.oc("gateway", "call", "sessions.list", "--json", "--port", str(live.port))
-    assert real.returncode == 0, real.stderr
-    return {s["key"]: s for s in json.loads(real.stdout)["sessions"]}
-
-
-def chat(live: Live, key: str) -> list[dict[str, object]]:
-    params = json.dumps({"sessionKey": key, "limit": 1000})
+def gw_call(live: Live, method: str, params: dict[str, object]) -> dict[str, Any]:
+    """The program's own answer (`openclaw gateway call`), waited for on a busy machine."""
     real = live.oc(
-        "gateway", "call", "chat.history", "--params", params, "--json", "--port", str(live.port)
+        "gateway",
+        "call",
+        method,
+        "--params",
+        json.dumps(params),
+        "--json",
+        "--timeout",
+        "120000",
+        "--port",
+        str(live.port),
     )
-    assert real.returncode == 0, real.stderr
-    msgs: list[dict[str, object]] = json.loads(real.stdout)["messages"]
+    assert real.returncode == 0, real.stdout[-2000:] + real.stderr[-2000:]
+    out: dict[str, Any] = json.loads(real.stdout)
+    return out
+
+
+def sessions(live: Live) -> dict[str, dict[str, Any]]:
+    return {s["key"]: s for s in gw_call(live, "sessions.list", {"limit": 1000})["sessions"]}
+
+
+def chat(live: Live, key: str) -> list[dict[str, Any]]:
+    real = gw_call(live, "chat.history", {"sessionKey": key, "limit": 1000})
+    msgs: list[dict[str, Any]] = real["messages"]
     return msgs
 
 
