@@ -354,6 +354,13 @@ def test_an_older_protocol_gateway_is_asked_its_version_in_its_own_protocol(
         proc = run_cli("--state-dir", str(state), "label", "s1", "lbl", env=NO_CLI)
         probes = [c["params"]["maxProtocol"] for c in gw.connects()]
         assert 3 in probes and gw.calls() == []  # asked its version, sent it nothing else
+        doctor = json.loads(
+            run_cli("--state-dir", str(state), "--json", "doctor", env=NO_CLI).stdout
+        )
+    kinds = [p["kind"] for p in doctor["problems"]]
+    assert doctor["gateway"]["version"] == version
+    # A problem only where writes need the gateway and nothing can reach it.
+    assert ("gateway-protocol" in kinds) == (not lock_taking)
     if lock_taking:
         assert proc.returncode == 0, proc.stderr
         assert json.loads(store.read_text())["agent:main:s1"]["label"] == "lbl"

@@ -471,7 +471,7 @@ def _problems(g: Gateway, info: dict[str, Any], through_gateway: bool) -> list[d
                 "hint": g._refusal.hint or "check gateway.auth in openclaw.json",
             }
         )
-    elif g._transport == "cli" and cli() is None:
+    elif g._transport == "cli" and cli() is None and through_gateway:
         out.append(
             {
                 "kind": "gateway-protocol",
