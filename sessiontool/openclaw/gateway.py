@@ -113,8 +113,6 @@ class Gateway:
         CLI is the transport). Raises the refusal (auth, pairing) as ForbiddenError."""
         if self._transport == "cli":
             return None
-        if self._refusal is not None:
-            raise self._refusal
         from sessiontool.openclaw import wsclient
 
         try:
@@ -125,8 +123,9 @@ class Gateway:
             self._expected_protocol = exc.expected
             return None
         except SessiontoolError as exc:
-            self._refusal = exc
+            self._refusal = exc  # kept for doctor's account; a long-lived process tries again
             raise
+        self._refusal = None
         self._transport = "ws"
         self._hello = hello
         return hello
