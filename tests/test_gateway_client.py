@@ -267,6 +267,11 @@ def test_doctor_reports_the_handshake_and_problems(make: Any) -> None:
     assert g["handshake"]["identity"] == "device-less cli"
     assert g["handshake"]["scopes"] == ["operator.write"]
     assert g["mode"] == "gateway (SQLite store)" and g["cli"] is None
+    text = env.st("doctor").stdout
+    assert (
+        "via websocket: protocol 4, auth token (config gateway.auth.token), device-less cli, "
+        "scopes operator.write" in text
+    )
     bad = make(token="other")
     proc = bad.st("--json", "doctor")
     assert proc.returncode == 1

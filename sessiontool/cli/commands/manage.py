@@ -198,6 +198,15 @@ def doctor_cmd(
                 + (f"; store lock {gw['lockForm']}" if gw.get("lockForm") else "")
                 + "\n"
             )
+            hs = gw.get("handshake") or {}
+            if hs.get("scopes") is not None:
+                out.append(
+                    f"  via {gw.get('transport')}: protocol {hs.get('protocol')}, auth "
+                    f"{gw.get('auth')}, {hs.get('identity')}, scopes "
+                    f"{', '.join(hs['scopes']) or 'none'}\n"
+                )
+            elif gw.get("transport"):
+                out.append(f"  via {gw['transport']}: {hs.get('refused')}\n")
         for p in result["problems"]:
             head = "warning: " if p["severity"] == "warning" else ""
             out.append(
