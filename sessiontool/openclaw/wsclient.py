@@ -149,6 +149,7 @@ class Hello:
     auth: str  # how sessiontool authenticated (never the secret)
     identity: str  # "device-less cli" or "device <id>"
     methods: frozenset[str] = frozenset()
+    tick_s: float = 30.0  # hello-ok.policy.tickIntervalMs
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -191,16 +192,23 @@ class Connection:
         except ConnectionClosed as exc:
             raise _Dropped() from exc
         deadline = time.monotonic() + timeout_s
+        silence = 2 * self.hello.tick_s + 5
+        heard = time.monotonic()
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 raise GatewayTimeout(f"gateway {method}: no answer in {timeout_s:g}s")
+            if now - heard > silence:
+                self.close()
+                raise _Dropped()  # not even a tick: the connection is dead
             try:
-                raw = self.ws.recv(timeout=remaining)
+                raw = self.ws.recv(timeout=min(remaining, silence))
             except TimeoutError:
                 continue
             except ConnectionClosed as exc:
                 raise _Dropped() from exc
+            heard = time.monotonic()
             frame = _parse(raw)
             if frame.get("type") != "res" or frame.get("id") != rid:
                 continue  # events, and answers to nothing we wait for
@@ -434,6 +442,9 @@ class Client:
             "max_size": None,  # hello-ok.policy.maxPayload bounds frames, server-side
             "user_agent_header": f"sessiontool/{_version()}",
             "close_timeout": 1,
+            # No keepalive thread of ours: the gateway pings and ticks; a silence longer than
+            # two ticks is a dead connection (Connection.request), as OpenClaw's client has it.
+            "ping_interval": None,
         }
         try:
             try:  # websockets 17 wants the direct (non-context-manager) form said explicitly
@@ -534,6 +545,8 @@ class Client:
         methods = features.get("methods") if isinstance(features, dict) else None
         version = server.get("version")
         proto = payload.get("protocol")
+        policy = payload.get("policy") if isinstance(payload.get("policy"), dict) else {}
+        tick = policy.get("tickIntervalMs") if isinstance(policy, dict) else None
         hello = Hello(
             version=version if isinstance(version, str) else None,
             protocol=proto if isinstance(proto, int) else None,
@@ -541,6 +554,7 @@ class Client:
             auth=how,
             identity=identity,
             methods=frozenset(m for m in methods or [] if isinstance(m, str)),
+            tick_s=tick / 1000 if isinstance(tick, int | float) and tick > 0 else 30.0,
         )
         return Connection(ws, hello, frozenset(scopes))
 

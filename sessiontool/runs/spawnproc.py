@@ -50,6 +50,9 @@ def start_detached(
     except OSError as exc:
         raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
     env = _set_env(paths, config_path)
+    gw = sys.modules.get("sessiontool.openclaw.wsclient")
+    if gw is not None:  # no gateway socket, nor its reader thread, into the worker
+        gw.close_all()
     in_process = threading.active_count() == 1 and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
     import gc
 
