@@ -107,6 +107,20 @@ def _global_options(
     render.set_color(color)
 
 
+def install_store_guard() -> None:
+    """Every sessions.json write of this process (and of the workers it forks) first asks the
+    running gateway's facts: refused beside a lock-ignoring one, else its lock payload."""
+    from sessiontool.stores import sessions_json
+
+    sessions_json.set_write_guard(_store_guard)
+
+
+def _store_guard(path: Any) -> str:
+    from sessiontool.openclaw.gateway import guard_store_write
+
+    return guard_store_write(path)
+
+
 def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     """The command's context. Every command refuses a state dir that is not a directory
     (exit 2). A command that only reads (`reads=True`) also refuses a state dir that does not
@@ -117,6 +131,7 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     from sessiontool.stores import reader
 
     reader.set_override(G.store)
+    install_store_guard()
     if check:
         check_state_dir_is_dir()
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)

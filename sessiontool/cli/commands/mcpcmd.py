@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from sessiontool.cli.app import G, app, command
+from sessiontool.cli.app import G, app, command, install_store_guard
 from sessiontool.errors import SessiontoolError, UsageError
 
 INSTALL = "pip install 'sessiontool[mcp]'"
@@ -74,6 +74,7 @@ def mcp_cmd(
     from sessiontool.context import Context, build_context
     from sessiontool.stores import perms
 
+    install_store_guard()
     key = as_key or G.as_key
     ctx = build_context(G.state_dir, G.config, G.agent, key)  # fails here on a bad config
     perms.check_state_dir(ctx.paths.root)

@@ -386,11 +386,13 @@ def abort_cmd(
     get_run(ctx, run_id)
     rec = runs.abort(ctx.paths, run_id)
     result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
-    if rec.get("via") == "gateway" and rec.get("status") == "aborted" and rec.get("startedAt"):
-        from sessiontool.runs.gateway_run import abort_in_gateway
+    if rec.get("status") == "aborted" and rec.get("startedAt"):
+        from sessiontool.stores.writer import writer_of
 
-        # The turn was handed to OpenClaw's gateway: ask it to stop the turn too.
-        result["gatewayAborted"] = abort_in_gateway(ctx.paths, rec)
+        # Where the turn runs elsewhere (OpenClaw's gateway), it is asked to stop it too.
+        stopped = writer_of(rec).abort_turn(ctx.paths, rec)
+        if stopped is not None:
+            result["gatewayAborted"] = stopped
     if want_json(json_):
         render.emit_json(result)
     else:
