@@ -109,16 +109,10 @@ def _global_options(
 
 def install_store_guard() -> None:
     """Every sessions.json write of this process (and of the workers it forks) first asks the
-    running gateway's facts: refused beside a lock-ignoring one, else its lock payload."""
-    from sessiontool.stores import sessions_json
+    running gateway's facts (openclaw/gateway.py)."""
+    from sessiontool.openclaw.gateway import install_store_guard as install
 
-    sessions_json.set_write_guard(_store_guard)
-
-
-def _store_guard(path: Any) -> str:
-    from sessiontool.openclaw.gateway import guard_store_write
-
-    return guard_store_write(path)
+    install()
 
 
 def get_ctx(*, reads: bool = False, check: bool = True) -> Any:

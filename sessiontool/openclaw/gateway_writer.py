@@ -68,7 +68,7 @@ def _call(ctx: Context, method: str, params: dict[str, Any], label: str | None =
 
 class GatewayWriter:
     kind = "gateway"
-    mirrors_deliveries = False
+    owns_delivery = True
 
     # -- session management -----------------------------------------------------------------
     def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:

@@ -387,7 +387,7 @@ class Advancer:
                 session_key=str(fu.get("to") or rec["sessionKey"]),
                 mode=mode,  # type: ignore[arg-type]
                 text=str(fu.get("text") or ""),
-                mirror=mode != "spawn-announce" and writer_of(rec).mirrors_deliveries,
+                mirror=mode != "spawn-announce" and not writer_of(rec).owns_delivery,
                 delivery_id=f"{rec['runId']}:{mode}",
                 resume=resume,
             )

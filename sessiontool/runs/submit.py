@@ -59,9 +59,13 @@ def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
             sessionKey=key,
         )
         code = ExitCode.TIMEOUT
-    mode = "announce" if rec.get("a2a") else "deliver" if rec.get("deliver") else None
-    if rec.get("via") == "gateway":
-        out["via"] = "gateway"  # the turn is OpenClaw's (its delivery too, with --deliver)
+    from sessiontool.stores.writer import writer_of
+
+    writer = writer_of(rec)
+    own = rec.get("deliver") and not writer.owns_delivery  # else the store delivers it
+    mode = "announce" if rec.get("a2a") else "deliver" if own else None
+    if writer.kind != "files":
+        out["via"] = writer.kind  # the turn is OpenClaw's (its delivery too, with --deliver)
     if mode and rec.get("kind") == "send" and status in (None, "queued", "running", "ok"):
         out["delivery"] = {"status": "pending", "mode": mode}
     return out, int(code)
@@ -146,7 +150,7 @@ def send(
     _start(ctx, rec)
     if timeout <= 0:
         out: dict[str, Any] = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}
-        if a2a or deliver:
+        if a2a or (deliver and not writer.owns_delivery):
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
         return out, 0
     return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))

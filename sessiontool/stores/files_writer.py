@@ -74,7 +74,7 @@ def refuse_label_in_use(
 
 class FilesWriter:
     kind = "files"
-    mirrors_deliveries = True
+    owns_delivery = False
 
     # -- session management -----------------------------------------------------------------
     def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:

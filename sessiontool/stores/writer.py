@@ -34,9 +34,10 @@ class SessionWriter(Protocol):
     """What a write command, the run worker and the follow-up steps ask of a store."""
 
     kind: str  # "files" | "gateway"; a run's record keeps it as `via`
-    # A delivered text is also mirrored into the session's transcript (files: as OpenClaw's
-    # delivery does; gateway: OpenClaw's transcript is not sessiontool's to write).
-    mirrors_deliveries: bool
+    # The store delivers on the session's channel itself: OpenClaw's gateway carries out a
+    # `--deliver` send's delivery (`deliver: true`), and what sessiontool's outbox delivers is
+    # not mirrored into OpenClaw's transcript (not sessiontool's to write). Files: False.
+    owns_delivery: bool
 
     # -- session management (label, reset, delete, policy) ---------------------------------
     def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:
