@@ -55,7 +55,7 @@ def _locate(
         raise session_not_found(value or label or "")
     from sessiontool.stores.writer import writer_for
 
-    return r, writer_for(ctx.paths, [r.agent_id], command)
+    return r, writer_for(ctx, [r.agent_id], command)
 
 
 def validate_label(text: str) -> str:

@@ -95,7 +95,7 @@ def set_send_policy(
 
     from sessiontool.stores.writer import writer_for
 
-    writer = writer_for(ctx.paths, [r.agent_id], command)
+    writer = writer_for(ctx, [r.agent_id], command)
     entry = writer.set_send_policy(ctx, r, wanted)
     # What the store holds now (the gateway's answer, or the entry written).
     out: dict[str, Any] = {

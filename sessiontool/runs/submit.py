@@ -100,7 +100,7 @@ def send(
     r = resolve(ctx, key, label=label, create=True)
     from sessiontool.stores.writer import writer_for
 
-    writer = writer_for(ctx.paths, [r.agent_id, ctx.agent_id], "send")
+    writer = writer_for(ctx, [r.agent_id, ctx.agent_id], "send")
     display = ctx.display(r.key)
     req = ctx.requester
     try:
@@ -193,7 +193,7 @@ def spawn(
     from sessiontool.flow.a2a import session_channel
     from sessiontool.stores.writer import writer_for
 
-    writer = writer_for(ctx.paths, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
+    writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     writer.before_run(ctx)
     writer.add_child(

@@ -120,13 +120,56 @@ def _make(kind: str) -> SessionWriter:
 
 
 def writer_for(
-    paths: StatePaths, agent_ids: list[str], command: str, *, routable: bool = True
+    ctx: Context, agent_ids: list[str], command: str, *, routable: bool = True
 ) -> SessionWriter:
     """The writer for a command that writes these agents' sessions, or ForbiddenError (exit 4)
-    when neither way is safe (`routable`: the command has a gateway form)."""
-    from sessiontool.openclaw.gateway import write_mode
+    when neither way is safe (`routable`: the command has a gateway form).
 
-    return _make(write_mode(paths, sorted(set(agent_ids)), command, routable=routable))
+    A send or spawn (`command` in TURNS) on a state dir that belongs to OpenClaw or Clawdbot
+    (its config file is there) with no sessiontool runner configured for these agents never
+    gets the built-in echo demo agent: it goes to the running gateway, or is refused (exit 4)
+    saying so. The demo agent answers only in sessiontool's own state dirs."""
+    from sessiontool.openclaw import gateway
+
+    ids = sorted(set(agent_ids))
+    kind = gateway.write_mode(ctx.paths, ids, command, routable=routable)
+    foreign = kind == "files" and ctx.paths.openclaw_config() is not None
+    if foreign and command in TURNS and not all(runner_configured(ctx, a) for a in ids):
+        kind = _gateway_or_refuse(ctx, command)
+    return _make(kind)
+
+
+TURNS = ("send", "spawn")
+
+
+def runner_configured(ctx: Context, agent_id: str) -> bool:
+    """A runner chosen in sessiontool's config for this agent (its own, or the agents'
+    default); an explicit `{"type": "echo"}` counts: the demo agent was asked for."""
+    cfg = ctx.config
+    return cfg.agent(agent_id).runner is not None or cfg.get("agents.defaults.runner") is not None
+
+
+def _gateway_or_refuse(ctx: Context, command: str) -> str:
+    from sessiontool.errors import ForbiddenError
+    from sessiontool.openclaw import gateway
+
+    cfg_file = ctx.paths.openclaw_config()
+    owner = cfg_file.name if cfg_file is not None else "openclaw.json"
+    g = gateway.find(ctx.paths)
+    if g.reachable() and gateway.cli() is not None:
+        return "gateway"
+    why = (
+        f"no gateway answers at {g.host}:{g.port}"
+        if not g.reachable()
+        else "no `openclaw` CLI was found to reach its gateway (PATH or SESSIONTOOL_OPENCLAW_BIN)"
+    )
+    raise ForbiddenError(
+        f"{command}: this state dir belongs to OpenClaw ({owner}) and {why}; sessiontool's "
+        "built-in echo demo agent answers only in its own state dirs",
+        hint=g.how_to_start() + ", or configure a sessiontool runner for the agent "
+        '(`agents.defaults.runner` in sessiontool.json5, e.g. {"type": "command", ...}; '
+        'README "Runners")',
+    )
 
 
 def writer_of(rec: Record) -> SessionWriter:
