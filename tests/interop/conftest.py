@@ -419,7 +419,7 @@ def cb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
                                 "command": [sys.executable, "-c", QA_FAILING_AGENT],
                             },
                         }
-                    ]
+                    ],
                 }
             }
         )
