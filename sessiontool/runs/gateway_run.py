@@ -8,12 +8,14 @@ can never start a second turn) and records the final answer. Nothing here writes
 store: no sessions.json, no transcript, no lock under `agents/` — the gateway writes the turn,
 and sessiontool's own files stay under `<state>/sessiontool/`.
 
-A spawn creates its child through the gateway too: `sessions.patch` on the new key (the label,
-which also creates the entry), then the child's turn with the sub-agent system prompt
-(`extraSystemPrompt`, lane `subagent`, `timeout` = `--run-timeout`). When it ends, its follow-up
-`gateway-announce` hands the announce text (the same `Status/Result/Notes/Stats` message as the
-file form) to the requester session as an `agent` turn, idempotent by `<runId>:announce`; a
-`--cleanup delete` child is then removed with `sessions.delete`.
+A spawn creates its child through the gateway too: `sessions.create` on the new key, linked to
+its requester (`create_child`), then the child's turn with the sub-agent system prompt
+(`extraSystemPrompt`, lane `subagent`, `timeout` = `--run-timeout`; a turn that outlives it is
+`timeout` and is aborted in the gateway). When it ends, its follow-up `gateway-announce` hands
+the announce text (the same `Status/Result/Notes/Stats` message as the file form) to the
+requester session through the writer (openclaw/gateway_writer.py); a `--cleanup delete` child
+is then removed with `sessions.delete`. A send between two sessions gets the same reply-back
+and announce steps as on files, each a gateway run of its own.
 """
 
 from __future__ import annotations
