@@ -19,8 +19,25 @@ import pytest
 
 from .conftest import FIXTURE_STATE, run_cli, write_config
 from .runhelpers import reap
-from .test_gateway_runs import FAKE_CLI
 from .test_openclaw_sqlite import tree_digest
+
+# A stand-in for the gateway's client (`openclaw gateway call METHOD --params JSON --json`):
+# a lock-honouring 2026.4.29 gateway whose agent answers "pong: <message>".
+FAKE_CLI = r"""#!PYTHON
+import json, os, sys
+args = sys.argv[1:]
+method, params = args[2], json.loads(args[args.index("--params") + 1])
+with open(os.environ["FAKE_GATEWAY_LOG"], "a") as log:
+    log.write(json.dumps({"method": method, "params": params}) + "\n")
+if method == "status":
+    print(json.dumps({"runtimeVersion": "2026.4.29"}))
+elif method == "agent":
+    print(json.dumps({"runId": params["idempotencyKey"], "status": "ok",
+                      "result": {"payloads": [{"text": "pong: " + params["message"]}]}}))
+else:
+    print(json.dumps({"ok": False, "error": {"message": "unsupported " + method}}))
+    sys.exit(1)
+"""
 
 
 def _free_port() -> int:
@@ -90,7 +107,6 @@ def test_no_runner_goes_to_the_running_gateway(tmp_path: Path) -> None:
         "OPENCLAW_GATEWAY_PORT": str(listener.getsockname()[1]),
         "SESSIONTOOL_OPENCLAW_BIN": str(cli),
         "FAKE_GATEWAY_LOG": str(log),
-        "FAKE_GATEWAY_VERSION": "2026.4.29",
     }
     before = tree_digest(state / "agents")
     try:

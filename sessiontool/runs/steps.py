@@ -190,19 +190,17 @@ class Advancer:
 
     def _channels(self, rec: Record) -> tuple[str | None, str | None]:
         from sessiontool.flow import a2a
-        from sessiontool.stores.sessions_json import peek_entry
 
         req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
         return (
-            a2a.session_channel(req, peek_entry(self.paths, req)),
-            a2a.session_channel(tgt, peek_entry(self.paths, tgt)),
+            a2a.session_channel(req, entry_of(self.paths, req)),
+            a2a.session_channel(tgt, entry_of(self.paths, tgt)),
         )
 
     def _allowed(self, key: str) -> bool:
         from sessiontool.flow.policy import send_decision
-        from sessiontool.stores.sessions_json import peek_entry
 
-        return send_decision(self.cfg.send_policy, key, peek_entry(self.paths, key)).allowed
+        return send_decision(self.cfg.send_policy, key, entry_of(self.paths, key)).allowed
 
     def step_fields(self, rec: Record, name: str) -> dict[str, Any] | None:
         if rec.get("kind") == "spawn":
@@ -428,6 +426,20 @@ class Advancer:
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
         return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
+
+
+def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:
+    """A session's entry as its store has it, through the read interface (OpenClaw's
+    database for a SQLite-era agent, not a leftover sessions.json); None when unreadable."""
+    from sessiontool.stores import keys
+    from sessiontool.stores.reader import read_scope, reader_for
+
+    try:
+        with read_scope():
+            found = reader_for(paths, keys.agent_of(key)).session(key)
+    except SessiontoolError:
+        return None
+    return dict(found.entry) if found is not None else None
 
 
 def inter_session(source_key: str, source_channel: str | None) -> dict[str, Any]:
