@@ -57,7 +57,7 @@ def _call(ctx: Context, method: str, params: dict[str, Any], label: str | None =
     above) is exit 2 here too, not a generic failure."""
     try:
         return gateway.call(ctx.paths, method, params)
-    except gateway.GatewayError as exc:
+    except SessiontoolError as exc:  # the gateway refused (GatewayError) or was not reached
         if label is not None and "label" in exc.message.lower() and "in use" in exc.message:
             raise UsageError(
                 f"label already in use: {label}",

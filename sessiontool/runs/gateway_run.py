@@ -213,7 +213,7 @@ def create_child(paths: StatePaths, rec: Record) -> None:
     try:
         gateway.call(paths, "sessions.create", params)
         return
-    except gateway.GatewayError as exc:
+    except SessiontoolError as exc:  # the gateway refused (GatewayError) or was not reached
         text = exc.message
         if "spawnDepth" in text:
             del params["spawnDepth"]
