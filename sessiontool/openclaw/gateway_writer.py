@@ -27,6 +27,7 @@ from sessiontool.openclaw import gateway
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.sessions import Resolved
+    from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -152,7 +153,7 @@ class GatewayWriter:
             return {"next": "reply:1", "latest": reply, "incoming": reply}
         return None
 
-    def announce_to_requester(self, paths: StatePaths, cfg: Any, rec: Record, text: str) -> None:
+    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
         """A turn of the requester session (accepted, not waited for: the gateway owns it from
         there), idempotent by `<runId>:announce`. Raises on failure, so the step is retried."""
         gateway.call(

@@ -35,10 +35,6 @@ SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agen
 RUN_TIMEOUT_GRACE_S = 30.0
 
 
-def is_gateway_run(rec: Record) -> bool:
-    return rec.get("via") == "gateway"
-
-
 def turn_params(rec: Record) -> dict[str, Any]:
     """The `agent` method's params for this record's turn."""
     params: dict[str, Any] = {

@@ -21,6 +21,7 @@ from sessiontool.stores.sessions_json import Entry, Store, fold
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.sessions import Resolved
+    from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -235,7 +236,7 @@ class FilesWriter:
             }
         return None
 
-    def announce_to_requester(self, paths: StatePaths, cfg: Any, rec: Record, text: str) -> None:
+    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
         """The announce message in the requester's transcript, once (looked for by its
         timestamp before it is appended again); the requester's entry is created or touched in
         the same single index write."""

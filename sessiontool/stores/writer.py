@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.sessions import Resolved
+    from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -87,7 +88,7 @@ class SessionWriter(Protocol):
         """The first follow-up step of a run that has just ended (None: nothing follows)."""
         ...
 
-    def announce_to_requester(self, paths: StatePaths, cfg: Any, rec: Record, text: str) -> None:
+    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
         """Hand a spawn's announce message to its requester session (raises: retried)."""
         ...
 

@@ -298,7 +298,7 @@ def test_send_as_runs_reply_back_turns_and_the_announce(live: Live) -> None:
     assert got == [
         ("announce", "agent:main:discord:group:123", "ok"),
         ("reply", "agent:main:discord:group:123", "ok"),
-        ("reply", "agent:main:main", "ok"),
+        ("reply", "main", "ok"),  # `runs` shows the requester's main session as `main`
     ]
     main = _roles_match(live, "main", 4)
     assert ("assistant", "PINGPONG-1 from requester: acknowledged.") in main
