@@ -192,9 +192,9 @@ def test_lockless_gateway_routes_spawn_and_refuses_file_writes(lockless: Any) ->
     assert json.loads(proc.stdout)["runStatus"] == "error"
     assert out["childSessionKey"] not in json.loads(store.read_text())
     # Any sessions.json write is refused (exit 4, one line), a library call's too once the
-    # guard the command layer installs (openclaw/gateway.install_store_guard) is in place.
+    # guard the command layer installs (openclaw.install_store_guard) is in place.
     from sessiontool.errors import ForbiddenError
-    from sessiontool.openclaw.gateway import install_store_guard
+    from sessiontool.openclaw import install_store_guard
     from sessiontool.stores.sessions_json import set_write_guard, update_store
 
     install_store_guard()

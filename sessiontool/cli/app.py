@@ -110,7 +110,7 @@ def _global_options(
 def install_store_guard() -> None:
     """Every sessions.json write of this process (and of the workers it forks) first asks the
     running gateway's facts (openclaw/gateway.py)."""
-    from sessiontool.openclaw.gateway import install_store_guard as install
+    from sessiontool.openclaw import install_store_guard as install
 
     install()
 

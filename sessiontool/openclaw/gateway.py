@@ -343,14 +343,6 @@ def guard_store_write(store_path: Path) -> str:
     return lock_form(paths)
 
 
-def install_store_guard() -> None:
-    """Make every sessions.json write of this process ask `guard_store_write` first (the
-    store module knows nothing of gateways: the command layer and the worker install it)."""
-    from sessiontool.stores import sessions_json
-
-    sessions_json.set_write_guard(guard_store_write)
-
-
 LOCK_FORM_TEXT = {
     "startedAt": '{"pid", "startedAt"} (OpenClaw 2026.1 / Clawdbot form)',
     "createdAt": '{"pid", "createdAt", "starttime"} (OpenClaw 2026.2 to 2026.4.29 form)',
