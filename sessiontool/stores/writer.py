@@ -157,19 +157,15 @@ def _gateway_or_refuse(ctx: Context, command: str) -> str:
     cfg_file = ctx.paths.openclaw_config()
     owner = cfg_file.name if cfg_file is not None else "openclaw.json"
     g = gateway.find(ctx.paths)
-    if g.reachable() and gateway.cli() is not None:
-        return "gateway"
-    why = (
-        f"no gateway answers at {g.host}:{g.port}"
-        if not g.reachable()
-        else "no `openclaw` CLI was found to reach its gateway (PATH or SESSIONTOOL_OPENCLAW_BIN)"
-    )
+    if g.reachable():
+        return "gateway"  # how it is reached (and what it refuses) is the gateway module's
+    why = f"no gateway answers at {g.host}:{g.port}"
     raise ForbiddenError(
         f"{command}: this state dir belongs to OpenClaw ({owner}) and {why}; sessiontool's "
         "built-in echo demo agent answers only in its own state dirs",
         hint=g.how_to_start() + ", or configure a sessiontool runner for the agent "
         '(`agents.defaults.runner` in sessiontool.json5, e.g. {"type": "command", ...}; '
-        'README "Runners")',
+        'docs/reference.md, "Runners")',
     )
 
 
