@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 Record = dict[str, Any]
 Entry = dict[str, Any]
-ABORT_CALL_TIMEOUT_S = 30.0
 ANNOUNCE_CALL_TIMEOUT_S = 60.0
 
 
@@ -180,16 +179,9 @@ class GatewayWriter:
 
     def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
         """Best effort: the record says `aborted` whatever the gateway answers."""
-        try:
-            data = gateway.call(
-                paths,
-                "chat.abort",
-                {"sessionKey": rec["sessionKey"], "runId": rec["runId"]},
-                timeout_s=ABORT_CALL_TIMEOUT_S,
-            )
-        except SessiontoolError:
-            return False
-        return data.get("aborted") is True
+        from sessiontool.runs.gateway_run import abort_in_gateway
+
+        return abort_in_gateway(paths, rec)
 
     def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
         return None  # OpenClaw's gateway owns that session's entry

@@ -33,6 +33,7 @@ from sessiontool.stores.paths import StatePaths
 Record = dict[str, Any]
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
+ABORT_CALL_TIMEOUT_S = 30.0
 
 
 def turn_params(rec: Record) -> dict[str, Any]:
@@ -187,9 +188,15 @@ def _ran_out(rec: Record, result: dict[str, Any]) -> bool:
 
 def _stop_turn(paths: StatePaths, rec: Record) -> None:
     """A timed-out turn is ended in the gateway too (best effort: the record says timeout)."""
-    from sessiontool.stores.writer import writer_of
-
-    writer_of(rec).abort_turn(paths, rec)
+    try:
+        gateway.call(
+            paths,
+            "chat.abort",
+            {"sessionKey": rec["sessionKey"], "runId": rec["runId"]},
+            timeout_s=ABORT_CALL_TIMEOUT_S,
+        )
+    except SessiontoolError:
+        pass
 
 
 def create_child(paths: StatePaths, rec: Record) -> None:
@@ -275,6 +282,26 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
 
     runs.update_record(paths, rec["runId"], mark)
     wait.notify(paths, rec["runId"])
+
+
+def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
+    """After `abort` ended a started gateway run (its CLI call killed, the record `aborted`),
+    ask the gateway to stop the turn too: `chat.abort` with the run id, which is the turn's
+    idempotency key. Best effort: the record says `aborted` whatever the gateway answers.
+    True when the gateway says it stopped something."""
+    try:
+        data = gateway.call(
+            paths,
+            "chat.abort",
+            {"sessionKey": rec["sessionKey"], "runId": rec["runId"]},
+            timeout_s=ABORT_CALL_TIMEOUT_S,
+        )
+    except SessiontoolError:
+        return False
+    return data.get("aborted") is True
+
+
+# -- a spawn's follow-up ---------------------------------------------------------------------
 
 
 def announce_text(paths: StatePaths, cfg: Any, rec: Record) -> str:
