@@ -19,9 +19,17 @@ from sessiontool.stores import perms
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The one wording of where global options go: the root --help, the man page and the README
+# (a test checks that the README carries it verbatim).
+GLOBAL_OPTIONS_NOTE = (
+    "Global options (--state-dir, --config, --agent, --as, --store, --color, --json) go before "
+    "or after the command: `sessiontool list --state-dir X` is `sessiontool --state-dir X list`."
+)
+
 app = typer.Typer(
     name="sessiontool",
-    help="OpenClaw's agent session tools (list, history, send, spawn) over a local state dir.",
+    help="OpenClaw's agent session tools (list, history, send, spawn) over a local state dir.\n\n"
+    + GLOBAL_OPTIONS_NOTE,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -268,6 +276,32 @@ def hoist_global_options(args: list[str]) -> list[str]:
     return moved + head + kept
 
 
+def _help_hint(exc: Any) -> str:
+    """Point at the help of the command that refused the option (`sessiontool list --help`),
+    not the program's, as `gh` does."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None and getattr(ctx, "command_path", None) else None
+    return f"see: {path or 'sessiontool'} --help"
+
+
+def unwrap_help(cmd: Any) -> None:
+    """Docstrings are hard-wrapped at 100 columns for the source; Rich would keep those breaks
+    and wrap again at the terminal's width, breaking lines mid-sentence. Each paragraph becomes
+    one line here, so help is wrapped once, at the width of the terminal."""
+    import re
+
+    seen: list[Any] = [cmd]
+    while seen:
+        c = seen.pop()
+        text = getattr(c, "help", None)
+        if isinstance(text, str) and "\n" in text:
+            import inspect
+
+            paras = re.split(r"\n\s*\n", inspect.cleandoc(text))
+            c.help = "\n\n".join(" ".join(p.split()) for p in paras if p.strip())
+        seen.extend(getattr(c, "commands", {}).values())
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
@@ -302,13 +336,14 @@ def main(argv: list[str] | None = None, *, fast_exit: bool | None = None) -> Non
     else:
         register_for(command_name(args))
     cmd = typer.main.get_command(app)
+    unwrap_help(cmd)
     code: int
     try:
         rv = cmd.main(args=args, prog_name="sessiontool", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except typer._click.exceptions.ClickException as exc:
         msg = exc.format_message()
-        render.error_line(msg, "see: sessiontool --help" if exc.exit_code == 2 else None)
+        render.error_line(msg, _help_hint(exc) if exc.exit_code == 2 else None)
         if "--json" in args:
             render.emit_json({"status": "error", "error": msg, "code": exc.exit_code})
         code = exc.exit_code

@@ -127,6 +127,13 @@ def err(text: str) -> None:
         pass
 
 
+def empty(text: str) -> None:
+    """The one rule for an empty result: a line (on stderr) when stdout is a terminal, so a
+    person sees that nothing matched; nothing at all when piped, so a script reads no rows."""
+    if is_terminal():
+        err(text)
+
+
 _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
@@ -283,7 +290,7 @@ def table(
 def sessions_table(result: dict[str, Any]) -> None:
     rows = result["sessions"]
     if not rows:
-        err("No sessions.")
+        empty("No sessions.")
         return
     now = now_ms()
     table(

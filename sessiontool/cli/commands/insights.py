@@ -79,7 +79,7 @@ def search_cmd(
     if want_json(json_):
         render.emit_json(result)
     elif not result["hits"]:
-        render.err("No matches.")
+        render.empty("No matches.")
     elif render.is_terminal():
         render.search_rich(result)
     else:

@@ -146,7 +146,7 @@ def deliveries_cmd(
             render.emit_json({"count": len(records), "deliveries": records})
         elif render.is_terminal():
             if not records:
-                render.err("No deliveries.")
+                render.empty("No deliveries.")
             for rec in records:
                 render.write_out(_readable(rec))
         else:

@@ -130,7 +130,7 @@ def history_cmd(
         autocompletion=choices(*FORMATS),
     ),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Write to FILE instead of stdout."
+        None, "-o", "--output", help="Write to FILE instead of stdout ('-' is stdout)."
     ),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new messages."),
     json_: bool = typer.Option(False, "--json", help="JSON output (same as --format json)."),
@@ -145,6 +145,7 @@ def history_cmd(
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
     if want_json(json_):
         fmt = "json" if fmt in (None, "json") else fmt
+    to_stdout = output is not None and str(output) == "-"  # '-' is stdout, as for `send KEY -`
     # An export (-o) is the whole transcript unless --limit says otherwise.
     default_n = None if output is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
@@ -181,6 +182,10 @@ def history_cmd(
         text = standalone_page(ctx, h)
     else:
         text = None
+    if to_stdout:
+        body = text if text is not None else render.history_plain(h.session_key, h.messages)
+        render.write_out(body)
+        return
     if output is not None:
         from sessiontool.errors import from_os_error
         from sessiontool.stores.safefs import write_private_file
@@ -195,6 +200,8 @@ def history_cmd(
             raise from_os_error(exc, "write") from exc
         return
     rich_view = text is None and render.is_terminal() and render.use_color()
+    if not h.messages and not follow and fmt == "text":
+        render.empty("No messages.")
     if text is not None:
         render.write_out(text)
     elif rich_view:

@@ -29,12 +29,25 @@ def _spinner(text: str) -> AbstractContextManager[Any]:
 
 
 def _print_result(
-    result: dict[str, Any], code: int, as_json: bool, accepted_text: str | None = None
+    result: dict[str, Any],
+    code: int,
+    as_json: bool,
+    accepted_text: str | None = None,
+    *,
+    ids_only: bool = False,
 ) -> int:
+    """`ids_only` (`-q`): the run id on stdout whatever happened (errors still on stderr)."""
     if as_json:
         render.emit_json(result)
         return code
     status = result.get("status")
+    if ids_only and result.get("runId"):
+        render.write_out(f"{result['runId']}\n")
+        if status not in ("accepted", "ok", "timeout"):
+            render.error_line(
+                f"{result.get('error')} (run {result.get('runId')}, {result.get('runStatus')})"
+            )
+        return code
     if status == "accepted":
         render.write_out(f"{accepted_text or result['runId']}\n")
     elif status == "ok":
@@ -46,6 +59,8 @@ def _print_result(
                 f"send policy of {result['sessionKey']}: {result['sendPolicy'] or 'inherit'}"
             )
     elif status == "timeout":
+        # The run id on stdout: `id=$(sessiontool send … --timeout 10) || sessiontool wait "$id"`.
+        render.write_out(f"{result['runId']}\n")
         render.err(f"still running: sessiontool wait {result['runId']}")
     else:
         render.error_line(
@@ -74,16 +89,20 @@ def send_cmd(
         False, "--no-create", help="Exit 3 instead of creating a session that does not exist."
     ),
     quiet: bool = typer.Option(
-        False, "-q", "--quiet", help="No notices on stderr (such as a created session)."
+        False,
+        "-q",
+        "--quiet",
+        help="Print only the run id (not the reply); no notices on stderr.",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
     """Run a session's agent on a message and wait for the reply.
 
     A key that does not exist yet is created (as OpenClaw does) with a notice on stderr;
-    --no-create makes that exit 3. Ctrl-C while waiting prints the run id and exits 130: the
-    run goes on. With --deliver, a reply that could not be delivered is a warning on stderr
-    (the exit status stays the run's; `deliveries retry` tries again)."""
+    --no-create makes that exit 3. When the wait times out (exit 124) or is interrupted
+    (Ctrl-C, exit 130), the run id is printed on stdout and the run goes on: `sessiontool wait
+    RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
+    exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import session_not_found
     from sessiontool.runs import records as runs
@@ -114,7 +133,7 @@ def send_cmd(
     if created and not quiet and result.get("runId"):
         render.err(f"created session {render.esc(created)}")
     if result.get("status") != "accepted" or wait_s <= 0:
-        return _print_result(result, code, as_json)
+        return _print_result(result, code, as_json, ids_only=quiet)
     run_id = result["runId"]
     try:
         with _spinner("waiting for the reply…"):
@@ -126,15 +145,18 @@ def send_cmd(
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
         # what (if anything) is posted: there is no delivery of the reply to wait for.
         code = _report_delivery(ctx, result, rec, wait_s, as_json, code)
-    return _print_result(result, code, as_json)
+    return _print_result(result, code, as_json, ids_only=quiet)
 
 
 def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
-    """Ctrl-C while waiting: the run goes on in its worker; say which run it is."""
+    """Ctrl-C while waiting: the run goes on in its worker. Not an error (the user chose to
+    stop waiting): the run id on stdout, as after a timeout, and a plain line on stderr."""
     from sessiontool.errors import ExitCode
 
-    msg = f"interrupted; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
-    render.error_line(msg)
+    msg = f"stopped waiting; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
+    if not as_json:
+        render.write_out(f"{run_id}\n")
+    render.err(msg)
     if as_json:
         render.emit_json(
             {
@@ -354,7 +376,7 @@ def runs_cmd(
     ]
     if terminal:
         if not rows:
-            render.err("No runs.")
+            render.empty("No runs.")
             return
         render.table(
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
