@@ -302,6 +302,37 @@ def unwrap_help(cmd: Any) -> None:
         seen.extend(getattr(c, "commands", {}).values())
 
 
+def refuse_repeated_options() -> None:
+    """An option that takes one value, given twice (`runs --kind send --kind spawn`), is a
+    usage error: Click would keep the last one silently, hiding the mistake. Options that take
+    a list (`--kinds`) and flags are unaffected."""
+    from typer._click import parser
+    from typer._click.exceptions import BadOptionUsage
+
+    if getattr(parser._Option.process, "_refuses_repeats", False):
+        return
+    original = parser._Option.process
+
+    def process(self: Any, value: Any, state: Any) -> None:
+        if self.action == "store" and self.dest in state.opts:
+            name = max([*self._long_opts, *self._short_opts], key=len)
+            raise BadOptionUsage(name, f"{name} was given twice; it takes one value")
+        original(self, value, state)
+
+    original_parse = parser._OptionParser.parse_args
+
+    def parse_args(self: Any, args: list[str]) -> Any:
+        try:
+            return original_parse(self, args)
+        except BadOptionUsage as exc:
+            exc.ctx = exc.ctx or self.ctx  # for the hint: the command's own --help
+            raise
+
+    process._refuses_repeats = True  # type: ignore[attr-defined]
+    parser._Option.process = process  # type: ignore[method-assign]
+    parser._OptionParser.parse_args = parse_args  # type: ignore[method-assign]
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
@@ -337,6 +368,7 @@ def main(argv: list[str] | None = None, *, fast_exit: bool | None = None) -> Non
         register_for(command_name(args))
     cmd = typer.main.get_command(app)
     unwrap_help(cmd)
+    refuse_repeated_options()
     code: int
     try:
         rv = cmd.main(args=args, prog_name="sessiontool", standalone_mode=False)

@@ -330,7 +330,6 @@ def man_page() -> str:
     """The whole man page, in roff (man macros; the exit-status table needs tbl, which man runs
     because of the first line)."""
     from sessiontool import __version__
-
     from sessiontool.cli.app import GLOBAL_OPTIONS_NOTE
 
     root = _root_command()

@@ -224,28 +224,72 @@ def _follow_up_done(ctx: Any, run_id: str) -> bool:
 @app.command("wait")
 @command
 def wait_cmd(
-    run_id: str = typer.Argument(..., help="The run id.", autocompletion=complete_run_ids),
-    timeout: str | None = typer.Option(
-        None, "--timeout", help="Give up after this long (default: until it ends)."
+    run_ids: list[str] | None = typer.Argument(
+        None, help="Run ids (or unique prefixes).", autocompletion=complete_run_ids
     ),
-    json_: bool = typer.Option(False, "--json", help="JSON output."),
+    session: str | None = typer.Option(
+        None,
+        "--session",
+        help="Also every queued or running run of this session.",
+        autocompletion=complete_keys,
+    ),
+    timeout: str | None = typer.Option(
+        None, "--timeout", help="Give up after this long (default: until they end)."
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output (one line per run)."),
 ) -> int:
-    """Wait for a run to end and print its result."""
+    """Wait for runs to end and print their results.
+
+    One run: the same result as `send` (the reply, or the JSON object). Several runs: one line
+    per run (RUN, STATUS, RESULT as TSV; with --json one JSON object per run), in the order
+    given. The exit status is the worst of them: a failed run (1) over a wait that timed out
+    (124) over ok (0)."""
     from sessiontool.durations import parse_duration
-    from sessiontool.runs import records as runs
+    from sessiontool.runs.listing import open_runs
     from sessiontool.runs.submit import get_run, run_result
+    from sessiontool.runs.wait import wait_all, worst_exit
 
     ctx = get_ctx(reads=True)
-    run_id = full_run_id(ctx, run_id)
-    get_run(ctx, run_id)
+    ids = [full_run_id(ctx, r) for r in run_ids or []]
+    if session is not None:
+        ids += [r for r in open_runs(ctx, session) if r not in ids]
+    elif not ids:
+        raise UsageError("give one or more run ids, or --session KEY")
+    for rid in ids:
+        get_run(ctx, rid)
     wait_s = parse_duration(timeout, option="--timeout") if timeout is not None else None
+    as_json = want_json(json_)
+    if not ids:
+        render.empty("No open runs.")
+        return 0
     try:
-        with _spinner("waiting for the run…"):
-            rec = runs.wait_for(ctx.paths, run_id, wait_s)
+        with _spinner("waiting for the run…" if len(ids) == 1 else f"waiting for {len(ids)} runs…"):
+            recs = wait_all(ctx.paths, ids, wait_s)
     except KeyboardInterrupt:
-        return _interrupted(run_id, None, want_json(json_))
-    result, code = run_result(ctx, rec)
-    return _print_result(result, code, want_json(json_))
+        return _interrupted(ids[0], None, as_json) if len(ids) == 1 else _interrupted_many(ids)
+    codes = []
+    for rec in recs:
+        result, code = run_result(ctx, rec)
+        if rec.get("deliver") and result.get("status") == "ok":
+            # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
+            code = _report_delivery(ctx, result, rec, wait_s or 30.0, as_json, code)
+        codes.append(code)
+        if len(ids) == 1 or as_json:
+            _print_result(result, code, as_json)
+        else:
+            detail = result.get("reply") if result.get("status") == "ok" else result.get("error")
+            render.write_out(
+                render.tsv([[rec["runId"], rec.get("status") or "", _short(detail or "")]])
+            )
+    return worst_exit(codes)
+
+
+def _interrupted_many(ids: list[str]) -> int:
+    from sessiontool.errors import ExitCode
+
+    render.write_out("".join(f"{rid}\n" for rid in ids))
+    render.err(f"stopped waiting; the {len(ids)} runs go on: sessiontool wait {' '.join(ids)}")
+    return int(ExitCode.INTERRUPTED)
 
 
 def full_run_id(ctx: Any, given: str) -> str:
@@ -310,8 +354,14 @@ def runs_cmd(
     session: str | None = typer.Option(
         None, "--session", help="Only runs of this session.", autocompletion=complete_keys
     ),
-    kind: str | None = typer.Option(
-        None, "--kind", help="send, spawn or step.", autocompletion=choices("send", "spawn", "step")
+    kinds: list[str] = typer.Option(
+        [],
+        "--kind",
+        help="send, spawn, step (repeat or comma-separate).",
+        autocompletion=choices("send", "spawn", "step"),
+    ),
+    steps: bool = typer.Option(
+        False, "--steps", help="Also the internal steps (reply turns, announce), under their run."
     ),
     limit: str = typer.Option("all", "--limit", help="At most N runs (newest first), or 'all'."),
     log: bool = typer.Option(False, "--log", help="With RUN_ID: include the worker log."),
@@ -320,10 +370,13 @@ def runs_cmd(
 ) -> None:
     """List background runs, newest first, or show one.
 
-    The RUN column shows the shortest unique prefix (8 characters or more); wait, runs and
-    abort accept it."""
+    Your runs (send, spawn); their internal steps (an agent-to-agent reply turn, the announce)
+    with --steps, each under its run. The RUN column shows the shortest unique prefix (8
+    characters or more); wait, runs and abort accept it. Piped: RUN, KIND, STEP, STATUS,
+    SESSION, CREATED, RESULT as TSV."""
     from sessiontool.cli.commands.read import parse_limit
-    from sessiontool.runs.submit import get_run, list_runs, run_view
+    from sessiontool.runs.listing import list_runs, parse_kinds
+    from sessiontool.runs.submit import get_run, run_view
 
     n = parse_limit(limit)
     ctx = get_ctx(reads=True)
@@ -348,7 +401,7 @@ def runs_cmd(
         return
     if log:
         raise UsageError("--log needs a RUN_ID")
-    result = list_runs(ctx, status=status, session=session, kind=kind)
+    result = list_runs(ctx, status=status, session=session, kinds=parse_kinds(kinds), steps=steps)
     if n is not None and len(result["runs"]) > n:
         result = {"count": n, "runs": result["runs"][:n]}
     if want_json(json_):
