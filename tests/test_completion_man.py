@@ -408,3 +408,24 @@ def test_man_page_has_no_groff_warnings() -> None:
     )
     assert proc.returncode == 0
     assert proc.stderr == ""
+
+
+def test_global_options_are_worded_once_for_man_help_and_readme(tmp_path: Path) -> None:
+    """Where global options go has one wording (app.GLOBAL_OPTIONS_NOTE), carried by the man
+    page, `--help` and the README; and what it says is what the program does."""
+    from sessiontool.cli.app import GLOBAL_OPTIONS_NOTE
+    from sessiontool.cli.docs import roff
+
+    assert "before or after the command" in GLOBAL_OPTIONS_NOTE
+    page = MAN.read_text()
+    assert roff(GLOBAL_OPTIONS_NOTE, hyphens=True) in page
+    assert "go before the command" not in page
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert GLOBAL_OPTIONS_NOTE in readme
+    helptext = " ".join(re.sub(r"[│╭╮╰╯─]", " ", run_cli("--help").stdout).split())
+    assert GLOBAL_OPTIONS_NOTE in helptext
+    other = tmp_path / "elsewhere"
+    before = run_cli("--state-dir", str(other), "--json", "paths")
+    after = run_cli("paths", "--state-dir", str(other), "--json")
+    assert before.returncode == after.returncode == 0
+    assert before.stdout == after.stdout and str(other) in after.stdout

@@ -99,9 +99,9 @@ def send_cmd(
     """Run a session's agent on a message and wait for the reply.
 
     A key that does not exist yet is created (as OpenClaw does) with a notice on stderr;
-    --no-create makes that exit 3. When the wait times out (exit 124) or is interrupted
-    (Ctrl-C, exit 130), the run id is printed on stdout and the run goes on: `sessiontool wait
-    RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
+    --no-create makes that exit 3. When the wait times out (exit 124) the run id is printed on
+    stdout; after Ctrl-C (exit 130) it is named on stderr; either way the run goes on:
+    `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
     exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import session_not_found
@@ -150,12 +150,10 @@ def send_cmd(
 
 def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
     """Ctrl-C while waiting: the run goes on in its worker. Not an error (the user chose to
-    stop waiting): the run id on stdout, as after a timeout, and a plain line on stderr."""
+    stop waiting): a plain line on stderr naming the run."""
     from sessiontool.errors import ExitCode
 
     msg = f"stopped waiting; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
-    if not as_json:
-        render.write_out(f"{run_id}\n")
     render.err(msg)
     if as_json:
         render.emit_json(
@@ -287,7 +285,6 @@ def wait_cmd(
 def _interrupted_many(ids: list[str]) -> int:
     from sessiontool.errors import ExitCode
 
-    render.write_out("".join(f"{rid}\n" for rid in ids))
     render.err(f"stopped waiting; the {len(ids)} runs go on: sessiontool wait {' '.join(ids)}")
     return int(ExitCode.INTERRUPTED)
 
