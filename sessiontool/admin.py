@@ -539,8 +539,9 @@ def _doctor_result(
 
 
 def _check_deliveries(ctx: Context) -> Iterator[Problem]:
-    """Deliveries whose latest attempt did not reach the channel: a failed delivery command is
-    a problem, a session with no delivery target a warning; both can be retried."""
+    """Deliveries whose latest attempt did not reach the channel and can be retried: a failed
+    delivery command is a problem, a pending one a warning. One with no target is final, not a
+    finding (see flow/redeliver)."""
     from sessiontool.flow.redeliver import undelivered
 
     try:

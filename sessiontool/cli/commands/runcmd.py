@@ -203,7 +203,7 @@ def _report_delivery(
     render.warning_line(
         f"the reply was not delivered ({found.get('status')}): {found.get('error') or '?'}"
     )
-    if found.get("status") != "denied":
+    if found.get("status") not in ("denied", "undelivered"):  # retrying cannot change those
         render.err(f"hint: sessiontool deliveries retry {did}")
     return code
 
