@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json
+from .conftest import run_cli, run_json, write_config
 from .runhelpers import (
     alive,
     py_command,
@@ -184,3 +185,31 @@ def test_a_repeated_single_valued_option_is_a_usage_error(state: Path) -> None:
     assert "sessiontool runs --help" in proc.stderr
     proc = run_cli("--agent", "main", "list", "--agent", "ops")
     assert proc.returncode == 2 and "--agent was given twice" in proc.stderr
+
+
+def test_runs_log_keeps_a_failing_runners_stderr(state: Path) -> None:
+    lines = "".join(f"trace line {i}\n" for i in range(40))
+    runner_config(
+        state,
+        py_command(f"import sys; sys.stdin.read(); sys.stderr.write({lines!r}); sys.exit(3)"),
+    )
+    rc, out = run_json("send", "main", "boom", "--timeout", "30")
+    assert rc == 1 and out["runStatus"] == "error"
+    proc = run_cli("runs", out["runId"], "--log")
+    assert proc.returncode == 0
+    log = proc.stdout.split("--- log ---\n", 1)[1]
+    assert "trace line 0\n" in log and "trace line 39\n" in log  # all of it, not only the tail
+
+
+def test_command_runner_model_placeholder_passes_a_model_named_echo(state: Path) -> None:
+    """`echo` is a real model id (llm-echo's); only the runner's own type name is the
+    placeholder for "no model configured", so `llm -m {model}` gets `echo`, not ``."""
+    code = "import sys; sys.stdin.read(); print('model=[' + sys.argv[1] + ']')"
+    runner = {"type": "command", "command": [sys.executable, "-c", code, "{model}"]}
+    write_config(state, {"agents": {"defaults": {"model": "echo", "runner": runner}}})
+    proc = run_cli("send", "main", "which model?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "model=[echo]\n"
+    write_config(state, {"agents": {"defaults": {"runner": runner}}})
+    proc = run_cli("send", "main", "and now?")
+    assert proc.stdout == "model=[]\n"  # nothing configured: empty, not "command"

@@ -244,7 +244,7 @@ def spawn(
     if model is not None:
         from sessiontool.flow.announce import validate_model
 
-        model = validate_model(ctx.config, model)
+        model = validate_model(ctx.config, model, target_agent)
     requester = ctx.requester_or_main()
     from sessiontool.openclaw.gateway import write_mode
 

@@ -77,6 +77,20 @@ def get_model(llm: Any, name: str | None) -> Any:
         raise RunnerError(f"{message} (`llm models` lists the models llm knows)") from exc
 
 
+def knows_model(name: str) -> bool | None:
+    """Whether `llm` resolves the name (as `get_model` does, `provider/` tried off); None when
+    the llm library is not installed, so the caller falls back to the config's model list."""
+    try:
+        llm = import_llm()
+    except RunnerError:
+        return None
+    try:
+        get_model(llm, name)
+    except RunnerError:
+        return False
+    return True
+
+
 def provider_of(model: Any) -> str:
     """The provider `llm` serves the model through: the plugin's name (`llm_anthropic` ->
     `anthropic`, llm's built-in OpenAI plugin -> `openai`)."""
