@@ -235,3 +235,16 @@ def test_ctrl_c_while_waiting_is_not_worded_as_an_error(state: Path) -> None:
     assert proc.returncode == 130
     assert "error" not in err and f"sessiontool wait {run_id}" in err
     assert run_cli("abort", run_id).returncode == 0
+
+
+def test_a_typo_in_agent_does_not_create_an_agent(state: Path) -> None:
+    assert run_cli("send", "main", "first").returncode == 0
+    proc = run_cli("--agent", "mian", "send", "main", "hello")
+    assert proc.returncode == 3
+    assert "unknown agent 'mian': did you mean 'main'?" in proc.stderr
+    assert "--create-agent" in proc.stderr
+    assert not (state / "agents" / "mian").exists() and len(records(state)) == 1
+    proc = run_cli("send", "main", "hello", "--agent", "ops", "--create-agent")
+    assert proc.returncode == 0, proc.stderr
+    assert (state / "agents" / "ops" / "sessions").is_dir()
+    assert run_cli("--agent", "ops", "send", "main", "again").returncode == 0  # on disk now

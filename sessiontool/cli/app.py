@@ -22,7 +22,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # The one wording of where global options go: the root --help, the man page and the README
 # (a test checks that the README carries it verbatim).
 GLOBAL_OPTIONS_NOTE = (
-    "Global options (--state-dir, --config, --agent, --as, --store, --color, --json) go before "
+    "Global options (--state-dir, --config, --agent, --as, --store, --color, --json, "
+    "--create-agent) go before "
     "or after the command: `sessiontool list --state-dir X` is `sessiontool --state-dir X list`."
 )
 
@@ -45,6 +46,7 @@ class Globals:
     as_key: str | None = None
     json: bool = False
     store: str = "auto"
+    create_agent: bool = False
 
 
 def command_name(args: list[str]) -> str | None:
@@ -84,6 +86,11 @@ def _global_options(
         metavar="ID",
         autocompletion=complete_agent_ids,
     ),
+    create_agent: bool = typer.Option(
+        False,
+        "--create-agent",
+        help="With --agent: start that agent although it is neither configured nor on disk.",
+    ),
     as_key: str | None = typer.Option(
         None, "--as", help="Act as this session (env SESSIONTOOL_SESSION_KEY).", metavar="KEY"
     ),
@@ -111,6 +118,7 @@ def _global_options(
     if store not in ("auto", "jsonl", "openclaw-sqlite"):
         raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
     G.store = store
+    G.create_agent = create_agent
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
     render.set_color(color)
 
@@ -130,6 +138,8 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
     if check and reads:
         check_readable_state(ctx)
+    elif check and not G.create_agent:
+        check_new_agent(ctx)
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:
         diag.warn(w)
@@ -153,6 +163,16 @@ def check_readable_state(ctx: Any) -> None:
     from sessiontool.errors import NotFoundError
 
     for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=G.agent):
+        raise NotFoundError(finding["detail"], hint=finding.get("hint"))
+
+
+def check_new_agent(ctx: Any) -> None:
+    """A command that writes would create the `--agent` it is given; a typo (`--agent mian`)
+    must not start a new agent: exit 3 with the nearest name, unless --create-agent says so."""
+    from sessiontool.context import new_agent_findings
+    from sessiontool.errors import NotFoundError
+
+    for finding in new_agent_findings(ctx, G.agent):
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
@@ -233,6 +253,7 @@ class Terminated(BaseException):
 
 
 GLOBAL_VALUE_OPTIONS = ("--state-dir", "--config", "--agent", "--as", "--store", "--color")
+GLOBAL_FLAGS = ("--create-agent",)  # moved like the value options (`--json` stays: see below)
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
@@ -267,7 +288,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
             moved.extend(rest[j : j + 2])
             j += 2
             continue
-        if any(a.startswith(o + "=") for o in GLOBAL_VALUE_OPTIONS):
+        if a in GLOBAL_FLAGS or any(a.startswith(o + "=") for o in GLOBAL_VALUE_OPTIONS):
             moved.append(a)
             j += 1
             continue
