@@ -429,3 +429,23 @@ def test_global_options_are_worded_once_for_man_help_and_readme(tmp_path: Path) 
     after = run_cli("paths", "--state-dir", str(other), "--json")
     assert before.returncode == after.returncode == 0
     assert before.stdout == after.stdout and str(other) in after.stdout
+
+
+@pytest.mark.slow  # builds a wheel (pip, setuptools): ~20 s
+def test_pip_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> None:
+    """`pip install .` installs man/sessiontool.1 as <prefix>/share/man/man1/sessiontool.1,
+    which `man` finds from <prefix>/bin on PATH (a venv included)."""
+    import zipfile
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("sessiontool-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith("/data/share/man/man1/sessiontool.1")]
+        assert len(names) == 1, zf.namelist()
+        assert zf.read(names[0]).decode() == MAN.read_text()
