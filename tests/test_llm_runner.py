@@ -590,7 +590,8 @@ def test_missing_llm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "llm", None)
     with pytest.raises(RunnerError) as info:
         _run({"type": "llm", "model": "echo"}, _request())
-    assert 'pip install "sessiontool[llm]"' in info.value.message
+    assert "pip install 'llm>=0.36'" in info.value.message
+    assert "pip install '.[llm]'" in info.value.message
 
 
 def test_spawn_model_is_any_id_or_alias_llm_knows(state: Path) -> None:

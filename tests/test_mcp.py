@@ -303,7 +303,7 @@ def test_missing_sdk_is_one_line_with_the_install_command(state: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "pip install 'sessiontool[mcp]'" in lines[0]
+    assert "pip install 'mcp>=2.3,<3'" in lines[0] and "pip install '.[mcp]'" in lines[0]
 
 
 def test_bad_tools_option_is_a_usage_error(state: Path) -> None:

@@ -173,7 +173,7 @@ def check_spawn_agent(ctx: Context, target_agent: str) -> None:
         hint=f"agent {ctx.agent_id!r} may spawn only under itself"
         + (f" and {', '.join(others)}" if others else "")
         + f"; to allow {target_agent!r}, add it to subagents.allowAgents of agent "
-        f"{ctx.agent_id!r} in agents.list of the config ([\"*\"] allows any)",
+        f'{ctx.agent_id!r} in agents.list of the config (["*"] allows any)',
     )
 
 
