@@ -449,3 +449,42 @@ def test_pip_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> Non
         names = [n for n in zf.namelist() if n.endswith("/data/share/man/man1/sessiontool.1")]
         assert len(names) == 1, zf.namelist()
         assert zf.read(names[0]).decode() == MAN.read_text()
+
+
+def test_real_bash_completes_a_label_with_a_space_as_one_word(state: Path, tmp_path: Path) -> None:
+    write_store(
+        state,
+        {
+            "agent:main:telegram:group:7": {
+                "sessionId": "a",
+                "updatedAt": NOW,
+                "label": "tg seven",
+            },
+            "agent:main:cron:x": {"sessionId": "b", "updatedAt": NOW, "label": "nightly"},
+        },
+    )
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "sessiontool"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sessiontool "$@"\n')
+    wrapper.chmod(0o755)
+    script = f'source "{COMPLETIONS / "sessiontool.bash"}"\n'
+    for typed in ("sessiontool history --label tg", "sessiontool history --label tg\\ s"):
+        script += (
+            f"COMP_LINE='{typed}'; COMP_POINT=${{#COMP_LINE}}\n"
+            "_sessiontool_completion sessiontool\n"
+            # what the line becomes once bash has put the completion in: one word for the label
+            'eval "set -- ${COMPREPLY[0]}"; printf "%s|%s\\n" "$#" "$1"\n'
+        )
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["1|tg seven", "1|tg seven"]
+    proc = run_cli("history", "--label", "tg seven")  # and the label, so given, is found
+    assert proc.returncode == 0, proc.stderr
