@@ -142,7 +142,8 @@ class SessionToolsServer:
         refused = self._not_offered(ctx, name)
         if refused is not None:
             return refused
-        return tools.call_tool(ctx, name, arguments, tools.CallOptions(wait=wait))
+        options = tools.CallOptions(wait=wait, null_is_absent=False)
+        return tools.call_tool(ctx, name, arguments, options)
 
     async def call_tool(
         self, rctx: Any, params: types.CallToolRequestParams
