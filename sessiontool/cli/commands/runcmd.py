@@ -443,6 +443,29 @@ def _short(v: Any, n: int = 60) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+@app.command("rerun")
+@command
+def rerun_cmd(
+    run_id: str = typer.Argument(
+        ..., help="A failed, lost, aborted or timed-out run.", autocompletion=complete_run_ids
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> int:
+    """Start a new run with the target, message and options of one that did not end well.
+
+    The old record stays; the new one names it (`rerunOf`). Prints the new run id at once, as
+    `send --timeout 0` does: `sessiontool wait $(sessiontool rerun ID)`. A spawn keeps its
+    label only when no session holds it any more."""
+    from sessiontool.runs.rerun import rerun
+    from sessiontool.runs.submit import get_run
+
+    ctx = get_ctx(reads=True)
+    check_writable(ctx)
+    run_id = full_run_id(ctx, run_id)
+    result = rerun(ctx, get_run(ctx, run_id))
+    return _print_result(result, 0, want_json(json_))
+
+
 @app.command("abort")
 @command
 def abort_cmd(
