@@ -213,3 +213,14 @@ def test_command_runner_model_placeholder_passes_a_model_named_echo(state: Path)
     write_config(state, {"agents": {"defaults": {"runner": runner}}})
     proc = run_cli("send", "main", "and now?")
     assert proc.stdout == "model=[]\n"  # nothing configured: empty, not "command"
+
+
+def test_runs_fields_picks_columns_without_a_header(state: Path) -> None:
+    rc, sent = run_json("send", "main", "hello")
+    assert rc == 0
+    proc = run_cli("runs", "--fields", "status,runId")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"ok\t{sent['runId']}\n"
+    # On a terminal too: --fields is for scripts and `cut`.
+    shown = run_cli("--color", "always", "runs", "--fields", "runId")
+    assert shown.stdout == sent["runId"] + "\n"

@@ -119,7 +119,8 @@ def deliveries_cmd(
     pending (each attempt is one more outbox line); exit 1 when any is still not delivered.
     One with no target (`undelivered`) is final: its text is in the transcript and there is
     nowhere else to send it. A delivery's id is `<runId>:<mode>` (shown by --json and
-    doctor)."""
+    doctor). Piped: TSV without a header, one record per line: ts, mode, status, sessionKey,
+    channel, to, text."""
     from sessiontool.durations import parse_since
     from sessiontool.errors import UsageError
     from sessiontool.flow.delivery import follow_deliveries, read_deliveries

@@ -65,13 +65,26 @@ def list_cmd(
         False, "--all-agents", help="Every agent's sessions (operator)."
     ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Keys only."),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Only these columns, in this order, as TSV (on a terminal too); with --json, only "
+        "these keys.",
+        metavar="F,..",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """List sessions, newest first."""
+    """List sessions, newest first.
+
+    Piped: TSV without a header, one session per line: key, kind, channel, label, updatedAt,
+    model, totalTokens, sessionId (the table's columns, then the sessionId); --fields picks
+    and orders them."""
+    from sessiontool.cli import columns
     from sessiontool.durations import parse_since
     from sessiontool.sessions import list_sessions
 
     as_json = want_json(json_)
+    names = columns.pick(columns.SESSIONS, fields, columns.SESSIONS) if fields else None
     if message_limit and not as_json and not quiet and not render.is_terminal():
         raise UsageError(
             "--message-limit needs --json when the output is piped (TSV is one line per session)",
@@ -89,8 +102,13 @@ def list_cmd(
         all_agents=all_agents,
     )
     _KEEP.append(result)
-    if as_json:
+    if as_json and names:
+        rows = [{k: r.get(k) for k in names} for r in result["sessions"]]
+        render.emit_json_rows({"count": result["count"]}, "sessions", rows)
+    elif as_json:
         render.emit_json_rows({"count": result["count"]}, "sessions", result["sessions"])
+    elif names:
+        render.write_out(render.sessions_tsv(result, names))
     elif quiet:
         render.write_out("".join(render.esc(r["key"]) + "\n" for r in result["sessions"]))
     elif render.is_terminal():

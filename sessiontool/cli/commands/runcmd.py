@@ -239,8 +239,8 @@ def wait_cmd(
     """Wait for runs to end and print their results.
 
     One run: the same result as `send` (the reply, or the JSON object). Several runs: one line
-    per run (RUN, STATUS, RESULT as TSV; with --json one JSON object per run), in the order
-    given. The exit status is the worst of them: a failed run (1) over a wait that timed out
+    per run in the order given (TSV without a header: runId, status, result; with --json one
+    JSON object per run). The exit status is the worst of them: a failed run (1) over a wait that timed out
     (124) over ok (0)."""
     from sessiontool.durations import parse_duration
     from sessiontool.runs.listing import open_runs
@@ -363,19 +363,29 @@ def runs_cmd(
     limit: str = typer.Option("all", "--limit", help="At most N runs (newest first), or 'all'."),
     log: bool = typer.Option(False, "--log", help="With RUN_ID: include the worker log."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Run ids only."),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Only these columns, in this order, as TSV (on a terminal too): runId, kind, step, "
+        "status, sessionKey, createdAt, result, parentRunId, rerunOf.",
+        metavar="F,..",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """List background runs, newest first, or show one.
 
     Your runs (send, spawn); their internal steps (an agent-to-agent reply turn, the announce)
     with --steps, each under its run. The RUN column shows the shortest unique prefix (8
-    characters or more); wait, runs and abort accept it. Piped: RUN, KIND, STEP, STATUS,
-    SESSION, CREATED, RESULT as TSV."""
+    characters or more); wait, runs and abort accept it. Piped: TSV without a header, one run
+    per line: runId, kind, step, status, sessionKey, createdAt, result (the table's columns);
+    --fields picks and orders them."""
+    from sessiontool.cli import columns
     from sessiontool.cli.commands.read import parse_limit
     from sessiontool.runs.listing import list_runs, parse_kinds
     from sessiontool.runs.submit import get_run, run_view
 
     n = parse_limit(limit)
+    names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
     ctx = get_ctx(reads=True)
     if run_id is not None:
         run_id = full_run_id(ctx, run_id)
@@ -407,6 +417,9 @@ def runs_cmd(
     rows = result["runs"]
     if quiet:
         render.write_out("".join(render.esc(r["runId"]) + "\n" for r in rows))
+        return
+    if names:
+        render.write_out(render.tsv(columns.rows(columns.RUNS, names, rows)))
         return
     terminal = render.is_terminal()
     short = short_ids([r["runId"] for r in rows]) if terminal else {}
