@@ -42,3 +42,32 @@ def test_rerun_a_failed_send_with_the_same_target_message_and_options(
     # A run that ended well is not rerun.
     proc = run_cli("rerun", new)
     assert proc.returncode == 2 and "only a run that failed" in proc.stderr
+
+
+def test_rerun_a_failed_spawn_keeps_its_task_and_names_the_old_run(
+    state: Path, tmp_path: Path
+) -> None:
+    first_time = tmp_path / "failed-once"
+    runner_config(
+        state,
+        py_command(
+            "import os,sys; m=sys.stdin.read()\n"
+            f"p={str(first_time)!r}\n"
+            "if not os.path.exists(p): open(p,'w').close(); sys.exit('flaky backend')\n"
+            "print('done')"
+        ),
+    )
+    rc, out = run_json("spawn", "research X", "--label", "research", "--run-timeout", "120")
+    assert rc == 0, out
+    rc, failed = run_json("wait", out["runId"], "--timeout", "60")
+    assert rc == 1 and failed["runStatus"] == "error", failed
+    rc, again = run_json("rerun", out["runId"])
+    assert rc == 0 and again["status"] == "accepted" and again["rerunOf"] == out["runId"]
+    rc, done = run_json("wait", again["runId"], "--timeout", "60")
+    assert rc == 0 and done["status"] == "ok", done
+    by_id = {r["runId"]: r for r in records(state)}
+    new, old = by_id[again["runId"]], by_id[out["runId"]]
+    assert new["kind"] == "spawn" and new["message"] == old["message"] == "research X"
+    assert new["runTimeoutSeconds"] == old["runTimeoutSeconds"] == 120
+    assert new["sessionKey"] != old["sessionKey"]  # a new child session
+    assert new.get("label") is None  # the old child still holds the label
