@@ -27,7 +27,6 @@ from sessiontool.stores.config import Config
 from sessiontool.stores.paths import StatePaths
 
 from .conftest import run_cli, run_json
-from .runhelpers import reap
 
 GROUP_KEY = "agent:main:discord:group:42"
 DM_KEY = "agent:main:dm:alice"
@@ -587,31 +586,3 @@ def test_cli_deliveries_follow_survives_missing_outbox(state: Path, sessions: Pa
     finally:
         _stop(proc)
     assert json.loads(line)["runId"].startswith("first-")
-
-
-def test_a_delivery_with_no_target_is_final(state: Path, reap_workers: None) -> None:
-    """The quick start's operator `spawn` announces to a session with no channel: that delivery
-    is `undelivered`, and final: the cron recipe's `deliveries retry` leaves it alone, `doctor`
-    is clean, and `prune` drops it with its run."""
-    proc = run_cli("spawn", "research X and report back", "--label", "research", "-q")
-    assert proc.returncode == 0, proc.stderr
-    outbox = state / "sessiontool" / "deliveries.jsonl"
-    deadline = time.monotonic() + 60
-    while not (outbox.exists() and outbox.read_text().endswith("\n")):
-        assert time.monotonic() < deadline, "the spawn was not announced"
-        time.sleep(0.1)
-    reap(state)
-    before = outbox_lines(state)
-    assert [d["status"] for d in before] == ["undelivered"]
-    for _ in range(3):
-        proc = run_cli("deliveries", "retry")
-        assert proc.returncode == 0, proc.stderr
-    assert outbox_lines(state) == before
-    proc = run_cli("deliveries", "retry", before[0]["runId"][:8])
-    assert proc.returncode == 2 and "final" in proc.stderr
-    doctor = run_cli("doctor")
-    assert doctor.returncode == 0, doctor.stdout
-    later = str(int(time.time() * 1000) + 40 * 86_400_000)
-    pruned = run_cli("prune", "--older-than", "30d", env={"SESSIONTOOL_NOW_MS": later})
-    assert pruned.returncode == 0, pruned.stderr
-    assert outbox_lines(state) == []
