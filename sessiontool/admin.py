@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sessiontool import diag
 from sessiontool.clock import now_ms, parse_iso_ms
 from sessiontool.context import Context, state_findings
 from sessiontool.errors import (
@@ -426,7 +427,21 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         Problem(f.kind, f.path, f.detail, severity=f.severity, hint=f.hint)
         for f in repair.check(ctx.paths, ctx.config)
     )
-    return _doctor_result(problems, stores, describe(ctx.paths))
+    return _doctor_result(_one_finding_per_link(problems), stores, describe(ctx.paths))
+
+
+def _one_finding_per_link(problems: list[Problem]) -> list[Problem]:
+    """A planted link is one finding: what the other checks saw by reading through it (a
+    "stale lock", "malformed outbox lines" of a file outside the state dir) is the link's
+    target, not the state dir's, and the warnings those reads left for stderr say it again."""
+    links = {p.path for p in problems if p.kind == "planted-link"}
+    if not links:
+        return problems
+    kept = [p for p in problems if p.kind == "planted-link" or p.path not in links]
+    for message in diag.drain():  # the report names these paths already
+        if not any(message.startswith(f"{link}:") for link in links):
+            diag.warn(message)
+    return kept
 
 
 def _doctor_result(
@@ -446,8 +461,9 @@ def _doctor_result(
 
 
 def _check_deliveries(ctx: Context) -> Iterator[Problem]:
-    """Deliveries whose latest attempt did not reach the channel: a failed delivery command is
-    a problem, a session with no delivery target a warning; both can be retried."""
+    """Deliveries whose latest attempt did not reach the channel and can be retried: a failed
+    delivery command is a problem, a pending one a warning. One with no target is final, not a
+    finding (see flow/redeliver)."""
     from sessiontool.flow.redeliver import undelivered
 
     try:

@@ -188,7 +188,7 @@ def spawn(
     if model is not None:
         from sessiontool.flow.announce import validate_model
 
-        model = validate_model(ctx.config, model)
+        model = validate_model(ctx.config, model, target_agent)
     requester = ctx.requester_or_main()
     from sessiontool.flow.a2a import session_channel
     from sessiontool.stores.writer import writer_for
@@ -273,35 +273,6 @@ def visible_run(ctx: Context, rec: dict[str, Any]) -> bool:
     """A session requester sees only the runs it started (and their steps)."""
     req = ctx.requester.session_key
     return req is None or rec.get("requesterSessionKey") == req or rec.get("startedBy") == req
-
-
-def list_runs(
-    ctx: Context,
-    *,
-    status: str | None = None,
-    session: str | None = None,
-    kind: str | None = None,
-) -> dict[str, Any]:
-    if status and status not in runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES:
-        valid = ", ".join(sorted(runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES))
-        raise UsageError(f"unknown status {status!r} (valid: {valid})")
-    if kind and kind not in ("send", "spawn", "step"):
-        raise UsageError(f"unknown kind {kind!r} (valid: send, spawn, step)")
-    full = ctx.canonical(session) if session else None
-    out = []
-    for rec in runs.iter_records(ctx.paths):
-        if not visible_run(ctx, rec):
-            continue
-        rec = runs.reconcile(ctx.paths, rec)
-        if status and rec.get("status") != status:
-            continue
-        if kind and rec.get("kind") != kind:
-            continue
-        if full and rec.get("sessionKey") != full:
-            continue
-        out.append(rec)
-    out.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")), reverse=True)
-    return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
 
 
 def get_run(ctx: Context, run_id: str) -> dict[str, Any]:

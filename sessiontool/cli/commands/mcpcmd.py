@@ -1,4 +1,4 @@
-"""`mcp`: the session tools as an MCP server over stdio (the optional extra `sessiontool[mcp]`).
+"""`mcp`: the session tools as an MCP server over stdio (the optional extra `.[mcp]`).
 The SDK is imported only when the command runs, so no other command pays for it."""
 
 from __future__ import annotations
@@ -8,7 +8,11 @@ import typer
 from sessiontool.cli.app import G, app, command, install_store_guard
 from sessiontool.errors import SessiontoolError, UsageError
 
-INSTALL = "pip install 'sessiontool[mcp]'"
+# sessiontool is not on a package index: name the package itself, and the checkout's extra.
+INSTALL = (
+    "pip install 'mcp>=2.3,<3' in sessiontool's environment (from a checkout: "
+    "pip install '.[mcp]'; with pipx: pipx inject sessiontool 'mcp>=2.3,<3')"
+)
 SDK_MAJOR = 2
 
 
