@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sessiontool import diag
 from sessiontool.clock import now_ms, parse_iso_ms
 from sessiontool.context import Context, state_findings
 from sessiontool.errors import (
@@ -33,66 +33,30 @@ from sessiontool.stores.jsonio import require_utf8
 from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
 from sessiontool.stores.sessions_json import (
     Entry,
-    Store,
     fold,
-    get_entry,
     read_store,
-    set_entry,
-    update_store,
 )
+from sessiontool.stores.writer import SessionWriter
 
 LABEL_MAX = 64
-
-# Per-conversation state that a reset clears. Everything else in the entry (label, levels,
-# model and provider overrides, send policy, routing such as deliveryContext / lastChannel,
-# spawnedBy, and fields we do not know) is kept: a reset starts a new conversation in the same
-# session, it does not forget what the session is or where it delivers.
-RESET_DROP = (
-    "sessionFile",
-    "totalTokensFresh",
-    "cacheRead",
-    "cacheWrite",
-    "compactionCount",
-    "memoryFlushAt",
-    "memoryFlushCompactionCount",
-    "systemPromptReport",
-    "cliSessionIds",
-    "claudeCliSessionId",
-)
-RESET_SET: dict[str, Any] = {
-    "systemSent": False,
-    "abortedLastRun": False,
-    "inputTokens": 0,
-    "outputTokens": 0,
-    "totalTokens": 0,
-}
 
 
 # -- label / reset / delete ------------------------------------------------------------------
 
 
-def _result(ctx: Context, full_key: str, entry: Entry | None, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"sessionKey": ctx.display(full_key), "entry": entry}
-    out.update(extra)
-    return out
-
-
-def _locate(ctx: Context, command: str, value: str | None, label: str | None) -> Resolved:
+def _locate(
+    ctx: Context, command: str, value: str | None, label: str | None
+) -> tuple[Resolved, SessionWriter]:
     """Operator check first (a session requester learns nothing about other sessions), then
-    resolution; an unknown key is exit 3 since none of these commands creates sessions."""
+    resolution; an unknown key is exit 3 since none of these commands creates sessions. The
+    session's writer is chosen here, once."""
     policy.require_operator(ctx, command)
     r = resolve(ctx, value, label=label, write=True)
     if r.entry is None:  # pragma: no cover - resolve() without create never returns one
         raise session_not_found(value or label or "")
-    from sessiontool.openclaw.gateway import write_mode
+    from sessiontool.stores.writer import writer_for
 
-    r.write_mode = write_mode(ctx.paths, [r.agent_id], command, routable=True)
-    return r
-
-
-def _updated_at(entry: Entry) -> int:
-    v = entry.get("updatedAt")
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+    return r, writer_for(ctx, [r.agent_id], command)
 
 
 def validate_label(text: str) -> str:
@@ -108,87 +72,31 @@ def validate_label(text: str) -> str:
     return label
 
 
-def refuse_label_in_use(
-    ctx: Context, store: Store, agent_id: str, label: str, *, but: str | None = None
-) -> None:
-    """Exit 2 naming the session of this store that already has `label` (a label names one
-    session). Called inside the store lock by `label` and `spawn --label`."""
-    for full, f in fold(store, agent_id).items():
-        if full != but and f.entry.get("label") == label:
-            raise UsageError(
-                f"label already in use: {label} (by {ctx.display(full)})",
-                hint="labels name one session; pick another or relabel that one first",
-            )
-
-
 def set_label(
     ctx: Context, value: str | None, text: str, *, label: str | None = None
 ) -> dict[str, Any]:
     """Set a session's label. As in OpenClaw's sessions.patch, a label already used by another
     session of the same agent is refused (exit 2): `--label` must keep naming one session."""
     new_label = validate_label(text)
-    r = _locate(ctx, "label", value, label)
-    if r.write_mode == "gateway":
-        from sessiontool.openclaw import gateway_ops
-
-        return gateway_ops.set_label(ctx, r.key, new_label)
-
-    def mutate(store: Store) -> Entry:
-        entry = get_entry(store, r.agent_id, r.key)
-        if entry is None:
-            raise session_not_found(value or label or r.key)
-        refuse_label_in_use(ctx, store, r.agent_id, new_label, but=r.key)
-        entry = dict(entry)
-        entry["label"] = new_label
-        entry["updatedAt"] = max(_updated_at(entry), now_ms())
-        set_entry(store, r.agent_id, r.key, entry)
-        return entry
-
-    entry = update_store(r.store_path, mutate)
-    return _result(ctx, r.key, entry)
+    r, writer = _locate(ctx, "label", value, label)
+    return writer.set_label(ctx, r, new_label)
 
 
 def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
-    """Start a new conversation in the session: a new UUID v4 sessionId, zero tokens,
-    `systemSent: false`. The old transcript stays on disk (as OpenClaw does), unreferenced."""
-    r = _locate(ctx, "reset", value, label)
-    if r.write_mode == "gateway":
-        from sessiontool.openclaw import gateway_ops
-
-        return gateway_ops.reset(ctx, r.key, r.session_id)
-
-    def mutate(store: Store) -> Entry:
-        entry = get_entry(store, r.agent_id, r.key)
-        if entry is None:
-            raise session_not_found(value or label or r.key)
-        fresh = {k: v for k, v in entry.items() if k not in RESET_DROP}
-        fresh["sessionId"] = str(uuid.uuid4())
-        fresh["updatedAt"] = now_ms()
-        fresh.update(RESET_SET)
-        set_entry(store, r.agent_id, r.key, fresh)
-        return fresh
-
-    entry = update_store(r.store_path, mutate)
-    return _result(ctx, r.key, entry, previousSessionId=r.session_id)
+    """Start a new conversation in the session: on files a new UUID v4 sessionId (the old
+    transcript stays on disk, unreferenced); OpenClaw 2026.9.6's gateway resets in place (same
+    sessionId, `inPlace: true`)."""
+    r, writer = _locate(ctx, "reset", value, label)
+    return writer.reset(ctx, r)
 
 
 def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
     """Remove the session from its index and archive its transcript. A main session is refused
     (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land."""
-    r = _locate(ctx, "delete", value, label)
+    r, writer = _locate(ctx, "delete", value, label)
     if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
         raise ForbiddenError(f"Cannot delete the main session ({ctx.display(r.key)}).")
-    if r.write_mode == "gateway":
-        from sessiontool.openclaw import gateway_ops
-
-        return gateway_ops.delete(ctx, r.key)
-
-    from sessiontool.flow.archive import archive_session
-
-    # The transcript lock, then the index entry, then the rename (archive.py's order, shared
-    # with sweep): no append can start a fresh transcript between the two.
-    archived = archive_session(ctx.paths, r.agent_id, r.key)
-    return _result(ctx, r.key, None, archived=str(archived) if archived else None)
+    return writer.delete(ctx, r)
 
 
 # -- paths -----------------------------------------------------------------------------------
@@ -524,7 +432,21 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
         for p in gateway.pop("problems")
     )
-    return _doctor_result(problems, stores, gateway)
+    return _doctor_result(_one_finding_per_link(problems), stores, gateway)
+
+
+def _one_finding_per_link(problems: list[Problem]) -> list[Problem]:
+    """A planted link is one finding: what the other checks saw by reading through it (a
+    "stale lock", "malformed outbox lines" of a file outside the state dir) is the link's
+    target, not the state dir's, and the warnings those reads left for stderr say it again."""
+    links = {p.path for p in problems if p.kind == "planted-link"}
+    if not links:
+        return problems
+    kept = [p for p in problems if p.kind == "planted-link" or p.path not in links]
+    for message in diag.drain():  # the report names these paths already
+        if not any(message.startswith(f"{link}:") for link in links):
+            diag.warn(message)
+    return kept
 
 
 def _doctor_result(
@@ -544,8 +466,9 @@ def _doctor_result(
 
 
 def _check_deliveries(ctx: Context) -> Iterator[Problem]:
-    """Deliveries whose latest attempt did not reach the channel: a failed delivery command is
-    a problem, a session with no delivery target a warning; both can be retried."""
+    """Deliveries whose latest attempt did not reach the channel and can be retried: a failed
+    delivery command is a problem, a pending one a warning. One with no target is final, not a
+    finding (see flow/redeliver)."""
     from sessiontool.flow.redeliver import undelivered
 
     try:

@@ -136,14 +136,37 @@ def state_findings(
         on_disk = ctx.paths.agent_ids_on_disk()
         known = ctx.config.known_agent_ids()
         if aid not in on_disk and aid not in known:
-            names = ", ".join(sorted(set(on_disk) | set(known))) or "none"
-            out.append(
-                {
-                    "kind": "unknown-agent",
-                    "path": str(ctx.paths.agents_dir / aid) if is_plain_name(aid) else str(root),
-                    "detail": f"unknown agent {aid!r}: not configured and no sessions in {root} "
-                    f"(agents: {names})",
-                    "hint": "check --agent; add it to agents.list in the config to use it",
-                }
-            )
+            out.append(unknown_agent_finding(ctx, aid, on_disk, known))
     return out
+
+
+def unknown_agent_finding(
+    ctx: Context, aid: str, on_disk: list[str], known: list[str]
+) -> dict[str, str]:
+    """An `--agent` that is neither configured nor on disk, with the nearest known name."""
+    import difflib
+
+    every = sorted(set(on_disk) | set(known))
+    close = difflib.get_close_matches(aid, every, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    root = ctx.paths.root
+    return {
+        "kind": "unknown-agent",
+        "path": str(ctx.paths.agents_dir / aid) if is_plain_name(aid) else str(root),
+        "detail": f"unknown agent {aid!r}: {guess}not configured and no sessions in {root} "
+        f"(agents: {', '.join(every) or 'none'})",
+        "hint": "check --agent; add it to agents.list in the config, or give --create-agent "
+        "to start a new one",
+    }
+
+
+def new_agent_findings(ctx: Context, explicit_agent: str | None) -> list[dict[str, str]]:
+    """For a command that writes: an `--agent` it would create by a typo (`--agent mian`)."""
+    if explicit_agent is None:
+        return []
+    aid = keys.normalize_agent_id(explicit_agent)
+    on_disk = ctx.paths.agent_ids_on_disk() if ctx.paths.root.exists() else []
+    known = ctx.config.known_agent_ids()
+    if aid in on_disk or aid in known:
+        return []
+    return [unknown_agent_finding(ctx, aid, list(on_disk), known)]

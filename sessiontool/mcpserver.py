@@ -1,5 +1,5 @@
 """`sessiontool mcp`: the session tools over the Model Context Protocol (stdio), on the official
-SDK (`mcp` 2.x, the optional extra `sessiontool[mcp]`).
+SDK (`mcp` 2.x, the optional extra `.[mcp]`).
 
 The tools are `flow.tools`' definitions, so they cannot drift from the `openai`/`llm` runners'.
 Every call runs in a worker thread as the server's requester (`--as` / SESSIONTOOL_SESSION_KEY,
@@ -142,7 +142,8 @@ class SessionToolsServer:
         refused = self._not_offered(ctx, name)
         if refused is not None:
             return refused
-        return tools.call_tool(ctx, name, arguments, tools.CallOptions(wait=wait))
+        options = tools.CallOptions(wait=wait, null_is_absent=False)
+        return tools.call_tool(ctx, name, arguments, options)
 
     async def call_tool(
         self, rctx: Any, params: types.CallToolRequestParams

@@ -37,7 +37,6 @@ class Resolved(Value):
         "sessions_dir",
         "stored_keys",
         "store",
-        "write_mode",
     )
 
     agent_id: str
@@ -47,7 +46,6 @@ class Resolved(Value):
     sessions_dir: Path
     stored_keys: list[str]
     store: store_reader.StoreInfo | None
-    write_mode: str  # or "gateway": set by the write commands (gateway.write_mode)
 
     def __init__(
         self,
@@ -58,7 +56,6 @@ class Resolved(Value):
         sessions_dir: Path,
         stored_keys: list[str] | None = None,
         store: store_reader.StoreInfo | None = None,
-        write_mode: str = "files",
     ) -> None:
         self.agent_id = agent_id
         self.key = key
@@ -67,7 +64,6 @@ class Resolved(Value):
         self.sessions_dir = sessions_dir
         self.stored_keys = [] if stored_keys is None else stored_keys
         self.store = store
-        self.write_mode = write_mode
 
     @property
     def gateway_written(self) -> bool:

@@ -1,13 +1,16 @@
-"""`deliveries` and `send --deliver`: a reply with no target or a failing delivery command is
-reported, shown by doctor and retried."""
+"""`deliveries` and `send --deliver`: a reply with no target is reported and final; a failing
+delivery command is reported, shown by doctor and retried."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from .conftest import run_cli, run_json, write_config
+from .runhelpers import reap
+from .test_delivery import outbox_lines
 
 GROUP = "agent:main:discord:group:42"
 
@@ -20,11 +23,11 @@ def test_send_deliver_without_a_target_says_so(state: Path) -> None:
         "sessiontool: warning: the reply was not delivered (undelivered): no delivery target"
         in proc.stderr
     )
-    assert "hint: sessiontool deliveries retry " in proc.stderr
+    assert "deliveries retry" not in proc.stderr  # no target: final, retrying cannot help
     rc, data = run_json("send", "main", "report", "--deliver")
     assert rc == 0 and data["delivery"]["status"] == "undelivered"
     proc = run_cli("doctor")
-    assert proc.returncode == 2 and "undelivered-delivery" in proc.stdout
+    assert "undelivered-delivery" not in proc.stdout
 
 
 def test_failing_delivery_command_then_retry(state: Path, tmp_path: Path) -> None:
@@ -56,3 +59,31 @@ def test_failing_delivery_command_then_retry(state: Path, tmp_path: Path) -> Non
     assert proc.returncode == 2 and "is delivered" in proc.stderr
     assert run_cli("deliveries", "retry").stderr == "Nothing to retry.\n"
     assert run_cli("deliveries", "retry", "nope").returncode == 3
+
+
+def test_a_delivery_with_no_target_is_final(state: Path, reap_workers: None) -> None:
+    """The quick start's operator `spawn` announces to a session with no channel: that delivery
+    is `undelivered`, and final: the cron recipe's `deliveries retry` leaves it alone, `doctor`
+    is clean, and `prune` drops it with its run."""
+    proc = run_cli("spawn", "research X and report back", "--label", "research", "-q")
+    assert proc.returncode == 0, proc.stderr
+    outbox = state / "sessiontool" / "deliveries.jsonl"
+    deadline = time.monotonic() + 60
+    while not (outbox.exists() and outbox.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, "the spawn was not announced"
+        time.sleep(0.1)
+    reap(state)
+    before = outbox_lines(state)
+    assert [d["status"] for d in before] == ["undelivered"]
+    for _ in range(3):
+        proc = run_cli("deliveries", "retry")
+        assert proc.returncode == 0, proc.stderr
+    assert outbox_lines(state) == before
+    proc = run_cli("deliveries", "retry", before[0]["runId"][:8])
+    assert proc.returncode == 2 and "final" in proc.stderr
+    doctor = run_cli("doctor")
+    assert doctor.returncode == 0, doctor.stdout
+    later = str(int(time.time() * 1000) + 40 * 86_400_000)
+    pruned = run_cli("prune", "--older-than", "30d", env={"SESSIONTOOL_NOW_MS": later})
+    assert pruned.returncode == 0, pruned.stderr
+    assert outbox_lines(state) == []

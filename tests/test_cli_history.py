@@ -303,3 +303,32 @@ def test_since_reads_back_only_to_the_first_older_message(tmp_path: Path) -> Non
     # Without --since the whole file is read, and the bad line is reported.
     proc = run_cli("--state-dir", str(state), "history", "agent:main:t", "--json", env=env)
     assert "skipped 1 unreadable line" in proc.stderr
+
+
+def test_output_dash_is_stdout(state: Path, tmp_path: Path) -> None:
+    assert run_cli("send", "main", "hello").returncode == 0
+    proc = run_cli("history", "main", "-o", "-", "--format", "markdown", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "echo: hello" in proc.stdout
+    assert not (tmp_path / "-").exists()
+
+
+def test_empty_results_one_rule_a_line_on_a_terminal_nothing_piped(state: Path) -> None:
+    """`--color always` renders for a terminal (as `| less -R` wants): the empty line appears;
+    piped, an empty history, search and run list print nothing at all."""
+    d = state / "agents" / "main" / "sessions"
+    d.mkdir(parents=True)
+    (d / "sessions.json").write_text(json.dumps({"agent:main:main": {"sessionId": "s1"}}))
+    (d / "s1.jsonl").write_text(
+        json.dumps(
+            {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00Z"}
+        )
+        + "\n"
+    )
+    for args in (["history", "main"], ["search", "nothing-here"], ["runs"]):
+        piped = run_cli(*args)
+        assert piped.returncode == 0, piped.stderr
+        assert (piped.stdout, piped.stderr) == ("", ""), args
+        shown = run_cli("--color", "always", *args)
+        assert shown.returncode == 0 and shown.stdout == ""
+        assert shown.stderr.startswith("No "), (args, shown.stderr)

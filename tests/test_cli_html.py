@@ -386,7 +386,7 @@ def test_usage_by_day_draws_bars_on_a_terminal(tmp_path: Path) -> None:
     assert "█" not in rows["TOTAL"]
     piped = run_cli("--state-dir", str(state), "usage", "--by", "day")
     assert "█" not in piped.stdout
-    assert [len(ln.split("\t")) for ln in piped.stdout.splitlines()] == [8, 8, 8, 8]
+    assert [len(ln.split("\t")) for ln in piped.stdout.splitlines()] == [8, 8, 8]  # no header
 
 
 def test_export_html_usage_page_costs_each_turn_at_its_price(tmp_path: Path) -> None:

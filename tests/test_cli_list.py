@@ -330,8 +330,8 @@ def test_piped_output_is_tsv_and_quiet_is_keys(fx_state: Path) -> None:
     assert len(lines) == 9
     first = lines[0].split("\t")
     assert first[:3] == ["main", "main", "whatsapp"]
-    assert first[3] == "2026-11-21T20:22:47.264Z"
-    assert first[4] == "5ae11e65-2836-4744-b866-e188c2c7f82c"
+    assert first[4] == "2026-11-21T20:22:47.264Z"  # the table's order: label is column 4
+    assert first[7] == "5ae11e65-2836-4744-b866-e188c2c7f82c"
     assert all(len(line.split("\t")) == 8 for line in lines)
     quiet = run_cli("--state-dir", str(fx_state), "list", "-q")
     assert quiet.stdout.splitlines() == [line.split("\t")[0] for line in lines]
@@ -427,3 +427,23 @@ def test_legacy_field_names_are_read(tmp_path: Path) -> None:
     assert rows["agent:main:dm:bob"]["lastChannel"] == "signal"
     assert rows["agent:main:team:group:7"]["channel"] == "slack"
     assert rows["agent:main:cron:old"]["kind"] == "cron"
+
+
+def test_tsv_follows_the_table_order_and_fields_picks_columns(fx_state: Path) -> None:
+    """`list | cut -f4` is the label, as the table's fourth column; `--fields` picks columns
+    (as gh and kubectl users expect), and `--help` documents the order."""
+    base = ("--state-dir", str(fx_state))
+    rc, data = run_json(*base, "list")
+    labelled = {s["key"]: s.get("label") or "" for s in data["sessions"]}
+    rows = [ln.split("\t") for ln in run_cli(*base, "list").stdout.splitlines()]
+    assert {r[0]: r[3] for r in rows} == labelled
+    assert any(labelled.values())
+    picked = run_cli(*base, "list", "--fields", "label,key")
+    assert picked.returncode == 0, picked.stderr
+    assert [ln.split("\t") for ln in picked.stdout.splitlines()] == [[r[3], r[0]] for r in rows]
+    rc, slim = run_json(*base, "list", "--fields", "key,kind")
+    assert rc == 0 and all(set(s) == {"key", "kind"} for s in slim["sessions"])
+    bad = run_cli(*base, "list", "--fields", "key,nope")
+    assert bad.returncode == 2 and "unknown field 'nope'" in bad.stderr
+    helptext = " ".join(run_cli("list", "--help").stdout.split())
+    assert "key, kind, channel, label, updatedAt, model, totalTokens, sessionId" in helptext

@@ -1,20 +1,23 @@
-"""`runs`: listing and filtering run records, one run in full, short ids and prefixes, and a
-dead worker found `lost` when runs are read."""
+"""`runs`: listing and filtering run records, one run in full, short ids and prefixes, a dead
+worker found `lost` when runs are read; the user's runs by default, internal steps under their
+run with --steps, --kind as a list, and a repeated single-valued option refused."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json
+from .conftest import run_cli, run_json, write_config
 from .runhelpers import (
     alive,
     py_command,
+    reap,
     records,
     runner_config,
     text_of,
@@ -133,3 +136,91 @@ def test_runs_limit_and_one_run_in_human_form(state: Path) -> None:
     assert fields["message"] == long_message  # whole, not cut at 60 characters
     assert fields["createdAt"].startswith("20") and fields["createdAt"].endswith(")")
     assert fields["createdAt"][:4].isdigit() and "T" in fields["createdAt"]
+
+
+REQUESTER = "agent:main:dm:alice"
+TARGET = "agent:main:telegram:group:7"
+
+
+def _a2a_send(state: Path) -> str:
+    """An agent-to-agent send: one run of the user's and its internal steps."""
+    assert run_json("send", REQUESTER, "hello")[0] == 0
+    rc, out = run_json("--as", REQUESTER, "send", TARGET, "ping", "--timeout", "30")
+    assert rc == 0, out
+    run_id: str = out["runId"]
+    reap(state)  # its steps (reply turns, announce) are done
+    assert [r for r in records(state) if r.get("parentRunId") == run_id], "no steps recorded"
+    return run_id
+
+
+def test_runs_hides_steps_unless_asked_and_lists_them_under_their_run(state: Path) -> None:
+    run_id = _a2a_send(state)
+    rc, listing = run_json("runs")
+    assert rc == 0
+    assert {r["kind"] for r in listing["runs"]} == {"send"}
+    rc, full = run_json("runs", "--steps")
+    ids = [r["runId"] for r in full["runs"]]
+    steps = [r for r in full["runs"] if r["kind"] == "step"]
+    assert steps and all(r["parentRunId"] == run_id for r in steps)
+    at = ids.index(run_id)
+    assert ids[at + 1 : at + 1 + len(steps)] == [r["runId"] for r in steps]
+    # Piped TSV: the same rows as --json, the step name in the third column.
+    tsv = [line.split("\t") for line in run_cli("runs", "--steps").stdout.splitlines()]
+    assert [row[0] for row in tsv] == ids
+    assert all(row[2] for row in tsv if row[1] == "step")
+
+
+def test_runs_kind_takes_a_list(state: Path) -> None:
+    _a2a_send(state)
+    rc, both = run_json("runs", "--kind", "send,step")
+    assert rc == 0 and {r["kind"] for r in both["runs"]} == {"send", "step"}
+    rc, bad = run_json("runs", "--kind", "send,nope")
+    assert rc == 2 and "nope" in bad["error"]
+
+
+def test_a_repeated_single_valued_option_is_a_usage_error(state: Path) -> None:
+    proc = run_cli("runs", "--status", "ok", "--status", "error")
+    assert proc.returncode == 2
+    assert "--status was given twice" in proc.stderr
+    assert "sessiontool runs --help" in proc.stderr
+    proc = run_cli("--agent", "main", "list", "--agent", "ops")
+    assert proc.returncode == 2 and "--agent was given twice" in proc.stderr
+
+
+def test_runs_log_keeps_a_failing_runners_stderr(state: Path) -> None:
+    lines = "".join(f"trace line {i}\n" for i in range(40))
+    runner_config(
+        state,
+        py_command(f"import sys; sys.stdin.read(); sys.stderr.write({lines!r}); sys.exit(3)"),
+    )
+    rc, out = run_json("send", "main", "boom", "--timeout", "30")
+    assert rc == 1 and out["runStatus"] == "error"
+    proc = run_cli("runs", out["runId"], "--log")
+    assert proc.returncode == 0
+    log = proc.stdout.split("--- log ---\n", 1)[1]
+    assert "trace line 0\n" in log and "trace line 39\n" in log  # all of it, not only the tail
+
+
+def test_command_runner_model_placeholder_passes_a_model_named_echo(state: Path) -> None:
+    """`echo` is a real model id (llm-echo's); only the runner's own type name is the
+    placeholder for "no model configured", so `llm -m {model}` gets `echo`, not ``."""
+    code = "import sys; sys.stdin.read(); print('model=[' + sys.argv[1] + ']')"
+    runner = {"type": "command", "command": [sys.executable, "-c", code, "{model}"]}
+    write_config(state, {"agents": {"defaults": {"model": "echo", "runner": runner}}})
+    proc = run_cli("send", "main", "which model?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "model=[echo]\n"
+    write_config(state, {"agents": {"defaults": {"runner": runner}}})
+    proc = run_cli("send", "main", "and now?")
+    assert proc.stdout == "model=[]\n"  # nothing configured: empty, not "command"
+
+
+def test_runs_fields_picks_columns_without_a_header(state: Path) -> None:
+    rc, sent = run_json("send", "main", "hello")
+    assert rc == 0
+    proc = run_cli("runs", "--fields", "status,runId")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"ok\t{sent['runId']}\n"
+    # On a terminal too: --fields is for scripts and `cut`.
+    shown = run_cli("--color", "always", "runs", "--fields", "runId")
+    assert shown.stdout == sent["runId"] + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -188,3 +189,63 @@ def test_timeout_parsing(state: Path) -> None:
     proc = run_cli("send", "main", "x", "--timeout", "soon")
     assert proc.returncode == 2 and "invalid --timeout" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2
+
+
+def test_send_quiet_prints_only_the_run_id(state: Path) -> None:
+    proc = run_cli("send", "cron:new", "hello", "-q")
+    assert proc.returncode == 0 and proc.stderr == ""
+    run_id = proc.stdout.strip()
+    assert proc.stdout == run_id + "\n" and "echo" not in proc.stdout
+    rc, rec = run_json("runs", run_id)
+    assert rc == 0 and rec["status"] == "ok" and rec["reply"] == "echo: hello"
+
+
+def test_send_timeout_prints_the_run_id_on_stdout_for_wait(state: Path) -> None:
+    runner_config(state, py_command("import sys,time; m=sys.stdin.read(); time.sleep(3); print(m)"))
+    script = 'id=$("$@" send main later --timeout 1) || "$@" wait "$id" --timeout 60'
+    proc = subprocess.run(
+        ["sh", "-c", script, "sh", sys.executable, "-m", "sessiontool"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "later\n"
+    assert "still running" in proc.stderr
+
+
+def test_ctrl_c_while_waiting_is_not_worded_as_an_error(state: Path) -> None:
+    runner_config(state, py_command("import sys,time; sys.stdin.read(); time.sleep(30)"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", "send", "main", "slow", "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not [r for r in records(state) if r.get("status") == "running"]:
+        assert time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.05)
+    run_id = records(state)[0]["runId"]
+    fifo = state / "sessiontool" / "runs" / f"{run_id}.fifo"
+    while not fifo.exists():  # send is waiting on the run now
+        assert time.monotonic() < deadline, "send did not wait"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "error" not in err and f"sessiontool wait {run_id}" in err
+    assert run_cli("abort", run_id).returncode == 0
+
+
+def test_a_typo_in_agent_does_not_create_an_agent(state: Path) -> None:
+    assert run_cli("send", "main", "first").returncode == 0
+    proc = run_cli("--agent", "mian", "send", "main", "hello")
+    assert proc.returncode == 3
+    assert "unknown agent 'mian': did you mean 'main'?" in proc.stderr
+    assert "--create-agent" in proc.stderr
+    assert not (state / "agents" / "mian").exists() and len(records(state)) == 1
+    proc = run_cli("send", "main", "hello", "--agent", "ops", "--create-agent")
+    assert proc.returncode == 0, proc.stderr
+    assert (state / "agents" / "ops" / "sessions").is_dir()
+    assert run_cli("--agent", "ops", "send", "main", "again").returncode == 0  # on disk now

@@ -50,7 +50,7 @@ def _priced(state: Path) -> None:
 
 def test_totals_equal_independent_sum(fixture_state: Path) -> None:
     usages = _assistant_usages(fixture_state)
-    rc, out = run_json("usage")
+    rc, out = run_json("usage", "--all-agents")
     assert rc == 0
     total = out["total"]
     for f in FIELDS:
@@ -60,11 +60,11 @@ def test_totals_equal_independent_sum(fixture_state: Path) -> None:
     assert total["cost"] == 0  # the fixture's config prices fake-model at 0
     # Rows add up to the total, whatever the grouping.
     for by in ("session", "agent", "model", "day", "label"):
-        rc, grouped = run_json("usage", "--by", by)
+        rc, grouped = run_json("usage", "--all-agents", "--by", by)
         assert rc == 0
         for f in (*FIELDS, "turns", "runs"):
             assert sum(r[f] for r in grouped["rows"]) == total[f], (by, f)
-    rc, by_agent = run_json("usage", "--by", "agent")
+    rc, by_agent = run_json("usage", "--all-agents", "--by", "agent")
     assert {r["agent"] for r in by_agent["rows"]} == {"main", "research"}
 
 
@@ -72,7 +72,7 @@ def test_cost_from_configured_prices_and_budget(fixture_state: Path) -> None:
     _priced(fixture_state)
     usages = _assistant_usages(fixture_state)
     expected = sum(u.get(f, 0) * PRICE[f] for u in usages for f in FIELDS) / 1_000_000
-    rc, out = run_json("usage", "--by", "model")
+    rc, out = run_json("usage", "--all-agents", "--by", "model")
     assert rc == 0
     assert out["total"]["cost"] == pytest.approx(expected, abs=1e-6)
     # chat.inject wrote one assistant message with no model (and no tokens).
@@ -80,17 +80,17 @@ def test_cost_from_configured_prices_and_budget(fixture_state: Path) -> None:
     assert row["input"] == out["total"]["input"] and row["cost"] == out["total"]["cost"]
     assert "unpriced" not in out
 
-    proc = run_cli("usage", "--cost-only")
+    proc = run_cli("usage", "--all-agents", "--cost-only")
     assert proc.returncode == 0 and float(proc.stdout) == pytest.approx(expected, abs=1e-4)
-    under = run_cli("usage", "--budget", str(expected * 2), "--cost-only")
+    under = run_cli("usage", "--all-agents", "--budget", str(expected * 2), "--cost-only")
     assert under.returncode == 0, under.stderr
-    over = run_cli("usage", "--budget", str(expected / 2))
+    over = run_cli("usage", "--all-agents", "--budget", str(expected / 2))
     assert over.returncode == 6
     assert "over budget" in over.stderr
     assert over.stdout.splitlines()[-1].startswith("TOTAL\t")  # the report is still printed
-    rc, data = run_json("usage", "--budget", str(expected / 2), "--cost-only")
+    rc, data = run_json("usage", "--all-agents", "--budget", str(expected / 2), "--cost-only")
     assert rc == 6 and data["overBudget"] is True and data["budget"] == expected / 2
-    bad = run_cli("usage", "--budget", "-1")
+    bad = run_cli("usage", "--all-agents", "--budget", "-1")
     assert bad.returncode == 2 and bad.stderr.startswith("sessiontool: error:")
 
 
@@ -105,32 +105,32 @@ def test_since_counts_only_newer_messages(fixture_state: Path) -> None:
     cut = all_ts[len(all_ts) // 2]
     iso = datetime.fromtimestamp(cut / 1000, tz=UTC).isoformat(timespec="milliseconds")
     usages = _assistant_usages(fixture_state, since=cut)
-    rc, out = run_json("usage", "--since", iso)
+    rc, out = run_json("usage", "--all-agents", "--since", iso)
     assert rc == 0
     assert out["total"]["turns"] == len(usages)
     assert out["total"]["input"] == sum(u["input"] for u in usages)
     # A period with nothing in it costs nothing: never over any budget.
-    proc = run_cli("usage", "--since", "1m", "--budget", "0")
+    proc = run_cli("usage", "--all-agents", "--since", "1m", "--budget", "0")
     assert proc.returncode == 0, proc.stderr
 
 
 def test_new_messages_counted_after_send(state: Path) -> None:
     assert run_cli("send", "main", "count me please").returncode == 0
-    rc, first = run_json("usage")
+    rc, first = run_json("usage", "--all-agents")
     assert rc == 0 and first["total"]["turns"] == 1 and first["total"]["runs"] == 1
     assert run_cli("send", "main", "and me too").returncode == 0
-    rc, second = run_json("usage", "--by", "session")
+    rc, second = run_json("usage", "--all-agents", "--by", "session")
     assert second["total"]["turns"] == 2 and second["total"]["runs"] == 2
     assert second["rows"][0]["session"] == "main"
 
 
 def test_table_and_tsv(fixture_state: Path) -> None:
-    proc = run_cli("usage", "--by", "day")
+    proc = run_cli("usage", "--all-agents", "--by", "day")
     assert proc.returncode == 0
     lines = [ln.split("\t") for ln in proc.stdout.splitlines()]
-    assert lines[0][0] == "DAY" and lines[-1][0] == "TOTAL"
-    assert lines[1][0] == "2026-11-21"
-    bad = run_cli("usage", "--by", "week")
+    assert lines[-1][0] == "TOTAL"  # no header row: the first line is data, as in every TSV
+    assert lines[0][0] == "2026-11-21"
+    bad = run_cli("usage", "--all-agents", "--by", "week")
     assert bad.returncode == 2 and "unknown --by" in bad.stderr
 
 
@@ -180,7 +180,7 @@ def test_openclaw_sqlite_store_through_the_reader(state: Path) -> None:
     shutil.copytree(OPENCLAW_STATE, state)
     usages = _openclaw_assistant_usages(state)
     assert usages
-    rc, out = run_json("usage", "--by", "agent")
+    rc, out = run_json("usage", "--all-agents", "--by", "agent")
     assert rc == 0, out
     for f in FIELDS:
         assert out["total"][f] == sum(u.get(f, 0) for u in usages), f
@@ -196,3 +196,15 @@ def test_openclaw_sqlite_store_through_the_reader(state: Path) -> None:
     assert hit["timestamp"] == user["timestamp"]
     # ... and OpenClaw's files are untouched: our index is in our own directory only.
     assert (state / "sessiontool" / "index.sqlite").is_file()
+
+
+def test_usage_reads_the_current_agent_like_list_and_search(fixture_state: Path) -> None:
+    rc, mine = run_json("usage", "--by", "agent")
+    assert rc == 0 and {r["agent"] for r in mine["rows"]} == {"main"}
+    rc, research = run_json("--agent", "research", "usage", "--by", "agent")
+    assert rc == 0 and {r["agent"] for r in research["rows"]} == {"research"}
+    rc, every = run_json("usage", "--all-agents", "--by", "agent")
+    assert {r["agent"] for r in every["rows"]} == {"main", "research"}
+    assert every["total"]["turns"] == mine["total"]["turns"] + research["total"]["turns"]
+    rc, typo = run_json("--agent", "reserch", "usage")
+    assert rc == 3 and "did you mean 'research'" in typo["error"]

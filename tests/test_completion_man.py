@@ -408,3 +408,83 @@ def test_man_page_has_no_groff_warnings() -> None:
     )
     assert proc.returncode == 0
     assert proc.stderr == ""
+
+
+def test_global_options_are_worded_once_for_man_help_and_readme(tmp_path: Path) -> None:
+    """Where global options go has one wording (app.GLOBAL_OPTIONS_NOTE), carried by the man
+    page, `--help` and the README; and what it says is what the program does."""
+    from sessiontool.cli.app import GLOBAL_OPTIONS_NOTE
+    from sessiontool.cli.docs import roff
+
+    assert "before or after the command" in GLOBAL_OPTIONS_NOTE
+    page = MAN.read_text()
+    assert roff(GLOBAL_OPTIONS_NOTE, hyphens=True) in page
+    assert "go before the command" not in page
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert GLOBAL_OPTIONS_NOTE in readme
+    helptext = " ".join(re.sub(r"[│╭╮╰╯─]", " ", run_cli("--help").stdout).split())
+    assert GLOBAL_OPTIONS_NOTE in helptext
+    other = tmp_path / "elsewhere"
+    before = run_cli("--state-dir", str(other), "--json", "paths")
+    after = run_cli("paths", "--state-dir", str(other), "--json")
+    assert before.returncode == after.returncode == 0
+    assert before.stdout == after.stdout and str(other) in after.stdout
+
+
+@pytest.mark.slow  # builds a wheel (pip, setuptools): ~20 s
+def test_pip_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> None:
+    """`pip install .` installs man/sessiontool.1 as <prefix>/share/man/man1/sessiontool.1,
+    which `man` finds from <prefix>/bin on PATH (a venv included)."""
+    import zipfile
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("sessiontool-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith("/data/share/man/man1/sessiontool.1")]
+        assert len(names) == 1, zf.namelist()
+        assert zf.read(names[0]).decode() == MAN.read_text()
+
+
+def test_real_bash_completes_a_label_with_a_space_as_one_word(state: Path, tmp_path: Path) -> None:
+    write_store(
+        state,
+        {
+            "agent:main:telegram:group:7": {
+                "sessionId": "a",
+                "updatedAt": NOW,
+                "label": "tg seven",
+            },
+            "agent:main:cron:x": {"sessionId": "b", "updatedAt": NOW, "label": "nightly"},
+        },
+    )
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "sessiontool"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sessiontool "$@"\n')
+    wrapper.chmod(0o755)
+    script = f'source "{COMPLETIONS / "sessiontool.bash"}"\n'
+    for typed in ("sessiontool history --label tg", "sessiontool history --label tg\\ s"):
+        script += (
+            f"COMP_LINE='{typed}'; COMP_POINT=${{#COMP_LINE}}\n"
+            "_sessiontool_completion sessiontool\n"
+            # what the line becomes once bash has put the completion in: one word for the label
+            'eval "set -- ${COMPREPLY[0]}"; printf "%s|%s\\n" "$#" "$1"\n'
+        )
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["1|tg seven", "1|tg seven"]
+    proc = run_cli("history", "--label", "tg seven")  # and the label, so given, is found
+    assert proc.returncode == 0, proc.stderr

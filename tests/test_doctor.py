@@ -333,3 +333,27 @@ def test_real_clawdbot_state_and_doctor_never_writes(tmp_path: Path) -> None:
         ("orphan-transcript", "dev-orphan-42.jsonl"),
     ]
     assert tree_digest(state) == before
+
+
+def test_a_planted_link_is_one_finding(state: Path, tmp_path: Path) -> None:
+    """A lock and the outbox planted as links to an old, malformed file outside the state dir:
+    each is reported once, as a planted link (not also as a stale lock or malformed lines of
+    the file it leads to), and nothing is repeated on stderr."""
+    assert run_cli("send", "main", "hello").returncode == 0
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not json\n")
+    old = 1_600_000_000
+    os.utime(outside, (old, old))
+    lock = state / "agents" / "main" / "sessions" / "sessions.json.lock"
+    outbox = state / "sessiontool" / "deliveries.jsonl"
+    for link in (lock, outbox):
+        link.symlink_to(outside)
+        os.utime(link, (old, old), follow_symlinks=False)
+    proc = run_cli("doctor", "--json")
+    data = json.loads(proc.stdout)
+    by_path: dict[str, list[str]] = {}
+    for p in data["problems"]:
+        by_path.setdefault(p["path"], []).append(p["kind"])
+    assert by_path[str(lock)] == ["planted-link"]
+    assert by_path[str(outbox)] == ["planted-link"]
+    assert proc.stderr == ""

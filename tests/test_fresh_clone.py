@@ -55,3 +55,15 @@ def test_readme_links_stay_inside_the_repository() -> None:
                 assert anchor in anchors(path), (doc.name, target)
         assert "../shared" not in text, doc.name
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_extras_install_lines_work_from_a_checkout() -> None:
+    """sessiontool is not on a package index: `pip install "sessiontool[llm]"` only works in a
+    venv that already has it. Every install line names the checkout (`.[llm]`, `.[mcp]`)."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert not re.search(r"sessiontool\[", text)
+    for extra in ("llm", "mcp"):
+        assert f"pip install '.[{extra}]'" in text
+        assert f"pipx install '.[{extra}]'" in text

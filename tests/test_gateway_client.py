@@ -125,7 +125,7 @@ def test_one_connection_for_a_spawn_with_label_announce_and_cleanup(make: Any) -
         assert time.monotonic() < deadline, env.gw.calls()
         time.sleep(0.1)
     calls = env.gw.calls()
-    assert [c["method"] for c in calls] == ["sessions.patch", "agent", "agent", "sessions.delete"]
+    assert [c["method"] for c in calls] == ["sessions.create", "agent", "agent", "sessions.delete"]
     # The worker's four calls share one connection (the command's own handshake is another
     # process's); it asked once for everything it would need, admin for the cleanup.
     assert len({c["conn"] for c in calls}) == 1

@@ -100,12 +100,18 @@ def test_lockless_gateway_routes_spawn_and_refuses_file_writes(lockless: Any) ->
     turn = gw.calls("agent")[0]  # then the announce to the requester
     assert turn["params"]["sessionKey"] == out["childSessionKey"]
     assert out["childSessionKey"] not in json.loads(store.read_text())
-    # Any sessions.json write (here from a library call) is refused (exit 4, one line).
+    # Any sessions.json write is refused (exit 4, one line), a library call's too once the
+    # guard the command layer installs (openclaw.install_store_guard) is in place.
     from sessiontool.errors import ForbiddenError
-    from sessiontool.stores.sessions_json import update_store
+    from sessiontool.openclaw import install_store_guard
+    from sessiontool.stores.sessions_json import set_write_guard, update_store
 
-    with pytest.raises(ForbiddenError):
-        update_store(store, lambda s: s.update({"agent:main:x": {"sessionId": "x"}}))
+    install_store_guard()
+    try:
+        with pytest.raises(ForbiddenError):
+            update_store(store, lambda s: s.update({"agent:main:x": {"sessionId": "x"}}))
+    finally:
+        set_write_guard(None)
     assert "agent:main:x" not in json.loads(store.read_text())
 
 

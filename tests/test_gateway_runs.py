@@ -172,10 +172,16 @@ def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
         run_id, lambda r: (r.get("followUp") or {}).get("next") == "done", "its announce"
     )
     assert rec["status"] == "ok" and rec["reply"] == "pong: summarise X"
-    patch, turn, announce = [
-        c for c in fake_gateway.calls() if c["method"] in ("sessions.patch", "agent")
+    create, turn, announce = [
+        c for c in fake_gateway.calls() if c["method"] in ("sessions.create", "agent")
     ]
-    assert patch["params"] == {"key": child, "label": "gw-child"}
+    # Linked to its requester as OpenClaw's sessions_spawn links a child.
+    assert create["params"] == {
+        "key": child,
+        "parentSessionKey": "agent:main:main",
+        "spawnDepth": 1,
+        "label": "gw-child",
+    }
     p = turn["params"]
     assert (p["sessionKey"], p["idempotencyKey"], p["lane"], p["timeout"]) == (
         child,
@@ -249,17 +255,45 @@ def test_deliver_and_requester_go_to_the_gateway_turn(fake_gateway: FakeGateway)
     proc = fake_gateway.st("--json", "send", "discord:group:123", "hi", "--deliver")
     assert proc.returncode == 0, proc.stderr
     assert "delivery" not in json.loads(proc.stdout)
+    assert not (fake_gateway.state / "sessiontool" / "deliveries.jsonl").exists()
     proc = fake_gateway.st(
         "--as", "agent:main:main", "--json", "send", "discord:group:123", "from main"
     )
     assert proc.returncode == 0, proc.stderr
-    first, second = (c["params"] for c in fake_gateway.calls("agent"))
+    first, second = (c["params"] for c in fake_gateway.calls("agent")[:2])
     assert first["deliver"] is True
     assert first["inputProvenance"] == {"kind": "external_user", "sourceTool": "sessiontool"}
     assert "deliver" not in second
     assert second["inputProvenance"]["kind"] == "inter_session"
     assert second["inputProvenance"]["sourceSessionKey"] == "agent:main:main"
-    assert not (fake_gateway.state / "sessiontool" / "deliveries.jsonl").exists()
+
+
+def test_send_as_runs_the_reply_back_turns_and_the_announce(fake_gateway: FakeGateway) -> None:
+    """A send between two sessions through the gateway gets the file path's agent-to-agent
+    flow: reply-back turns alternating sessions (each an `agent` turn with the reply prompt and
+    inter-session provenance), then the announce step in the target, whose reply is delivered
+    through sessiontool's outbox (not mirrored into OpenClaw's transcript)."""
+    proc = fake_gateway.st(
+        "--as", "agent:main:main", "--json", "send", "discord:group:123", "from main"
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["runId"]
+    fake_gateway.until(run_id, lambda r: (r.get("followUp") or {}).get("next") == "done", "done")
+    turns = [c["params"] for c in fake_gateway.calls("agent")]
+    assert [t["sessionKey"] for t in turns] == [
+        "agent:main:discord:group:123",  # the send
+        "agent:main:main",  # reply:1, in the requester (skips)
+        "agent:main:discord:group:123",  # the announce step, in the target
+    ]
+    reply1, announce = turns[1], turns[2]
+    assert "Agent-to-agent reply step:" in reply1["extraSystemPrompt"]
+    assert reply1["message"] == "pong: from main"
+    assert reply1["inputProvenance"]["sourceSessionKey"] == "agent:main:discord:group:123"
+    assert "Agent-to-agent announce step:" in announce["extraSystemPrompt"]
+    assert announce["inputProvenance"]["sourceSessionKey"] == "agent:main:main"
+    lines = (fake_gateway.state / "sessiontool" / "deliveries.jsonl").read_text().splitlines()
+    (d,) = [json.loads(x) for x in lines]
+    assert d["mode"] == "announce" and d["text"].startswith("announced: ")
 
 
 def test_a_worker_killed_mid_turn_is_lost_and_still_announced(fake_gateway: FakeGateway) -> None:

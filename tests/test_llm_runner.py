@@ -590,4 +590,20 @@ def test_missing_llm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "llm", None)
     with pytest.raises(RunnerError) as info:
         _run({"type": "llm", "model": "echo"}, _request())
-    assert 'pip install "sessiontool[llm]"' in info.value.message
+    assert "pip install 'llm>=0.36'" in info.value.message
+    assert "pip install '.[llm]'" in info.value.message
+
+
+def test_spawn_model_is_any_id_or_alias_llm_knows(state: Path) -> None:
+    """`spawn --model` with the llm runner asks llm (ids and aliases), not the config's list."""
+    import llm
+
+    llm.set_alias("my-echo", "echo")  # in this test's own LLM_USER_PATH
+    _config(state, {"type": "llm", "model": "echo"})
+    rc, out = run_json("spawn", "say hi", "--model", "my-echo")
+    assert rc == 0 and out["status"] == "accepted", out
+    rc, done = run_json("wait", out["runId"], "--timeout", "60")
+    assert rc == 0 and done["status"] == "ok", done  # llm-echo answered through the alias
+    rc, bad = run_json("spawn", "say hi", "--model", "no-such-model-xyz")
+    assert rc == 2
+    assert "unknown model 'no-such-model-xyz'" in bad["error"] and "llm" in bad["error"]

@@ -303,7 +303,7 @@ def test_missing_sdk_is_one_line_with_the_install_command(state: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "pip install 'sessiontool[mcp]'" in lines[0]
+    assert "pip install 'mcp>=2.3,<3'" in lines[0] and "pip install '.[mcp]'" in lines[0]
 
 
 def test_bad_tools_option_is_a_usage_error(state: Path) -> None:
@@ -318,3 +318,18 @@ def test_other_commands_never_import_the_sdk(state: Path, tmp_path: Path) -> Non
         names = imported_modules(*args, state=state, tmp=tmp_path)
         for heavy in ("mcp", "mcp_types", "anyio", "pydantic", "starlette"):
             assert heavy not in names, f"{heavy} imported by {' '.join(args)}"
+
+
+def test_null_for_an_optional_argument_is_a_usage_error(state: Path) -> None:
+    """`{"limit": null}` is not "no limit": through MCP a null is a value of the wrong type."""
+    assert run_cli("send", "main", "hello").returncode == 0
+    seen: dict[str, Any] = {}
+
+    async def session(c: Client) -> None:
+        seen["null"] = err(await c.call_tool("sessions_list", {"limit": None}))
+        seen["absent"] = ok(await c.call_tool("sessions_list", {}))
+
+    run(session, server("--as", ME))
+    assert seen["null"]["code"] == 2 and "limit" in seen["null"]["error"]
+    assert "null" in seen["null"]["error"]
+    assert seen["absent"]["count"] >= 1

@@ -68,7 +68,7 @@ def test_keys_and_labels_are_escaped_in_text_output(state: Path) -> None:
     assert len(lines) == 4 and all(len(ln.split("\t")) == 8 for ln in lines), lines
     assert "\x1b" not in tsv.stdout and "\x07" not in tsv.stdout
     evil = next(ln for ln in lines if "evil" in ln)
-    assert evil.split("\t")[-1] == "lab\\e]0;pwned\\x07el"
+    assert evil.split("\t")[3] == "lab\\e]0;pwned\\x07el"
 
     code, data = run_json("list")
     assert code == 0
@@ -79,7 +79,7 @@ def test_out_of_range_timestamps_render_as_question_mark(state: Path) -> None:
     write_state(state)
     tsv = run_cli("list")
     assert tsv.returncode == 0 and "internal error" not in tsv.stderr, tsv.stderr
-    updated = {ln.split("\t")[0]: ln.split("\t")[3] for ln in tsv.stdout.splitlines()}
+    updated = {ln.split("\t")[0]: ln.split("\t")[4] for ln in tsv.stdout.splitlines()}
     assert updated["agent:main:tab\\there"] == "?" and updated["agent:main:past"] == "?", updated
     code, data = run_json("list")
     assert code == 0 and any(s.get("updatedAt") == 10**20 for s in data["sessions"])

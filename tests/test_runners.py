@@ -42,7 +42,7 @@ def request(**over: Any) -> dict[str, Any]:
         "sessionKey": "agent:main:main",
         "sessionId": "sess-1",
         "agentId": "main",
-        "model": "echo",
+        "model": "",
         "system": "You are a test.",
         "message": "hello there",
         "messages": [],
@@ -465,7 +465,7 @@ def test_openai_request_and_reply(fake: FakeOpenAI) -> None:
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == "Bearer sk-test-123"
     assert sent.headers["content-type"] == "application/json"
-    assert sent.body["model"] == "llama3.2"  # request model "echo" is only a placeholder
+    assert sent.body["model"] == "llama3.2"  # no request model: the runner's
     assert sent.body["stream"] is False
     assert sent.body["messages"] == [
         {"role": "system", "content": "You are a test."},
@@ -491,7 +491,7 @@ def test_openai_model_from_request_and_provider_prefix(fake: FakeOpenAI) -> None
 def test_openai_without_any_model() -> None:
     runner = get_runner({"type": "openai", "baseUrl": "http://127.0.0.1:9/v1"})
     with pytest.raises(RunnerError, match="no model"):
-        runner.run(request(model="echo"), env={}, on_agent_pid=Pids(), deadline=None)
+        runner.run(request(model="openai"), env={}, on_agent_pid=Pids(), deadline=None)
 
 
 def test_openai_http_error(fake: FakeOpenAI) -> None:

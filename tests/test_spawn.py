@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sessiontool.flow.announce import format_count, format_duration
-from tests.conftest import AGENTS_DIR, run_json, write_config
+from tests.conftest import AGENTS_DIR, run_cli, run_json, write_config
 from tests.runhelpers import (
     alive,
     outbox,
@@ -536,3 +536,11 @@ def test_worker_killed_during_the_announce_step_still_announces(
     parts = announce_lines(msg)
     assert parts["Status"] == "ok" and parts["Result"] == "child finished"
     assert [d["id"] for d in outbox(state)] == [f"{rid}:spawn-announce"]
+
+
+def test_agent_id_refusal_says_what_to_configure(state: Path) -> None:
+    proc = run_cli("spawn", "go slow", "--agent-id", "slow")
+    assert proc.returncode == 4
+    assert "(allowed: none)" in proc.stderr  # OpenClaw's message, unchanged
+    assert "may spawn only under itself" in proc.stderr
+    assert "add it to subagents.allowAgents of agent 'main'" in proc.stderr

@@ -19,9 +19,18 @@ from sessiontool.stores import perms
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The one wording of where global options go: the root --help, the man page and the README
+# (a test checks that the README carries it verbatim).
+GLOBAL_OPTIONS_NOTE = (
+    "Global options (--state-dir, --config, --agent, --as, --store, --color, --json, "
+    "--create-agent) go before "
+    "or after the command: `sessiontool list --state-dir X` is `sessiontool --state-dir X list`."
+)
+
 app = typer.Typer(
     name="sessiontool",
-    help="OpenClaw's agent session tools (list, history, send, spawn) over a local state dir.",
+    help="OpenClaw's agent session tools (list, history, send, spawn) over a local state dir.\n\n"
+    + GLOBAL_OPTIONS_NOTE,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -37,6 +46,7 @@ class Globals:
     as_key: str | None = None
     json: bool = False
     store: str = "auto"
+    create_agent: bool = False
 
 
 def command_name(args: list[str]) -> str | None:
@@ -76,6 +86,11 @@ def _global_options(
         metavar="ID",
         autocompletion=complete_agent_ids,
     ),
+    create_agent: bool = typer.Option(
+        False,
+        "--create-agent",
+        help="With --agent: start that agent although it is neither configured nor on disk.",
+    ),
     as_key: str | None = typer.Option(
         None, "--as", help="Act as this session (env SESSIONTOOL_SESSION_KEY).", metavar="KEY"
     ),
@@ -103,8 +118,17 @@ def _global_options(
     if store not in ("auto", "jsonl", "openclaw-sqlite"):
         raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
     G.store = store
+    G.create_agent = create_agent
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
     render.set_color(color)
+
+
+def install_store_guard() -> None:
+    """Every sessions.json write of this process (and of the workers it forks) first asks the
+    running gateway's facts (openclaw/gateway.py)."""
+    from sessiontool.openclaw import install_store_guard as install
+
+    install()
 
 
 def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
@@ -117,11 +141,14 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     from sessiontool.stores import reader
 
     reader.set_override(G.store)
+    install_store_guard()
     if check:
         check_state_dir_is_dir()
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
     if check and reads:
         check_readable_state(ctx)
+    elif check and not G.create_agent:
+        check_new_agent(ctx)
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:
         diag.warn(w)
@@ -145,6 +172,16 @@ def check_readable_state(ctx: Any) -> None:
     from sessiontool.errors import NotFoundError
 
     for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=G.agent):
+        raise NotFoundError(finding["detail"], hint=finding.get("hint"))
+
+
+def check_new_agent(ctx: Any) -> None:
+    """A command that writes would create the `--agent` it is given; a typo (`--agent mian`)
+    must not start a new agent: exit 3 with the nearest name, unless --create-agent says so."""
+    from sessiontool.context import new_agent_findings
+    from sessiontool.errors import NotFoundError
+
+    for finding in new_agent_findings(ctx, G.agent):
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
@@ -225,6 +262,7 @@ class Terminated(BaseException):
 
 
 GLOBAL_VALUE_OPTIONS = ("--state-dir", "--config", "--agent", "--as", "--store", "--color")
+GLOBAL_FLAGS = ("--create-agent",)  # moved like the value options (`--json` stays: see below)
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
@@ -259,13 +297,70 @@ def hoist_global_options(args: list[str]) -> list[str]:
             moved.extend(rest[j : j + 2])
             j += 2
             continue
-        if any(a.startswith(o + "=") for o in GLOBAL_VALUE_OPTIONS):
+        if a in GLOBAL_FLAGS or any(a.startswith(o + "=") for o in GLOBAL_VALUE_OPTIONS):
             moved.append(a)
             j += 1
             continue
         kept.append(a)
         j += 1
     return moved + head + kept
+
+
+def _help_hint(exc: Any) -> str:
+    """Point at the help of the command that refused the option (`sessiontool list --help`),
+    not the program's, as `gh` does."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None and getattr(ctx, "command_path", None) else None
+    return f"see: {path or 'sessiontool'} --help"
+
+
+def unwrap_help(cmd: Any) -> None:
+    """Docstrings are hard-wrapped at 100 columns for the source; Rich would keep those breaks
+    and wrap again at the terminal's width, breaking lines mid-sentence. Each paragraph becomes
+    one line here, so help is wrapped once, at the width of the terminal."""
+    import re
+
+    seen: list[Any] = [cmd]
+    while seen:
+        c = seen.pop()
+        text = getattr(c, "help", None)
+        if isinstance(text, str) and "\n" in text:
+            import inspect
+
+            paras = re.split(r"\n\s*\n", inspect.cleandoc(text))
+            c.help = "\n\n".join(" ".join(p.split()) for p in paras if p.strip())
+        seen.extend(getattr(c, "commands", {}).values())
+
+
+def refuse_repeated_options() -> None:
+    """An option that takes one value, given twice (`runs --kind send --kind spawn`), is a
+    usage error: Click would keep the last one silently, hiding the mistake. Options that take
+    a list (`--kinds`) and flags are unaffected."""
+    from typer._click import parser
+    from typer._click.exceptions import BadOptionUsage
+
+    if getattr(parser._Option.process, "_refuses_repeats", False):
+        return
+    original = parser._Option.process
+
+    def process(self: Any, value: Any, state: Any) -> None:
+        if self.action == "store" and self.dest in state.opts:
+            name = max([*self._long_opts, *self._short_opts], key=len)
+            raise BadOptionUsage(name, f"{name} was given twice; it takes one value")
+        original(self, value, state)
+
+    original_parse = parser._OptionParser.parse_args
+
+    def parse_args(self: Any, args: list[str]) -> Any:
+        try:
+            return original_parse(self, args)
+        except BadOptionUsage as exc:
+            exc.ctx = exc.ctx or self.ctx  # for the hint: the command's own --help
+            raise
+
+    process._refuses_repeats = True  # type: ignore[attr-defined]
+    parser._Option.process = process  # type: ignore[method-assign]
+    parser._OptionParser.parse_args = parse_args  # type: ignore[method-assign]
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -302,13 +397,15 @@ def main(argv: list[str] | None = None, *, fast_exit: bool | None = None) -> Non
     else:
         register_for(command_name(args))
     cmd = typer.main.get_command(app)
+    unwrap_help(cmd)
+    refuse_repeated_options()
     code: int
     try:
         rv = cmd.main(args=args, prog_name="sessiontool", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except typer._click.exceptions.ClickException as exc:
         msg = exc.format_message()
-        render.error_line(msg, "see: sessiontool --help" if exc.exit_code == 2 else None)
+        render.error_line(msg, _help_hint(exc) if exc.exit_code == 2 else None)
         if "--json" in args:
             render.emit_json({"status": "error", "error": msg, "code": exc.exit_code})
         code = exc.exit_code

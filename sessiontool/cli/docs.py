@@ -204,8 +204,7 @@ DESCRIPTION = [
     "requester agent's), as \\fBmain\\fR, as a sessionId, or with \\fB\\-\\-label\\fR. Output "
     "shows the requester agent's main session as \\fBmain\\fR and every other key in full.",
     "Output: \\fB\\-\\-json\\fR prints one compact JSON object per line. Without it, a terminal "
-    "gets tables and a readable chat view, and a pipe gets tab-separated rows without colour. "
-    "Global options go before the command; \\fB\\-\\-json\\fR is also accepted after it.",
+    "gets tables and a readable chat view, and a pipe gets tab-separated rows without colour.",
 ]
 
 ENVIRONMENT = [
@@ -331,6 +330,7 @@ def man_page() -> str:
     """The whole man page, in roff (man macros; the exit-status table needs tbl, which man runs
     because of the first line)."""
     from sessiontool import __version__
+    from sessiontool.cli.app import GLOBAL_OPTIONS_NOTE
 
     root = _root_command()
     import typer
@@ -345,7 +345,8 @@ def man_page() -> str:
         ".SH NAME",
         f"{PROG} \\- {roff(summary)}",
         ".SH SYNOPSIS",
-        r"\fBsessiontool\fR [\fIGLOBAL OPTIONS\fR] \fICOMMAND\fR [\fIARGS\fR]...",
+        r"\fBsessiontool\fR [\fIGLOBAL OPTIONS\fR] \fICOMMAND\fR [\fIARGS\fR]... "
+        r"[\fIGLOBAL OPTIONS\fR]",
         ".br",
         r"\fBsessiontool\fR \fB\-\-help\fR | \fB\-\-version\fR",
         ".SH DESCRIPTION",
@@ -353,6 +354,7 @@ def man_page() -> str:
     for para in DESCRIPTION:
         out += [".PP", para]
     out.append(".SH GLOBAL OPTIONS")
+    out += [".PP", roff(GLOBAL_OPTIONS_NOTE, hyphens=True)]
     for p in _visible_params(root):
         out += _param_item(p)
     out.append(".SH COMMANDS")

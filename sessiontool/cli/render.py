@@ -7,7 +7,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -125,6 +125,13 @@ def err(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def empty(text: str) -> None:
+    """The one rule for an empty result: a line (on stderr) when stdout is a terminal, so a
+    person sees that nothing matched; nothing at all when piped, so a script reads no rows."""
+    if is_terminal():
+        err(text)
 
 
 _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
@@ -283,7 +290,7 @@ def table(
 def sessions_table(result: dict[str, Any]) -> None:
     rows = result["sessions"]
     if not rows:
-        err("No sessions.")
+        empty("No sessions.")
         return
     now = now_ms()
     table(
@@ -330,20 +337,12 @@ def _tokens_cell(r: dict[str, Any]) -> str:
     return compact_count(total)
 
 
-def sessions_tsv(result: dict[str, Any]) -> str:
-    return tsv(
-        [
-            r["key"],
-            r["kind"],
-            r.get("channel", ""),
-            iso_or_dash(r.get("updatedAt")),
-            r.get("sessionId", ""),
-            r.get("model", ""),
-            r.get("totalTokens", ""),
-            r.get("label", ""),
-        ]
-        for r in result["sessions"]
-    )
+def sessions_tsv(result: dict[str, Any], fields: list[str] | None = None) -> str:
+    """The table's columns in its order, then sessionId (cli/columns.py names them)."""
+    from sessiontool.cli import columns
+
+    names = fields or list(columns.SESSIONS)
+    return tsv(columns.rows(columns.SESSIONS, names, result["sessions"]))
 
 
 # -- messages ----------------------------------------------------------------------------------
@@ -459,18 +458,17 @@ def _marked(snippet: str, spans: list[list[int]], left: str, right: str) -> str:
     return "".join(out)
 
 
-def search_tsv(result: dict[str, Any]) -> str:
-    """key, sessionId, time, role, snippet with each match as `[match]`."""
-    return tsv(
-        [
-            h.get("key") or "",
-            h["sessionId"],
-            iso_or_dash(h.get("timestamp")),
-            h["role"],
-            _marked(h["snippet"], h["highlights"], "[", "]"),
-        ]
-        for h in result["hits"]
-    )
+def marked_snippet(h: Mapping[str, Any]) -> str:
+    """A hit's snippet with each match as `[match]`."""
+    return _marked(h["snippet"], h["highlights"], "[", "]")
+
+
+def search_tsv(result: dict[str, Any], fields: list[str] | None = None) -> str:
+    """key, sessionId, time, role, snippet with each match as `[match]` (cli/columns.py)."""
+    from sessiontool.cli import columns
+
+    names = fields or list(columns.SEARCH_DEFAULT)
+    return tsv(columns.rows(columns.SEARCH, names, result["hits"]))
 
 
 def search_rich(result: dict[str, Any]) -> None:
@@ -501,8 +499,9 @@ def _usd(v: Any) -> str:
 
 
 def usage_tsv(result: dict[str, Any]) -> str:
+    """No header, as every TSV (cli/columns.py): the group, then USAGE_COLUMNS; TOTAL last."""
     by = result["by"]
-    rows: list[list[Any]] = [[by.upper(), *(c.upper() for c in USAGE_COLUMNS)]]
+    rows: list[list[Any]] = []
     for r in [*result["rows"], {by: "TOTAL", **result["total"]}]:
         rows.append([r[by], *(r[c] for c in USAGE_COLUMNS[:-1]), _usd(r["cost"])])
     return tsv(rows)

@@ -225,15 +225,29 @@ def announce_message(*, status: str, result: str, notes: str | None, stats: str)
 # -- --model ----------------------------------------------------------------------------------
 
 
-def validate_model(config: Config, name: str) -> str:
-    """The model name, trimmed, when the config knows it; else a usage error (exit 2) listing
-    the known models. OpenClaw only warns (`modelApplied: false`), but a CLI user who names a
-    model should learn at once that it is unknown rather than get a run on another one."""
+def validate_model(config: Config, name: str, agent_id: str | None = None) -> str:
+    """The model name, trimmed, when the config knows it (or, for an agent whose runner is
+    `llm`, when `llm` knows it: any id or alias `llm models`/`llm aliases` show); else a usage
+    error (exit 2) listing the known models. OpenClaw only warns (`modelApplied: false`), but a
+    CLI user who names a model should learn at once that it is unknown rather than get a run on
+    another one."""
     text = name.strip()
     if not text:
         raise UsageError("--model must not be empty")
     if config.is_known_model(text):
         return text
+    runner = config.runner_for(agent_id) if agent_id else {}
+    if runner.get("type") == "llm":
+        from sessiontool.runs.runners.llm import knows_model
+
+        known_to_llm = knows_model(text)
+        if known_to_llm:
+            return text
+        if known_to_llm is False:
+            raise UsageError(
+                f"unknown model '{text}': llm knows no such model id or alias",
+                hint="`llm models` and `llm aliases` list them; plugins add more",
+            )
     known = config.known_models()
     raise UsageError(
         f"unknown model '{text}' (known: {', '.join(known)})",

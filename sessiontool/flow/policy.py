@@ -166,8 +166,14 @@ def check_spawn_agent(ctx: Context, target_agent: str) -> None:
     if allow_any or any(fnmatch.fnmatchcase(target_agent, i) for i in ids):
         return
     others = [i for i in ids if i != ctx.agent_id]
+    # The message is OpenClaw's (spec: `allowed: <list or none>`); "none" reads as "nowhere",
+    # so the hint says what it means and what to configure.
     raise ForbiddenError(
-        f"agentId is not allowed for sessions_spawn (allowed: {', '.join(others) or 'none'})"
+        f"agentId is not allowed for sessions_spawn (allowed: {', '.join(others) or 'none'})",
+        hint=f"agent {ctx.agent_id!r} may spawn only under itself"
+        + (f" and {', '.join(others)}" if others else "")
+        + f"; to allow {target_agent!r}, add it to subagents.allowAgents of agent "
+        f'{ctx.agent_id!r} in agents.list of the config (["*"] allows any)',
     )
 
 

@@ -1,6 +1,10 @@
 """The outbox as a to-do list: which deliveries did not reach their channel (their latest line
-says `failed` or `undelivered`, or a `pending` one that nothing finished), and re-sending them by
-id through `delivery.deliver`, which appends the new attempt as one more outbox line.
+says `failed`, or a `pending` one that nothing finished), and re-sending them by id through
+`delivery.deliver`, which appends the new attempt as one more outbox line.
+
+An `undelivered` delivery (no target: the key names no channel and the session has no routing)
+is final: the text is already in the session's transcript and there is nowhere else to send
+it, so retrying it from cron would only append a line every time, for ever.
 
 A delivery's id is the record's own `id` when it has one, else `<runId>:<mode>` (one delivery of
 each mode per run)."""
@@ -13,7 +17,7 @@ from sessiontool.context import Context
 from sessiontool.errors import NotFoundError, UsageError
 from sessiontool.flow import delivery
 
-RETRYABLE = ("failed", "undelivered", "pending")
+RETRYABLE = ("failed", "pending")
 
 
 def delivery_id(rec: dict[str, Any]) -> str:
@@ -65,10 +69,14 @@ def retry(ctx: Context, ids: list[str]) -> dict[str, Any]:
     chosen = _match(ids, known) if ids else [d["id"] for d in undelivered(ctx)]
     for did in chosen:
         status = known[did].get("status")
+        if status == delivery.UNDELIVERED:
+            raise UsageError(
+                f"delivery {did} has no delivery target; it is final (nowhere to deliver it)",
+                hint="give the session a channel (deliveryContext) and send again",
+            )
         if status not in RETRYABLE:
             raise UsageError(
-                f"delivery {did} is {status}; only failed, undelivered or pending "
-                "deliveries are retried"
+                f"delivery {did} is {status}; only failed or pending deliveries are retried"
             )
     results = []
     for did in chosen:

@@ -4,15 +4,13 @@ command do. Shared by the `policy` command and by `send`'s `/send ...` message."
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.flow import policy
 from sessiontool.sessions import Resolved, resolve
-from sessiontool.stores.sessions_json import Entry, Store, get_entry, set_entry, update_store
+from sessiontool.stores.sessions_json import Entry
 
 # Every spelling a user may type, and the override it means (None: follow the rules).
 ACTIONS: dict[str, str | None] = {
@@ -86,8 +84,6 @@ def set_send_policy(
     policy.require_operator(ctx, command)
     wanted = parse_action(action)
     r = _resolve(ctx, key, label)
-    from sessiontool.openclaw.gateway import write_mode
-
     if r.entry is None and wanted is not None and not create and r.key != ctx.main_key(r.agent_id):
         from sessiontool.errors import NotFoundError
 
@@ -97,46 +93,16 @@ def set_send_policy(
             "--create",
         )
 
-    if write_mode(ctx.paths, [r.agent_id], command, routable=True) == "gateway":
-        from sessiontool.openclaw import gateway_ops
+    from sessiontool.stores.writer import writer_for
 
-        gw_entry = gateway_ops.set_send_policy(ctx, r.key, wanted)
-        return {
-            "status": "ok",
-            "sessionKey": ctx.display(r.key),
-            "sendPolicy": (gw_entry or {}).get("sendPolicy"),
-            **{k: v for k, v in decision_json(ctx, r.key, gw_entry).items() if k != "sessionKey"},
-        }
-
-    def mutate(store: Store) -> Entry | None:
-        current = get_entry(store, r.agent_id, r.key)
-        entry: Entry
-        if current is None:
-            if wanted is None:
-                return None
-            entry = {"sessionId": str(uuid.uuid4()), "updatedAt": now_ms()}
-        else:
-            entry = dict(current)
-            if wanted is None and "sendPolicy" not in entry:
-                return entry  # nothing to clear: leave the entry (and updatedAt) as it is
-            prev = entry.get("updatedAt")
-            now = now_ms()
-            if isinstance(prev, int | float) and not isinstance(prev, bool):
-                entry["updatedAt"] = max(int(prev), now)
-            else:
-                entry["updatedAt"] = now
-        if wanted is None:
-            entry.pop("sendPolicy", None)
-        else:
-            entry["sendPolicy"] = wanted
-        set_entry(store, r.agent_id, r.key, entry)
-        return entry
-
-    if wanted is None and (r.entry is None or "sendPolicy" not in r.entry):
-        entry: Entry | None = r.entry  # nothing to clear: do not rewrite (or create) the store
-    else:
-        entry = update_store(r.store_path, mutate)
-    out: dict[str, Any] = {"status": "ok", "sessionKey": ctx.display(r.key), "sendPolicy": wanted}
+    writer = writer_for(ctx, [r.agent_id], command)
+    entry = writer.set_send_policy(ctx, r, wanted)
+    # What the store holds now (the gateway's answer, or the entry written).
+    out: dict[str, Any] = {
+        "status": "ok",
+        "sessionKey": ctx.display(r.key),
+        "sendPolicy": (entry or {}).get("sendPolicy"),
+    }
     decision = decision_json(ctx, r.key, entry)
     out["effective"] = decision["effective"]
     out["decidedBy"] = decision["decidedBy"]

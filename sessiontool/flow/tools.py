@@ -36,9 +36,12 @@ Waiter = Callable[["StatePaths", str, float], dict[str, Any]]
 class CallOptions:
     """How a transport wants a call carried out. `wait` replaces the run engine's blocking wait
     for a `sessions_send` with `timeoutSeconds > 0` (the MCP server waits in slices, reporting
-    progress and honouring cancellation); None is the engine's own `wait_for`."""
+    progress and honouring cancellation); None is the engine's own `wait_for`. `null_is_absent`:
+    a model's tool call sends `null` for "unset" and means it; an MCP client's `null` is a
+    value of the wrong type (JSON Schema: an integer is not null), a usage error."""
 
     wait: Waiter | None = None
+    null_is_absent: bool = True
 
 
 Handler = Callable[[Context, Mapping[str, Any], CallOptions], dict[str, Any]]
@@ -188,9 +191,12 @@ def _check_value(name: str, schema: Mapping[str, Any], v: Any) -> Any:
     return v
 
 
-def check_arguments(tool: ToolDef, arguments: Any) -> dict[str, Any]:
+def check_arguments(
+    tool: ToolDef, arguments: Any, *, null_is_absent: bool = True
+) -> dict[str, Any]:
     """The arguments as the tool's schema allows them (integers as int), or a UsageError
-    naming the first thing wrong. Null counts as absent, as models send it for "unset"."""
+    naming the first thing wrong. Null counts as absent (as models send it for "unset") unless
+    `null_is_absent` is off (MCP), where it is a value of the wrong type."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, Mapping):
@@ -203,6 +209,11 @@ def check_arguments(tool: ToolDef, arguments: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, v in arguments.items():
         if v is None:
+            if not null_is_absent:
+                kind = props[name].get("type", "a value")
+                raise UsageError(
+                    f"{name} must be {kind}, not null (leave it out to use the default)"
+                )
             continue
         out[str(name)] = _check_value(str(name), props[name], v)
     for name in tool.input_schema.get("required", []):
@@ -470,8 +481,9 @@ def call_tool(
             malformed=True,
         )
     try:
-        args = check_arguments(tool, arguments)
-        data = tool.handler(ctx, args, options or CallOptions())
+        options = options or CallOptions()
+        args = check_arguments(tool, arguments, null_is_absent=options.null_is_absent)
+        data = tool.handler(ctx, args, options)
     except SessiontoolError as exc:
         return ToolResult(exc.to_json(), failed=True)
     except Exception as exc:  # noqa: BLE001 - a tool's crash must not end the run or server

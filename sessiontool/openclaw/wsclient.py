@@ -121,6 +121,11 @@ def scopes_for(method: str, params: dict[str, Any]) -> frozenset[str]:
         return frozenset({ADMIN})
     if method == "sessions.delete":
         return frozenset({WRITE}) if params.get("archivedOnly") is True else frozenset({ADMIN})
+    if method == "sessions.create":
+        admin = params.get("incognito") is True or params.get("permissionMode") == "full"
+        if admin or {"execNode", "toolOverrides"} & set(params):
+            return frozenset({ADMIN})
+        return frozenset({WRITE})
     if method == "agent":
         msg = params.get("message")
         if isinstance(msg, str) and msg.strip().lower().split(" ")[0] in ("/new", "/reset"):

@@ -168,14 +168,17 @@ def usage(
     since_ms: int | None = None,
     until_ms: int | None = None,
     budget: float | None = None,
+    all_agents: bool = False,
 ) -> dict[str, Any]:
+    """The requester agent's usage (every agent's with `all_agents`), as `list` and `search`
+    scope their rows: the read commands agree on whose sessions they read."""
     if by not in GROUPS:
         raise UsageError(f"unknown --by {by!r} (valid: {', '.join(GROUPS)})")
     if budget is not None and (not math.isfinite(budget) or budget < 0):
         raise UsageError("--budget must be a non-negative amount in USD")
 
     def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-        agents = catalog.agent_ids(ctx, True)
+        agents = catalog.agent_ids(ctx, all_agents)
         refs = catalog.live_sessions(ctx, agents, idx)
         refs += catalog.archived_transcripts(ctx, agents, refs)
         ids = idx.sync(

@@ -74,12 +74,15 @@ def _points(name: str, rec: Record) -> tuple[str, ...]:
 
 
 def execute(w: Any, rec: Record) -> None:
-    paths: StatePaths = w.paths
-    if rec.get("via") == "gateway":
-        from sessiontool.runs import gateway_run
+    """The record's turn, carried out by the writer its command chose (stores/writer.py): the
+    steps below for files, OpenClaw's gateway otherwise (runs/gateway_run.py)."""
+    from sessiontool.stores.writer import writer_of
 
-        gateway_run.execute_run(w, rec)  # OpenClaw's gateway carries out the turn
-        return
+    writer_of(rec).run(w, rec)
+
+
+def run_in_files(w: Any, rec: Record) -> None:
+    paths: StatePaths = w.paths
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())

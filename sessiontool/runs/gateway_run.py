@@ -8,12 +8,14 @@ can never start a second turn) and records the final answer. Nothing here writes
 store: no sessions.json, no transcript, no lock under `agents/` — the gateway writes the turn,
 and sessiontool's own files stay under `<state>/sessiontool/`.
 
-A spawn creates its child through the gateway too: `sessions.patch` on the new key (the label,
-which also creates the entry), then the child's turn with the sub-agent system prompt
-(`extraSystemPrompt`, lane `subagent`, `timeout` = `--run-timeout`). When it ends, its follow-up
-`gateway-announce` hands the announce text (the same `Status/Result/Notes/Stats` message as the
-file form) to the requester session as an `agent` turn, idempotent by `<runId>:announce`; a
-`--cleanup delete` child is then removed with `sessions.delete`.
+A spawn creates its child through the gateway too: `sessions.create` on the new key, linked to
+its requester (`create_child`), then the child's turn with the sub-agent system prompt
+(`extraSystemPrompt`, lane `subagent`, `timeout` = `--run-timeout`; a turn that outlives it is
+`timeout` and is aborted in the gateway). When it ends, its follow-up `gateway-announce` hands
+the announce text (the same `Status/Result/Notes/Stats` message as the file form) to the
+requester session through the writer (openclaw/gateway_writer.py); a `--cleanup delete` child
+is then removed with `sessions.delete`. A send between two sessions gets the same reply-back
+and announce steps as on files, each a gateway run of its own.
 """
 
 from __future__ import annotations
@@ -32,11 +34,6 @@ Record = dict[str, Any]
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
 ABORT_CALL_TIMEOUT_S = 30.0
-ANNOUNCE_CALL_TIMEOUT_S = 60.0
-
-
-def is_gateway_run(rec: Record) -> bool:
-    return rec.get("via") == "gateway"
 
 
 def turn_params(rec: Record) -> dict[str, Any]:
@@ -54,10 +51,10 @@ def turn_params(rec: Record) -> dict[str, Any]:
             if k in ("kind", "sourceSessionKey", "sourceChannel", "sourceTool")
             and isinstance(v, str)
         }
+    if rec.get("system"):
+        params["extraSystemPrompt"] = rec["system"]
     if rec.get("kind") == "spawn":
         params["lane"] = "subagent"
-        if rec.get("system"):
-            params["extraSystemPrompt"] = rec["system"]
         timeout = rec.get("runTimeoutSeconds")
         if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
             params["timeout"] = max(1, int(timeout))
@@ -67,7 +64,7 @@ def turn_params(rec: Record) -> dict[str, Any]:
                 params["provider"], params["model"] = model.split("/", 1)
             else:
                 params["model"] = model
-    if rec.get("gatewayDeliver"):
+    if rec.get("deliver") or rec.get("gatewayDeliver"):
         params["deliver"] = True
     return params
 
@@ -118,6 +115,7 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
         `agent.wait` name it by."""
         gw_run = payload.get("runId")
         if isinstance(gw_run, str):
+            rec["gatewayRunId"] = gw_run
             runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("gatewayRunId", gw_run))
 
     def on_aborted(stopped: bool) -> None:
@@ -127,9 +125,8 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
     try:
         if rec.get("cleanup") == "delete":  # one connection for the turn and the cleanup
             gateway.expect(paths, "sessions.delete", {"key": rec["sessionKey"]})
-        if rec.get("kind") == "spawn" and rec.get("label"):
-            # Creates the child's entry, labelled, before its first turn.
-            gateway.call(paths, "sessions.patch", {"key": rec["sessionKey"], "label": rec["label"]})
+        if rec.get("kind") == "spawn":
+            create_child(paths, rec)
         result = gateway.call(
             paths,
             "agent",
@@ -143,6 +140,8 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
         )
         out.result = result
         status = result.get("status")
+        if status == "ok" and _ran_out(rec, result):
+            status = "timeout"
         if status == "ok":
             out.reply = gateway_reply(result)
         elif status in ("timeout", "timed_out"):
@@ -167,6 +166,10 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
         out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
     finally:
         execute._current.update(runId=None, paths=None)
+    limit = _run_timeout(rec)
+    if out.status == "timeout" and limit is not None:
+        out.error = f"run timed out after {limit:g}s (--run-timeout)"
+        _stop_turn(paths, rec)
     meta = agent_meta(out.result)
     if isinstance(meta.get("model"), str):
         out.model = meta["model"]
@@ -175,8 +178,74 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
     return out
 
 
+def _run_timeout(rec: Record) -> float | None:
+    t = rec.get("runTimeoutSeconds")
+    if isinstance(t, int | float) and not isinstance(t, bool) and t > 0:
+        return float(t)
+    return None
+
+
+def _ran_out(rec: Record, result: dict[str, Any]) -> bool:
+    """A turn that hit its `timeout`: OpenClaw 2026.9.6 ends it `ok`, its tool cut short
+    ("⚠️ Exec failed", an error payload) after at least that long. OpenClaw's own
+    sessions_spawn counts such a run as timed out; so does sessiontool."""
+    limit = _run_timeout(rec)
+    if limit is None:
+        return False
+    res = result.get("result")
+    meta = res.get("meta") if isinstance(res, dict) else None
+    took = meta.get("durationMs") if isinstance(meta, dict) else None
+    if not isinstance(took, int | float) or took < limit * 1000:
+        return False
+    payloads = res.get("payloads") if isinstance(res, dict) else None
+    errored = any(isinstance(p, dict) and p.get("isError") for p in payloads or [])
+    return errored or (isinstance(meta, dict) and meta.get("livenessState") == "paused")
+
+
+def _stop_turn(paths: StatePaths, rec: Record) -> None:
+    """A timed-out turn is ended in the gateway too (best effort: the record says timeout)."""
+    try:
+        gateway.call(
+            paths,
+            "chat.abort",
+            {"sessionKey": rec["sessionKey"], "runId": rec.get("gatewayRunId") or rec["runId"]},
+            timeout_s=ABORT_CALL_TIMEOUT_S,
+        )
+    except SessiontoolError:
+        pass
+
+
+def create_child(paths: StatePaths, rec: Record) -> None:
+    """The spawn's child, created before its first turn and linked to its requester as
+    OpenClaw's sessions_spawn links it: `parentSessionKey` (so the requester's row lists it in
+    `childSessions`) and `spawnDepth: 1`, with its label. Version facts, tried in order: 2026.9.6
+    takes all of them; 2026.7.35's `sessions.create` has no `spawnDepth`; a gateway without
+    `sessions.create` gets the label alone through `sessions.patch` (unlinked, as before).
+    Creating an existing key adopts it, so a retried turn creates nothing twice."""
+    params: dict[str, Any] = {
+        "key": rec["sessionKey"],
+        "parentSessionKey": rec["requesterSessionKey"],
+        "spawnDepth": 1,
+    }
+    if rec.get("label"):
+        params["label"] = rec["label"]
+    try:
+        gateway.call(paths, "sessions.create", params)
+        return
+    except SessiontoolError as exc:  # the gateway refused (GatewayError) or was not reached
+        text = exc.message
+        if "spawnDepth" in text:
+            del params["spawnDepth"]
+            gateway.call(paths, "sessions.create", params)
+            return
+        if "unknown method" not in text.lower():
+            raise
+    if rec.get("label"):
+        gateway.call(paths, "sessions.patch", {"key": rec["sessionKey"], "label": rec["label"]})
+
+
 def gateway_reply(result: dict[str, Any]) -> str:
-    from sessiontool.openclaw.gateway_ops import reply_text
+    from sessiontool.openclaw.gateway_writer import reply_text
 
     return reply_text(result)
 
@@ -276,8 +345,8 @@ def _alive(pid: int) -> bool:
 
 
 def announce_text(paths: StatePaths, cfg: Any, rec: Record) -> str:
-    """The announce message, the same text the file form injects: Status, Result (the child's
-    final reply), Notes, Stats."""
+    """A gateway spawn's announce message, the same text the file form injects: Status, Result
+    (the child's final reply), Notes, Stats."""
     from sessiontool.flow import announce
 
     stats = announce.stats_line(
@@ -296,29 +365,3 @@ def announce_text(paths: StatePaths, cfg: Any, rec: Record) -> str:
         notes=rec.get("error") or "none",
         stats=stats,
     )
-
-
-def announce(paths: StatePaths, cfg: Any, rec: Record) -> None:
-    """Hand the announce to the requester session as a turn of its own (accepted, not waited
-    for: the gateway owns it from there). Raises on failure, so the step is retried."""
-    text = announce_text(paths, cfg, rec)
-    gateway.call(
-        paths,
-        "agent",
-        {
-            "sessionKey": rec["requesterSessionKey"],
-            "message": text,
-            "idempotencyKey": f"{rec['runId']}:announce",
-            "inputProvenance": {
-                "kind": "inter_session",
-                "sourceSessionKey": rec["sessionKey"],
-                "sourceTool": "sessions_spawn",
-            },
-        },
-        timeout_s=ANNOUNCE_CALL_TIMEOUT_S,
-    )
-
-
-def cleanup(paths: StatePaths, rec: Record) -> None:
-    if rec.get("cleanup") == "delete":
-        gateway.call(paths, "sessions.delete", {"key": rec["sessionKey"], "deleteTranscript": True})

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.clock import now_ms
-from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError, StorageError
+from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
 from sessiontool.stores.jsonio import to_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
 
@@ -362,7 +362,9 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
                 flag_aborted(paths, rec)
             except Exception:  # noqa: BLE001 - best effort; the record already says lost
                 pass
-            _clear_transcript_locks(paths, rec)
+            from sessiontool.stores.writer import writer_of
+
+            writer_of(rec).clear_stale_locks(paths, rec)
             if resume:
                 _ensure_lane(paths, rec)
     if resume and is_finished(rec):
@@ -396,27 +398,6 @@ def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
     os.close(fd)
 
 
-def _clear_transcript_locks(paths: StatePaths, rec: Record) -> None:
-    """Remove the transcript locks the lost worker may have held in its agent's sessions dir
-    (only those whose holder is dead: a live OpenClaw run's lock is never touched)."""
-    from sessiontool.stores import keys
-    from sessiontool.stores.locks import transcript_lock
-
-    if rec.get("via") == "gateway":
-        return
-    try:
-        sdir = paths.sessions_dir(rec.get("agentId") or keys.agent_of(rec["sessionKey"]))
-        names = os.listdir(sdir)
-    except (OSError, SessiontoolError):
-        return
-    for name in names:
-        if name.endswith(".jsonl.lock") and not name.startswith("."):
-            try:
-                transcript_lock(sdir / name[: -len(".lock")], 0).clear_if_stale()
-            except OSError:
-                pass
-
-
 def _ensure_lane(paths: StatePaths, rec: Record) -> None:
     from sessiontool.runs import lanes
 
@@ -427,30 +408,10 @@ def _ensure_lane(paths: StatePaths, rec: Record) -> None:
 
 
 def flag_aborted(paths: StatePaths, rec: Record) -> None:
-    """Set the session's `abortedLastRun`, only while the entry is still the session the run
-    started in (a deleted or reset session is left alone)."""
-    from sessiontool.stores import keys
-    from sessiontool.stores import sessions_json as store
+    """The session of an aborted or lost run flagged as such, the writer's way."""
+    from sessiontool.stores.writer import writer_of
 
-    if rec.get("via") == "gateway":
-        return  # OpenClaw's gateway owns that session's entry; sessiontool never writes it
-    key = rec["sessionKey"]
-    agent_id = rec.get("agentId") or keys.agent_of(key)
-    sid = rec.get("sessionId")
-    if sid is None:
-        return
-
-    def mutate(s: store.Store) -> None:
-        entry = store.get_entry(s, agent_id, key)
-        if entry is not None and entry.get("sessionId") == sid:
-            entry = dict(entry)
-            entry["abortedLastRun"] = True
-            store.set_entry(s, agent_id, key, entry)
-
-    current = store.peek_entry(paths, key)
-    if current is None or current.get("sessionId") != sid:
-        return
-    store.update_store(paths.store(agent_id), mutate)
+    writer_of(rec).mark_aborted(paths, rec)
 
 
 # -- abort -----------------------------------------------------------------------------------

@@ -38,30 +38,15 @@ RETRY_MS = 5_000
 
 
 def init_follow_up(rec: Record) -> None:
-    """Give a run that has just ended its first follow-up step (in place, under the lock)."""
+    """Give a run that has just ended its first follow-up step (in place, under the lock): the
+    one its writer names (stores/writer.py)."""
     if "followUp" in rec:
         return
-    kind = rec.get("kind")
-    if rec.get("via") == "gateway":
-        # The gateway wrote the turn: a spawn's announce goes back through it; nothing else
-        # follows (no file steps: no transcript, index or outbox writes for OpenClaw's store).
-        if kind == "spawn":
-            rec["followUp"] = {"next": "gateway-announce"}
-        return
-    ok = rec.get("status") == "ok"
-    raw = rec.get("reply")
-    reply: str = raw if isinstance(raw, str) else ""
-    if kind == "spawn":
-        rec["followUp"] = {"next": "announce"}
-    elif kind == "send" and rec.get("a2a") and ok and reply.strip():
-        rec["followUp"] = {"next": "reply:1", "latest": reply, "incoming": reply}
-    elif kind == "send" and rec.get("deliver") and ok and reply.strip():
-        rec["followUp"] = {
-            "next": "deliver",
-            "mode": "deliver",
-            "to": rec["sessionKey"],
-            "text": reply.strip(),
-        }
+    from sessiontool.stores.writer import writer_of
+
+    first = writer_of(rec).first_follow_up(rec)
+    if first is not None:
+        rec["followUp"] = first
 
 
 def pending(rec: Record) -> bool:
@@ -193,6 +178,8 @@ class Advancer:
                 agentId=keys.agent_of(fields["sessionKey"]),
                 startedBy=rec.get("requesterSessionKey"),
                 **fields,
+                # A step's turn goes where its run's did (the writer its command chose).
+                **({"via": rec["via"]} if rec.get("via") else {}),
             )
         if not runs.is_finished(step):
             from sessiontool.runs import lanes
@@ -203,19 +190,17 @@ class Advancer:
 
     def _channels(self, rec: Record) -> tuple[str | None, str | None]:
         from sessiontool.flow import a2a
-        from sessiontool.stores.sessions_json import peek_entry
 
         req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
         return (
-            a2a.session_channel(req, peek_entry(self.paths, req)),
-            a2a.session_channel(tgt, peek_entry(self.paths, tgt)),
+            a2a.session_channel(req, entry_of(self.paths, req)),
+            a2a.session_channel(tgt, entry_of(self.paths, tgt)),
         )
 
     def _allowed(self, key: str) -> bool:
         from sessiontool.flow.policy import send_decision
-        from sessiontool.stores.sessions_json import peek_entry
 
-        return send_decision(self.cfg.send_policy, key, peek_entry(self.paths, key)).allowed
+        return send_decision(self.cfg.send_policy, key, entry_of(self.paths, key)).allowed
 
     def step_fields(self, rec: Record, name: str) -> dict[str, Any] | None:
         if rec.get("kind") == "spawn":
@@ -366,53 +351,25 @@ class Advancer:
 
     # -- local steps -----------------------------------------------------------------------
     def inject(self, rec: Record) -> str:
-        """The announce message in the requester's transcript, once; the requester's entry is
-        created or touched in the same single index write."""
-        from sessiontool.stores import keys, transcript
-        from sessiontool.stores import sessions_json as store
-        from sessiontool.stores.paths import transcript_path_for
+        """The announce message handed to the requester session, once (the writer's way)."""
+        from sessiontool.stores.writer import writer_of
 
-        fu = rec["followUp"]
-        text = str(fu.get("text") or "")
-        ts = fu.get("injectAt") if isinstance(fu.get("injectAt"), int) else now_ms()
-        requester = rec["requesterSessionKey"]
-        agent_id = keys.agent_of(requester)
-
-        def mutate(s: store.Store) -> dict[str, Any]:
-            e = dict(store.get_entry(s, agent_id, requester) or {})
-            if not isinstance(e.get("sessionId"), str):
-                e["sessionId"] = str(uuid.uuid4())
-            e["updatedAt"] = now_ms()
-            store.set_entry(s, agent_id, requester, e)
-            return e
-
-        entry = store.update_store(self.paths.store(agent_id), mutate)
-        sid = entry["sessionId"]
-        path = transcript_path_for(self.paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
-
-        def same(m: dict[str, Any]) -> bool:
-            return m.get("timestamp") == ts and m.get("stopReason") == "injected"
-
-        if not transcript.read_tail(path, 1, same).messages:
-            transcript.append_message(
-                path,
-                sid,
-                {
-                    "role": "assistant",
-                    "content": [{"type": "text", "text": text}],
-                    "timestamp": ts,
-                    "stopReason": "injected",
-                    "usage": {"input": 0, "output": 0, "totalTokens": 0},
-                },
-            )
+        text = str(rec["followUp"].get("text") or "")
+        writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
         return self.record(
             rec,
-            {"next": "deliver", "mode": "spawn-announce", "to": requester, "injectAt": None},
+            {
+                "next": "deliver",
+                "mode": "spawn-announce",
+                "to": rec["requesterSessionKey"],
+                "injectAt": None,
+            },
         )
 
     def deliver(self, rec: Record) -> str:
         from sessiontool import testhooks
         from sessiontool.flow import delivery
+        from sessiontool.stores.writer import writer_of
 
         fu = rec["followUp"]
         mode = str(fu.get("mode") or "deliver")
@@ -428,7 +385,7 @@ class Advancer:
                 session_key=str(fu.get("to") or rec["sessionKey"]),
                 mode=mode,  # type: ignore[arg-type]
                 text=str(fu.get("text") or ""),
-                mirror=mode != "spawn-announce",
+                mirror=mode != "spawn-announce" and not writer_of(rec).owns_delivery,
                 delivery_id=f"{rec['runId']}:{mode}",
                 resume=resume,
             )
@@ -447,33 +404,42 @@ class Advancer:
         return WAIT
 
     def gateway_announce(self, rec: Record) -> str:
-        """A gateway spawn's announce: a turn of the requester session, through the gateway.
+        """A gateway spawn's announce: the announce message as a turn of the requester session.
         A failure is recorded and retried later (the announce's idempotency key is fixed)."""
-        from sessiontool.runs import gateway_run
+        from sessiontool.runs.gateway_run import announce_text
+        from sessiontool.stores.writer import writer_of
 
         try:
-            gateway_run.announce(self.paths, self.cfg, rec)
+            text = announce_text(self.paths, self.cfg, rec)
+            writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
         return self.record(rec, {"next": "cleanup", "attemptAt": None})
 
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks
-        from sessiontool.flow.archive import archive_session
-        from sessiontool.stores import keys
+        from sessiontool.stores.writer import writer_of
 
         testhooks.pause("cleanup")
-        if rec.get("via") == "gateway":
-            from sessiontool.runs import gateway_run
+        try:
+            writer_of(rec).cleanup(self.paths, rec)
+        except SessiontoolError as exc:
+            return self.retry_later(rec, exc)
+        return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
 
-            try:
-                gateway_run.cleanup(self.paths, rec)
-            except SessiontoolError as exc:
-                return self.retry_later(rec, exc)
-            return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
-        if rec.get("cleanup") == "delete":
-            archive_session(self.paths, keys.agent_of(rec["sessionKey"]), rec["sessionKey"])
-        return self.record(rec, {"next": DONE}, announcedAt=now_ms())
+
+def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:
+    """A session's entry as its store has it, through the read interface (OpenClaw's
+    database for a SQLite-era agent, not a leftover sessions.json); None when unreadable."""
+    from sessiontool.stores import keys
+    from sessiontool.stores.reader import read_scope, reader_for
+
+    try:
+        with read_scope():
+            found = reader_for(paths, keys.agent_of(key)).session(key)
+    except SessiontoolError:
+        return None
+    return dict(found.entry) if found is not None else None
 
 
 def inter_session(source_key: str, source_channel: str | None) -> dict[str, Any]:

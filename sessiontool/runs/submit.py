@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
 from sessiontool.flow import policy
@@ -16,6 +15,7 @@ from sessiontool.runs import records as runs
 from sessiontool.sessions import resolve
 from sessiontool.stores import keys
 from sessiontool.stores.jsonio import require_utf8
+from sessiontool.stores.writer import SessionWriter
 
 Result = tuple[dict[str, Any], int]
 
@@ -34,14 +34,6 @@ def _start(ctx: Context, rec: dict[str, Any]) -> None:
     except StorageError as exc:
         runs.abandon(ctx.paths, rec, exc.message)
         raise
-
-
-def _maybe_sweep(ctx: Context) -> None:
-    try:
-        from sessiontool.flow.archive import maybe_sweep
-    except ImportError:  # pragma: no cover - archive lands with spawn
-        return
-    maybe_sweep(ctx)
 
 
 def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
@@ -67,9 +59,13 @@ def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
             sessionKey=key,
         )
         code = ExitCode.TIMEOUT
-    mode = "announce" if rec.get("a2a") else "deliver" if rec.get("deliver") else None
-    if rec.get("via") == "gateway":
-        out["via"] = "gateway"  # the turn is OpenClaw's (its delivery too, with --deliver)
+    from sessiontool.stores.writer import writer_of
+
+    writer = writer_of(rec)
+    own = rec.get("deliver") and not writer.owns_delivery  # else the store delivers it
+    mode = "announce" if rec.get("a2a") else "deliver" if own else None
+    if writer.kind != "files":
+        out["via"] = writer.kind  # the turn is OpenClaw's (its delivery too, with --deliver)
     if mode and rec.get("kind") == "send" and status in (None, "queued", "running", "ok"):
         out["delivery"] = {"status": "pending", "mode": mode}
     return out, int(code)
@@ -102,9 +98,9 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
-    from sessiontool.openclaw.gateway import write_mode
+    from sessiontool.stores.writer import writer_for
 
-    mode = write_mode(ctx.paths, sorted({r.agent_id, ctx.agent_id}), "send", routable=True)
+    writer = writer_for(ctx, [r.agent_id, ctx.agent_id], "send")
     display = ctx.display(r.key)
     req = ctx.requester
     try:
@@ -119,14 +115,12 @@ def send(
     except ForbiddenError as exc:
         exc.extra.setdefault("sessionKey", display)
         raise
-    if mode == "gateway":
-        return _gateway_send(ctx, r.key, r.agent_id, message, timeout, deliver, wait)
-    _maybe_sweep(ctx)
+    writer.before_run(ctx)
     a2a = req.session_key is not None and req.session_key != r.key
     if a2a:
         from sessiontool.flow.a2a import context_prompt, session_channel
 
-        req_entry = _entry(ctx, req.session_key)  # type: ignore[arg-type]
+        req_entry = writer.requester_entry(ctx, req.session_key)  # type: ignore[arg-type]
         provenance: dict[str, Any] = {
             "kind": "inter_session",
             "sourceSessionKey": req.session_key,
@@ -142,6 +136,7 @@ def send(
     rec = runs.create_record(
         ctx.paths,
         kind="send",
+        via=_via(writer),
         sessionKey=r.key,
         agentId=r.agent_id,
         requesterSessionKey=req.session_key,
@@ -155,65 +150,15 @@ def send(
     _start(ctx, rec)
     if timeout <= 0:
         out: dict[str, Any] = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}
-        if a2a or deliver:
+        if a2a or (deliver and not writer.owns_delivery):
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
         return out, 0
     return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))
 
 
-def _gateway_send(
-    ctx: Context,
-    full_key: str,
-    agent_id: str,
-    message: str,
-    timeout: float,
-    deliver: bool,
-    wait: Callable[[Any, str, float], dict[str, Any]] | None,
-) -> Result:
-    """A send whose turn OpenClaw's gateway carries out (runs/gateway_run.py): an ordinary run
-    record in the session's lane, so wait, --timeout (exit 124), abort and runs work as for
-    any run; no file of OpenClaw's is written."""
-    req = ctx.requester
-    if req.session_key is not None and req.session_key != full_key:
-        from sessiontool.flow.a2a import session_channel
-
-        provenance: dict[str, Any] = {
-            "kind": "inter_session",
-            "sourceSessionKey": req.session_key,
-            "sourceChannel": session_channel(req.session_key, None),
-            "sourceTool": "sessions_send",
-        }
-        if provenance["sourceChannel"] is None:
-            del provenance["sourceChannel"]
-    else:
-        provenance = {"kind": "external_user", "sourceTool": "sessiontool"}
-    rec = runs.create_record(
-        ctx.paths,
-        kind="send",
-        via="gateway",
-        sessionKey=full_key,
-        agentId=agent_id,
-        requesterSessionKey=req.session_key,
-        message=message,
-        provenance=provenance,
-        gatewayDeliver=True if deliver else None,
-        timeoutSeconds=timeout,
-    )
-    _start(ctx, rec)
-    if timeout <= 0:
-        out: dict[str, Any] = {
-            "runId": rec["runId"],
-            "status": "accepted",
-            "sessionKey": ctx.display(full_key),
-        }
-        return out, 0
-    return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))
-
-
-def _entry(ctx: Context, full_key: str) -> dict[str, Any] | None:
-    from sessiontool.stores.sessions_json import peek_entry
-
-    return peek_entry(ctx.paths, full_key)
+def _via(writer: SessionWriter) -> str | None:
+    """A run's record names the writer its command chose (files: unnamed, as before)."""
+    return None if writer.kind == "files" else writer.kind
 
 
 def spawn(
@@ -228,7 +173,6 @@ def spawn(
 ) -> dict[str, Any]:
     """Start a sub-agent run in a new isolated session; never waits."""
     from sessiontool.flow.announce import subagent_system_prompt
-    from sessiontool.stores import sessions_json as store
 
     if ctx.requester.is_subagent:
         raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
@@ -244,72 +188,43 @@ def spawn(
     if model is not None:
         from sessiontool.flow.announce import validate_model
 
-        model = validate_model(ctx.config, model)
+        model = validate_model(ctx.config, model, target_agent)
     requester = ctx.requester_or_main()
-    from sessiontool.openclaw.gateway import write_mode
-
-    mode = write_mode(
-        ctx.paths,
-        sorted({target_agent, keys.agent_of(requester, ctx.agent_id)}),
-        "spawn",
-        routable=True,
-    )
-    child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
-    if mode == "gateway":
-        return _gateway_spawn(
-            ctx, task, child, target_agent, requester, label, model, run_timeout, cleanup
-        )
-    _maybe_sweep(ctx)
-    req_agent = keys.agent_of(requester, ctx.agent_id)
-
-    def ensure_requester(s: store.Store) -> None:
-        if store.get_entry(s, req_agent, requester) is None:
-            store.set_entry(
-                s, req_agent, requester, {"sessionId": str(uuid.uuid4()), "updatedAt": now_ms()}
-            )
-
-    entry: dict[str, Any] = {
-        "sessionId": str(uuid.uuid4()),
-        "updatedAt": now_ms(),
-        "spawnedBy": requester,
-    }
-    if label:
-        entry["label"] = label
-    if model and model != "echo":
-        if "/" in model:
-            entry["providerOverride"], entry["modelOverride"] = model.split("/", 1)
-        else:
-            entry["modelOverride"] = model
-
-    def add_child(s: store.Store) -> None:
-        if label:
-            from sessiontool.admin import refuse_label_in_use
-
-            refuse_label_in_use(ctx, s, target_agent, label)
-        if req_agent == target_agent:  # one write for both when they share a store
-            ensure_requester(s)
-        store.set_entry(s, target_agent, child, entry)
-
-    # The index is written once for the child (and the requester, when it is new and in the
-    # same store): a spawn and its announce write sessions.json at most four times.
-    if req_agent != target_agent and _entry(ctx, requester) is None:
-        store.update_store(ctx.paths.store(req_agent), ensure_requester)
-    store.update_store(ctx.paths.store(target_agent), add_child)
-    req_entry = _entry(ctx, requester)
     from sessiontool.flow.a2a import session_channel
+    from sessiontool.stores.writer import writer_for
 
+    writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
+    child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
+    writer.before_run(ctx)
+    writer.add_child(
+        ctx, child=child, agent_id=target_agent, requester=requester, label=label, model=model
+    )
     system = subagent_system_prompt(
         task=task,
         label=label,
         requester_key=requester,
-        requester_channel=session_channel(requester, req_entry),
+        requester_channel=session_channel(requester, writer.requester_entry(ctx, requester)),
         child_key=child,
     )
+    via = _via(writer)
     rec = _spawn_record(
-        ctx, task, child, target_agent, requester, system, label, cleanup, run_timeout
+        ctx,
+        task,
+        child,
+        target_agent,
+        requester,
+        system,
+        label,
+        cleanup,
+        run_timeout,
+        via=via,
+        model=model if via else None,
     )
     _start(ctx, rec)
-    return {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+    out = {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+    if via:
+        out["via"] = via
+    return out
 
 
 def _spawn_record(
@@ -345,66 +260,6 @@ def _spawn_record(
     )
 
 
-def _gateway_spawn(
-    ctx: Context,
-    task: str,
-    child: str,
-    target_agent: str,
-    requester: str,
-    label: str | None,
-    model: str | None,
-    run_timeout: float | None,
-    cleanup: str,
-) -> dict[str, Any]:
-    """A spawn whose child OpenClaw's gateway creates and runs (runs/gateway_run.py): the run
-    record, `--run-timeout` and the announce back to the requester are sessiontool's."""
-    from sessiontool.flow.announce import subagent_system_prompt
-
-    if label:
-        _refuse_label_in_use(ctx, target_agent, label)
-    system = subagent_system_prompt(
-        task=task,
-        label=label,
-        requester_key=requester,
-        requester_channel=None,
-        child_key=child,
-    )
-    rec = _spawn_record(
-        ctx,
-        task,
-        child,
-        target_agent,
-        requester,
-        system,
-        label,
-        cleanup,
-        run_timeout,
-        via="gateway",
-        model=model,
-    )
-    _start(ctx, rec)
-    return {
-        "status": "accepted",
-        "runId": rec["runId"],
-        "childSessionKey": ctx.display(child),
-        "via": "gateway",
-    }
-
-
-def _refuse_label_in_use(ctx: Context, agent_id: str, label: str) -> None:
-    """A label names one session per agent: refused (exit 2) when a session of the store the
-    gateway writes already has it, as the file form refuses it."""
-    from sessiontool.stores.reader import iter_sessions, read_scope
-
-    with read_scope():
-        for row in iter_sessions(ctx.paths, [agent_id], fields=("label",)):
-            if row.entry.get("label") == label:
-                raise UsageError(
-                    f"label already in use: {label} (by {ctx.display(row.key)})",
-                    hint="labels name one session; pick another or relabel that one first",
-                )
-
-
 def run_view(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
     """A record for output: keys in display form."""
     out = dict(rec)
@@ -418,35 +273,6 @@ def visible_run(ctx: Context, rec: dict[str, Any]) -> bool:
     """A session requester sees only the runs it started (and their steps)."""
     req = ctx.requester.session_key
     return req is None or rec.get("requesterSessionKey") == req or rec.get("startedBy") == req
-
-
-def list_runs(
-    ctx: Context,
-    *,
-    status: str | None = None,
-    session: str | None = None,
-    kind: str | None = None,
-) -> dict[str, Any]:
-    if status and status not in runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES:
-        valid = ", ".join(sorted(runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES))
-        raise UsageError(f"unknown status {status!r} (valid: {valid})")
-    if kind and kind not in ("send", "spawn", "step"):
-        raise UsageError(f"unknown kind {kind!r} (valid: send, spawn, step)")
-    full = ctx.canonical(session) if session else None
-    out = []
-    for rec in runs.iter_records(ctx.paths):
-        if not visible_run(ctx, rec):
-            continue
-        rec = runs.reconcile(ctx.paths, rec)
-        if status and rec.get("status") != status:
-            continue
-        if kind and rec.get("kind") != kind:
-            continue
-        if full and rec.get("sessionKey") != full:
-            continue
-        out.append(rec)
-    out.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")), reverse=True)
-    return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
 
 
 def get_run(ctx: Context, run_id: str) -> dict[str, Any]:

@@ -91,3 +91,23 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Reco
                 os.unlink(path)
             except OSError:
                 pass
+
+
+def wait_all(paths: StatePaths, run_ids: list[str], timeout: float | None) -> list[runs.Record]:
+    """Each run's record once it is over (in the order given), or as it is when `timeout`
+    seconds (one deadline for all of them) have passed."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out = []
+    for run_id in run_ids:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        out.append(wait_for(paths, run_id, left))
+    return out
+
+
+# Worse first: a run that failed, a wait that gave up, then ok (pueue's `wait` reports the same).
+_SEVERITY = {0: 0, 124: 1}
+
+
+def worst_exit(codes: list[int]) -> int:
+    """The exit status of waiting on several runs: the worst of theirs."""
+    return max(codes, key=lambda c: _SEVERITY.get(c, 2), default=0)

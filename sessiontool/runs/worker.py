@@ -255,6 +255,9 @@ def run_args(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sessiontool.openclaw import install_store_guard
+
+    install_store_guard()  # as in the command that started this worker
     args = list(sys.argv[1:] if argv is None else argv)
     lock_fd: int | None = None
     if "--lock-fd" in args:

@@ -42,8 +42,9 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 # What the gateway's chat.history shows, applied the same way here (see README, "OpenClaw
-# 2026.8+"): silent control replies are not messages, an inter-session message is shown as
-# the other session's assistant turn without the routing preamble, and a reset is one
+# 2026.8+"): silent control replies are not messages, a message another session sent with
+# sessions_send is shown as that session's assistant turn without the routing preamble (other
+# inter-session messages, a spawn's task or announce, stay what they are), and a reset is one
 # system "Reset" line after which the older turns of the window are no longer shown.
 SILENT_REPLIES = frozenset({"REPLY_SKIP", "ANNOUNCE_SKIP", "NO_REPLY"})
 INTER_SESSION_HEADER = "[Inter-session message]"
@@ -86,6 +87,7 @@ def display_message(msg: Message) -> Message | None:
         if (
             isinstance(prov, dict)
             and prov.get("kind") == "inter_session"
+            and prov.get("sourceTool") == "sessions_send"  # chat.history's isForwardedUserMessage
             and isinstance(content, str)
         ):
             lines = content.split("\n")

@@ -305,6 +305,18 @@ def _unchanged(path: Path, data: bytes) -> bool:
         return False
 
 
+# Asked before every write to an OpenClaw state dir's sessions.json: raises (exit 4) while a
+# gateway that ignores the store lock runs there, else names the lock payload to write. Set by
+# the command layer (cli/app.py: openclaw/gateway.guard_store_write), so this module needs no
+# knowledge of gateways; without it the 2026.1 lock form is written.
+_write_guard: Callable[[Path], str] | None = None
+
+
+def set_write_guard(guard: Callable[[Path], str] | None) -> None:
+    global _write_guard
+    _write_guard = guard
+
+
 def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | None = None) -> T:
     """Locked read-modify-write: take `<store>.lock`, re-read, mutate in place, replace
     atomically. The mutation sees the newest store, so no other writer's update is lost.
@@ -318,12 +330,12 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
         # its database is written through its gateway only. No caller should get here.
         require_writable(StatePaths(root), [path.parent.parent.name], "write")
     form = "startedAt"
-    if path.parent.parent.parent.name == "agents" and (
-        (root / "openclaw.json").is_file() or (root / "clawdbot.json").is_file()
+    if (
+        _write_guard is not None
+        and path.parent.parent.parent.name == "agents"
+        and ((root / "openclaw.json").is_file() or (root / "clawdbot.json").is_file())
     ):
-        from sessiontool.openclaw.gateway import guard_store_write
-
-        form = guard_store_write(path)  # refused beside a lockless gateway; else its lock form
+        form = _write_guard(path)  # refused beside a lockless gateway; else its lock form
     try:
         ensure_dir(path.parent)
     except OSError as exc:

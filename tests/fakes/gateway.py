@@ -46,6 +46,8 @@ def required_scope(method: str, params: dict[str, Any]) -> str:
         return WRITE if set(params) <= {"key", "label"} else ADMIN
     if method == "sessions.delete":
         return WRITE if params.get("archivedOnly") is True else ADMIN
+    if method == "sessions.create":
+        return ADMIN if params.get("incognito") or "execNode" in params else WRITE
     return SCOPE.get(method, ADMIN)
 
 
@@ -265,6 +267,9 @@ class Server:
             if self.cfg.get("store"):
                 return res(self.patch_store(params))
             return res({"ok": True, "key": params["key"], "entry": {"sessionId": "x", **params}})
+        if method == "sessions.create":
+            entry = {"sessionId": "x", **{k: v for k, v in params.items() if k != "key"}}
+            return res({"ok": True, "key": params["key"], "entry": entry})
         if method == "sessions.delete":
             return res({"ok": True, "key": params["key"], "deleted": True, "archived": []})
         if method == "sessions.reset":
@@ -305,8 +310,13 @@ class Server:
     def finish(self, run: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         run_id, msg = params["gatewayRunId"], params.get("message", "")
         key = params["idempotencyKey"]
-        status = "ok"
-        if msg.startswith("sleep:"):
+        status, text = "ok", "pong: " + msg
+        system = params.get("extraSystemPrompt") or ""
+        if "Agent-to-agent reply step:" in system:
+            text = "REPLY_SKIP"
+        elif "Agent-to-agent announce step:" in system:
+            text = "announced: " + msg[:40]
+        elif msg.startswith("sleep:"):
             secs = float(msg.split()[0].split(":")[1])
             limit = params.get("timeout")
             wait = secs if limit is None else min(secs, float(limit))
@@ -321,7 +331,7 @@ class Server:
             "status": status,
             "summary": "completed",
             "result": {
-                "payloads": [{"text": "pong: " + msg}],
+                "payloads": [{"text": text}],
                 "meta": {
                     "agentMeta": {
                         "sessionId": "sid-" + key[:8],

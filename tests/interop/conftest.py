@@ -404,11 +404,13 @@ def cb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
         llm_port = free_port()
     config = state / "clawdbot.json"
     config.write_text(json.dumps(clawdbot_config(root, gw_port, llm_port), indent=2))
-    # sessiontool's own config: agent qa's runner always fails (the others use the echo runner)
+    # sessiontool's own config: agent qa's runner always fails; the others use the echo runner,
+    # named here: on a state dir of Clawdbot's the demo agent answers only when asked for.
     (state / "sessiontool.json5").write_text(
         json.dumps(
             {
                 "agents": {
+                    "defaults": {"runner": {"type": "echo"}},
                     "list": [
                         {
                             "id": "qa",
@@ -417,7 +419,7 @@ def cb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
                                 "command": [sys.executable, "-c", QA_FAILING_AGENT],
                             },
                         }
-                    ]
+                    ],
                 }
             }
         )

@@ -1,7 +1,10 @@
 """sessiontool against the real OpenClaw 2026.9.6 gateway, on a copy of the real fixture:
 sends go through the gateway and come back, `history` (read side, straight from the database)
-shows them, a label set by sessiontool is in the program's own sessions.list; and with no
-gateway a send exits 4 and leaves the state dir byte-identical."""
+shows them with the roles the gateway's chat.history gives them, a label set by sessiontool is
+in the program's own sessions.list (one in use: exit 2), a spawned child is linked to its
+requester as OpenClaw links one, a `--run-timeout` that expires ends as `timeout`, a reset is in
+place, a `send --as` runs the reply-back turns and the announce; and with no gateway a send
+exits 4 and leaves the state dir byte-identical."""
 
 from __future__ import annotations
 
@@ -168,34 +171,152 @@ def test_spawn_creates_the_child_and_announces_to_the_requester(live: Live) -> N
     assert "Status: ok" in text and child in text
 
 
-# -- every write through sessiontool's own client, no `openclaw` CLI on its PATH ---------------
-
-
-def gw_call(live: Live, method: str, params: dict[str, object]) -> dict[str, Any]:
-    """The program's own answer (`openclaw gateway call`), waited for on a busy machine."""
+def _gw(live: Live, method: str, params: dict[str, object]) -> dict[str, Any]:
     real = live.oc(
         "gateway",
         "call",
         method,
-        "--params",
-        json.dumps(params),
         "--json",
-        "--timeout",
-        "120000",
         "--port",
         str(live.port),
+        "--timeout",
+        "120000",
+        "--params",
+        json.dumps(params),
     )
-    assert real.returncode == 0, real.stdout[-2000:] + real.stderr[-2000:]
-    out: dict[str, Any] = json.loads(real.stdout)
-    return out
+    assert real.returncode == 0, real.stderr
+    data: dict[str, Any] = json.loads(real.stdout)
+    return data
+
+
+def _roles_match(live: Live, key: str, n: int = 12) -> list[tuple[str, str]]:
+    """The last `n` messages of `key` as (role, text) from the gateway's chat.history and from
+    `sessiontool history`: asserted equal, returned."""
+
+    def text(c: object) -> str:
+        if isinstance(c, list):
+            return "".join(b.get("text", "") for b in c if isinstance(b, dict))
+        return str(c)
+
+    theirs = _gw(live, "chat.history", {"sessionKey": key, "limit": n})["messages"]
+    proc = st(live.env, live.state, "--json", "history", key, "--limit", str(n))
+    ours = json.loads(proc.stdout)["messages"]
+    a = [(m["role"], text(m.get("content"))) for m in theirs][-n:]
+    b = [(m["role"], text(m.get("content"))) for m in ours][-n:]
+    assert a == b
+    return a
+
+
+def _until_done(live: Live, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 300
+    while True:
+        rec: dict[str, Any] = json.loads(st(live.env, live.state, "--json", "runs", run_id).stdout)
+        if (rec.get("followUp") or {}).get("next") == "done" or time.monotonic() > deadline:
+            return rec
+        time.sleep(1)
+
+
+def test_spawned_child_is_linked_and_roles_are_openclaws(live: Live) -> None:
+    """As OpenClaw's sessions_spawn links a child: the child's row names its requester
+    (`parentSessionKey`, depth 1) and the requester's row lists it in `childSessions`. Its task
+    (an inter-session message of sessions_spawn) is a `user` turn in chat.history, and so in
+    `history`; the announce in the requester too."""
+    proc = st(live.env, live.state, "--json", "spawn", "linked task", "--label", "linked-child")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    child = out["childSessionKey"]
+    rec = _until_done(live, out["runId"])
+    assert rec["status"] == "ok" and rec["followUp"]["next"] == "done", rec
+    rows = {r["key"]: r for r in _gw(live, "sessions.list", {"limit": 500})["sessions"]}
+    assert rows[child]["parentSessionKey"] == "agent:main:main"
+    assert rows[child]["spawnDepth"] == 1 and rows[child]["label"] == "linked-child"
+    assert child in rows["agent:main:main"]["childSessions"]
+    msgs = _roles_match(live, child)
+    assert msgs[0] == ("user", "linked task") and msgs[1][0] == "assistant"
+    deadline = time.monotonic() + 300
+    while not any("Status: ok" in t and child in t for _r, t in _roles_match(live, "main", 6)):
+        assert time.monotonic() < deadline, "the announce never reached the requester"
+        time.sleep(2)
+    announce = [m for m in _roles_match(live, "main", 6) if "Status: ok" in m[1]]
+    assert announce[0][0] == "user"  # a spawn's announce is not forwarded as assistant
+
+
+def test_run_timeout_ends_as_timeout(live: Live) -> None:
+    """The child's turn outlives `--run-timeout`: OpenClaw ends the turn `ok` with a failed
+    tool ("⚠️ Exec failed"); sessiontool reports `timeout`, as OpenClaw's own spawn does."""
+    task = 'TOOL[exec]{"command":"sleep 30"}'
+    proc = st(live.env, live.state, "--json", "spawn", task, "--run-timeout", "3")
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["runId"]
+    proc = st(live.env, live.state, "--json", "wait", run_id, "--timeout", "300")
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and out["runStatus"] == "timeout", out
+    assert "--run-timeout" in out["error"] and "Exec failed" not in proc.stdout
+
+
+def test_reset_is_in_place_and_a_label_in_use_exits_2(live: Live) -> None:
+    key = "agent:main:telegram:group:-100555"
+    before = {r["key"]: r for r in _gw(live, "sessions.list", {"limit": 500})["sessions"]}
+    proc = st(live.env, live.state, "reset", key)
+    assert proc.returncode == 0, proc.stderr
+    sid = before[key]["sessionId"]
+    assert proc.stdout.strip() == (
+        f"{key}\treset in place: sessionId {sid} kept, its transcript starts over"
+    )
+    after = {r["key"]: r for r in _gw(live, "sessions.list", {"limit": 500})["sessions"]}
+    assert after[key]["sessionId"] == sid
+    assert st(live.env, live.state, "label", key, "taken-label").returncode == 0
+    proc = st(live.env, live.state, "label", "discord:group:123", "taken-label")
+    assert proc.returncode == 2 and "label already in use: taken-label" in proc.stderr
+    rows = {r["key"]: r for r in _gw(live, "sessions.list", {"limit": 500})["sessions"]}
+    assert rows["agent:main:discord:group:123"].get("label") != "taken-label"
+
+
+def test_send_as_runs_reply_back_turns_and_the_announce(live: Live) -> None:
+    """A send made as the main session: the reply-back turn in the requester (the fake model
+    answers turn 1 with PINGPONG-1, then REPLY_SKIP) and the announce step in the target, each
+    a turn of the real gateway, with the roles chat.history gives them."""
+    proc = st(
+        live.env,
+        live.state,
+        "--as",
+        "agent:main:main",
+        "--json",
+        "send",
+        "discord:group:123",
+        "a2a hello",
+        "--timeout",
+        "300",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    rec = _until_done(live, out["runId"])
+    assert rec["followUp"]["next"] == "done", rec
+    steps = json.loads(st(live.env, live.state, "--json", "runs", "--kind", "step").stdout)["runs"]
+    mine = [r for r in steps if r.get("parentRunId") == out["runId"]]
+    got = sorted((r["step"], r["sessionKey"], r["status"]) for r in mine)
+    assert got == [
+        ("announce", "agent:main:discord:group:123", "ok"),
+        ("reply", "agent:main:discord:group:123", "ok"),
+        ("reply", "main", "ok"),  # `runs` shows the requester's main session as `main`
+    ]
+    main = _roles_match(live, "main", 4)
+    assert ("assistant", "PINGPONG-1 from requester: acknowledged.") in main
+    target = _roles_match(live, "discord:group:123", 8)
+    # sessions_send's messages are forwarded: shown as the sender's assistant turns.
+    assert ("assistant", "a2a hello") in target
+    assert ("assistant", "Agent-to-agent announce step.") in target
+
+
+# -- every write through sessiontool's own client, no `openclaw` CLI on its PATH ---------------
 
 
 def sessions(live: Live) -> dict[str, dict[str, Any]]:
-    return {s["key"]: s for s in gw_call(live, "sessions.list", {"limit": 1000})["sessions"]}
+    return {s["key"]: s for s in _gw(live, "sessions.list", {"limit": 1000})["sessions"]}
 
 
 def chat(live: Live, key: str) -> list[dict[str, Any]]:
-    real = gw_call(live, "chat.history", {"sessionKey": key, "limit": 1000})
+    real = _gw(live, "chat.history", {"sessionKey": key, "limit": 1000})
     msgs: list[dict[str, Any]] = real["messages"]
     return msgs
 

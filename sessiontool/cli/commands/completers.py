@@ -151,6 +151,15 @@ else
 fi"""
 
 
+_BASH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-")
+
+
+def _bash_escape(value: str) -> str:
+    """Backslash-escape what bash would split or expand (as `printf %q` does for plain text);
+    ':' stays as it is, so the script can trim a key back to what bash replaces."""
+    return "".join(c if c in _BASH_SAFE else "\\" + c for c in value)
+
+
 def register_shell_classes() -> None:
     """Register the completion classes `_SESSIONTOOL_COMPLETE` is answered with (Typer's, with
     the scripts above). Called only when completing or generating the scripts."""
@@ -166,6 +175,22 @@ def register_shell_classes() -> None:
 
         def source(self) -> str:  # no bash version probe (a subprocess) just to print text
             return self.source_template % self.source_vars()
+
+        def get_completion_args(self) -> tuple[list[str], str]:
+            """The words as the shell will parse them (`tg\\ s` is one word): the script
+            splits the line on blanks only, so its word count is not trusted here."""
+            from typer._click.shell_completion import split_arg_string
+
+            line = os.environ["COMP_WORDS"]
+            words = split_arg_string(line)
+            if line and not line[-1].isspace() and len(words) > 1:
+                return words[1:-1], words[-1]
+            return words[1:], ""
+
+        def format_completion(self, item: CompletionItem) -> str:
+            """bash inserts a completion as it is: a label with a space must come back
+            escaped (`tg\\ seven`), or it becomes two words on the command line."""
+            return _bash_escape(str(item.value))
 
     class Zsh(ZshComplete):
         source_template = ZSH_SOURCE

@@ -57,15 +57,28 @@ def search_cmd(
     include_archived: bool = typer.Option(
         False, "--include-archived", help="Also deleted, reset and orphaned transcripts."
     ),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Only these columns, in this order, as TSV (on a terminal too): key, sessionId, "
+        "timestamp, role, snippet, label.",
+        metavar="F,..",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output (highlights as offsets)."),
 ) -> None:
-    """Search every session's messages, best match first."""
+    """Search every session's messages, best match first.
+
+    Piped: TSV without a header, one hit per line: key, sessionId, timestamp, role, snippet
+    (each match as [match]); --fields picks and orders them."""
+    from sessiontool.cli import columns
     from sessiontool.reports.search import search
+
+    names = columns.pick(columns.SEARCH, fields, columns.SEARCH_DEFAULT) if fields else None
 
     if session is not None and label is not None:
         raise UsageError("give --session or --label, not both")
     result = search(
-        get_ctx(),
+        get_ctx(reads=True),
         query,
         session=session,
         label=label,
@@ -79,7 +92,9 @@ def search_cmd(
     if want_json(json_):
         render.emit_json(result)
     elif not result["hits"]:
-        render.err("No matches.")
+        render.empty("No matches.")
+    elif names:
+        render.write_out(render.search_tsv(result, names))
     elif render.is_terminal():
         render.search_rich(result)
     else:
@@ -105,17 +120,25 @@ def usage_cmd(
         None, "--budget", help="Exit 6 when the period's cost is over USD.", metavar="USD"
     ),
     cost_only: bool = typer.Option(False, "--cost-only", help="Print only the total cost."),
+    all_agents: bool = typer.Option(False, "--all-agents", help="Every agent's sessions."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
-    """Tokens, turns, runs and cost from the transcripts, with a totals row."""
+    """Tokens, turns, runs and cost from the transcripts, with a totals row.
+
+    Piped: TSV without a header: the group (session, agent, model, day or label), input,
+    output, cacheRead, cacheWrite, turns, runs, cost; the TOTAL row last.
+
+    Like list and search: the current agent's sessions (--agent ID picks it), every agent's
+    with --all-agents."""
     from sessiontool.reports.usage import usage
 
     result = usage(
-        get_ctx(),
+        get_ctx(reads=True),
         by=by,
         since_ms=_time(since, "--since"),
         until_ms=_time(until, "--until"),
         budget=budget,
+        all_agents=all_agents,
     )
     as_json = want_json(json_)
     if cost_only:

@@ -69,18 +69,21 @@ def reset_cmd(
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Start a new conversation in a session: new sessionId, zero tokens (operator only).
+    """Start a new conversation in a session: zero tokens, a new sessionId (operator only).
 
     The label, thinking and verbose levels, model override and send policy are kept; the old
-    transcript stays on disk."""
+    transcript stays on disk. Through OpenClaw 2026.9.6's gateway the reset is in place: the
+    sessionId is kept and its transcript starts over."""
     from sessiontool.admin import reset
 
     result = reset(get_ctx(), key, label=label)
-    _emit_session(
-        result,
-        want_json(json_),
-        f"{render.esc(result['sessionKey'])}\tnew sessionId: {render.esc(result['entry']['sessionId'])}",
+    sid = render.esc(str((result.get("entry") or {}).get("sessionId")))
+    what = (
+        f"reset in place: sessionId {sid} kept, its transcript starts over"
+        if result.get("inPlace")
+        else f"new sessionId: {sid}"
     )
+    _emit_session(result, want_json(json_), f"{render.esc(result['sessionKey'])}\t{what}")
 
 
 @app.command("delete")

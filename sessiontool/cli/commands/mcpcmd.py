@@ -1,14 +1,18 @@
-"""`mcp`: the session tools as an MCP server over stdio (the optional extra `sessiontool[mcp]`).
+"""`mcp`: the session tools as an MCP server over stdio (the optional extra `.[mcp]`).
 The SDK is imported only when the command runs, so no other command pays for it."""
 
 from __future__ import annotations
 
 import typer
 
-from sessiontool.cli.app import G, app, command
+from sessiontool.cli.app import G, app, command, install_store_guard
 from sessiontool.errors import SessiontoolError, UsageError
 
-INSTALL = "pip install 'sessiontool[mcp]'"
+# sessiontool is not on a package index: name the package itself, and the checkout's extra.
+INSTALL = (
+    "pip install 'mcp>=2.3,<3' in sessiontool's environment (from a checkout: "
+    "pip install '.[mcp]'; with pipx: pipx inject sessiontool 'mcp>=2.3,<3')"
+)
 SDK_MAJOR = 2
 
 
@@ -74,6 +78,7 @@ def mcp_cmd(
     from sessiontool.context import Context, build_context
     from sessiontool.stores import perms
 
+    install_store_guard()
     key = as_key or G.as_key
     ctx = build_context(G.state_dir, G.config, G.agent, key)  # fails here on a bad config
     perms.check_state_dir(ctx.paths.root)

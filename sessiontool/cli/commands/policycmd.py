@@ -99,8 +99,8 @@ def _retry(ctx: Any, ids: list[str], as_json: bool) -> int:
 def deliveries_cmd(
     words: list[str] | None = typer.Argument(
         None,
-        help="'retry' re-sends failed, undelivered or pending deliveries: the given ids (or "
-        "id prefixes), or all of them.",
+        help="'retry' re-sends failed or pending deliveries: the given ids (or id prefixes), "
+        "or all of them.",
         metavar="[retry [ID]...]",
     ),
     follow: bool = typer.Option(
@@ -115,9 +115,12 @@ def deliveries_cmd(
 ) -> int:
     """Read or follow the announce outbox, or retry deliveries (operator only).
 
-    `deliveries retry [ID...]` re-sends deliveries whose latest attempt failed, found no
-    target, or is still pending (each attempt is one more outbox line); exit 1 when any is
-    still not delivered. A delivery's id is `<runId>:<mode>` (shown by --json and doctor)."""
+    `deliveries retry [ID...]` re-sends deliveries whose latest attempt failed or is still
+    pending (each attempt is one more outbox line); exit 1 when any is still not delivered.
+    One with no target (`undelivered`) is final: its text is in the transcript and there is
+    nowhere else to send it. A delivery's id is `<runId>:<mode>` (shown by --json and
+    doctor). Piped: TSV without a header, one record per line: ts, mode, status, sessionKey,
+    channel, to, text."""
     from sessiontool.durations import parse_since
     from sessiontool.errors import UsageError
     from sessiontool.flow.delivery import follow_deliveries, read_deliveries
@@ -146,7 +149,7 @@ def deliveries_cmd(
             render.emit_json({"count": len(records), "deliveries": records})
         elif render.is_terminal():
             if not records:
-                render.err("No deliveries.")
+                render.empty("No deliveries.")
             for rec in records:
                 render.write_out(_readable(rec))
         else:

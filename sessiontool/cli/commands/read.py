@@ -65,13 +65,26 @@ def list_cmd(
         False, "--all-agents", help="Every agent's sessions (operator)."
     ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Keys only."),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Only these columns, in this order, as TSV (on a terminal too); with --json, only "
+        "these keys.",
+        metavar="F,..",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """List sessions, newest first."""
+    """List sessions, newest first.
+
+    Piped: TSV without a header, one session per line: key, kind, channel, label, updatedAt,
+    model, totalTokens, sessionId (the table's columns, then the sessionId); --fields picks
+    and orders them."""
+    from sessiontool.cli import columns
     from sessiontool.durations import parse_since
     from sessiontool.sessions import list_sessions
 
     as_json = want_json(json_)
+    names = columns.pick(columns.SESSIONS, fields, columns.SESSIONS) if fields else None
     if message_limit and not as_json and not quiet and not render.is_terminal():
         raise UsageError(
             "--message-limit needs --json when the output is piped (TSV is one line per session)",
@@ -89,8 +102,13 @@ def list_cmd(
         all_agents=all_agents,
     )
     _KEEP.append(result)
-    if as_json:
+    if as_json and names:
+        rows = [{k: r.get(k) for k in names} for r in result["sessions"]]
+        render.emit_json_rows({"count": result["count"]}, "sessions", rows)
+    elif as_json:
         render.emit_json_rows({"count": result["count"]}, "sessions", result["sessions"])
+    elif names:
+        render.write_out(render.sessions_tsv(result, names))
     elif quiet:
         render.write_out("".join(render.esc(r["key"]) + "\n" for r in result["sessions"]))
     elif render.is_terminal():
@@ -130,7 +148,7 @@ def history_cmd(
         autocompletion=choices(*FORMATS),
     ),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Write to FILE instead of stdout."
+        None, "-o", "--output", help="Write to FILE instead of stdout ('-' is stdout)."
     ),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new messages."),
     json_: bool = typer.Option(False, "--json", help="JSON output (same as --format json)."),
@@ -145,6 +163,7 @@ def history_cmd(
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
     if want_json(json_):
         fmt = "json" if fmt in (None, "json") else fmt
+    to_stdout = output is not None and str(output) == "-"  # '-' is stdout, as for `send KEY -`
     # An export (-o) is the whole transcript unless --limit says otherwise.
     default_n = None if output is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
@@ -181,6 +200,10 @@ def history_cmd(
         text = standalone_page(ctx, h)
     else:
         text = None
+    if to_stdout:
+        body = text if text is not None else render.history_plain(h.session_key, h.messages)
+        render.write_out(body)
+        return
     if output is not None:
         from sessiontool.errors import from_os_error
         from sessiontool.stores.safefs import write_private_file
@@ -195,6 +218,8 @@ def history_cmd(
             raise from_os_error(exc, "write") from exc
         return
     rich_view = text is None and render.is_terminal() and render.use_color()
+    if not h.messages and not follow and fmt == "text":
+        render.empty("No messages.")
     if text is not None:
         render.write_out(text)
     elif rich_view:

@@ -29,12 +29,25 @@ def _spinner(text: str) -> AbstractContextManager[Any]:
 
 
 def _print_result(
-    result: dict[str, Any], code: int, as_json: bool, accepted_text: str | None = None
+    result: dict[str, Any],
+    code: int,
+    as_json: bool,
+    accepted_text: str | None = None,
+    *,
+    ids_only: bool = False,
 ) -> int:
+    """`ids_only` (`-q`): the run id on stdout whatever happened (errors still on stderr)."""
     if as_json:
         render.emit_json(result)
         return code
     status = result.get("status")
+    if ids_only and result.get("runId"):
+        render.write_out(f"{result['runId']}\n")
+        if status not in ("accepted", "ok", "timeout"):
+            render.error_line(
+                f"{result.get('error')} (run {result.get('runId')}, {result.get('runStatus')})"
+            )
+        return code
     if status == "accepted":
         render.write_out(f"{accepted_text or result['runId']}\n")
     elif status == "ok":
@@ -46,6 +59,8 @@ def _print_result(
                 f"send policy of {result['sessionKey']}: {result['sendPolicy'] or 'inherit'}"
             )
     elif status == "timeout":
+        # The run id on stdout: `id=$(sessiontool send … --timeout 10) || sessiontool wait "$id"`.
+        render.write_out(f"{result['runId']}\n")
         render.err(f"still running: sessiontool wait {result['runId']}")
     else:
         render.error_line(
@@ -74,16 +89,20 @@ def send_cmd(
         False, "--no-create", help="Exit 3 instead of creating a session that does not exist."
     ),
     quiet: bool = typer.Option(
-        False, "-q", "--quiet", help="No notices on stderr (such as a created session)."
+        False,
+        "-q",
+        "--quiet",
+        help="Print only the run id (not the reply); no notices on stderr.",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
     """Run a session's agent on a message and wait for the reply.
 
     A key that does not exist yet is created (as OpenClaw does) with a notice on stderr;
-    --no-create makes that exit 3. Ctrl-C while waiting prints the run id and exits 130: the
-    run goes on. With --deliver, a reply that could not be delivered is a warning on stderr
-    (the exit status stays the run's; `deliveries retry` tries again)."""
+    --no-create makes that exit 3. When the wait times out (exit 124) the run id is printed on
+    stdout; after Ctrl-C (exit 130) it is named on stderr; either way the run goes on:
+    `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
+    exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import session_not_found
     from sessiontool.runs import records as runs
@@ -114,7 +133,7 @@ def send_cmd(
     if created and not quiet and result.get("runId"):
         render.err(f"created session {render.esc(created)}")
     if result.get("status") != "accepted" or wait_s <= 0:
-        return _print_result(result, code, as_json)
+        return _print_result(result, code, as_json, ids_only=quiet)
     run_id = result["runId"]
     try:
         with _spinner("waiting for the reply…"):
@@ -126,15 +145,16 @@ def send_cmd(
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
         # what (if anything) is posted: there is no delivery of the reply to wait for.
         code = _report_delivery(ctx, result, rec, wait_s, as_json, code)
-    return _print_result(result, code, as_json)
+    return _print_result(result, code, as_json, ids_only=quiet)
 
 
 def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
-    """Ctrl-C while waiting: the run goes on in its worker; say which run it is."""
+    """Ctrl-C while waiting: the run goes on in its worker. Not an error (the user chose to
+    stop waiting): a plain line on stderr naming the run."""
     from sessiontool.errors import ExitCode
 
-    msg = f"interrupted; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
-    render.error_line(msg)
+    msg = f"stopped waiting; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
+    render.err(msg)
     if as_json:
         render.emit_json(
             {
@@ -183,7 +203,7 @@ def _report_delivery(
     render.warning_line(
         f"the reply was not delivered ({found.get('status')}): {found.get('error') or '?'}"
     )
-    if found.get("status") != "denied":
+    if found.get("status") not in ("denied", "undelivered"):  # retrying cannot change those
         render.err(f"hint: sessiontool deliveries retry {did}")
     return code
 
@@ -202,28 +222,71 @@ def _follow_up_done(ctx: Any, run_id: str) -> bool:
 @app.command("wait")
 @command
 def wait_cmd(
-    run_id: str = typer.Argument(..., help="The run id.", autocompletion=complete_run_ids),
-    timeout: str | None = typer.Option(
-        None, "--timeout", help="Give up after this long (default: until it ends)."
+    run_ids: list[str] | None = typer.Argument(
+        None, help="Run ids (or unique prefixes).", autocompletion=complete_run_ids
     ),
-    json_: bool = typer.Option(False, "--json", help="JSON output."),
+    session: str | None = typer.Option(
+        None,
+        "--session",
+        help="Also every queued or running run of this session.",
+        autocompletion=complete_keys,
+    ),
+    timeout: str | None = typer.Option(
+        None, "--timeout", help="Give up after this long (default: until they end)."
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output (one line per run)."),
 ) -> int:
-    """Wait for a run to end and print its result."""
+    """Wait for runs to end and print their results.
+
+    One run: the same result as `send` (the reply, or the JSON object). Several runs: one line
+    per run in the order given (TSV without a header: runId, status, result; with --json one
+    JSON object per run). The exit status is the worst of them: a failed run (1) over a wait that timed out
+    (124) over ok (0)."""
     from sessiontool.durations import parse_duration
-    from sessiontool.runs import records as runs
+    from sessiontool.runs.listing import open_runs
     from sessiontool.runs.submit import get_run, run_result
+    from sessiontool.runs.wait import wait_all, worst_exit
 
     ctx = get_ctx(reads=True)
-    run_id = full_run_id(ctx, run_id)
-    get_run(ctx, run_id)
+    ids = [full_run_id(ctx, r) for r in run_ids or []]
+    if session is not None:
+        ids += [r for r in open_runs(ctx, session) if r not in ids]
+    elif not ids:
+        raise UsageError("give one or more run ids, or --session KEY")
+    for rid in ids:
+        get_run(ctx, rid)
     wait_s = parse_duration(timeout, option="--timeout") if timeout is not None else None
+    as_json = want_json(json_)
+    if not ids:
+        render.empty("No open runs.")
+        return 0
     try:
-        with _spinner("waiting for the run…"):
-            rec = runs.wait_for(ctx.paths, run_id, wait_s)
+        with _spinner("waiting for the run…" if len(ids) == 1 else f"waiting for {len(ids)} runs…"):
+            recs = wait_all(ctx.paths, ids, wait_s)
     except KeyboardInterrupt:
-        return _interrupted(run_id, None, want_json(json_))
-    result, code = run_result(ctx, rec)
-    return _print_result(result, code, want_json(json_))
+        return _interrupted(ids[0], None, as_json) if len(ids) == 1 else _interrupted_many(ids)
+    codes = []
+    for rec in recs:
+        result, code = run_result(ctx, rec)
+        if rec.get("deliver") and result.get("status") == "ok":
+            # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
+            code = _report_delivery(ctx, result, rec, wait_s or 30.0, as_json, code)
+        codes.append(code)
+        if len(ids) == 1 or as_json:
+            _print_result(result, code, as_json)
+        else:
+            detail = result.get("reply") if result.get("status") == "ok" else result.get("error")
+            render.write_out(
+                render.tsv([[rec["runId"], rec.get("status") or "", _short(detail or "")]])
+            )
+    return worst_exit(codes)
+
+
+def _interrupted_many(ids: list[str]) -> int:
+    from sessiontool.errors import ExitCode
+
+    render.err(f"stopped waiting; the {len(ids)} runs go on: sessiontool wait {' '.join(ids)}")
+    return int(ExitCode.INTERRUPTED)
 
 
 def full_run_id(ctx: Any, given: str) -> str:
@@ -288,22 +351,41 @@ def runs_cmd(
     session: str | None = typer.Option(
         None, "--session", help="Only runs of this session.", autocompletion=complete_keys
     ),
-    kind: str | None = typer.Option(
-        None, "--kind", help="send, spawn or step.", autocompletion=choices("send", "spawn", "step")
+    kinds: list[str] = typer.Option(
+        [],
+        "--kind",
+        help="send, spawn, step (repeat or comma-separate).",
+        autocompletion=choices("send", "spawn", "step"),
+    ),
+    steps: bool = typer.Option(
+        False, "--steps", help="Also the internal steps (reply turns, announce), under their run."
     ),
     limit: str = typer.Option("all", "--limit", help="At most N runs (newest first), or 'all'."),
     log: bool = typer.Option(False, "--log", help="With RUN_ID: include the worker log."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Run ids only."),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Only these columns, in this order, as TSV (on a terminal too): runId, kind, step, "
+        "status, sessionKey, createdAt, result, parentRunId, rerunOf.",
+        metavar="F,..",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """List background runs, newest first, or show one.
 
-    The RUN column shows the shortest unique prefix (8 characters or more); wait, runs and
-    abort accept it."""
+    Your runs (send, spawn); their internal steps (an agent-to-agent reply turn, the announce)
+    with --steps, each under its run. The RUN column shows the shortest unique prefix (8
+    characters or more); wait, runs and abort accept it. Piped: TSV without a header, one run
+    per line: runId, kind, step, status, sessionKey, createdAt, result (the table's columns);
+    --fields picks and orders them."""
+    from sessiontool.cli import columns
     from sessiontool.cli.commands.read import parse_limit
-    from sessiontool.runs.submit import get_run, list_runs, run_view
+    from sessiontool.runs.listing import list_runs, parse_kinds
+    from sessiontool.runs.submit import get_run, run_view
 
     n = parse_limit(limit)
+    names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
     ctx = get_ctx(reads=True)
     if run_id is not None:
         run_id = full_run_id(ctx, run_id)
@@ -326,7 +408,7 @@ def runs_cmd(
         return
     if log:
         raise UsageError("--log needs a RUN_ID")
-    result = list_runs(ctx, status=status, session=session, kind=kind)
+    result = list_runs(ctx, status=status, session=session, kinds=parse_kinds(kinds), steps=steps)
     if n is not None and len(result["runs"]) > n:
         result = {"count": n, "runs": result["runs"][:n]}
     if want_json(json_):
@@ -335,6 +417,9 @@ def runs_cmd(
     rows = result["runs"]
     if quiet:
         render.write_out("".join(render.esc(r["runId"]) + "\n" for r in rows))
+        return
+    if names:
+        render.write_out(render.tsv(columns.rows(columns.RUNS, names, rows)))
         return
     terminal = render.is_terminal()
     short = short_ids([r["runId"] for r in rows]) if terminal else {}
@@ -354,7 +439,7 @@ def runs_cmd(
     ]
     if terminal:
         if not rows:
-            render.err("No runs.")
+            render.empty("No runs.")
             return
         render.table(
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
@@ -369,6 +454,29 @@ def _short(v: Any, n: int = 60) -> str:
     s = v if isinstance(v, str) else render.json_line(v).strip()
     s = s.replace("\n", " ")
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+@app.command("rerun")
+@command
+def rerun_cmd(
+    run_id: str = typer.Argument(
+        ..., help="A failed, lost, aborted or timed-out run.", autocompletion=complete_run_ids
+    ),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> int:
+    """Start a new run with the target, message and options of one that did not end well.
+
+    The old record stays; the new one names it (`rerunOf`). Prints the new run id at once, as
+    `send --timeout 0` does: `sessiontool wait $(sessiontool rerun ID)`. A spawn keeps its
+    label only when no session holds it any more."""
+    from sessiontool.runs.rerun import rerun
+    from sessiontool.runs.submit import get_run
+
+    ctx = get_ctx(reads=True)
+    check_writable(ctx)
+    run_id = full_run_id(ctx, run_id)
+    result = rerun(ctx, get_run(ctx, run_id))
+    return _print_result(result, 0, want_json(json_))
 
 
 @app.command("abort")
@@ -386,11 +494,13 @@ def abort_cmd(
     get_run(ctx, run_id)
     rec = runs.abort(ctx.paths, run_id)
     result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
-    if rec.get("via") == "gateway" and rec.get("status") == "aborted" and rec.get("startedAt"):
-        from sessiontool.runs.gateway_run import abort_in_gateway
+    if rec.get("status") == "aborted" and rec.get("startedAt"):
+        from sessiontool.stores.writer import writer_of
 
-        # The turn was handed to OpenClaw's gateway: ask it to stop the turn too.
-        result["gatewayAborted"] = abort_in_gateway(ctx.paths, rec)
+        # Where the turn runs elsewhere (OpenClaw's gateway), it is asked to stop it too.
+        stopped = writer_of(rec).abort_turn(ctx.paths, rec)
+        if stopped is not None:
+            result["gatewayAborted"] = stopped
     if want_json(json_):
         render.emit_json(result)
     else:

@@ -14,10 +14,6 @@ from sessiontool.errors import SessiontoolError
 
 RUNNER_TYPES = ("echo", "command", "openai", "llm")
 
-# Placeholder model names that mean "nothing was configured": the model resolution of §6 ends
-# with the runner type's name, which no real endpoint knows.
-PLACEHOLDER_MODELS = frozenset({"", *RUNNER_TYPES})
-
 
 @dataclass
 class RunnerResult:
@@ -197,10 +193,12 @@ def split_model(model: str | None) -> tuple[str | None, str | None]:
     return None, model
 
 
-def requested_model(request: Mapping[str, Any]) -> str | None:
-    """The run's model, unless it is only the placeholder the resolution falls back to."""
+def requested_model(request: Mapping[str, Any], runner_type: str) -> str | None:
+    """The run's model, unless it is only the placeholder the resolution falls back to: the
+    type name of the runner that runs it. Another type's name is a real model id (`echo` is
+    llm-echo's model, which a `command` runner calling `llm -m {model}` must pass on)."""
     model = request.get("model")
-    if isinstance(model, str) and model.strip() not in PLACEHOLDER_MODELS:
+    if isinstance(model, str) and model.strip() not in ("", runner_type):
         return model.strip()
     return None
 

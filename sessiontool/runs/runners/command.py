@@ -14,6 +14,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -70,6 +71,20 @@ def _tail(data: bytes, limit: int = STDERR_TAIL) -> str:
     return text[-limit:].lstrip() if len(text) > limit else text
 
 
+def _keep_in_log(data: bytes, *, truncated: bool) -> None:
+    """The runner's stderr (its last MAX_STDERR_KEPT bytes) into the worker's stderr, which is
+    the run's log: `runs ID --log` then shows why a runner failed, not only the error's tail."""
+    if not data.strip():
+        return
+    head = "--- runner stderr" + (f" (last {MAX_STDERR_KEPT // 1024} KiB)" if truncated else "")
+    try:
+        sys.stderr.write(head + " ---\n")
+        sys.stderr.write(data.decode("utf-8", "replace").rstrip("\n") + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def _signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -90,6 +105,7 @@ class _Pumped:
     def __init__(self) -> None:
         self.stdout = bytearray()
         self.stderr = bytearray()
+        self.stderr_dropped = False
         self.timed_out = False
 
 
@@ -147,6 +163,7 @@ def _pump(proc: subprocess.Popen[bytes], data: bytes, stop_at: float | None) -> 
                 sink += chunk
                 if sink is out.stderr and len(sink) > MAX_STDERR_KEPT:
                     del sink[: len(sink) - MAX_STDERR_KEPT]
+                    out.stderr_dropped = True
                 if sink is out.stdout and len(sink) > MAX_STDOUT:
                     _kill_group(proc.pid)
                     raise RunnerError(
@@ -277,7 +294,7 @@ def _substitute(
     it). `{model}` is the run's model, else the runner's `model`, else empty (never the bare
     type name the model resolution ends with)."""
     cfg_model = cfg.get("model")
-    model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else "")
+    model = requested_model(request, "command") or (cfg_model if isinstance(cfg_model, str) else "")
     system = request.get("system")
     values = {
         "model": str(model),
@@ -381,6 +398,7 @@ class CommandRunner:
             _close_pipes(proc)
             proc.wait()
             raise
+        _keep_in_log(bytes(pumped.stderr), truncated=pumped.stderr_dropped)
         if pumped.timed_out:
             proc.wait()
             raise RunnerTimeout(f"runner timed out after {format_seconds(limit or 0)}")
@@ -444,7 +462,9 @@ class CommandRunner:
             )
         if model is None:
             cfg_model = self.cfg.get("model")
-            model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else None)
+            model = requested_model(request, "command") or (
+                cfg_model if isinstance(cfg_model, str) else None
+            )
         if model and provider is None:
             provider, model = split_model(model)
         elif model and provider and model.startswith(provider + "/"):

@@ -2,7 +2,7 @@
 llama.cpp, MLX and more through its plugins), with the session transcript as the conversation
 and the session tools as `llm` tools.
 
-`llm` is an optional extra (`pip install "sessiontool[llm]"`), imported only when a run uses this
+`llm` is an optional extra (`pip install '.[llm]'` in a checkout), imported only when a run uses this
 runner, so it costs the rest of sessiontool nothing. Model ids, aliases, the default model and
 API keys are `llm`'s own (`llm models`, `llm aliases`, `llm keys set`, its environment
 variables): whoever has `llm` working has this runner working.
@@ -39,7 +39,11 @@ from sessiontool.runs.runners.base import (
 )
 
 API = "llm"
-INSTALL = 'pip install "sessiontool[llm]"'
+# sessiontool is not on a package index: name the package itself, and the checkout's extra.
+INSTALL = (
+    "pip install 'llm>=0.36' in sessiontool's environment (from a checkout: "
+    "pip install '.[llm]'; with pipx: pipx inject sessiontool llm)"
+)
 POLL_SECONDS = 0.1
 NO_OUTPUT = "(no output)"
 
@@ -75,6 +79,20 @@ def get_model(llm: Any, name: str | None) -> Any:
                     pass
         message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
         raise RunnerError(f"{message} (`llm models` lists the models llm knows)") from exc
+
+
+def knows_model(name: str) -> bool | None:
+    """Whether `llm` resolves the name (as `get_model` does, `provider/` tried off); None when
+    the llm library is not installed, so the caller falls back to the config's model list."""
+    try:
+        llm = import_llm()
+    except RunnerError:
+        return None
+    try:
+        get_model(llm, name)
+    except RunnerError:
+        return False
+    return True
 
 
 def provider_of(model: Any) -> str:

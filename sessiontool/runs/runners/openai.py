@@ -401,7 +401,9 @@ class OpenAIRunner:
     def resolve_model(self, request: Mapping[str, Any]) -> tuple[str, str, str]:
         """(name sent to the API, provider recorded, model recorded)."""
         cfg_model = self.cfg.get("model")
-        model = requested_model(request) or (cfg_model if isinstance(cfg_model, str) else None)
+        model = requested_model(request, "openai") or (
+            cfg_model if isinstance(cfg_model, str) else None
+        )
         if not model:
             raise RunnerError(
                 "the openai runner has no model: set runner.model or the agent's model"

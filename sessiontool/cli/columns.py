@@ -1,0 +1,95 @@
+"""The TSV columns of `list`, `runs` and `search`: one place that names them, orders them (the
+terminal table's order, then what only scripts want), documents them in `--help` and lets
+`--fields` pick them, as `gh --json FIELDS` and `kubectl -o custom-columns` do.
+
+The rule for every TSV sessiontool prints: no header row (`cut -f1` is a key, never a title),
+columns in the order `--help` lists; `--fields a,b` prints exactly those, in that order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from sessiontool.errors import UsageError
+
+Getter = Callable[[Mapping[str, Any]], Any]
+
+
+def _iso(key: str) -> Getter:
+    def get(r: Mapping[str, Any]) -> Any:
+        from sessiontool.cli.render import iso_or_dash
+
+        return iso_or_dash(r.get(key))
+
+    return get
+
+
+def _plain(key: str) -> Getter:
+    return lambda r: r.get(key, "")
+
+
+def _run_result(r: Mapping[str, Any]) -> str:
+    v = r.get("reply") or r.get("error") or ""
+    s = v if isinstance(v, str) else str(v)
+    s = s.replace("\n", " ")
+    return s if len(s) <= 60 else s[:59] + "…"
+
+
+def _snippet(h: Mapping[str, Any]) -> str:
+    from sessiontool.cli.render import marked_snippet
+
+    return marked_snippet(h)
+
+
+SESSIONS: dict[str, Getter] = {
+    "key": _plain("key"),
+    "kind": _plain("kind"),
+    "channel": _plain("channel"),
+    "label": _plain("label"),
+    "updatedAt": _iso("updatedAt"),
+    "model": _plain("model"),
+    "totalTokens": _plain("totalTokens"),
+    "sessionId": _plain("sessionId"),
+}
+RUNS: dict[str, Getter] = {
+    "runId": _plain("runId"),
+    "kind": _plain("kind"),
+    "step": lambda r: r.get("step") or "",
+    "status": _plain("status"),
+    "sessionKey": _plain("sessionKey"),
+    "createdAt": _iso("createdAt"),
+    "result": _run_result,
+    "parentRunId": _plain("parentRunId"),
+    "rerunOf": _plain("rerunOf"),
+}
+RUNS_DEFAULT = ("runId", "kind", "step", "status", "sessionKey", "createdAt", "result")
+SEARCH: dict[str, Getter] = {
+    "key": lambda h: h.get("key") or "",
+    "sessionId": _plain("sessionId"),
+    "timestamp": _iso("timestamp"),
+    "role": _plain("role"),
+    "snippet": _snippet,
+    "label": _plain("label"),
+}
+SEARCH_DEFAULT = ("key", "sessionId", "timestamp", "role", "snippet")
+
+
+def pick(spec: Mapping[str, Getter], fields: str | None, default: Iterable[str]) -> list[str]:
+    """The column names `--fields` asks for (comma-separated), each checked; else the default."""
+    if fields is None:
+        return list(default)
+    names = [f.strip() for f in fields.split(",") if f.strip()]
+    if not names:
+        raise UsageError("--fields needs at least one field name")
+    for n in names:
+        if n not in spec:
+            raise UsageError(f"unknown field {n!r} (valid: {', '.join(spec)})")
+    return names
+
+
+def rows(spec: Mapping[str, Getter], names: list[str], records: Iterable[Mapping[str, Any]]) -> Any:
+    return ([spec[n](r) for n in names] for r in records)
+
+
+def help_text(names: Iterable[str]) -> str:
+    return ", ".join(names)

@@ -1,0 +1,201 @@
+"""The `gateway` writer (stores/writer.py): every change is a method of OpenClaw's running
+gateway, called through `gateway.call`; nothing of OpenClaw's (sessions.json, its database, a
+transcript, a lock under `agents/`) is written by sessiontool. Run records, logs and the outbox
+stay sessiontool's own, under `<state>/sessiontool/`.
+
+What each operation is, checked against the real 2026.9.6 gateway's `sessions.list` and
+`chat.history` (tests/interop_openclaw):
+- label / send policy: `sessions.patch {key, label | sendPolicy}`; a label another session of
+  the agent has is refused first (exit 2, as the file writer does).
+- reset: `sessions.reset {key}`; 2026.9.6 resets in place (the sessionId is kept, the
+  transcript starts over), which the result says (`inPlace`).
+- delete: `sessions.delete {key, deleteTranscript: true}`.
+- a run's turn: the `agent` method (runs/gateway_run.py); a spawn's child is created first with
+  `sessions.create {key, parentSessionKey, spawnDepth: 1, label}`, so OpenClaw links it to its
+  requester (`parentSessionKey`, the requester's `childSessions`) as its own sessions_spawn does.
+- a spawn's announce: an `agent` turn of the requester carrying the announce message.
+- abort: `chat.abort {sessionKey, runId}` (the run id is the turn's idempotency key).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sessiontool.errors import SessiontoolError, UsageError
+from sessiontool.openclaw import gateway
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
+    from sessiontool.sessions import Resolved
+    from sessiontool.stores.config import Config
+    from sessiontool.stores.paths import StatePaths
+
+Record = dict[str, Any]
+Entry = dict[str, Any]
+ANNOUNCE_CALL_TIMEOUT_S = 60.0
+
+
+def _entry(data: dict[str, Any]) -> Entry | None:
+    e = data.get("entry")
+    return e if isinstance(e, dict) else None
+
+
+def refuse_label_in_use(ctx: Context, agent_id: str, label: str, *, but: str | None = None) -> None:
+    """Exit 2 when a session of this agent already has `label`, read from the store the gateway
+    writes, before anything is asked of it (the file writer checks inside its lock)."""
+    from sessiontool.stores.files_writer import label_in_use
+    from sessiontool.stores.reader import iter_sessions, read_scope
+
+    with read_scope():
+        for row in iter_sessions(ctx.paths, [agent_id], fields=("label",)):
+            if row.key != but and row.entry.get("label") == label:
+                raise label_in_use(ctx, label, row.key)
+
+
+def _call(ctx: Context, method: str, params: dict[str, Any], label: str | None = None) -> Any:
+    """A session-management call; a label the gateway finds in use (a race with the check
+    above) is exit 2 here too, not a generic failure."""
+    try:
+        return gateway.call(ctx.paths, method, params)
+    except SessiontoolError as exc:  # the gateway refused (GatewayError) or was not reached
+        if label is not None and "label" in exc.message.lower() and "in use" in exc.message:
+            raise UsageError(
+                f"label already in use: {label}",
+                hint="labels name one session; pick another or relabel that one first",
+            ) from exc
+        raise
+
+
+class GatewayWriter:
+    kind = "gateway"
+    owns_delivery = True
+
+    # -- session management -----------------------------------------------------------------
+    def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:
+        refuse_label_in_use(ctx, r.agent_id, label, but=r.key)
+        data = _call(ctx, "sessions.patch", {"key": r.key, "label": label}, label)
+        return {"sessionKey": ctx.display(r.key), "entry": _entry(data), "via": "gateway"}
+
+    def reset(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+        data = _call(ctx, "sessions.reset", {"key": r.key})
+        entry = _entry(data)
+        sid = entry.get("sessionId") if entry else None
+        return {
+            "sessionKey": ctx.display(r.key),
+            "entry": entry,
+            "previousSessionId": r.session_id,
+            "inPlace": sid is not None and sid == r.session_id,
+            "via": "gateway",
+        }
+
+    def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+        data = _call(ctx, "sessions.delete", {"key": r.key, "deleteTranscript": True})
+        archived = data.get("archived")
+        first = archived[0] if isinstance(archived, list) and archived else None
+        return {
+            "sessionKey": ctx.display(r.key),
+            "entry": None,
+            "archived": first if isinstance(first, str) else None,
+            "via": "gateway",
+        }
+
+    def set_send_policy(self, ctx: Context, r: Resolved, wanted: str | None) -> Entry | None:
+        return _entry(_call(ctx, "sessions.patch", {"key": r.key, "sendPolicy": wanted}))
+
+    # -- runs -------------------------------------------------------------------------------
+    def before_run(self, ctx: Context) -> None:
+        return None  # sweeping is a file operation; OpenClaw maintains its own store
+
+    def requester_entry(self, ctx: Context, key: str) -> Entry | None:
+        from sessiontool.stores import keys
+        from sessiontool.stores.reader import read_scope, reader_for
+
+        try:
+            with read_scope():
+                found = reader_for(ctx.paths, keys.agent_of(key, ctx.agent_id)).session(key)
+        except SessiontoolError:
+            return None
+        return dict(found.entry) if found is not None else None
+
+    def add_child(
+        self,
+        ctx: Context,
+        *,
+        child: str,
+        agent_id: str,
+        requester: str,
+        label: str | None,
+        model: str | None,
+    ) -> None:
+        if label:
+            refuse_label_in_use(ctx, agent_id, label)
+
+    def run(self, w: Any, rec: Record) -> None:
+        from sessiontool.runs import gateway_run
+
+        gateway_run.execute_run(w, rec)
+
+    def first_follow_up(self, rec: Record) -> dict[str, Any] | None:
+        """A spawn announces back through the gateway; a send between two sessions gets the
+        same reply-back turns and announce step as on files (their turns are gateway runs
+        too); a `--deliver` send was delivered by OpenClaw itself."""
+        if rec.get("kind") == "spawn":
+            return {"next": "gateway-announce"}
+        reply = rec.get("reply")
+        if (
+            rec.get("kind") == "send"
+            and rec.get("a2a")
+            and rec.get("status") == "ok"
+            and isinstance(reply, str)
+            and reply.strip()
+        ):
+            return {"next": "reply:1", "latest": reply, "incoming": reply}
+        return None
+
+    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
+        """A turn of the requester session (accepted, not waited for: the gateway owns it from
+        there), idempotent by `<runId>:announce`. Raises on failure, so the step is retried."""
+        gateway.call(
+            paths,
+            "agent",
+            {
+                "sessionKey": rec["requesterSessionKey"],
+                "message": text,
+                "idempotencyKey": f"{rec['runId']}:announce",
+                "inputProvenance": {
+                    "kind": "inter_session",
+                    "sourceSessionKey": rec["sessionKey"],
+                    "sourceTool": "sessions_spawn",
+                },
+            },
+            timeout_s=ANNOUNCE_CALL_TIMEOUT_S,
+        )
+
+    def cleanup(self, paths: StatePaths, rec: Record) -> None:
+        if rec.get("cleanup") == "delete":
+            gateway.call(
+                paths, "sessions.delete", {"key": rec["sessionKey"], "deleteTranscript": True}
+            )
+
+    def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
+        """Best effort: the record says `aborted` whatever the gateway answers."""
+        from sessiontool.runs.gateway_run import abort_in_gateway
+
+        return abort_in_gateway(paths, rec)
+
+    def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
+        return None  # OpenClaw's gateway owns that session's entry
+
+    def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
+        return None  # no lock of sessiontool's lives in OpenClaw's store
+
+
+def reply_text(result: dict[str, Any]) -> str:
+    """The reply of an `agent` final answer: its payloads' text, joined."""
+    res = result.get("result") if isinstance(result.get("result"), dict) else result
+    payloads = res.get("payloads") if isinstance(res, dict) else None
+    texts = []
+    for p in payloads if isinstance(payloads, list) else []:
+        if isinstance(p, dict) and isinstance(p.get("text"), str):
+            texts.append(p["text"])
+    return "\n\n".join(texts)

@@ -1,0 +1,88 @@
+"""Which runs `runs` and `wait --session` show: the user's runs, with their internal steps
+(reply turns, announce) only when asked for, listed under the run they belong to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessiontool.context import Context
+from sessiontool.errors import UsageError
+from sessiontool.runs import records as runs
+from sessiontool.runs.submit import run_view, visible_run
+
+USER_KINDS = ("send", "spawn")
+
+
+def parse_kinds(values: list[str]) -> set[str]:
+    """`--kind send,spawn` (or repeated): the kinds asked for, each checked."""
+    kinds = {k.strip() for v in values for k in v.split(",") if k.strip()}
+    bad = sorted(kinds - runs.KINDS)
+    if bad:
+        valid = ", ".join(sorted(runs.KINDS))
+        raise UsageError(f"unknown kind {bad[0]!r} (valid: {valid})")
+    return kinds
+
+
+def list_runs(
+    ctx: Context,
+    *,
+    status: str | None = None,
+    session: str | None = None,
+    kinds: set[str] | None = None,
+    steps: bool = False,
+) -> dict[str, Any]:
+    """Runs newest first. Steps are internal (one `--as` send is a run and two steps): shown
+    only with `steps` (each right after its run) or when `kinds` names them."""
+    if status and status not in runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES:
+        valid = ", ".join(sorted(runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES))
+        raise UsageError(f"unknown status {status!r} (valid: {valid})")
+    wanted = set(kinds) if kinds else set(USER_KINDS) | ({"step"} if steps else set())
+    full = ctx.canonical(session) if session else None
+    out = []
+    for rec in runs.iter_records(ctx.paths):
+        if rec.get("kind") not in wanted or not visible_run(ctx, rec):
+            continue
+        rec = runs.reconcile(ctx.paths, rec)
+        if status and rec.get("status") != status:
+            continue
+        if full and rec.get("sessionKey") != full:
+            continue
+        out.append(rec)
+    out.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")), reverse=True)
+    if steps and not kinds:
+        out = _steps_under_their_runs(out)
+    return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
+
+
+def _steps_under_their_runs(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    ids = {r.get("runId") for r in recs}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        parent = r.get("parentRunId")
+        if r.get("kind") == "step" and isinstance(parent, str) and parent in ids:
+            children.setdefault(parent, []).append(r)
+    out: list[dict[str, Any]] = []
+    for r in recs:
+        parent = r.get("parentRunId")
+        if r.get("kind") == "step" and isinstance(parent, str) and parent in ids:
+            continue  # listed under its run
+        out.append(r)
+        out.extend(reversed(children.get(str(r.get("runId")), [])))  # in the order they ran
+    return out
+
+
+def open_runs(ctx: Context, session: str) -> list[str]:
+    """The ids of the user's queued or running runs of a session (no internal steps), oldest
+    first: what `wait --session KEY` waits for."""
+    full = ctx.canonical(session)
+    found = []
+    for rec in runs.iter_records(ctx.paths):
+        if rec.get("sessionKey") != full or rec.get("kind") not in USER_KINDS:
+            continue
+        if not visible_run(ctx, rec):
+            continue
+        rec = runs.reconcile(ctx.paths, rec)
+        if rec.get("status") in runs.ACTIVE_STATUSES:
+            found.append(rec)
+    found.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")))
+    return [r["runId"] for r in found]

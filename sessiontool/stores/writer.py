@@ -1,0 +1,174 @@
+"""One write interface over the two ways a session store is written, the mirror of
+`stores/reader.py`.
+
+- `files` (`stores/files_writer.py`): sessiontool's own format and OpenClaw's up to 2026.7
+  while no lock-ignoring gateway runs: `sessions.json` under OpenClaw's store lock, transcripts
+  appended under its transcript lock, a run's turn carried out by sessiontool's runner.
+- `gateway` (`openclaw/gateway_writer.py`): OpenClaw 2026.8+ (its SQLite store) and a JSON-era
+  gateway that no longer takes the store lock: every change is a method of OpenClaw's running
+  gateway (`sessions.patch`, `sessions.reset`, `sessions.delete`, `sessions.create`, `agent`,
+  `chat.abort`) and nothing of OpenClaw's is written by sessiontool.
+
+The choice is made once per command by `writer_for` (the agents a write touches, the running
+gateway's version facts in `openclaw/gateway.py`), recorded in a run's record (`via`), and
+found again from it by `writer_of` in the worker and the follow-up steps. Every operation is
+written once per writer; nothing below the commands asks which store it is on. A new OpenClaw
+release means a reader/writer pair and a line in the version table, not a new branch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
+    from sessiontool.sessions import Resolved
+    from sessiontool.stores.config import Config
+    from sessiontool.stores.paths import StatePaths
+
+Record = dict[str, Any]
+Entry = dict[str, Any]
+WRITER_KINDS = ("files", "gateway")
+
+
+class SessionWriter(Protocol):
+    """What a write command, the run worker and the follow-up steps ask of a store."""
+
+    kind: str  # "files" | "gateway"; a run's record keeps it as `via`
+    # The store delivers on the session's channel itself: OpenClaw's gateway carries out a
+    # `--deliver` send's delivery (`deliver: true`), and what sessiontool's outbox delivers is
+    # not mirrored into OpenClaw's transcript (not sessiontool's to write). Files: False.
+    owns_delivery: bool
+
+    # -- session management (label, reset, delete, policy) ---------------------------------
+    def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:
+        """The session's label; another session of its agent with that label: exit 2."""
+        ...
+
+    def reset(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+        """A new conversation in the session (`previousSessionId`, `inPlace`)."""
+        ...
+
+    def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+        """The session gone from its index, its transcript archived."""
+        ...
+
+    def set_send_policy(self, ctx: Context, r: Resolved, wanted: str | None) -> Entry | None:
+        """`allow`/`deny`, or None to clear; the entry afterwards (None: no entry)."""
+        ...
+
+    # -- runs -------------------------------------------------------------------------------
+    def before_run(self, ctx: Context) -> None:
+        """Housekeeping a send or spawn does first (the file store's archive sweep)."""
+        ...
+
+    def requester_entry(self, ctx: Context, key: str) -> Entry | None:
+        """The entry of a requester session, for its channel (None when not known here)."""
+        ...
+
+    def add_child(
+        self,
+        ctx: Context,
+        *,
+        child: str,
+        agent_id: str,
+        requester: str,
+        label: str | None,
+        model: str | None,
+    ) -> None:
+        """What a spawn writes before its run is queued: the child's entry linked to its
+        requester (files), or only the label check (gateway: the worker creates the child)."""
+        ...
+
+    def run(self, w: Any, rec: Record) -> None:
+        """Carry out a queued record's turn (the lane worker calls it, holding the run lock)."""
+        ...
+
+    def first_follow_up(self, rec: Record) -> dict[str, Any] | None:
+        """The first follow-up step of a run that has just ended (None: nothing follows)."""
+        ...
+
+    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
+        """Hand a spawn's announce message to its requester session (raises: retried)."""
+        ...
+
+    def cleanup(self, paths: StatePaths, rec: Record) -> None:
+        """A spawn's `--cleanup delete`, after its announce."""
+        ...
+
+    def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
+        """After `abort` ended a started run: stop the turn where it runs. True/False: the
+        store says it stopped something or not; None: nothing to ask (the process is gone)."""
+        ...
+
+    def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
+        """An aborted or lost run's session flagged as such, if this writer keeps that flag."""
+        ...
+
+    def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
+        """Locks a lost worker may have left in the store (only those nobody holds)."""
+        ...
+
+
+def _make(kind: str) -> SessionWriter:
+    if kind == "gateway":
+        from sessiontool.openclaw.gateway_writer import GatewayWriter
+
+        return GatewayWriter()
+    from sessiontool.stores.files_writer import FilesWriter
+
+    return FilesWriter()
+
+
+def writer_for(
+    ctx: Context, agent_ids: list[str], command: str, *, routable: bool = True
+) -> SessionWriter:
+    """The writer for a command that writes these agents' sessions, or ForbiddenError (exit 4)
+    when neither way is safe (`routable`: the command has a gateway form).
+
+    A send or spawn (`command` in TURNS) on a state dir that belongs to OpenClaw or Clawdbot
+    (its config file is there) with no sessiontool runner configured for these agents never
+    gets the built-in echo demo agent: it goes to the running gateway, or is refused (exit 4)
+    saying so. The demo agent answers only in sessiontool's own state dirs."""
+    from sessiontool.openclaw import gateway
+
+    ids = sorted(set(agent_ids))
+    kind = gateway.write_mode(ctx.paths, ids, command, routable=routable)
+    foreign = kind == "files" and ctx.paths.openclaw_config() is not None
+    if foreign and command in TURNS and not all(runner_configured(ctx, a) for a in ids):
+        kind = _gateway_or_refuse(ctx, command)
+    return _make(kind)
+
+
+TURNS = ("send", "spawn")
+
+
+def runner_configured(ctx: Context, agent_id: str) -> bool:
+    """A runner chosen in sessiontool's config for this agent (its own, or the agents'
+    default); an explicit `{"type": "echo"}` counts: the demo agent was asked for."""
+    cfg = ctx.config
+    return cfg.agent(agent_id).runner is not None or cfg.get("agents.defaults.runner") is not None
+
+
+def _gateway_or_refuse(ctx: Context, command: str) -> str:
+    from sessiontool.errors import ForbiddenError
+    from sessiontool.openclaw import gateway
+
+    cfg_file = ctx.paths.openclaw_config()
+    owner = cfg_file.name if cfg_file is not None else "openclaw.json"
+    g = gateway.find(ctx.paths)
+    if g.reachable():
+        return "gateway"  # how it is reached (and what it refuses) is the gateway module's
+    why = f"no gateway answers at {g.host}:{g.port}"
+    raise ForbiddenError(
+        f"{command}: this state dir belongs to OpenClaw ({owner}) and {why}; sessiontool's "
+        "built-in echo demo agent answers only in its own state dirs",
+        hint=g.how_to_start() + ", or configure a sessiontool runner for the agent "
+        '(`agents.defaults.runner` in sessiontool.json5, e.g. {"type": "command", ...}; '
+        'docs/reference.md, "Runners")',
+    )
+
+
+def writer_of(rec: Record) -> SessionWriter:
+    """The writer a run's command chose, from its record (`via`; older records: files)."""
+    return _make("gateway" if rec.get("via") == "gateway" else "files")

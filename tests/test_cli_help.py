@@ -1,0 +1,42 @@
+"""`--help` and usage errors: help text wrapped once at the terminal's width, and an unknown
+option pointing at the command's own help."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+
+WIDTH = 80
+
+
+def _description(text: str) -> list[list[str]]:
+    """The paragraphs between the usage line and the first panel, as their lines."""
+    body = text.split("Usage:", 1)[1].split("╭", 1)[0].splitlines()[1:]
+    paras: list[list[str]] = [[]]
+    for line in body:
+        if line.strip():
+            paras[-1].append(line.strip())
+        elif paras[-1]:
+            paras.append([])
+    return [p for p in paras if p]
+
+
+@pytest.mark.parametrize("command", ["export", "deliveries", "send", "doctor"])
+def test_help_is_wrapped_once_not_mid_sentence(command: str) -> None:
+    proc = run_cli(command, "--help", env={"COLUMNS": str(WIDTH)})
+    assert proc.returncode == 0, proc.stderr
+    paras = _description(proc.stdout)
+    assert len(paras) >= 2
+    for para in paras:
+        for line, nxt in zip(para, para[1:], strict=False):
+            # Greedy wrapping: a line ends only where the next word would not have fit.
+            fits = len(line) + 1 + len(nxt.split()[0]) <= WIDTH - 2
+            assert not fits, f"{command} --help breaks early:\n{line}\n{nxt}"
+
+
+def test_unknown_option_points_at_the_commands_help() -> None:
+    proc = run_cli("list", "--limt", "3")
+    assert proc.returncode == 2
+    assert "No such option: --limt" in proc.stderr
+    assert "hint: see: sessiontool list --help" in proc.stderr
