@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import FIXTURE_STATE, run_cli, write_config
+from .fakes import gateway as fake
 from .runhelpers import reap
 from .test_openclaw_sqlite import tree_digest
 
@@ -96,15 +97,16 @@ def test_no_runner_goes_to_the_running_gateway(tmp_path: Path) -> None:
     not the echo agent's, and sessiontool writes nothing of OpenClaw's store."""
     state = tmp_path / "cb-state"
     shutil.copytree(FIXTURE_STATE, state)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
+    # A 2026.4.29 gateway speaks protocol 3: sessiontool's own client learns that from the
+    # handshake and reaches it through the gateway's own CLI.
+    gw = fake.running(tmp_path / "gw", protocol=3, version="2026.4.29", token=None)
+    listener = gw.__enter__()
     cli = tmp_path / "openclaw"
     cli.write_text(FAKE_CLI.replace("PYTHON", sys.executable))
     cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
     log = tmp_path / "calls.jsonl"
     env = {
-        "OPENCLAW_GATEWAY_PORT": str(listener.getsockname()[1]),
+        "OPENCLAW_GATEWAY_PORT": str(listener.port),
         "SESSIONTOOL_OPENCLAW_BIN": str(cli),
         "FAKE_GATEWAY_LOG": str(log),
     }
@@ -118,7 +120,8 @@ def test_no_runner_goes_to_the_running_gateway(tmp_path: Path) -> None:
         assert [c["params"]["sessionKey"] for c in calls if c["method"] == "agent"] == [
             "agent:main:main"
         ]
+        assert [c["params"]["maxProtocol"] for c in listener.connects()][0] == 4
     finally:
-        listener.close()
+        gw.__exit__(None, None, None)
         reap(state)
     assert tree_digest(state / "agents") == before

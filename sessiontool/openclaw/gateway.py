@@ -344,7 +344,7 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
                 "through OpenClaw's gateway only, and sessiontool has no gateway form of "
                 f"`{command}`"
             )
-        _ready(paths, g, command)
+        ready(paths, command)
         return "gateway"
     if paths.openclaw_config() is None or not g.reachable():
         return "files"
@@ -360,7 +360,7 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     if not lockless(version):
         return "files"
     if routable:
-        _ready(paths, g, command)
+        ready(paths, command)
         return "gateway"
     raise ForbiddenError(
         f"{command}: OpenClaw {version}'s gateway is running at {g.host}:{g.port} and does not "
@@ -369,11 +369,13 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     )
 
 
-def _ready(paths: StatePaths, g: Gateway, command: str) -> None:
+def ready(paths: StatePaths, command: str) -> None:
     """The gateway can take this command's writes: OpenClaw's exec-marker rule, then the
-    handshake (with the scopes the command needs); the CLI only after a protocol mismatch."""
+    handshake (with the scopes the command needs; a refusal is exit 4 before anything is
+    submitted); the CLI only after a protocol mismatch."""
     from sessiontool.openclaw import wsclient
 
+    g = find(paths)
     if command in ("send", "spawn"):
         check_exec_marker("agent")
     scopes = frozenset({COMMAND_SCOPES.get(command, wsclient.WRITE)})

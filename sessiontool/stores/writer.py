@@ -158,7 +158,8 @@ def _gateway_or_refuse(ctx: Context, command: str) -> str:
     owner = cfg_file.name if cfg_file is not None else "openclaw.json"
     g = gateway.find(ctx.paths)
     if g.reachable():
-        return "gateway"  # how it is reached (and what it refuses) is the gateway module's
+        gateway.ready(ctx.paths, command)  # how it is reached, what it refuses: the gateway's
+        return "gateway"
     why = f"no gateway answers at {g.host}:{g.port}"
     raise ForbiddenError(
         f"{command}: this state dir belongs to OpenClaw ({owner}) and {why}; sessiontool's "
