@@ -3,11 +3,13 @@ sqlite3). Message text in an FTS5 table (unicode61 words; rows in unsegmented sc
 trigram table), and each assistant message's token usage for `usage`.
 
 It is disposable and always catches up before it answers: per transcript it remembers the
-identity (device, inode), the size and mtime it saw, the offset it read to and the bytes just
-before that offset. A grown file whose bytes before that offset are unchanged is read from that
-offset only; a shrunk, replaced or rewritten file (or one written to without growing) is read
-again from the start; a vanished one is dropped. When no transcript changed (one stat each),
-nothing is written and no lock is taken. A missing index is rebuilt, an
+identity (device, inode), the size, mtime and ctime it saw, the offset it read to and a digest
+of the bytes before that offset (`prefix_digest`: every byte up to FULL_DIGEST_MAX, sampled
+blocks beyond). A grown file whose digest still matches is read from that offset only; a shrunk,
+replaced or rewritten file is read again from the start; a vanished one is dropped. The ctime
+is what catches a rewrite that kept the size and mtime (`cp -p`, `rsync -t`, a restore): no
+one can set it back. When no transcript changed (one stat each), nothing is written and no
+lock is taken. A missing index is rebuilt, an
 unreadable one is deleted and rebuilt (the caller is told, to warn). OpenClaw never reads it."""
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sessiontool import diag
-from sessiontool.errors import BusyError, StorageError
+from sessiontool.errors import BusyError, CorruptStateError, StorageError, UnsafePathError
 from sessiontool.stores.index_text import (
     HIT,
     Extracted,
@@ -42,16 +44,22 @@ __all__ = [
     "using_index",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 INDEX_NAME = "index.sqlite"
-TAIL = 32  # bytes before the read offset remembered to notice a same-size rewrite
+# What a transcript's digest covers: every byte of a prefix up to this size (a few ms per MB,
+# paid only when the file changed); beyond it the first and last EDGE bytes and SAMPLES blocks
+# spread between them, so a catch-up after one new message in a huge transcript stays cheap.
+FULL_DIGEST_MAX = 32 << 20
+EDGE = 1 << 20
+SAMPLES = 256
+SAMPLE = 16 << 10
 BUSY_TIMEOUT_S = 30.0
 T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE files(
   id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, dev INTEGER, ino INTEGER,
-  size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT);
+  size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT, ctime INTEGER);
 CREATE TABLE msgs(
   id INTEGER PRIMARY KEY AUTOINCREMENT, file_id INTEGER NOT NULL, ts INTEGER, role TEXT,
   cjk INTEGER, off INTEGER, part INTEGER, text TEXT);
@@ -145,6 +153,36 @@ def _collect(
     return ex.role if ex.role is not None else last_role
 
 
+def prefix_digest(fh: Any, off: int) -> bytes:
+    """What identifies the first `off` bytes of an open transcript (b"" when it is shorter):
+    a CRC-32 of every byte up to FULL_DIGEST_MAX, of sampled blocks beyond. Compared before
+    reading only what was appended, so that an edit before the offset (an earlier line changed
+    to the same length, then an append) reads the file again instead of leaving its old words
+    findable."""
+    import zlib
+
+    if off <= FULL_DIGEST_MAX:
+        spans = [(0, off)]
+        kind = b"F"
+    else:
+        step = (off - 2 * EDGE - SAMPLE) // SAMPLES
+        spans = [(0, EDGE)]
+        spans += [(EDGE + i * step, SAMPLE) for i in range(SAMPLES)]
+        spans.append((off - EDGE, EDGE))
+        kind = b"S"
+    crc = 0
+    for start, length in spans:
+        fh.seek(start)
+        left = length
+        while left:
+            chunk = fh.read(min(left, 1 << 20))
+            if not chunk:
+                return b""
+            crc = zlib.crc32(chunk, crc)
+            left -= len(chunk)
+    return kind + off.to_bytes(8, "big") + crc.to_bytes(4, "big")
+
+
 def row_text(fh: Any, off: int, part: int) -> str | None:
     """The text of row `part` of the transcript line at byte `off` (None: not there any more)."""
     try:
@@ -173,7 +211,8 @@ class Virtual:
 
 @dataclass(frozen=True)
 class Job:
-    """What to read of one transcript: bytes [off, size) after a message of `last_role`."""
+    """What to read of one transcript: bytes [off, size) after a message of `last_role`;
+    `digest` is the (checked) digest of the bytes before `off`."""
 
     file_id: int
     path: str
@@ -181,12 +220,14 @@ class Job:
     size: int
     last_role: str | None
     st: os.stat_result
+    digest: bytes = b""
 
 
 @dataclass
 class Read:
     """What reading a Job gave: the rows and turns, how far it read (whole lines only), the
-    bytes just before that offset and the role the next line follows; or the OS error."""
+    digest of the bytes before that offset and the role the next line follows; or the OS
+    error."""
 
     job: Job
     off: int = 0
@@ -207,10 +248,11 @@ def read_job(job: Job) -> Read:
             ex = extract(raw)
             if ex is not None:
                 last_role = _collect(job.file_id, ex, start, last_role, out.rows, out.turns)
-        if out.off:
+        if out.off == job.off and job.digest:
+            out.tail = job.digest
+        elif out.off:
             with open(job.path, "rb") as fh:
-                fh.seek(max(0, out.off - TAIL))
-                out.tail = fh.read(min(TAIL, out.off))
+                out.tail = prefix_digest(fh, out.off)
     except OSError as exc:
         out.error = exc.strerror or str(exc)
     out.last_role = last_role
@@ -360,15 +402,26 @@ class Index:
 
     def _open(self) -> sqlite3.Connection:
         ensure_dir(self.dir)
-        if not self.path.exists():
-            try:  # private text: owner-only from the first byte (WAL files copy the mode)
-                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-            except OSError as exc:
-                raise StorageError(f"cannot create {self.path}: {exc.strerror}") from exc
+        check_index_files(self.dir)
+        try:  # private text: owner-only from the first byte (WAL files copy the mode)
+            os.close(
+                os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            )
+        except OSError as exc:
+            check_index_files(self.dir)  # a link or a directory planted meanwhile
+            raise StorageError(f"cannot create {self.path}: {exc.strerror}") from exc
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise IndexCorrupt(str(exc)) from exc
+        try:
+            # SQLite opens the -wal/-shm/-journal files by name and follows links: checked
+            # again now that they exist (WAL mode creates them at the first read).
+            conn.execute("PRAGMA schema_version").fetchone()
+            check_index_files(self.dir)
+        except BaseException:
+            conn.close()
+            raise
         try:
             # No fsync, ever: the index is disposable (rebuilt from the transcripts when lost
             # or unreadable), and with NORMAL the checkpoint that closing the last connection
@@ -446,7 +499,7 @@ class Index:
         c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
 
     def _files(self) -> dict[str, tuple[Any, ...]]:
-        """path → (id, path, dev, ino, size, mtime, off, tail, last_role)."""
+        """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime)."""
         return {r[1]: r for r in self.conn.execute("SELECT * FROM files").fetchall()}
 
     def _unchanged(
@@ -475,11 +528,12 @@ class Index:
                     return None
                 continue
             row = known.get(spath)
-            if row is None or (row[2], row[3], row[4], row[5]) != (
+            if row is None or (row[2], row[3], row[4], row[5], row[9]) != (
                 st.st_dev,
                 st.st_ino,
                 st.st_size,
                 st.st_mtime_ns,
+                st.st_ctime_ns,
             ):
                 return None
             ids[spath] = int(row[0])
@@ -645,14 +699,12 @@ class Index:
                 day_sums(turns),
             )
 
-    def _same_tail(self, path: Path, off: int, tail: bytes | None) -> bool:
+    def _same_prefix(self, path: Path, off: int, digest: bytes | None) -> bool:
         if off == 0:
             return True
-        n = min(TAIL, off)
         try:
             with open(path, "rb") as fh:
-                fh.seek(off - n)
-                return fh.read(n) == (tail or b"")
+                return bool(digest) and prefix_digest(fh, off) == digest
         except OSError:
             return False
 
@@ -668,23 +720,28 @@ class Index:
                 (str(path), st.st_dev, st.st_ino),
             )
             file_id = int(cur.lastrowid or 0)
-            off, last_role = 0, None
+            off, last_role, digest = 0, None, b""
         else:
-            file_id, _p, dev, ino, size, mtime, off, tail, last_role = row
-            if (
-                (dev, ino) == (st.st_dev, st.st_ino)
-                and st.st_size == size
-                and st.st_mtime_ns == mtime
+            file_id, _p, dev, ino, size, mtime, off, digest, last_role, ctime = row
+            if (dev, ino, size, mtime, ctime) == (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
             ):
                 return int(file_id)
             if (
                 (dev, ino) != (st.st_dev, st.st_ino)
-                or st.st_size <= size  # written to without growing: rewritten in place
-                or not self._same_tail(path, off, tail)
+                or st.st_size < off
+                # Changed without growing, where the digest samples: it cannot prove that
+                # nothing changed (a rename or chmod also moves the ctime).
+                or (st.st_size <= size and off > FULL_DIGEST_MAX)
+                or not self._same_prefix(path, off, digest)
             ):
                 self._purge(file_id)  # replaced or rewritten: read it again from the start
-                off, last_role = 0, None
-        jobs.append(Job(int(file_id), str(path), off, st.st_size, last_role, st))
+                off, last_role, digest = 0, None, b""
+        jobs.append(Job(int(file_id), str(path), off, st.st_size, last_role, st, digest or b""))
         return int(file_id)
 
     def _run(self, jobs: list[Job]) -> None:
@@ -719,13 +776,14 @@ class Index:
         self._insert(got.rows, got.turns)
         st = job.st
         self.conn.execute(
-            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, off = ?, tail = ?, "
-            "last_role = ? WHERE id = ?",
+            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, ctime = ?, off = ?, "
+            "tail = ?, last_role = ? WHERE id = ?",
             (
                 st.st_dev,
                 st.st_ino,
                 st.st_size,
                 st.st_mtime_ns,
+                st.st_ctime_ns,
                 got.off,
                 got.tail,
                 got.last_role,
@@ -783,6 +841,37 @@ class Index:
         return True
 
 
+INDEX_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def check_index_files(root: Path) -> None:
+    """Refuse (exit 5) when the index or a file SQLite keeps beside it is a link (SQLite
+    follows one: a planted link would make it create or rewrite a file outside the state dir,
+    even another program's database) or a directory (nothing sessiontool can delete or use)."""
+    import stat
+
+    for suffix in INDEX_FILES:
+        p = root / (INDEX_NAME + suffix)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StorageError(f"cannot use the search index file {p}: {exc.strerror}") from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePathError(
+                f"refusing to open the search index through the link {p} -> "
+                f"{os.path.realpath(p)}; remove it (rm {p}): the index is rebuilt",
+                extra={"path": str(p)},
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptStateError(
+                f"the search index file {p} is not a regular file; move it aside (mv {p} "
+                f"{p}.bak): the index is rebuilt",
+                extra={"path": str(p)},
+            )
+
+
 def using_index(root: Path, fn: Callable[[Index], T]) -> T:
     """Run `fn` on the index; an unreadable index is deleted, rebuilt (with a warning) and
     `fn` run once more."""
@@ -806,7 +895,8 @@ def using_index(root: Path, fn: Callable[[Index], T]) -> T:
 
 
 def remove_index(root: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    check_index_files(root)
+    for suffix in INDEX_FILES:
         try:
             os.unlink(root / (INDEX_NAME + suffix))
         except FileNotFoundError:

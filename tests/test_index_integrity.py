@@ -1,0 +1,131 @@
+"""The search index against a hostile or careless state dir: a planted link never makes SQLite
+write outside the state dir, an in-place edit the stat cannot see is still found, and one bad
+transcript costs only its own hits."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURE_STATE, run_cli
+from tests.test_index_catchup import DAY, T0, _conversation, _line, _make_state
+
+INDEX = ("sessiontool", "index.sqlite")
+
+
+def _search(*args: str) -> dict[str, Any]:
+    proc = run_cli("search", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def _other_program_db(path: Path) -> bytes:
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE mine(x)")
+    con.execute("INSERT INTO mine VALUES (1)")
+    con.commit()
+    con.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+def test_a_link_planted_at_an_index_file_is_refused_and_nothing_outside_changes(
+    state: Path, tmp_path: Path, suffix: str
+) -> None:
+    shutil.copytree(FIXTURE_STATE, state)
+    (state / INDEX[0]).mkdir(exist_ok=True)
+    other = tmp_path / "other.sqlite"
+    before = _other_program_db(other)
+    planted = state.joinpath(*INDEX).with_name(INDEX[1] + suffix)
+    missing = tmp_path / "elsewhere" / "new.sqlite"
+    missing.parent.mkdir()
+    for target in (other, missing):
+        if planted.is_symlink():
+            planted.unlink()
+        planted.symlink_to(target)
+        for cmd in (["search", "book"], ["usage"]):
+            proc = run_cli(*cmd)
+            assert proc.returncode == 5, proc.stderr
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and "link" in lines[0] and str(planted) in lines[0]
+        assert other.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("other")) == [
+            "other.sqlite"
+        ]
+        assert not missing.exists()
+    # Once the link is gone the index is built in the state dir as usual.
+    planted.unlink()
+    assert _search("book")["count"] > 0
+    assert state.joinpath(*INDEX).is_file() and not state.joinpath(*INDEX).is_symlink()
+
+
+def test_an_index_that_is_a_directory_is_exit_5_with_one_honest_line(state: Path) -> None:
+    shutil.copytree(FIXTURE_STATE, state)
+    index = state.joinpath(*INDEX)
+    index.mkdir(parents=True)
+    proc = run_cli("search", "book")
+    assert proc.returncode == 5
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "not a regular file" in lines[0] and "rebuilt" not in lines[0].split(":")[1]
+    assert index.is_dir()
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
+    assert len(old) == len(new)
+    st = path.stat()
+    data = path.read_bytes()
+    assert old in data
+    with open(path, "r+b") as fh:  # in place, as `cp -p` onto it does
+        fh.write(data.replace(old, new))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+    )
+
+
+def test_same_size_rewrite_with_the_mtime_kept_is_seen(state: Path) -> None:
+    path = _make_state(state, {"agent:main:main": _conversation(1)})["agent:main:main"]
+    assert _search("alpha")["count"] == 8
+    _rewrite_keeping_size_and_mtime(path, b"alpha", b"gamma")
+    assert _search("gamma")["count"] == 8
+    assert _search("alpha")["count"] == 0
+
+
+def test_earlier_line_edited_to_the_same_length_then_an_append_is_seen(state: Path) -> None:
+    path = _make_state(state, {"agent:main:main": _conversation(2)})["agent:main:main"]
+    assert _search("alpha")["count"] == 14
+    data = path.read_bytes()
+    first = data.index(b"alpha question 0")
+    path.write_bytes(data[:first] + b"kappa" + data[first + 5 :])
+    with open(path, "ab") as fh:
+        fh.write(_line("user", T0 + 3 * DAY, "appended words", 77))
+    assert _search("kappa")["count"] == 1
+    assert _search("alpha")["count"] == 13
+    assert _search("appended")["count"] == 1
+    # Every hit's snippet holds the word it was found by.
+    for word in ("alpha", "kappa"):
+        for hit in _search(word)["hits"]:
+            assert word in hit["snippet"].lower()
+
+
+def test_truncated_and_rewritten_with_the_same_first_bytes_is_seen(state: Path) -> None:
+    path = _make_state(state, {"agent:main:main": _conversation(1)})["agent:main:main"]
+    assert _search("alpha")["count"] == 8
+    data = path.read_bytes()
+    keep = data.index(b"alpha question 1")
+    rest = data[keep:].replace(b"alpha", b"sigma")
+    with open(path, "r+b") as fh:
+        fh.truncate(0)
+        fh.write(data[:keep] + rest + _line("user", T0 + DAY, "more", 80))
+    assert _search("sigma")["count"] == 6
+    assert _search("alpha")["count"] == 2
