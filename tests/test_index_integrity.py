@@ -129,3 +129,36 @@ def test_truncated_and_rewritten_with_the_same_first_bytes_is_seen(state: Path) 
         fh.write(data[:keep] + rest + _line("user", T0 + DAY, "more", 80))
     assert _search("sigma")["count"] == 6
     assert _search("alpha")["count"] == 2
+
+
+def test_a_transcript_that_became_a_directory_is_skipped_with_a_warning(state: Path) -> None:
+    paths = _make_state(
+        state,
+        {
+            "agent:main:main": _conversation(1, word="alpha"),
+            "agent:main:other": _conversation(1, word="bravo"),
+        },
+    )
+    assert _search("alpha OR bravo", "--limit", "100")["count"] == 16  # an index that knows both
+    bad = paths["agent:main:other"]
+    bad.unlink()
+    bad.mkdir()
+    for _ in range(2):
+        proc = run_cli("search", "alpha OR bravo", "--limit", "100", "--json")
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["count"] == 8
+        assert {h["key"] for h in out["hits"]} == {"main"}
+        warnings = [ln for ln in proc.stderr.splitlines() if str(bad) in ln]
+        assert len(warnings) == 1 and "left out" in warnings[0]
+    proc = run_cli("usage", "--json")
+    assert proc.returncode == 0 and str(bad) in proc.stderr
+    assert json.loads(proc.stdout)["total"]["turns"] == 4
+    # Asked for that session: its error, with the documented exit code (a directory: 5).
+    proc = run_cli("search", "bravo", "--session", "agent:main:other")
+    assert proc.returncode == 5, proc.stderr
+    assert str(bad) in proc.stderr and "internal error" not in proc.stderr
+    # Back as a file with the same words: found again.
+    bad.rmdir()
+    bad.write_bytes(b"".join(_conversation(1, word="bravo")))
+    assert _search("bravo")["count"] == 8

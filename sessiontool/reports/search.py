@@ -336,6 +336,7 @@ def search(
             [r.path for r in refs if r.virtual is None],
             [r.virtual for r in refs if r.virtual is not None],
         )
+        si.left_out(idx, session is not None or label is not None)
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
         scoped = idx.set_scope(by_id)
         texts = _Texts({i: r.path for i, r in by_id.items() if r.virtual is None})

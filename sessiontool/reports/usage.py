@@ -185,6 +185,7 @@ def usage(
             [r.path for r in refs if r.virtual is None],
             [r.virtual for r in refs if r.virtual is not None],
         )
+        si.left_out(idx, False)
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
         scoped = idx.set_scope(by_id)
         return _sums(idx, by, since_ms, until_ms, scoped), by_id

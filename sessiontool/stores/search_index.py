@@ -236,6 +236,7 @@ class Read:
     rows: list[Row] = field(default_factory=list)
     turns: list[tuple[Any, ...]] = field(default_factory=list)
     error: str | None = None
+    errno: int | None = None
 
 
 def read_job(job: Job) -> Read:
@@ -255,6 +256,7 @@ def read_job(job: Job) -> Read:
                 out.tail = prefix_digest(fh, out.off)
     except OSError as exc:
         out.error = exc.strerror or str(exc)
+        out.errno = exc.errno
     out.last_role = last_role
     return out
 
@@ -398,6 +400,10 @@ class Index:
         self.fts = fts5_available()
         self.trigram = self.fts and trigram_available()
         self.dead = 0
+        # Transcripts the last sync could not read (a directory, no permission): path → the
+        # OSError. Their rows are dropped (no hit from words they may no longer hold); the
+        # caller warns, or fails when that session was asked for.
+        self.unreadable: dict[str, OSError] = {}
         self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -546,6 +552,7 @@ class Index:
         """Bring the index up to date for `paths` and `virtual` transcripts; drop files that no
         longer exist. Returns path (or virtual name) → file id for those that exist."""
         c = self.conn
+        self.unreadable = {}
         wanted: dict[str, Path | None] = {str(p): p for p in paths}
         sources = list(virtual)
         for v in sources:
@@ -604,6 +611,8 @@ class Index:
                         known[spath] = row
                 ids[spath] = self._catch_up(path, st, row, jobs)
             self._run(jobs)
+            for spath in self.unreadable:
+                ids.pop(spath, None)
             for spath, row in known.items():
                 if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
                     gone.append(row[0])
@@ -772,7 +781,15 @@ class Index:
     def _store(self, got: Read) -> None:
         job = got.job
         if got.error is not None:
-            raise StorageError(f"cannot read transcript {job.path}: {got.error}")
+            self.unreadable[job.path] = OSError(got.errno or 0, got.error, job.path)
+            self._purge(job.file_id)
+            # Forget what was read: once readable again it is read from the start.
+            self.conn.execute(
+                "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
+                "last_role = NULL WHERE id = ?",
+                (job.file_id,),
+            )
+            return
         self._insert(got.rows, got.turns)
         st = job.st
         self.conn.execute(
@@ -870,6 +887,18 @@ def check_index_files(root: Path) -> None:
                 f"{p}.bak): the index is rebuilt",
                 extra={"path": str(p)},
             )
+
+
+def left_out(idx: Index, asked: bool) -> None:
+    """Word the transcripts the last sync could not read: when the caller asked for that one
+    session, its error (exit 5 for a directory, 4 for no permission); otherwise one warning
+    each, naming it, and the answer goes on without it."""
+    from sessiontool.errors import from_os_error
+
+    for path, exc in idx.unreadable.items():
+        if asked:
+            raise from_os_error(exc, "read the transcript")
+        diag.warn(f"cannot read {path}: {exc.strerror}; its messages are left out")
 
 
 def using_index(root: Path, fn: Callable[[Index], T]) -> T:
