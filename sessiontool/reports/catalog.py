@@ -39,6 +39,9 @@ class SessionRef:
     archived: bool = False
     # Set for a transcript that is not a JSONL file (OpenClaw's SQLite store): how to read it.
     virtual: Virtual | None = field(default=None, compare=False)
+    # OpenClaw's SQLite store resets a session in place: the turns before its last reset are
+    # this second transcript, archived (JSONL stores rename them to `.reset.`).
+    pre_reset: Virtual | None = field(default=None, compare=False)
 
     def display_key(self, ctx: Context) -> str | None:
         return ctx.display(self.key) if self.key is not None else None
@@ -52,17 +55,56 @@ def agent_ids(ctx: Context, all_agents: bool) -> list[str]:
     return list_agent_ids(ctx, all_agents)
 
 
-def _loader(ctx: Context, agent_id: str, key: str, entry: Entry) -> Callable[[], list[Any]]:
-    """The session's transcript entries, oldest first. Usage must see every assistant message
-    (a silent reply cost tokens too, and so did the turns before an in-place reset), so the
-    reader's raw events are used where it has them, not the chat view `history` shows."""
+def _loader(
+    ctx: Context, agent_id: str, key: str, entry: Entry, *, pre_reset: bool = False
+) -> Callable[[], list[Any]]:
+    """The session's transcript entries, oldest first: those after its last in-place reset
+    (what `history` shows), or with `pre_reset` those up to it (archived). Usage must see
+    every assistant message (a silent reply cost tokens too), so the reader's raw events are
+    used where it has them, not the chat view `history` shows."""
 
     def load() -> list[Any]:
         events = store_reader.raw_events(ctx.paths, agent_id, entry)
         if events is None:
+            if pre_reset:
+                return []
             msgs = store_reader.read_messages(ctx.paths, agent_id, key, entry)
             return [{"type": "message", "message": m} for m in msgs]
-        return events
+        cut = 0
+        for i, ev in enumerate(events):
+            if ev.get("type") == "reset":
+                cut = i + 1
+        return events[:cut] if pre_reset else events[cut:]
+
+    return load
+
+
+def _zst_loader(path: Path) -> Callable[[], list[Any]]:
+    """An archived transcript OpenClaw compressed (`<id>.jsonl.deleted.<time>.zst`): its JSONL
+    lines. An unreadable archive gives none, with a warning naming it."""
+
+    def load() -> list[Any]:
+        import json
+
+        import zstandard
+
+        from sessiontool import diag
+
+        try:
+            with open(path, "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as r:
+                data = r.read()
+        except (OSError, zstandard.ZstdError) as exc:
+            diag.warn(f"cannot read the archived transcript {path}: {exc}; left out")
+            return []
+        out = []
+        for line in data.splitlines():
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+        return out
 
     return load
 
@@ -82,6 +124,8 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
                     path = transcript_path_for(sdir, sid, session_file)
                     out.append(SessionRef(agent_id, key, sid, path, label))
             continue
+        marks_of = getattr(store_reader.reader_for(ctx.paths, agent_id), "event_marks", None)
+        marks: dict[str, str] = marks_of() if marks_of is not None else {}
         for full_key, f in agent_sessions(ctx, agent_id).items():
             if not listable(full_key) or not policy.visible(ctx, full_key, f.entry):
                 continue
@@ -89,10 +133,17 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
             if not isinstance(sid, str) or not is_plain_name(sid):
                 continue
             name = f"{info.location}{VIRTUAL_SEP}{sid}"
-            version = f"{f.entry.get('updatedAt')}"
+            version = f"{f.entry.get('updatedAt')}/{marks.get(sid, '')}"
             v = Virtual(name, version, _loader(ctx, agent_id, full_key, f.entry))
+            pre = Virtual(
+                f"{name}{VIRTUAL_SEP}pre-reset",
+                version,
+                _loader(ctx, agent_id, full_key, f.entry, pre_reset=True),
+            )
             label = _str(f.entry.get("label"))
-            out.append(SessionRef(agent_id, full_key, sid, Path(name), label, virtual=v))
+            out.append(
+                SessionRef(agent_id, full_key, sid, Path(name), label, virtual=v, pre_reset=pre)
+            )
     return out
 
 
@@ -157,6 +208,10 @@ def archived_transcripts(
         return []
     taken = {str(r.path) for r in live}
     out: list[SessionRef] = []
+    for r in live:
+        if r.pre_reset is not None and r.agent_id in agents:
+            name = Path(r.pre_reset.name)
+            out.append(SessionRef(r.agent_id, None, r.session_id, name, None, True, r.pre_reset))
     for agent_id in agents:
         sdir = ctx.paths.sessions_dir(agent_id)
         try:
@@ -174,5 +229,10 @@ def archived_transcripts(
             path = sdir / name
             if str(path) in taken or not path.is_file():
                 continue
-            out.append(SessionRef(agent_id, None, sid, path, None, archived=True))
+            virtual = None
+            if name.endswith(".zst"):
+                st = path.stat()
+                stamp = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+                virtual = Virtual(str(path), stamp, _zst_loader(path))
+            out.append(SessionRef(agent_id, None, sid, path, None, True, virtual))
     return out

@@ -139,6 +139,7 @@ class SqliteReader:
         self._version: int | None = None
         self._sessions: dict[str, Folded] | None = None
         self._fields: tuple[str, ...] | None = None
+        self._marks: dict[str, str] | None = None
 
     # -- connection ---------------------------------------------------------------------
 
@@ -441,6 +442,25 @@ class SqliteReader:
 
             diag.warn(f"{self.db}: session {sid}: skipped {result.bad_lines} unreadable event(s)")
         return result
+
+    def event_marks(self) -> dict[str, str]:
+        """Per session id, what changes whenever its transcript does: the number of events and
+        the highest seq, and the same of its active branch. The entry's updatedAt is not
+        enough: OpenClaw appends mid-turn events (and a reset's) without bumping it. Read from
+        the primary keys only (no event is decoded)."""
+        if self._marks is None:
+            marks: dict[str, list[Any]] = {}
+            for sid, n, top in self._q(
+                "SELECT session_id, count(*), max(seq) FROM transcript_events GROUP BY session_id"
+            ):
+                marks[str(sid)] = [n, top, 0, None]
+            for sid, n, top in self._q(
+                "SELECT session_id, count(*), max(active_position) "
+                "FROM session_transcript_active_events GROUP BY session_id"
+            ):
+                marks.setdefault(str(sid), [0, None, 0, None])[2:] = [n, top]
+            self._marks = {sid: ":".join(map(str, m)) for sid, m in marks.items()}
+        return self._marks
 
     def transcript_ref(self, entry: Entry) -> str | None:
         sid = entry.get("sessionId")

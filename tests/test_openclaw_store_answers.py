@@ -1,0 +1,132 @@
+"""search, usage, list and export over OpenClaw 2026.9.6's SQLite store (the real fixture) give
+the answers the database holds: events appended without an updatedAt bump, a deleted session's
+archived `.zst` transcript, the turns before an in-place reset, the fields OpenClaw's own rows
+carry, and a malformed page (exit 5, never an internal error)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run_cli, run_json
+from tests.test_openclaw_sqlite import MAIN_DB, copy_oc
+
+MAIN_SID = "792f111c-3bb9-4b35-afcd-c0f4605431d4"
+RESET_SID = "4c67dff9-7050-4b47-936f-76bb94646ca7"
+DELETED_SID = "4e8a114e-c5fd-468f-adc3-97caa3a26037"
+
+
+def _search(state: Path, *args: str) -> dict[str, Any]:
+    rc, out = run_json("--state-dir", str(state), "search", *args)
+    assert rc == 0, out
+    return out  # type: ignore[no-any-return]
+
+
+def _append_event(db: Path, sid: str, text: str, role: str = "user") -> None:
+    """Append one message event to the session's active branch as OpenClaw does mid-turn:
+    the session entry (and its updatedAt) is left alone."""
+    conn = sqlite3.connect(db)
+    # OpenClaw's CHECK constraints use SQLite 3.43's octet_length; older SQLites lack it.
+    conn.create_function(
+        "octet_length", 1, lambda v: None if v is None else len(str(v).encode()), deterministic=True
+    )
+    try:
+        seq, created = conn.execute(
+            "SELECT max(seq) + 1, max(created_at) + 1 FROM transcript_events WHERE session_id=?",
+            (sid,),
+        ).fetchone()
+        pos = conn.execute(
+            "SELECT max(active_position) + 1 FROM session_transcript_active_events "
+            "WHERE session_id=?",
+            (sid,),
+        ).fetchone()[0]
+        msg: dict[str, Any] = {"role": role, "content": text, "timestamp": created}
+        if role == "assistant":
+            msg = {
+                **msg,
+                "content": [{"type": "text", "text": text}],
+                "provider": "fake",
+                "model": "fake-model",
+                "usage": {"input": 1000, "output": 7, "cacheRead": 0, "cacheWrite": 0},
+            }
+        event = {
+            "type": "message",
+            "id": f"added-{seq}",
+            "parentId": None,
+            "timestamp": "2026-11-22T19:00:00.000Z",
+            "message": msg,
+        }
+        conn.execute(
+            "INSERT INTO transcript_events(session_id, seq, event_json, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            (sid, seq, json.dumps(event), created),
+        )
+        conn.execute(
+            "INSERT INTO session_transcript_active_events(session_id, active_position, "
+            "event_seq) VALUES (?, ?, ?)",
+            (sid, pos, seq),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_events_appended_without_an_updated_at_bump_are_found(tmp_path: Path) -> None:
+    state = copy_oc(tmp_path / "state")
+    db = state / MAIN_DB
+    updated = sqlite3.connect(db).execute(
+        "SELECT updated_at, entry_json FROM session_nodes WHERE current_session_id=?", (MAIN_SID,)
+    ).fetchone()
+    assert _search(state, "quokka")["count"] == 0
+    _, usage0 = run_json("--state-dir", str(state), "usage")
+    for n in range(3):
+        _append_event(db, MAIN_SID, f"quokka number{n}")
+        _append_event(db, MAIN_SID, f"marsupial reply{n}", role="assistant")
+        assert _search(state, "quokka")["count"] == n + 1
+        assert _search(state, f"reply{n}")["count"] == 1
+    # The entry was never touched: the change was seen in the events themselves.
+    assert (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT updated_at, entry_json FROM session_nodes WHERE current_session_id=?",
+            (MAIN_SID,),
+        )
+        .fetchone()
+        == updated
+    )
+    _, usage1 = run_json("--state-dir", str(state), "usage")
+    assert usage1["total"]["input"] == usage0["total"]["input"] + 3000
+    assert usage1["total"]["output"] == usage0["total"]["output"] + 21
+
+
+def test_a_deleted_sessions_archived_zst_counts_in_usage_and_archived_search(
+    tmp_path: Path,
+) -> None:
+    state = copy_oc(tmp_path / "state")
+    (archive,) = (state / "agents" / "main" / "sessions").glob(f"{DELETED_SID}.jsonl.deleted.*")
+    assert archive.name.endswith(".zst")
+    _, usage = run_json("--state-dir", str(state), "usage")
+    (row,) = [r for r in usage["rows"] if r["session"].startswith(DELETED_SID)]
+    assert (row["input"], row["output"], row["turns"]) == (11369, 17, 1)
+    out = _search(state, '"will be deleted"', "--include-archived")
+    assert out["count"] == 2
+    assert {h["sessionId"] for h in out["hits"]} == {DELETED_SID}
+    assert all(h["archived"] for h in out["hits"])
+    assert _search(state, '"will be deleted"')["count"] == 0
+
+
+def test_pre_reset_turns_only_with_include_archived(tmp_path: Path) -> None:
+    state = copy_oc(tmp_path / "state")
+    _, hist = run_json("--state-dir", str(state), "history", "agent:main:reset-me")
+    assert "will be reset" not in json.dumps(hist)
+    assert _search(state, '"will be reset"')["count"] == 0
+    out = _search(state, '"will be reset"', "--include-archived")
+    assert out["count"] == 2
+    assert all(h["archived"] and h["sessionId"] == RESET_SID for h in out["hits"])
+    # A turn after the reset is live again.
+    _append_event(state / MAIN_DB, RESET_SID, "after the wombat reset")
+    out = _search(state, "wombat")
+    assert out["count"] == 1 and out["hits"][0]["key"] == "agent:main:reset-me"
+    assert "archived" not in out["hits"][0]
