@@ -6,6 +6,7 @@ carry, and a malformed page (exit 5, never an internal error)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,14 @@ def _append_event(db: Path, sid: str, text: str, role: str = "user") -> None:
 def test_events_appended_without_an_updated_at_bump_are_found(tmp_path: Path) -> None:
     state = copy_oc(tmp_path / "state")
     db = state / MAIN_DB
-    updated = sqlite3.connect(db).execute(
-        "SELECT updated_at, entry_json FROM session_nodes WHERE current_session_id=?", (MAIN_SID,)
-    ).fetchone()
+    updated = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT updated_at, entry_json FROM session_nodes WHERE current_session_id=?",
+            (MAIN_SID,),
+        )
+        .fetchone()
+    )
     assert _search(state, "quokka")["count"] == 0
     _, usage0 = run_json("--state-dir", str(state), "usage")
     for n in range(3):
@@ -130,3 +136,40 @@ def test_pre_reset_turns_only_with_include_archived(tmp_path: Path) -> None:
     out = _search(state, "wombat")
     assert out["count"] == 1 and out["hits"][0]["key"] == "agent:main:reset-me"
     assert "archived" not in out["hits"][0]
+
+
+def _pages_of(db: Path, table: str) -> list[int]:
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def test_a_malformed_page_is_exit_5_never_an_internal_error(tmp_path: Path) -> None:
+    clean = copy_oc(tmp_path / "clean")
+    pages = _pages_of(clean / MAIN_DB, "transcript_events")
+    assert pages
+    keys = ["main", "agent:main:discord:group:123", "agent:main:cron:job-abc"]
+    codes: list[int] = []
+    for page in pages[:4]:
+        state = tmp_path / f"p{page}"
+        shutil.copytree(clean, state)
+        with open(state / MAIN_DB, "r+b") as fh:
+            fh.seek((page - 1) * 4096 + 8)
+            fh.write(b"\xff" * 600)
+        for args in [["history", k] for k in keys] + [["search", "fixture"], ["usage"]]:
+            proc = run_cli("--state-dir", str(state), *args)
+            assert proc.returncode in (0, 5), proc.stderr
+            assert "Traceback" not in proc.stderr
+            if proc.returncode == 5:
+                lines = proc.stderr.strip().splitlines()
+                assert len(lines) == 1 and str(state / MAIN_DB) in lines[0], lines
+            codes.append(proc.returncode)
+    assert 5 in codes

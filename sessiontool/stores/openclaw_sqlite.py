@@ -189,9 +189,11 @@ class SqliteReader:
             raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
         return conn
 
-    def _q(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """All rows of one query. Fetched inside the `try`: SQLite finds a malformed page only
+        while stepping through the rows, and that must be exit 5 like any unreadable database."""
         try:
-            return self.conn().execute(sql, args)
+            return self.conn().execute(sql, args).fetchall()
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise BusyError(f"{self.db} stayed locked for {BUSY_TIMEOUT_S:g}s") from exc
@@ -348,14 +350,14 @@ class SqliteReader:
         if not cols or not {"archive_name", "storage"} <= cols:
             return []
         blob_col = "archive_blob" if "archive_blob" in cols else "NULL"
-        row = self._q(
+        rows = self._q(
             f"SELECT archive_name, storage, {blob_col} FROM session_transcript_cold_archives "
             "WHERE session_id = ?",
             (session_id,),
-        ).fetchone()
-        if row is None:
+        )
+        if not rows:
             return []
-        name, storage, blob = row
+        name, storage, blob = rows[0]
         if storage == "sqlite" and blob is not None:
             data = bytes(blob)
         else:
@@ -468,6 +470,6 @@ class SqliteReader:
 
     def counts(self) -> dict[str, int]:
         """For doctor/paths: sessions and transcript events in the snapshot."""
-        n_sessions = self._q("SELECT count(*) FROM session_nodes").fetchone()[0]
-        n_events = self._q("SELECT count(*) FROM transcript_events").fetchone()[0]
+        n_sessions = self._q("SELECT count(*) FROM session_nodes")[0][0]
+        n_events = self._q("SELECT count(*) FROM transcript_events")[0][0]
         return {"sessions": int(n_sessions), "events": int(n_events)}
