@@ -210,8 +210,8 @@ def archived_transcripts(
     out: list[SessionRef] = []
     for r in live:
         if r.pre_reset is not None and r.agent_id in agents:
-            name = Path(r.pre_reset.name)
-            out.append(SessionRef(r.agent_id, None, r.session_id, name, None, True, r.pre_reset))
+            where = Path(r.pre_reset.name)
+            out.append(SessionRef(r.agent_id, None, r.session_id, where, None, True, r.pre_reset))
     for agent_id in agents:
         sdir = ctx.paths.sessions_dir(agent_id)
         try:
