@@ -6,12 +6,15 @@ Each entry is copied whole (skills snapshot and all). Each transcript holds the 
 messages as `history` shows them (the active branch of the current window, with the
 gateway's display rules applied), one `message` line each after a version-3 session header, so
 `list` and `history` on the export equal the same commands on the database. A re-run rewrites
-only the sessions whose entry changed and adds new ones; it never deletes anything in DIR. The
-reverse direction is OpenClaw's own `openclaw doctor --fix`, which imports a sessions.json store.
+only the sessions whose entry changed and adds new ones; it never deletes anything in DIR and
+never replaces a transcript it did not write (a live one: DIR is someone's state dir). DIR is
+compared with the state dir once links and `..` are resolved: nothing is written inside the
+state dir it exports (OpenClaw's `agents/` tree). The reverse direction is OpenClaw's own `openclaw doctor --fix`, which imports a sessions.json store.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +53,77 @@ def _transcript_bytes(session_id: str, entry: dict[str, Any], messages: list[Any
     return b"\n".join(lines) + b"\n"
 
 
+def _inside(path: Path, root: Path) -> bool:
+    """Whether `path` is `root` or lies under it once links and `..` are resolved (the parts
+    that do not exist yet are taken as spelled)."""
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _ours(path: Path, session_id: str, data: bytes) -> bool:
+    """Whether the transcript at `path` is one export wrote (the same header, then only
+    `message` lines with its 8-hex-digit ids) or already holds `data`: only such a file may be
+    replaced; a live transcript (model changes, custom entries, other ids) never is."""
+    import json
+    import stat
+
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        with open(path, "rb") as fh:
+            have = fh.read()
+    except OSError:
+        return False
+    if have == data:
+        return True
+    lines = have.splitlines()
+    try:
+        head = json.loads(lines[0]) if lines else None
+        if not isinstance(head, dict) or {k: head.get(k) for k in ("type", "version", "id")} != {
+            "type": "session",
+            "version": 3,
+            "id": session_id,
+        }:
+            return False
+        if head.get("cwd") != "":
+            return False
+        for raw in lines[1:]:
+            obj = json.loads(raw)
+            lid = obj.get("id") if isinstance(obj, dict) else None
+            if (
+                not isinstance(obj, dict)
+                or obj.get("type") != "message"
+                or not isinstance(lid, str)
+                or len(lid) != 8
+                or any(c not in "0123456789abcdef" for c in lid)
+            ):
+                return False
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> dict[str, Any]:
     from sessiontool.sessions import all_agent_ids
 
     out_root = Path(dest).expanduser().absolute()
-    if out_root == ctx.paths.root or ctx.paths.root in out_root.parents:
+    if _inside(out_root, ctx.paths.root):
         raise UsageError("--to must be outside the state dir it exports")
     out = StatePaths(out_root)
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
     counts = {"agents": 0, "sessions": 0, "written": 0, "unchanged": 0}
+    # Everything is read and checked before anything is written: a refusal leaves DIR as it was.
+    plans: list[tuple[Path, dict[str, Any], list[tuple[Path, bytes]]]] = []
     with read_scope():
         for agent_id in agent_ids:
             if not is_plain_name(agent_id):
                 continue
+            if _inside(out.sessions_dir(agent_id), ctx.paths.root):
+                raise UsageError(
+                    f"--to must be outside the state dir it exports: {out.sessions_dir(agent_id)}"
+                    f" leads into {ctx.paths.root}"
+                )
             if sqlite_path(out, agent_id).exists():
                 raise UsageError(f"{out_root} holds an OpenClaw database for agent {agent_id}")
             rd = reader_for(ctx.paths, agent_id)
@@ -73,8 +134,8 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                 old = read_store(store_path)
             except FileNotFoundError:  # pragma: no cover - read_store returns {}
                 old = {}
-            ensure_dir(store_path.parent)
             changed: dict[str, dict[str, Any]] = {}
+            files: list[tuple[Path, bytes]] = []
             for key, f in sessions.items():
                 counts["sessions"] += 1
                 sid = f.entry.get("sessionId")
@@ -85,13 +146,24 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                     counts["unchanged"] += 1
                     continue
                 msgs = rd.messages(key, f.entry, None).messages
-                atomic_write(tpath, _transcript_bytes(sid, f.entry, msgs))
+                data = _transcript_bytes(sid, f.entry, msgs)
+                if os.path.lexists(tpath) and not _ours(tpath, sid, data):
+                    raise UsageError(
+                        f"refusing to replace {tpath}: a transcript export did not write "
+                        f"(is {out_root} a live state dir?); export to an empty or new DIR"
+                    )
+                files.append((tpath, data))
                 changed[key] = f.entry
-                counts["written"] += 1
-            if changed or not store_path.exists():
+            plans.append((store_path, changed, files))
+    for store_path, changed, files in plans:
+        ensure_dir(store_path.parent)
+        for tpath, data in files:
+            atomic_write(tpath, data)
+            counts["written"] += 1
+        if changed or not store_path.exists():
 
-                def merge(store: dict[str, Any], changed: dict[str, Any] = changed) -> None:
-                    store.update(changed)
+            def merge(store: dict[str, Any], changed: dict[str, Any] = changed) -> None:
+                store.update(changed)
 
-                update_store(store_path, merge)
+            update_store(store_path, merge)
     return {"to": str(out_root), **counts}

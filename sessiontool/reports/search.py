@@ -201,6 +201,10 @@ def parse_query(text: str) -> Query:
         raise _bad("it is empty")
     if any(ord(c) < 0x20 and c not in "\t\n\r" for c in text):
         raise _bad("it contains control characters")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        # A byte that is not UTF-8 (kept by the shell as a lone surrogate): no transcript
+        # text, always UTF-8, can hold it.
+        raise _bad("it is not valid UTF-8")
     tokens = list(_lex(text))
     tree = _Parser(tokens).parse()
     parts: list[str] = []
@@ -327,6 +331,7 @@ def search(
     if limit < 1:
         raise UsageError("--limit must be at least 1")
     limit = min(limit, MAX_LIMIT)
+    since_ms, until_ms = si.clamp_ms(since_ms), si.clamp_ms(until_ms)
     q = parse_query(query)
     roles = _roles(role)
 

@@ -176,6 +176,7 @@ def usage(
         raise UsageError(f"unknown --by {by!r} (valid: {', '.join(GROUPS)})")
     if budget is not None and (not math.isfinite(budget) or budget < 0):
         raise UsageError("--budget must be a non-negative amount in USD")
+    since_ms, until_ms = si.clamp_ms(since_ms), si.clamp_ms(until_ms)
 
     def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
         agents = catalog.agent_ids(ctx, all_agents)

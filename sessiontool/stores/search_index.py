@@ -153,6 +153,15 @@ def _collect(
     return ex.role if ex.role is not None else last_role
 
 
+# Timestamps a bound may name: SQLite's integers are 64-bit, and `--since 99999999999999d`
+# is further back than that (it means "everything", as it does for `list`).
+MS_MIN, MS_MAX = -(2**62), 2**62
+
+
+def clamp_ms(ms: int | None) -> int | None:
+    return None if ms is None else max(MS_MIN, min(MS_MAX, ms))
+
+
 def prefix_digest(fh: Any, off: int) -> bytes:
     """What identifies the first `off` bytes of an open transcript (b"" when it is shorter):
     a CRC-32 of every byte up to FULL_DIGEST_MAX, of sampled blocks beyond. Compared before

@@ -52,7 +52,7 @@ def module_of(command: str) -> str | None:
                 source = fh.read()
         except OSError:
             continue
-        if command.encode() in _COMMAND_LINE.findall(source):
+        if os.fsencode(command) in _COMMAND_LINE.findall(source):
             return name
     return None
 
