@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -57,11 +58,9 @@ def test_a_transcript_export_did_not_write_is_never_replaced(tmp_path: Path) -> 
     sessions = dest / "agents" / "main" / "sessions"
     sessions.mkdir(parents=True)
     live = sessions / f"{MAIN_SID}.jsonl"
-    live.write_text(
-        '{"type":"session","version":3,"id":"%s","timestamp":"2026-01-01T00:00:00Z","cwd":"/w"}\n'
-        '{"type":"model_change","provider":"p","modelId":"m","id":"a1b2c3d4-0000","parentId":null}\n'
-        % MAIN_SID
-    )
+    head = {"type": "session", "version": 3, "id": MAIN_SID, "timestamp": "2026-01-01", "cwd": "/w"}
+    change = {"type": "model_change", "provider": "p", "modelId": "m", "id": "a1b2c3d4-0"}
+    live.write_text(json.dumps(head) + "\n" + json.dumps(change) + "\n")
     before = tree_digest(dest)
     proc = run_cli("--state-dir", str(state), "export", "--to", str(dest))
     assert proc.returncode == 2, proc.stderr
