@@ -246,7 +246,11 @@ LIST_FIELDS = (
     "provider",
     "lastProvider",
     "room",
+    "modelProvider",
+    "status",
 )
+# Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
+OPENCLAW_ROW_FIELDS = ("inputTokens", "outputTokens", "modelProvider", "status", "spawnedBy")
 
 _ROW_PASSTHROUGH = (
     "thinkingLevel",
@@ -400,11 +404,14 @@ def _list_in_scope(
     main_key = ctx.config.main_key
     sessions_dirs: dict[str, Path] = {}
     gateway: set[str] = set()
+    sqlite_agents: set[str] = set()
     for agent_id in list_agent_ids(ctx, all_agents):
         sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
         rd = store_reader.reader_for(ctx.paths, agent_id)
         if rd.info.gateway_written:
             gateway.add(agent_id)
+        if rd.info.kind == "openclaw-sqlite":
+            sqlite_agents.add(agent_id)
         for full_key, f in rd.sessions(LIST_FIELDS).items():
             if not listable(full_key):
                 continue
@@ -426,6 +433,11 @@ def _list_in_scope(
         )
         if agent_id in gateway:
             row.pop("transcriptPath", None)  # no file: the transcript is in the database
+        if agent_id in sqlite_agents:
+            row["agentId"] = agent_id
+            for name in OPENCLAW_ROW_FIELDS:
+                if entry.get(name) is not None:
+                    row[name] = entry[name]
         if n_messages > 0:
             msgs: list[Message] = []
             if agent_id in gateway or row.get("transcriptPath"):

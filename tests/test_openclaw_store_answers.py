@@ -173,3 +173,63 @@ def test_a_malformed_page_is_exit_5_never_an_internal_error(tmp_path: Path) -> N
                 assert len(lines) == 1 and str(state / MAIN_DB) in lines[0], lines
             codes.append(proc.returncode)
     assert 5 in codes
+
+
+def test_list_json_shows_the_fields_openclaws_own_rows_carry(tmp_path: Path) -> None:
+    from tests.test_openclaw_sqlite import CLI_EXPECTED
+
+    state = copy_oc(tmp_path / "state")
+    rc, got = run_json("--state-dir", str(state), "list", "--all-agents", "--limit", "all")
+    assert rc == 0
+    real = json.loads((CLI_EXPECTED / "sessions.all-agents.json").read_text())["sessions"]
+    assert len(got["sessions"]) == len(real) == 12
+    shown = 0
+    for row, theirs in zip(got["sessions"], real, strict=True):
+        assert row["agentId"] == theirs["agentId"]
+        for name in ("inputTokens", "outputTokens", "modelProvider", "status", "spawnedBy"):
+            if name in row or name in theirs:
+                # Where OpenClaw's CLI fills a field from the agent's defaults (a reset entry
+                # has no model), the row leaves it out rather than guess (README).
+                if name in row:
+                    assert row[name] == theirs[name], (theirs["key"], name)
+                    shown += 1
+                else:
+                    assert theirs["key"] == "agent:main:reset-me" and name == "modelProvider"
+    assert shown >= 12 * 3
+    sub = [r for r in got["sessions"] if r.get("spawnedBy")]
+    assert [r["spawnedBy"] for r in sub] == ["agent:main:main"]
+
+
+def test_export_keeps_openclaws_participants(tmp_path: Path) -> None:
+    from tests.test_openclaw_sqlite import GW_EXPECTED
+
+    state = copy_oc(tmp_path / "state")
+    dest = tmp_path / "export"
+    rc, _ = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
+    assert rc == 0
+    store = json.loads((dest / "agents" / "main" / "sessions" / "sessions.json").read_text())
+    gw = {
+        s["key"]: s
+        for s in json.loads((GW_EXPECTED / "sessions.list.all.json").read_text())["sessions"]
+    }
+    with_participants = [k for k in store if gw.get(k, {}).get("participants")]
+    assert len(with_participants) >= 5
+    for key in with_participants:
+        assert store[key]["participants"] == gw[key]["participants"], key
+    # A re-run sees nothing changed.
+    rc, again = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
+    assert again["written"] == 0
+
+
+def test_search_for_a_symbol(tmp_path: Path) -> None:
+    state = copy_oc(tmp_path / "state")
+    db = state / MAIN_DB
+    _append_event(db, MAIN_SID, "tests pass ✓ — ship it")
+    _append_event(db, MAIN_SID, "nothing to see")
+    for query, n in (("✓", 1), ("—", 1), ("ship ✓", 1), ("nothing NOT ✓", 1), ("✓ NOT ship", 0)):
+        out = _search(state, query)
+        assert out["count"] == n, (query, out)
+        for hit in out["hits"]:
+            assert any(
+                hit["snippet"][a:b] in ("✓", "—", "ship", "nothing") for a, b in hit["highlights"]
+            )

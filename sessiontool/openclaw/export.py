@@ -128,6 +128,9 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                 raise UsageError(f"{out_root} holds an OpenClaw database for agent {agent_id}")
             rd = reader_for(ctx.paths, agent_id)
             sessions = rd.sessions()
+            # OpenClaw keeps who prompted a session beside its entry: kept in the export.
+            who_of = getattr(rd, "participants", None)
+            who: dict[str, list[Any]] = who_of() if who_of is not None else {}
             counts["agents"] += 1
             store_path = out.store(agent_id)
             try:
@@ -141,19 +144,22 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                 sid = f.entry.get("sessionId")
                 if not isinstance(sid, str) or not is_plain_name(sid):
                     continue
+                entry = dict(f.entry)
+                if key in who and "participants" not in entry:
+                    entry["participants"] = who[key]
                 tpath = out.transcript(agent_id, sid)
-                if old.get(key) == f.entry and tpath.exists():
+                if old.get(key) == entry and tpath.exists():
                     counts["unchanged"] += 1
                     continue
                 msgs = rd.messages(key, f.entry, None).messages
-                data = _transcript_bytes(sid, f.entry, msgs)
+                data = _transcript_bytes(sid, entry, msgs)
                 if os.path.lexists(tpath) and not _ours(tpath, sid, data):
                     raise UsageError(
                         f"refusing to replace {tpath}: a transcript export did not write "
                         f"(is {out_root} a live state dir?); export to an empty or new DIR"
                     )
                 files.append((tpath, data))
-                changed[key] = f.entry
+                changed[key] = entry
             plans.append((store_path, changed, files))
     for store_path, changed, files in plans:
         ensure_dir(store_path.parent)

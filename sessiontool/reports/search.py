@@ -42,7 +42,7 @@ class Term:
         return si.has_unsegmented(self.raw)
 
     def pattern(self) -> re.Pattern[str]:
-        if self.unsegmented:
+        if self.unsegmented or not re.search(r"\w", self.raw):  # CJK, or symbols: substring
             return re.compile(re.escape(self.raw), re.IGNORECASE)
         parts = [re.escape(w) for w in self.words]
         body = r"\W+".join(parts) + (r"\w*" if self.prefix else "")
@@ -175,6 +175,9 @@ class Query:
     fts: str  # as sent to FTS5
     tree: Node
     terms: list[Term]  # every term not under a NOT's right side: what a snippet highlights
+    # A term with no letter or digit (`✓`, `—`): FTS5's tokenizer keeps none of it, so such a
+    # query is answered by a scan of the stored text.
+    symbols: bool = False
 
     @property
     def unsegmented(self) -> bool:
@@ -216,7 +219,11 @@ def parse_query(text: str) -> Query:
         parts.append(tok)
     terms: list[Term] = []
     _positive_terms(tree, terms)
-    return Query(text, " ".join(parts), tree, terms)
+    symbols = any(
+        kind in ("word", "phrase") and not re.search(r"\w", _term(kind, tok).raw)
+        for kind, tok in tokens
+    )
+    return Query(text, " ".join(parts), tree, terms, symbols)
 
 
 def _matches(node: Node, text: str) -> bool:
@@ -349,7 +356,7 @@ def search(
             if not idx.fts:
                 diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
                 return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped), by_id
-            if q.unsegmented and not (idx.trigram and q.trigram_ok):
+            if q.symbols or (q.unsegmented and not (idx.trigram and q.trigram_ok)):
                 return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped), by_id
             table = "fts_cjk" if q.unsegmented else "fts"
             try:

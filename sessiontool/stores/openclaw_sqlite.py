@@ -445,6 +445,32 @@ class SqliteReader:
             diag.warn(f"{self.db}: session {sid}: skipped {result.bad_lines} unreadable event(s)")
         return result
 
+    def participants(self) -> dict[str, list[dict[str, Any]]]:
+        """Per session key, who prompted it, as OpenClaw's own rows show it
+        (`[{"identity": {..., "id": actor}}]`, oldest first); {} without that table."""
+        tables = {
+            r[0]
+            for r in self._q("SELECT name FROM sqlite_master WHERE name='session_participants'")
+        }
+        if not tables:
+            return {}
+        cols = {r[1] for r in self._q("PRAGMA table_info(session_participants)")}
+        if not {"session_key", "identity_namespace", "actor_id"} <= cols:
+            return {}
+        order = " ORDER BY first_prompted_at" if "first_prompted_at" in cols else ""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for key, ns, actor in self._q(
+            f"SELECT session_key, identity_namespace, actor_id FROM session_participants{order}"
+        ):
+            try:
+                ident = json.loads(ns) if isinstance(ns, str) else {}
+            except ValueError:
+                ident = {}
+            if not isinstance(ident, dict):
+                ident = {}
+            out.setdefault(str(key), []).append({"identity": {**ident, "id": actor}})
+        return out
+
     def event_marks(self) -> dict[str, str]:
         """Per session id, what changes whenever its transcript does: the number of events and
         the highest seq, and the same of its active branch. The entry's updatedAt is not

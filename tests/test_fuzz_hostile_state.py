@@ -1,0 +1,372 @@
+"""The CLI against hostile arguments and a hostile state dir: what the red team's fuzzer found
+(time bounds past 64 bits, non-UTF-8 bytes in a query or a command word) as fixed examples, and
+a slow, time-bounded fuzz of random commands over state dirs with planted links, corrupt or
+wrong-typed run records, stores, configs, transcripts and index files.
+
+The contract: an exit code the README documents, one clear line (never a traceback or an
+`internal error`), and nothing written outside the state dir.
+
+The slow fuzz runs `SESSIONTOOL_FUZZ_SECONDS` (default 90; the red team's 10-minute run is
+`SESSIONTOOL_FUZZ_SECONDS=600`), seeded by `SESSIONTOOL_FUZZ_SEED` (default: a fixed seed, so
+a failure reproduces; every failing case prints its seed, mutations and command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURE_STATE, run_cli
+from tests.reliability.util import reap_state, snapshot
+from tests.test_openclaw_sqlite import MAIN_DB, OC_STATE
+
+DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 75, 124, 130, 143}
+
+
+def _raw(*args: bytes, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable.encode(), b"-m", b"sessiontool", *args],
+        capture_output=True,
+        env={k.encode(): v.encode() for k, v in full.items()},
+        timeout=60,
+    )
+
+
+# -- what the fuzzer found ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmd", [["search", "book"], ["usage"]])
+@pytest.mark.parametrize("flag", ["--since", "--until"])
+def test_time_bounds_past_64_bits_are_answered(state: Path, cmd: list[str], flag: str) -> None:
+    shutil.copytree(FIXTURE_STATE, state)
+    proc = run_cli(*cmd, flag, "99999999999999d", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    # Further back than any clock: --since keeps everything, --until nothing.
+    if cmd[0] == "search":
+        assert (out["count"] > 0) == (flag == "--since")
+    else:
+        assert (out["total"]["turns"] > 0) == (flag == "--since")
+
+
+def test_a_non_utf8_byte_in_a_query_is_a_usage_error(state: Path) -> None:
+    shutil.copytree(FIXTURE_STATE, state)
+    proc = _raw(b"search", b"bo\xffok")
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2, err
+    assert "not valid UTF-8" in err and "internal error" not in err
+    assert len(err.strip().splitlines()) == 2  # the error and its hint
+
+
+@pytest.mark.parametrize("word", [b"\xff", b"li\xffst", b"\xc3\x28"])
+def test_a_non_utf8_command_word_is_a_usage_error(state: Path, word: bytes) -> None:
+    proc = _raw(word)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err and "No such command" in err
+    proc = _raw(word, b"--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["code"] == 2
+
+
+# -- the slow fuzz -----------------------------------------------------------------------------
+
+Mutation = Callable[[random.Random, Path, Path], None]  # rng, state, outside
+JUNK_JSON: list[Any] = [
+    None,
+    0,
+    -1,
+    1e308,
+    "x",
+    [],
+    {},
+    [1, 2],
+    {"a": {"b": []}},
+    True,
+    "\ud800",
+    "../../etc",
+    "9" * 50,
+]
+
+
+def _junk(rng: random.Random) -> Any:
+    return rng.choice(JUNK_JSON)
+
+
+def _junk_bytes(rng: random.Random) -> bytes:
+    return rng.choice(
+        [
+            b"",
+            b"\x00" * 10,
+            b"{",
+            b"\xff\xfe garbage",
+            b"SQLite format 3\x00" + bytes(rng.randrange(256) for _ in range(200)),
+            json.dumps(_junk(rng)).encode(),
+            b"[" * 5000,
+        ]
+    )
+
+
+def _sessions_dir(state: Path) -> Path:
+    return state / "agents" / "main" / "sessions"
+
+
+def _transcripts(state: Path) -> list[Path]:
+    return sorted(_sessions_dir(state).glob("*.jsonl"))
+
+
+def m_index_junk(rng: random.Random, state: Path, outside: Path) -> None:
+    d = state / "sessiontool"
+    d.mkdir(exist_ok=True)
+    name = rng.choice(
+        ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal"]
+    )
+    (d / name).write_bytes(_junk_bytes(rng))
+
+
+def m_index_link(rng: random.Random, state: Path, outside: Path) -> None:
+    d = state / "sessiontool"
+    d.mkdir(exist_ok=True)
+    name = rng.choice(
+        ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal"]
+    )
+    target = rng.choice([outside / "victim.sqlite", outside / "nothing-here.sqlite", d])
+    p = d / name
+    if p.exists() or p.is_symlink():
+        p.unlink()
+    p.symlink_to(target)
+
+
+def m_index_dir(rng: random.Random, state: Path, outside: Path) -> None:
+    (state / "sessiontool" / "index.sqlite").mkdir(parents=True, exist_ok=True)
+
+
+def m_index_tampered(rng: random.Random, state: Path, outside: Path) -> None:
+    """A real index (built by a search first), then rows changed by hand."""
+    subprocess.run(
+        [sys.executable, "-m", "sessiontool", "search", "book"],
+        env={**os.environ, "SESSIONTOOL_STATE_DIR": str(state)},
+        capture_output=True,
+        timeout=60,
+    )
+    db = state / "sessiontool" / "index.sqlite"
+    if not db.is_file():
+        return
+    con = sqlite3.connect(db)
+    try:
+        stmt = rng.choice(
+            [
+                "UPDATE files SET off = 999999999, tail = x'00'",
+                "UPDATE files SET ino = -1",
+                "UPDATE scopes SET rows = x'5b7b7d5d'",
+                "UPDATE scopes SET rows = 'not json'",
+                "UPDATE msgs SET off = -5, part = 99",
+                "UPDATE meta SET v = 'x'",
+                "DELETE FROM sqlite_sequence",
+                "DROP TABLE turns",
+                "PRAGMA user_version = 99",
+            ]
+        )
+        con.execute(stmt)
+        con.commit()
+    except sqlite3.Error:
+        pass
+    finally:
+        con.close()
+
+
+def m_run_record(rng: random.Random, state: Path, outside: Path) -> None:
+    runs = state / "sessiontool" / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    rid = f"0b0e5c52-4a59-4c3e-9d0e-{rng.randrange(10**12):012d}"
+    rec: dict[str, Any] = {
+        "runId": rid,
+        "kind": "send",
+        "status": rng.choice(["ok", "queued", "running", "error", "lost"]),
+        "createdAt": 1795630005191,
+        "sessionKey": "agent:main:main",
+        "agentId": "main",
+        "message": "hello",
+    }
+    for _ in range(rng.randint(1, 3)):
+        rec[rng.choice([*rec, "pid", "endedAt", "reply", "usage", "delaySeconds"])] = _junk(rng)
+    data = json.dumps(rec).encode() if rng.random() < 0.8 else _junk_bytes(rng)
+    (runs / f"{rid}.json").write_bytes(data)
+
+
+def m_store(rng: random.Random, state: Path, outside: Path) -> None:
+    store = _sessions_dir(state) / "sessions.json"
+    if not store.exists() or rng.random() < 0.3:
+        store.write_bytes(_junk_bytes(rng))
+        return
+    data = json.loads(store.read_text())
+    key = rng.choice(list(data)) if data else "agent:main:main"
+    if rng.random() < 0.5:
+        data[key] = _junk(rng)
+    elif isinstance(data.get(key), dict):
+        field = rng.choice(["sessionId", "updatedAt", "label", "sessionFile", "spawnedBy", "model"])
+        data[key][field] = _junk(rng)
+    store.write_text(json.dumps(data))
+
+
+def m_config(rng: random.Random, state: Path, outside: Path) -> None:
+    cfg: Any = rng.choice(
+        [
+            _junk(rng),
+            {"agents": _junk(rng)},
+            {"models": {"providers": _junk(rng)}},
+            {"models": {"providers": {"p": {"models": [{"id": "m", "cost": _junk(rng)}]}}}},
+            {"session": {"mainKey": _junk(rng)}},
+        ]
+    )
+    name = rng.choice(["sessiontool.json5", "clawdbot.json", "openclaw.json"])
+    (state / name).write_text(json.dumps(cfg) if rng.random() < 0.8 else "{,,")
+
+
+def m_transcript(rng: random.Random, state: Path, outside: Path) -> None:
+    paths = _transcripts(state)
+    if not paths:
+        return
+    p = rng.choice(paths)
+    how = rng.randrange(5)
+    if how == 0:
+        p.unlink()
+        p.mkdir()
+    elif how == 1:
+        p.unlink()
+        p.symlink_to(outside / "victim.jsonl")
+    elif how == 2:
+        with open(p, "ab") as fh:
+            fh.write(
+                _junk_bytes(rng)
+                + b"\n"
+                + json.dumps({"type": "message", "message": _junk(rng)}).encode()
+                + b"\n"
+            )
+    elif how == 3:
+        data = bytearray(p.read_bytes())
+        for _ in range(5):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        st = p.stat()
+        p.write_bytes(bytes(data))
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+        p.write_bytes(b"")
+
+
+def m_sqlite_page(rng: random.Random, state: Path, outside: Path) -> None:
+    db = state / MAIN_DB
+    if not db.is_file():
+        return
+    size = db.stat().st_size
+    with open(db, "r+b") as fh:
+        fh.seek(rng.randrange(4096, max(4097, size - 600)))
+        fh.write(bytes(rng.randrange(256) for _ in range(rng.choice([8, 200, 600]))))
+
+
+MUTATIONS: list[Mutation] = [
+    m_index_junk,
+    m_index_link,
+    m_index_dir,
+    m_index_tampered,
+    m_run_record,
+    m_store,
+    m_config,
+    m_transcript,
+    m_sqlite_page,
+]
+
+COMMANDS: list[list[str]] = [
+    ["search", "book"],
+    ["search", "book", "--include-archived", "--json"],
+    ["search", "✓ OR fixture", "--all-agents"],
+    ["search", "x", "--session", "main"],
+    ["search", "東京"],
+    ["usage", "--json"],
+    ["usage", "--by", "day", "--since", "30d"],
+    ["list", "--json", "--all-agents"],
+    ["list", "--message-limit", "2"],
+    ["history", "main", "--json"],
+    ["runs", "--json"],
+    ["runs"],
+    ["doctor", "--json"],
+    ["paths", "--json"],
+    ["prune", "--older-than", "0s", "--dry-run"],
+    ["export", "--to", "@OUT@", "--all-agents"],
+    ["label", "main", "renamed"],
+]
+
+
+def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int, str]:
+    state, outside = base / "state", base / "outside"
+    outside.mkdir()
+    (outside / "victim.sqlite").write_bytes(b"SQLite format 3\x00 not yours")
+    (outside / "victim.jsonl").write_text('{"type":"session"}\n')
+    template = OC_STATE if rng.random() < 0.35 else FIXTURE_STATE
+    shutil.copytree(template, state)
+    before = snapshot(outside)
+    names = []
+    for m in rng.sample(MUTATIONS, rng.randint(1, 3)):
+        m(rng, state, outside)
+        names.append(m.__name__)
+    argv = [a.replace("@OUT@", str(base / "export")) for a in rng.choice(COMMANDS)]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sessiontool", *argv],
+            capture_output=True,
+            env={
+                **os.environ,
+                "SESSIONTOOL_STATE_DIR": str(state),
+                "SESSIONTOOL_LOCK_TIMEOUT": "2",
+            },
+            timeout=120,
+        )
+    finally:
+        reap_state(state, grace=10)
+    err = proc.stderr.decode("utf-8", "replace")
+    problems = []
+    if proc.returncode not in DOCUMENTED:
+        problems.append(f"exit {proc.returncode}")
+    if "Traceback" in err or "internal error" in err:
+        problems.append("internal error")
+    if snapshot(outside) != before:
+        problems.append("wrote outside the state dir")
+    return (
+        names,
+        argv,
+        proc.returncode,
+        "; ".join(problems) + (f": {err[-600:]}" if problems else ""),
+    )
+
+
+@pytest.mark.slow
+def test_hostile_state_dir_fuzz() -> None:
+    budget = float(os.environ.get("SESSIONTOOL_FUZZ_SECONDS", "90"))
+    seed = int(os.environ.get("SESSIONTOOL_FUZZ_SEED", "20261125"))
+    deadline = time.monotonic() + budget
+    failures: list[str] = []
+    cases = 0
+    while time.monotonic() < deadline:
+        case_seed = seed * 1_000_003 + cases
+        rng = random.Random(case_seed)
+        with tempfile.TemporaryDirectory(prefix="st-fuzz-") as tmp:
+            names, argv, code, problem = _one_case(rng, Path(tmp))
+        cases += 1
+        if problem:
+            failures.append(f"seed {case_seed}: {names} {argv} -> {problem}")
+    print(f"hostile-state fuzz: {cases} cases in {budget:g}s, {len(failures)} failures")
+    assert cases >= 5
+    assert not failures, "\n".join(failures[:10])
