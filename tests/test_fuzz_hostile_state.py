@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURE_STATE, run_cli
-from tests.reliability.util import reap_state, snapshot
+from tests.reliability.util import snapshot, worker_pids
 from tests.test_openclaw_sqlite import MAIN_DB, OC_STATE
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 75, 124, 130, 143}
@@ -317,6 +317,21 @@ COMMANDS: list[list[str]] = [
 ]
 
 
+def _reap(state: Path) -> None:
+    """Wait for (then kill) any worker the command left; reliability.util's reap_state reads
+    the run records, which here are hostile."""
+    import signal
+
+    deadline = time.monotonic() + 10
+    while worker_pids(state) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in worker_pids(state):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int, str]:
     state, outside = base / "state", base / "outside"
     outside.mkdir()
@@ -345,7 +360,7 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
             timeout=120,
         )
     finally:
-        reap_state(state, grace=10)
+        _reap(state)
     err = proc.stderr.decode("utf-8", "replace")
     problems = []
     if proc.returncode not in DOCUMENTED:
