@@ -138,8 +138,9 @@ OPENCLAW_STATE = FIXTURE_STATE.parent.parent / "openclaw-2026.9.6" / "state"
 
 
 def _openclaw_assistant_usages(state: Path) -> list[dict[str, Any]]:
-    """Straight from OpenClaw's databases: every assistant message with usage on the active
-    branch of each current session (silent replies and turns before a reset included)."""
+    """Straight from OpenClaw's files: every assistant message with usage on the active branch
+    of each current session (silent replies and turns before a reset included), and in the
+    archived transcripts of deleted sessions."""
     import sqlite3
 
     import zstandard
@@ -173,6 +174,16 @@ def _openclaw_assistant_usages(state: Path) -> list[dict[str, Any]]:
                         out.append(msg["usage"])
         finally:
             con.close()
+    # A deleted session's transcript, archived by OpenClaw as `<id>.jsonl.deleted.<time>.zst`:
+    # what was spent stays spent.
+    for archive in sorted((state / "agents").glob("*/sessions/*.jsonl.deleted.*.zst")):
+        with open(archive, "rb") as fh:
+            data = zstandard.ZstdDecompressor().stream_reader(fh).read()
+        for line in data.splitlines():
+            ev = json.loads(line)
+            msg = ev.get("message") if ev.get("type") == "message" else None
+            if msg and msg.get("role") == "assistant" and isinstance(msg.get("usage"), dict):
+                out.append(msg["usage"])
     return out
 
 
