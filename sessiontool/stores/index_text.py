@@ -182,8 +182,14 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
     return Extracted(rows, turn, role)
 
 
-def iter_complete_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """(offset after the line, line) for each newline-terminated line in [start, end)."""
+def iter_complete_lines(
+    path: Path, start: int, end: int, crc: list[int] | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """(offset after the line, line) for each newline-terminated line in [start, end). With
+    `crc`, `crc[0]` is carried on (zlib.crc32) over every byte of the lines yielded: the
+    search index's digest of what it read, without reading it twice."""
+    import zlib
+
     with open(path, "rb") as fh:
         fh.seek(start)
         pos = start
@@ -199,6 +205,8 @@ def iter_complete_lines(path: Path, start: int, end: int) -> Iterator[tuple[int,
                 pending = data
                 continue
             base = pos - len(data)
+            if crc is not None:
+                crc[0] = zlib.crc32(memoryview(data)[: cut + 1], crc[0])
             i = 0
             while i <= cut:
                 j = data.index(b"\n", i)

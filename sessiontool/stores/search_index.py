@@ -252,14 +252,22 @@ def read_job(job: Job) -> Read:
     """Parse a transcript's new lines. Runs in a worker process too: no SQLite here."""
     out = Read(job, job.off, b"", job.last_role)
     last_role = job.last_role
+    # The digest of a prefix read whole is carried on over the bytes read now (no second read).
+    crc: list[int] | None = None
+    if job.off == 0:
+        crc = [0]
+    elif job.digest[:1] == b"F":
+        crc = [int.from_bytes(job.digest[-4:], "big")]
     try:
-        for end, raw in iter_complete_lines(Path(job.path), job.off, job.size):
+        for end, raw in iter_complete_lines(Path(job.path), job.off, job.size, crc):
             start, out.off = out.off, end
             ex = extract(raw)
             if ex is not None:
                 last_role = _collect(job.file_id, ex, start, last_role, out.rows, out.turns)
         if out.off == job.off and job.digest:
             out.tail = job.digest
+        elif crc is not None and out.off <= FULL_DIGEST_MAX:
+            out.tail = b"F" + out.off.to_bytes(8, "big") + crc[0].to_bytes(4, "big")
         elif out.off:
             with open(job.path, "rb") as fh:
                 out.tail = prefix_digest(fh, out.off)
