@@ -74,3 +74,14 @@ def test_a_transcript_export_did_not_write_is_never_replaced(tmp_path: Path) -> 
     proc = run_cli("--state-dir", str(state), "export", "--to", str(dest))
     assert proc.returncode == 0, proc.stderr
     assert live.read_bytes() == first
+
+
+def test_export_html_into_the_state_dir_through_a_link_is_refused(tmp_path: Path) -> None:
+    state = copy_oc(tmp_path / "state")
+    before = tree_digest(state)
+    (tmp_path / "site").symlink_to(state / "agents")
+    for to in (tmp_path / "site", tmp_path / "x" / ".." / "state" / "agents"):
+        proc = run_cli("--state-dir", str(state), "export", "--html", str(to), "--all-agents")
+        assert proc.returncode == 2, proc.stderr
+        assert "outside the state dir" in proc.stderr
+    assert tree_digest(state) == before

@@ -23,6 +23,7 @@ from sessiontool.errors import UsageError
 from sessiontool.stores.jsonio import atomic_write, compact_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
 from sessiontool.stores.reader import read_scope, reader_for, sqlite_path
+from sessiontool.stores.safefs import resolves_inside
 from sessiontool.stores.sessions_json import read_store, update_store
 
 
@@ -51,13 +52,6 @@ def _transcript_bytes(session_id: str, entry: dict[str, Any], messages: list[Any
         )
         parent = line_id
     return b"\n".join(lines) + b"\n"
-
-
-def _inside(path: Path, root: Path) -> bool:
-    """Whether `path` is `root` or lies under it once links and `..` are resolved (the parts
-    that do not exist yet are taken as spelled)."""
-    real, real_root = os.path.realpath(path), os.path.realpath(root)
-    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 def _ours(path: Path, session_id: str, data: bytes) -> bool:
@@ -108,7 +102,7 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
     from sessiontool.sessions import all_agent_ids
 
     out_root = Path(dest).expanduser().absolute()
-    if _inside(out_root, ctx.paths.root):
+    if resolves_inside(out_root, ctx.paths.root):
         raise UsageError("--to must be outside the state dir it exports")
     out = StatePaths(out_root)
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
@@ -119,7 +113,7 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
         for agent_id in agent_ids:
             if not is_plain_name(agent_id):
                 continue
-            if _inside(out.sessions_dir(agent_id), ctx.paths.root):
+            if resolves_inside(out.sessions_dir(agent_id), ctx.paths.root):
                 raise UsageError(
                     f"--to must be outside the state dir it exports: {out.sessions_dir(agent_id)}"
                     f" leads into {ctx.paths.root}"

@@ -148,9 +148,10 @@ def export_html(
     from sessiontool.sessions import all_agent_ids, strip_envelopes
     from sessiontool.stores.paths import ensure_dir
     from sessiontool.stores.reader import read_scope, reader_for
+    from sessiontool.stores.safefs import resolves_inside
 
     out_root = Path(dest).expanduser().absolute()
-    if out_root == ctx.paths.root or ctx.paths.root in out_root.parents:
+    if resolves_inside(out_root, ctx.paths.root):
         raise UsageError("--html must be outside the state dir it exports")
     if out_root.exists() and not out_root.is_dir():
         raise UsageError(f"--html {out_root}: not a directory")

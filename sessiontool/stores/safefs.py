@@ -52,6 +52,13 @@ def _inside(real: str, real_root: str) -> bool:
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
+def resolves_inside(path: Path | str, root: Path | str) -> bool:
+    """Whether `path` is `root` or lies under it once links and `..` are resolved (the parts
+    that do not exist yet taken as spelled): what an export compares its destination with, so
+    that no spelling of DIR (a link, `x/../state`) lands in the state dir it reads."""
+    return _inside(os.path.realpath(path), os.path.realpath(root))
+
+
 def _refuse(path: Path | str, root: str, real: str | None = None) -> UnsafePathError:
     where = f" -> {real}" if real else ""
     return UnsafePathError(
