@@ -260,9 +260,53 @@ def _spawn_record(
     )
 
 
+# The fields of a run record that `runs` shows (docs/runs.md). The rest is the engine's
+# bookkeeping, free to change with it: the lane position (`seq`), the worker's `pid`, `agentPid`
+# and `workerStartedAt`, the decided `outcome`, `skipIndex`, `gatewayDeliver`. A new record
+# field stays out of the output until it is added here (and to docs/runs.md).
+PUBLIC_RUN_FIELDS = frozenset(
+    {
+        "runId",
+        "kind",
+        "status",
+        "createdAt",
+        "startedAt",
+        "endedAt",
+        "sessionKey",
+        "sessionId",
+        "agentId",
+        "requesterSessionKey",
+        "startedBy",
+        "parentRunId",
+        "step",
+        "turn",
+        "maxTurns",
+        "a2a",
+        "label",
+        "cleanup",
+        "deliver",
+        "via",
+        "message",
+        "system",
+        "provenance",
+        "timeoutSeconds",
+        "runTimeoutSeconds",
+        "model",
+        "modelProvider",
+        "usage",
+        "reply",
+        "error",
+        "followUp",
+        "announce",
+        "announcedAt",
+    }
+)
+
+
 def run_view(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
-    """A record for output: keys in display form."""
-    out = dict(rec)
+    """A record as `runs` shows it: its public fields only (an internal field never leaks out by
+    accident), in the record's order, keys in display form."""
+    out = {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS}
     for k in ("sessionKey", "requesterSessionKey"):
         if isinstance(out.get(k), str):
             out[k] = ctx.display(out[k])
