@@ -20,7 +20,11 @@ AGENTS_DIR = Path(__file__).resolve().parent / "agents"
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the package once, up front: the suite starts the CLI thousands of times, and where
-    PYTHONDONTWRITEBYTECODE is set (CI machines) every start would compile it again (~80 s)."""
+    PYTHONDONTWRITEBYTECODE is set (CI machines) every start would compile it again (~80 s).
+    Under pytest-xdist only the controller compiles, before it starts the workers (its own
+    sessionstart runs last), so no two processes write the same .pyc at once."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller did it
+        return
     import compileall
 
     import sessiontool

@@ -286,6 +286,7 @@ def _kept_rows(state: Path) -> list[Any]:
     return [json.loads(r[0]) for r in got]
 
 
+@pytest.mark.slow  # ~22 s on a quiet 2-core machine
 def test_big_store_sessions_kept_in_the_index_follow_every_change(fixture_state: Path) -> None:
     """A store of a few MB: what it lists is kept in the index (no parse on a warm search),
     and a label, a delete or a damaged kept row still show at once."""

@@ -219,6 +219,7 @@ def scratch() -> Iterator[Path]:
 AGENT_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 @fuzz(400)
 @given(
     key=text,
@@ -315,6 +316,7 @@ def test_durations_parse_to_finite_values_or_refuse(value: str) -> None:
 # -- sessions.json ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 @fuzz(150)
 @example(
     b'{"k": {"sessionId": "x", "label": "\\ud800 \\udcff"}}'
@@ -768,6 +770,7 @@ def _cli_example(
     )
 
 
+@pytest.mark.slow  # ~8 s on 2 cores: hundreds of CLI runs
 @fuzz(30)
 @_cli_example(["runs", b"\x0b", "--json"])  # a control character quoted in an error
 @_cli_example(["send", "main", b"caf\xe9", "--timeout", "5", "--json"])  # Latin-1 bytes

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.reliability.util import (
     FINISHED,
@@ -87,6 +89,7 @@ def _reader_loop(
             failures.append(f"{args}: no sessions list")
 
 
+@pytest.mark.slow  # a load test, ~6 s on 2 cores
 def test_eight_senders_fifty_sends_ten_sessions_with_readers(state: Path) -> None:
     seed_store(state, SESSIONS)  # readers may ask for any of them from the first moment
     stop = threading.Event()
