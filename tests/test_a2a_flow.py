@@ -436,7 +436,8 @@ def test_a_long_step_is_not_taken_for_lost(state: Path, tmp_path: Path) -> None:
     scripted(
         state,
         tmp_path,
-        {"reply": "REPLY_SKIP", "announce": {"sleep": 2.5, "reply": "slow announce"}},
+        # long enough that `runs` (a process to start, seconds on a loaded machine) sees it run
+        {"reply": "REPLY_SKIP", "announce": {"sleep": 8, "reply": "slow announce"}},
     )
     rc, out = run_json("--as", "main", "send", B, "hello")
     assert rc == 0

@@ -39,9 +39,12 @@ class FakeGateway:
         return self.gw.calls(method)
 
     def record(self, run_id: str) -> dict[str, Any]:
+        """The run's record file once `runs` has reconciled it (a dead worker's run is `lost`
+        then): the file, since the tests read the worker's pids, which `runs` keeps to itself."""
         proc = self.st("--json", "runs", run_id)
         assert proc.returncode == 0, proc.stderr
-        data: dict[str, Any] = json.loads(proc.stdout)
+        path = self.state / "sessiontool" / "runs" / f"{run_id}.json"
+        data: dict[str, Any] = json.loads(path.read_text())
         return data
 
     def until(self, run_id: str, done: Any, what: str) -> dict[str, Any]:
