@@ -63,7 +63,18 @@ PATHS_AGENT = {"exists", "format", "id", "sessionsDir", "store", "why"}
 DOCTOR_TOP = {"errors", "gateway", "ok", "problems", "stores", "warnings"}
 DOCTOR_PROBLEM = {"detail", "hint", "kind", "path", "severity"}
 DOCTOR_STORE = {"agent", "format", "location", "reason"}
-DOCTOR_GATEWAY = {"cli", "config", "lockForm", "mode", "reachable", "url", "version"}
+DOCTOR_GATEWAY = {
+    "auth",
+    "cli",
+    "config",
+    "handshake",
+    "lockForm",
+    "mode",
+    "reachable",
+    "transport",
+    "url",
+    "version",
+}
 
 # -- runs and their results -------------------------------------------------------------------------
 
@@ -162,13 +173,26 @@ def test_list(cb_state: Path) -> None:
 def test_list_on_the_sqlite_store(oc_state: Path) -> None:
     data = ok("list", "--all-agents", state=oc_state)
     assert set(data) == LIST_TOP
-    every = {"channel", "key", "kind", "sessionId", "totalTokens", "updatedAt"}
+    every = {
+        "agentId",
+        "channel",
+        "inputTokens",
+        "key",
+        "kind",
+        "outputTokens",
+        "sessionId",
+        "totalTokens",
+        "updatedAt",
+    }
     some = every | {
         "abortedLastRun",
         "contextTokens",
         "displayName",
         "label",
         "model",
+        "modelProvider",
+        "spawnedBy",
+        "status",
         "systemSent",
         "thinkingLevel",
     }
