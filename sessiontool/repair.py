@@ -137,21 +137,17 @@ def _bad_line(raw: bytes) -> bool:
 
 
 def unreadable_runs(paths: StatePaths) -> Iterator[Finding]:
-    for name in _listdir(paths.runs_dir):
-        if not name.endswith(".json"):
-            continue
-        p = paths.runs_dir / name
-        try:
-            ok = isinstance(json.loads(p.read_bytes()), dict)
-        except (OSError, ValueError, RecursionError):
-            ok = False
-        if not ok:
-            yield Finding(
-                "quarantined-run",
-                str(p),
-                "not a readable run record; doctor --fix --yes removes it (and its log)",
-                "confirm",
-            )
+    """Run records the one schema (runs/schema.py) refuses: every reader skips them, so only
+    `--yes` removes them (with their log)."""
+    from sessiontool.runs.records import bad_records
+
+    for p, why in bad_records(paths):
+        yield Finding(
+            "quarantined-run",
+            str(p),
+            f"not a usable run record ({why}); doctor --fix --yes removes it (and its log)",
+            "confirm",
+        )
 
 
 def planted_links(paths: StatePaths) -> Iterator[Finding]:

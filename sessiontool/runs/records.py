@@ -29,16 +29,17 @@ from typing import Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
+from sessiontool.runs.schema import ACTIVE_STATUSES as ACTIVE_STATUSES  # one schema, re-exported
+from sessiontool.runs.schema import FINISHED_STATUSES as FINISHED_STATUSES
+from sessiontool.runs.schema import KINDS as KINDS
+from sessiontool.runs.schema import MAX_MS as MAX_MS
+from sessiontool.runs.schema import is_ms as _is_ms
+from sessiontool.runs.schema import problem as problem
 from sessiontool.stores.jsonio import to_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
 
-FINISHED_STATUSES = frozenset({"ok", "error", "timeout", "aborted", "lost"})
-ACTIVE_STATUSES = frozenset({"queued", "running"})
-KINDS = frozenset({"send", "spawn", "step"})
 # Kept for callers that still import it: liveness no longer waits out a grace period.
 LOST_GRACE_MS = 0
-# A millisecond time past this (year 5138) is not one: a clock given in microseconds.
-MAX_MS = 100_000_000_000_000
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -50,36 +51,11 @@ def new_run_id() -> str:
 
 
 def is_finished(rec: Record) -> bool:
-    return rec.get("status") in FINISHED_STATUSES
+    status = rec.get("status")
+    return isinstance(status, str) and status in FINISHED_STATUSES
 
 
 # -- reading and validating ------------------------------------------------------------------
-
-
-def _is_ms(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_MS
-
-
-def problem(data: Any, run_id: str) -> str | None:
-    """Why `data` is not a usable run record named `run_id`, or None."""
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    if data.get("runId") != run_id:
-        return f"runId {data.get('runId')!r} does not match the file name"
-    if data.get("kind") not in KINDS:
-        return f"unknown kind {data.get('kind')!r}"
-    if data.get("status") not in FINISHED_STATUSES | ACTIVE_STATUSES:
-        return f"unknown status {data.get('status')!r}"
-    if not isinstance(data.get("sessionKey"), str) or not data["sessionKey"]:
-        return "no sessionKey"
-    for k in ("createdAt", "startedAt", "endedAt"):
-        if k in data and not _is_ms(data[k]):
-            return f"{k} {data[k]!r} is out of range"
-    if "createdAt" not in data:
-        return "no createdAt"
-    if "seq" in data and not (isinstance(data["seq"], int) and data["seq"] >= 0):
-        return f"seq {data['seq']!r} is out of range"
-    return None
 
 
 def _load(path: Path, run_id: str) -> Record:
