@@ -55,13 +55,29 @@ def _dirs(paths: StatePaths) -> list[Path]:
     return out
 
 
+def _ours(paths: StatePaths, d: Path, base: str, kind: str) -> bool:
+    """Whether a leftover's name is one sessiontool makes in that directory: only those are
+    ever removed (a user's `notes.2024.abcdef12.tmp` has the same shape)."""
+    from sessiontool.stores.paths import is_plain_name
+
+    if kind == "stale":  # a lock moved aside by a breaker (locks.PidLock._break)
+        return d != paths.runs_dir and (
+            base == "sessions.json.lock" or base.endswith(".jsonl.lock")
+        )
+    if d == paths.tool_dir:
+        return base in (paths.deliveries.name, paths.sweep_stamp.name)
+    if d == paths.runs_dir:  # records.write_record: `.<runId>.json.<pid>.<hex>.tmp`
+        return base.startswith(".") and base.endswith(".json") and is_plain_name(base[1:-5])
+    return d != paths.root and d.name == "sessions" and base == "sessions.json"
+
+
 def leftovers(paths: StatePaths) -> Iterator[Finding]:
     """Temp files of dead writers (a kill mid-write leaves `sessions.json.<pid>.<x>.tmp`, as
     big as the store, forever) and locks moved aside by a breaker that died."""
     for d in _dirs(paths):
         for name in _listdir(d):
             m = _LEFTOVER.match(name)
-            if m is None:
+            if m is None or not _ours(paths, d, m.group("base"), m.group("kind")):
                 continue
             p = d / name
             pid = int(m.group("pid"))
@@ -151,14 +167,25 @@ def unreadable_runs(paths: StatePaths) -> Iterator[Finding]:
 
 
 def planted_links(paths: StatePaths) -> Iterator[Finding]:
+    """Links where sessiontool writes. Only one leading outside the state dir is planted (and
+    removed with --yes); one leading inside may be the only path to a transcript a user moved,
+    so it is reported, never removed."""
     dirs, files = paths.written_paths(deep=True)
     real_root = os.path.realpath(paths.root)
     for p, real in safefs.planted_links(paths.root, dirs, files):
-        where = "inside" if real == real_root or real.startswith(real_root + os.sep) else "outside"
+        if real == real_root or real.startswith(real_root + os.sep):
+            yield Finding(
+                "inside-link",
+                str(p),
+                f"a link to {real} (inside the state dir) where sessiontool writes: writes "
+                "through it are refused; replace the link with the file it points to",
+                "",
+            )
+            continue
         yield Finding(
             "planted-link",
             str(p),
-            f"a link to {real} ({where} the state dir) where sessiontool writes: writes "
+            f"a link to {real} (outside the state dir) where sessiontool writes: writes "
             "through it are refused; doctor --fix --yes removes the link (never its target)",
             "confirm",
             "problem",

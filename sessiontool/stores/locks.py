@@ -131,6 +131,12 @@ class PidLock:
         self.iso_stamp = iso_stamp
         self.starttime = starttime
         self._token: dict[str, Any] | None = None
+        # Pids of dead holders whose lock this one broke: what they were writing is abandoned.
+        self.dead_holders: list[int] = []
+        # `<name>.<pid>.<8 hex>.tmp` beside the lock (jsonio.atomic_write) of a dead holder is
+        # removed once the lock is ours: a writer killed mid-write leaves a temp file as big
+        # as the store, and nobody else would ever remove it.
+        self.temp_of: str | None = None
 
     def _is_stale(self) -> bool:
         info = read_lock(self.path)
@@ -185,6 +191,11 @@ class PidLock:
                 os.link(aside, self.path)
             except OSError:
                 pass
+        else:
+            info = read_lock(aside)
+            pid = info.get("pid") if info else None
+            if isinstance(pid, int) and not isinstance(pid, bool) and not other_host(info):
+                self.dead_holders += [] if pid_alive(pid) else [pid]
         try:
             os.unlink(aside)
         except FileNotFoundError:
@@ -227,7 +238,27 @@ class PidLock:
             raise StorageError(f"cannot write lock {self.path}: {exc.strerror}") from exc
         os.close(fd)
         self._token = token
+        if self.dead_holders and self.temp_of:
+            self._remove_dead_temps()
         return True
+
+    def _remove_dead_temps(self) -> None:
+        import re
+
+        dead, self.dead_holders = set(self.dead_holders), []
+        pattern = re.compile(re.escape(self.temp_of or "") + r"\.(\d+)\.[0-9a-f]{8}\.tmp")
+        d = self.path.parent
+        try:
+            names = os.listdir(d)
+        except OSError:
+            return
+        for name in names:
+            m = pattern.fullmatch(name)
+            if m is not None and int(m.group(1)) in dead and not pid_alive(int(m.group(1))):
+                try:
+                    os.unlink(d / name)
+                except OSError:
+                    pass
 
     def acquire(self) -> PidLock:
         deadline = time.monotonic() + self.timeout
@@ -301,7 +332,7 @@ STORE_LOCK_FORMS = ("startedAt", "createdAt")
 
 def store_lock(store_path: Path, timeout: float | None = None, form: str = "startedAt") -> PidLock:
     created = form == "createdAt"
-    return PidLock(
+    lock = PidLock(
         store_path.with_name(store_path.name + ".lock"),
         timeout=lock_timeout() if timeout is None else timeout,
         stamp_key="createdAt" if created else "startedAt",
@@ -311,6 +342,8 @@ def store_lock(store_path: Path, timeout: float | None = None, form: str = "star
         no_pid_stale_ms=STORE_LOCK_STALE_MS,
         what="session store lock",
     )
+    lock.temp_of = store_path.name
+    return lock
 
 
 def transcript_lock(transcript: Path, timeout: float | None = None) -> PidLock:

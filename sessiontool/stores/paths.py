@@ -119,8 +119,10 @@ class StatePaths(Value):
     def written_paths(self, deep: bool = False) -> tuple[list[Path], list[Path]]:
         """The directories and files sessiontool writes that a planted link could redirect (for
         safefs.preflight and doctor); `deep` adds every transcript and lock (doctor only)."""
-        dirs = [self.agents_dir, self.tool_dir, self.runs_dir, self.lanes_dir]
-        files = [self.deliveries, self.runs_dir / ".records.lock"]
+        slots = self.runs_dir / ".slots"
+        dirs = [self.agents_dir, self.tool_dir, self.runs_dir, self.lanes_dir, slots]
+        # The slot files are flocked by every run: a link there would fail them all.
+        files = [self.deliveries, self.runs_dir / ".records.lock", *_entries(slots)]
         for agent in self.agent_ids_on_disk():
             sdir = self.sessions_dir(agent)
             dirs += [sdir.parent, sdir]
@@ -129,7 +131,10 @@ class StatePaths(Value):
                 files += _entries(sdir)
         if deep:
             files += _entries(self.runs_dir) + _entries(self.lanes_dir)
-            dirs += [p for p in _entries(self.lanes_dir) if not p.name.endswith(".lock")]
+            lanes = [p for p in _entries(self.lanes_dir) if not p.name.endswith(".lock")]
+            dirs += lanes
+            for lane in lanes:
+                files += _entries(lane) if not os.path.islink(lane) else []
         return dirs, files
 
     def agent_ids_on_disk(self) -> list[str]:
