@@ -92,3 +92,33 @@ def test_delivery_command_gets_a_clean_environment(
     names = set(poll(lambda: dump.exists() and json.loads(dump.read_text()), message="delivery"))
     assert "LLM_OPENAI_KEY" in names and "PATH" in names
     assert "MY_SECRET_TOKEN" not in names and "OPENAI_API_KEY" not in names
+
+
+def test_delivery_command_gets_the_delivery_id_and_is_not_a_worker(
+    state: Path, tmp_path: Path, reap_workers: None
+) -> None:
+    """A bridge de-duplicates on the id (delivery is at least once); a nested sessiontool in
+    the command is a foreground command, not the worker (issue 27, item 16)."""
+    dump = tmp_path / "delivery-seen.json"
+    code = (
+        "import json, os, sys; rec = json.loads(sys.stdin.read()); "
+        f"open({str(dump)!r}, 'w').write(json.dumps({{'input': rec, "
+        "'envId': os.environ.get('SESSIONTOOL_DELIVERY_ID'), "
+        "'worker': os.environ.get('SESSIONTOOL_WORKER')}))"
+    )
+    runner_config(
+        state, {"type": "echo"}, sessiontool={"delivery": {"command": [sys.executable, "-c", code]}}
+    )
+    code_, out = run_json(
+        "send", "agent:main:discord:group:42", "hi", "--deliver", "--timeout", "30"
+    )
+    assert code_ == 0, out
+    from tests.runhelpers import poll
+
+    seen_ = poll(lambda: dump.exists() and json.loads(dump.read_text()), message="delivery")
+    run_id = out["runId"]
+    assert seen_["envId"] == f"{run_id}:deliver", seen_
+    assert seen_["input"]["id"] == seen_["envId"]
+    assert seen_["worker"] is None
+    rc, listed = run_json("deliveries")
+    assert [d["id"] for d in listed["deliveries"]] == [seen_["envId"]], listed

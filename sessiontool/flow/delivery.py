@@ -275,9 +275,13 @@ def deliver(
     agent_id: str | None = None,
     delivery_id: str | None = None,
     resume: bool = False,
+    retry_of: str | None = None,
 ) -> dict[str, Any]:
     """Deliver `text` to the channel of the session `session_key` (full form) and return the
-    outbox record. Exactly one outbox line is written whatever happens (with `delivery_id`, one
+    outbox record. The delivery command gets the delivery's id (`delivery_id`, or `retry_of`
+    for a retry, whose new line carries no id) in its input and as SESSIONTOOL_DELIVERY_ID:
+    a worker killed mid-delivery runs it again, and a bridge de-duplicates on that id.
+    Exactly one outbox line is written whatever happens (with `delivery_id`, one
     line with that id however often it is resumed: `resume` first looks for it); the send policy of the
     target is checked first (`denied`), then the target (`undelivered`), then the delivery
     command, if any (`failed` on a non-zero exit). Only a delivered text is mirrored.
@@ -336,6 +340,13 @@ def deliver(
         env = childenv.for_config(
             os.environ, config.get("sessiontool.delivery"), "sessiontool.delivery"
         )
+        # The worker's own marker is not the command's: a nested sessiontool is a foreground
+        # command (10 s lock waits, not the worker's 60 s).
+        env.pop("SESSIONTOOL_WORKER", None)
+        bridge_id = delivery_id or retry_of
+        if bridge_id:
+            sent["id"] = bridge_id
+            env["SESSIONTOOL_DELIVERY_ID"] = bridge_id
         failure = run_delivery_command(command, sent, env)
         if failure is None:
             record["status"] = DELIVERED

@@ -92,6 +92,7 @@ def retry(ctx: Context, ids: list[str]) -> dict[str, Any]:
             session_key=key,
             mode=mode,
             text=str(old.get("text") or ""),
+            retry_of=did,
         )
         results.append({**rec, "id": did, "previousStatus": old.get("status")})
     ok = sum(1 for r in results if r.get("status") == delivery.DELIVERED)

@@ -65,11 +65,12 @@ def _follow_up(v: Any) -> bool:
     nxt = v.get("next")
     if nxt is not None and not isinstance(nxt, str):
         return False
-    for k in ("latest", "incoming", "text", "to", "mode", "error", "delivering"):
+    for k in ("latest", "incoming", "text", "to", "mode", "error"):
         if v.get(k) is not None and not isinstance(v[k], str):
             return False
-    attempt = v.get("attemptAt")
-    return attempt is None or is_ms(attempt)
+    if v.get("delivering") is not None and not isinstance(v["delivering"], bool):
+        return False
+    return all(v.get(k) is None or is_ms(v[k]) for k in ("attemptAt", "injectAt"))
 
 
 def _announce(v: Any) -> bool:
