@@ -168,16 +168,6 @@ def history_for(path: Path) -> list[dict[str, Any]]:
     return strip_envelopes(read_tail(path, 200).messages)
 
 
-def transcript_of(session: Session) -> Path:
-    """Where the run's lines go: its transcript, or that transcript archived meanwhile (a
-    `delete` renames it aside) — never a fresh file the index does not point to."""
-    path = session.path
-    if path.exists():
-        return path
-    archived = sorted(path.parent.glob(path.name + ".deleted.*"))
-    return archived[-1] if archived else path
-
-
 def append_user(rec: Record, session: Session) -> None:
     from sessiontool.stores import transcript
 
@@ -188,7 +178,7 @@ def append_user(rec: Record, session: Session) -> None:
     }
     if rec.get("provenance"):
         msg["provenance"] = rec["provenance"]
-    transcript.append_message(transcript_of(session), session.session_id, msg)
+    transcript.append_message(session.path, session.session_id, msg)
 
 
 def resolve_model(cfg: Any, session: Session) -> tuple[str | None, str]:
@@ -338,7 +328,7 @@ def append_reply(session: Session, out: Outcome) -> None:
     if out.error:
         assistant["errorMessage"] = out.error
     entries = [{"type": "message", "message": m} for m in [*out.extra, assistant]]
-    transcript.append_entries(transcript_of(session), session.session_id, entries)
+    transcript.append_entries(session.path, session.session_id, entries)
 
 
 def record_in_index(paths: StatePaths, session: Session, out: Outcome) -> None:

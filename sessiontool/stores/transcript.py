@@ -204,7 +204,11 @@ def append_entries(
 ) -> list[dict[str, Any]]:
     """Append transcript entries (each gets id, parentId, timestamp), writing the header first
     when the file is new. Each line is one os.write on an O_APPEND descriptor, under the
-    transcript lock, so concurrent writers (OpenClaw included) never interleave bytes."""
+    transcript lock, so concurrent writers (OpenClaw included) never interleave bytes.
+
+    A transcript that `delete` renamed aside (`<file>.deleted.<stamp>`, under this same lock)
+    gets the lines instead of a fresh file no entry points to: whether the file is there is
+    decided under the lock, so a turn is never split between the archive and a new file."""
     if path.parent.name == "sessions" and path.parent.parent.parent.name == "agents":
         from sessiontool.stores.paths import StatePaths
         from sessiontool.stores.reader import require_writable
@@ -215,6 +219,8 @@ def append_entries(
     ensure_dir(path.parent)
     written: list[dict[str, Any]] = []
     with transcript_lock(path, timeout):
+        if not os.path.lexists(path):
+            path = archived_of(path) or path
         try:
             fd = safefs.open_write(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -242,6 +248,30 @@ def append_entries(
         finally:
             os.close(fd)
     return written
+
+
+def archived_of(path: Path) -> Path | None:
+    """The newest plain archive of a transcript `delete` renamed aside, or None (a compressed
+    one is never appended to)."""
+    prefix = path.name + ".deleted."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return None
+    found = sorted(
+        (_archive_order(n[len(prefix) :]), n)
+        for n in names
+        if n.startswith(prefix) and not n.endswith((".zst", ".gz", ".lock", ".tmp"))
+    )
+    return path.with_name(found[-1][1]) if found else None
+
+
+def _archive_order(suffix: str) -> tuple[str, int]:
+    """`<stamp>` then `<stamp>.1`, `<stamp>.2`, ... (a name taken gets a counter)."""
+    stamp, dot, n = suffix.rpartition(".")
+    if dot and n.isdigit() and stamp.endswith("Z"):
+        return stamp, int(n)
+    return suffix, 0
 
 
 def _write_all(fd: int, payload: bytes, path: Path) -> None:
