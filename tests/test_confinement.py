@@ -195,3 +195,37 @@ def test_state_dir_may_be_a_link_and_inner_links_inside_work(
     hist = run_cli("history", "main")
     assert "via link" in hist.stdout
     assert list((real / "runs-moved").glob("*.json")), "the run record went through the link"
+
+
+@pytest.mark.parametrize("which", ["transcript", "lock"])
+def test_send_and_spawn_refuse_a_transcript_link_before_starting(
+    template: Path, tmp_path: Path, which: str
+) -> None:
+    """The README: `send` and `spawn` check before starting any background work (exit 5), not
+    inside the worker as the run's error (issue 27, item 3)."""
+    state = tmp_path / "state"
+    shutil.copytree(template, state, symlinks=True)
+    victim = make_victim(tmp_path)
+    before = tree_digest(victim)
+    transcript = state / "agents/main/sessions" / f"{main_sid(state)}.jsonl"
+    planted = (
+        transcript if which == "transcript" else transcript.with_name(transcript.name + ".lock")
+    )
+    planted.unlink(missing_ok=True)
+    planted.symlink_to(victim / "existing.txt" if which == "transcript" else victim / "new-lock")
+    runs_before = sorted((state / "sessiontool/runs").glob("*.json"))
+    try:
+        outputs = [
+            run_cli("send", "main", "again", "--timeout", "20"),
+            run_cli("spawn", "a task"),
+            run_cli("send", "main", "again", "--timeout", "0"),
+        ]
+    finally:
+        reap(state)
+    for proc in outputs:
+        assert proc.returncode == 5, (proc.returncode, proc.stderr)
+        line = proc.stderr.splitlines()[0]
+        assert line.startswith("sessiontool: error: refusing to write through the link"), line
+        assert str(planted) in line, line
+    assert sorted((state / "sessiontool/runs").glob("*.json")) == runs_before, "a run started"
+    assert tree_digest(victim) == before

@@ -115,8 +115,10 @@ def send(
     except ForbiddenError as exc:
         exc.extra.setdefault("sessionKey", display)
         raise
-    writer.before_run(ctx)
     a2a = req.session_key is not None and req.session_key != r.key
+    if writer.kind == "files":  # refused before anything is written (the sweep included)
+        _check_transcripts(ctx, (r.agent_id, r.entry), *([req.session_key] if a2a else []))
+    writer.before_run(ctx)
     if a2a:
         from sessiontool.flow.a2a import context_prompt, session_channel
 
@@ -195,6 +197,8 @@ def spawn(
 
     writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
+    if writer.kind == "files":  # refused before anything is written (the sweep included)
+        _check_transcripts(ctx, None, requester)
     writer.before_run(ctx)
     writer.add_child(
         ctx, child=child, agent_id=target_agent, requester=requester, label=label, model=model
@@ -225,6 +229,21 @@ def spawn(
     if via:
         out["via"] = via
     return out
+
+
+def _check_transcripts(
+    ctx: Context, target: tuple[str, Any] | None, *requesters: str | None
+) -> None:
+    """The transcripts a run will append to (the target's; a requester's, for reply turns and
+    announces) must not be planted links: refused before anything starts (exit 5)."""
+    from sessiontool.stores.sessions_json import peek_entry
+    from sessiontool.stores.transcript import check_writable
+
+    if target is not None:
+        check_writable(ctx.paths, *target)
+    for key in requesters:
+        if key is not None:
+            check_writable(ctx.paths, keys.agent_of(key, ctx.agent_id), peek_entry(ctx.paths, key))
 
 
 def _spawn_record(

@@ -250,6 +250,19 @@ def append_entries(
     return written
 
 
+def check_writable(paths: Any, agent_id: str, entry: Any) -> None:
+    """Refuse now (exit 5, in the foreground) when a session's transcript or its lock is a
+    planted link: the run's worker would refuse it anyway, as the run's error, after the
+    command had already said the run started."""
+    from sessiontool.stores.paths import is_plain_name, transcript_path_for
+
+    sid = entry.get("sessionId") if isinstance(entry, dict) else None
+    if not isinstance(sid, str) or not is_plain_name(sid):
+        return
+    path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
+    safefs.preflight(paths.root, [], [path, path.with_name(path.name + ".lock")])
+
+
 def archived_of(path: Path) -> Path | None:
     """The newest plain archive of a transcript `delete` renamed aside, or None (a compressed
     one is never appended to)."""
