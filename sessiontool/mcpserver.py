@@ -299,7 +299,11 @@ class SessionToolsServer:
     async def serve_stdio(self) -> None:
         server = self.build()
         try:
-            async with stdio_server() as (read_stream, write_stream):
+            from sessiontool.mcpwire import ScreenedStdin, stdin_lines
+
+            stdin = ScreenedStdin(stdin_lines())
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+                stdin.connect(write_stream)
                 await server.run(read_stream, write_stream, server.create_initialization_options())
         finally:
             self.shutdown.set()  # waiting threads return at once; their runs go on

@@ -333,3 +333,64 @@ def test_null_for_an_optional_argument_is_a_usage_error(state: Path) -> None:
     assert seen["null"]["code"] == 2 and "limit" in seen["null"]["error"]
     assert "null" in seen["null"]["error"]
     assert seen["absent"]["count"] >= 1
+
+
+def test_every_request_gets_an_answer_even_one_the_sdk_cannot_parse(state: Path) -> None:
+    """A lone surrogate in the arguments, a batch, params as a list, a line that is not JSON:
+    each gets a JSON-RPC error with its id, never silence (issue 27, item 17)."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    lines = [
+        json.dumps(init),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sessions_list",'
+        '"arguments":{"kinds":["\\ud800"]}}}',
+        json.dumps([{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]),
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": [1]}),
+        "{not json",
+        json.dumps({"jsonrpc": "2.0", "id": "five", "method": "tools/list", "params": "x"}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]}),
+        json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}),
+    ]
+    answers: list[dict[str, Any]] = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write("\n".join(lines) + "\n")
+            proc.stdin.flush()
+            # Read until the last request is answered (stdin stays open: EOF ends the server).
+            while not any(a.get("id") == 6 for a in answers):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                answers.append(json.loads(line))
+        finally:
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    by_id = {a.get("id"): a for a in answers}
+    assert sorted(by_id, key=str) == sorted([1, 2, 3, 4, None, "five", 6], key=str), answers
+    assert by_id[2]["error"]["code"] == -32602 and "surrogate" in by_id[2]["error"]["message"]
+    assert by_id[3]["error"]["code"] == -32600 and "batch" in by_id[3]["error"]["message"]
+    assert by_id[4]["error"]["code"] == -32602
+    assert by_id["five"]["error"]["code"] == -32602
+    assert by_id[None]["error"]["code"] == -32700
+    assert [t["name"] for t in by_id[6]["result"]["tools"]][:1] == ["sessions_list"]
+    assert len(answers) == 7, answers  # a bad notification gets no answer
