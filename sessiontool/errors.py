@@ -145,5 +145,33 @@ def from_os_error(exc: OSError, what: str = "") -> SessiontoolError:
     return StorageError(f"{lead}: {reason}", extra=extra)
 
 
+def refused_by_os(exc: SessiontoolError) -> SessiontoolError:
+    """A failure core code worded itself (`cannot write X: Permission denied`, exit 1) whose
+    cause is the OS refusing access is the documented exit 4, worded by the one funnel."""
+    import errno as E
+
+    cause = exc.__cause__
+    if (
+        exc.code == ExitCode.FAILURE
+        and isinstance(cause, OSError)
+        and cause.errno in (E.EACCES, E.EPERM)
+    ):
+        if cause.filename is None and isinstance(exc.extra.get("path"), str):
+            cause.filename = exc.extra["path"]
+        return from_os_error(cause)
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """The one wording of a failure recorded as a run's error (never a raw `[Errno 13]`)."""
+    if isinstance(exc, SessiontoolError):
+        return refused_by_os(exc).message
+    if isinstance(exc, OSError):
+        return from_os_error(exc).message
+    if isinstance(exc, OverflowError):
+        return f"a number too large to use: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def session_not_found(value: str) -> NotFoundError:
     return NotFoundError(f"Session not found: {value} (use the full key from list)")

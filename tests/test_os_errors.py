@@ -186,3 +186,50 @@ def test_stdin_not_utf8(state: Path) -> None:
     code, out = run_json("send", "main", "-", input="fine, UTF-8 ✓", env=env)
     reap(state)
     assert code == 0 and out["reply"] == "echo: fine, UTF-8 ✓"
+
+
+@pytest.mark.skipif(
+    not CAN_DROP, reason="needs root, setpriv, and an installation `nobody` can import"
+)
+def test_a_write_refused_on_a_sub_directory_is_exit_4_and_runs_record_it_worded(
+    shared_dir: Path,
+) -> None:
+    """Issue 27, item 15: `label` with the sessions dir read-only to the caller, `prune` with
+    `runs/` read-only: exit 4 as documented, not 1; a run records the worded error."""
+    state = shared_dir / "state"
+    populated(state)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(state)], check=True)
+    sessions = state / "agents/main/sessions"
+    runs = state / "sessiontool/runs"
+    os.chown(sessions, 0, 0)
+    sessions.chmod(0o755)  # readable, not writable, by nobody
+
+    proc = run_as_nobody(state, "label", "main", "x", home=shared_dir)
+    assert_one_line(proc, 4, "permission denied: ")
+    # The run starts (its record is in runs/) and fails in the worker, worded once.
+    proc = run_as_nobody(state, "send", "main", "again", "--timeout", "20", home=shared_dir)
+    assert proc.returncode == 1, proc.stderr
+    (rec,) = [
+        r
+        for r in (json.loads(p.read_text()) for p in runs.glob("*.json"))
+        if r.get("message") == "again"
+    ]
+    assert rec["status"] == "error", rec
+    assert rec["error"].startswith("permission denied: "), rec["error"]
+    assert "Errno" not in rec["error"] and "PermissionError" not in rec["error"]
+
+    os.chown(runs, 0, 0)
+    runs.chmod(0o755)
+    proc = run_as_nobody(state, "prune", "--older-than", "0s", home=shared_dir)
+    assert_one_line(proc, 4, "permission denied: ")
+
+
+def test_a_delay_too_large_for_the_clock_is_a_worded_config_error(
+    state: Path, reap_workers: None
+) -> None:
+    from tests.runhelpers import runner_config
+
+    runner_config(state, {"type": "echo", "delaySeconds": 1e308})
+    code, out = run_json("send", "main", "hi", "--timeout", "20")
+    assert code == 1, out
+    assert "delaySeconds" in out["error"] and "OverflowError" not in out["error"], out

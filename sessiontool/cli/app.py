@@ -222,6 +222,9 @@ def _flush_warnings() -> None:
 
 
 def report_error(exc: SessiontoolError, as_json: bool) -> int:
+    from sessiontool.errors import refused_by_os
+
+    exc = refused_by_os(exc)
     _flush_warnings()
     render.error_line(exc.message, exc.hint)
     if as_json:

@@ -485,7 +485,13 @@ def call_tool(
         args = check_arguments(tool, arguments, null_is_absent=options.null_is_absent)
         data = tool.handler(ctx, args, options)
     except SessiontoolError as exc:
-        return ToolResult(exc.to_json(), failed=True)
+        from sessiontool.errors import refused_by_os
+
+        return ToolResult(refused_by_os(exc).to_json(), failed=True)
+    except OSError as exc:
+        from sessiontool.errors import from_os_error
+
+        return ToolResult(from_os_error(exc).to_json(), failed=True)
     except Exception as exc:  # noqa: BLE001 - a tool's crash must not end the run or server
         return ToolResult(
             {"status": "error", "error": f"{type(exc).__name__}: {exc}", "code": 1},

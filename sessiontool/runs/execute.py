@@ -267,7 +267,9 @@ def run_agent(w: Any, rec: Record, session: Session, history: list[dict[str, Any
     except RunnerError as exc:
         out.status, out.error, out.result = "error", exc.message, exc.partial
     except Exception as exc:  # noqa: BLE001 - a runner bug must still end the run
-        out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
+        from sessiontool.errors import describe
+
+        out.status, out.error = "error", describe(exc)
     finally:
         _current.update(runId=None, paths=None)
     res = out.result

@@ -163,7 +163,9 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
             out.status = "error"
         out.error = exc.message
     except Exception as exc:  # noqa: BLE001 - a bug must still end the run
-        out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
+        from sessiontool.errors import describe
+
+        out.status, out.error = "error", describe(exc)
     finally:
         execute._current.update(runId=None, paths=None)
     limit = _run_timeout(rec)

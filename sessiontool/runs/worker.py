@@ -112,7 +112,9 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
         try:
             run_one(w, rec)
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the lane
-            if not fail(w.paths, run_id, f"{type(exc).__name__}: {exc}"):
+            from sessiontool.errors import describe
+
+            if not fail(w.paths, run_id, describe(exc)):
                 # Nothing can be recorded (a full disk): the run stays queued for the next
                 # worker rather than vanish, and this one stops instead of spinning.
                 os.close(lock_fd)

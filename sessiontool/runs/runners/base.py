@@ -216,14 +216,21 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.1f}s"
 
 
+# Longer than this is no timeout anyone meant; past it sleep() and deadlines overflow.
+MAX_SECONDS = 1_000_000_000
+
+
 def positive_seconds(cfg: Mapping[str, Any], key: str, where: str) -> float | None:
     """An optional positive number of seconds from a runner config."""
     value = cfg.get(key)
     if value is None:
         return None
     n = _num(value)
-    if n is None or n <= 0:
-        raise RunnerError(f"{where}.{key}: expected a positive number of seconds, got {value!r}")
+    if n is None or not 0 < n <= MAX_SECONDS:
+        raise RunnerError(
+            f"{where}.{key}: expected a positive number of seconds up to {MAX_SECONDS:,} "
+            f"(about 31 years), got {value!r}"
+        )
     return float(n)
 
 
