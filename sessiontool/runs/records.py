@@ -311,13 +311,20 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
     if status == "running":
         if lock_held(paths, rec["runId"]):
             return rec
-        marked = {"now": False}
+        marked = {"now": False, "recovered": False}
 
         def mark(r: Record) -> bool:
             if r.get("status") != "running" or lock_held(paths, r["runId"]):
                 return False
-            r.update(lost_fields(r))
-            r["endedAt"] = now_ms()
+            from sessiontool.runs import recover
+
+            reply = recover.reply_on_disk(paths, r)
+            if reply is not None:  # it died after writing its reply: ended, not lost
+                recover.end_from(r, reply)
+                marked["recovered"] = True
+            else:
+                r.update(lost_fields(r))
+                r["endedAt"] = now_ms()
             from sessiontool.runs import steps
 
             steps.init_follow_up(r)
@@ -335,8 +342,13 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
             _unlink(paths.run_lock(rec["runId"]))
             lanes.remove_marker(paths, rec)
             try:
-                flag_aborted(paths, rec)
-            except Exception:  # noqa: BLE001 - best effort; the record already says lost
+                if marked["recovered"]:
+                    from sessiontool.runs import recover
+
+                    recover.record_in_index(paths, rec)
+                else:
+                    flag_aborted(paths, rec)
+            except Exception:  # noqa: BLE001 - best effort; the record already says its end
                 pass
             from sessiontool.stores.writer import writer_of
 

@@ -108,6 +108,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "workerStartedAt": (is_ms, "a time in milliseconds"),
     "endedAt": (is_ms, "a time in milliseconds"),
     "announcedAt": (is_ms, "a time in milliseconds"),
+    "recoveredAt": (is_ms, "a time in milliseconds"),
     "seq": (_count, "a count"),
     "turn": (_count, "a count"),
     "maxTurns": (_count, "a count"),

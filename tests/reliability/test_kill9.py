@@ -101,11 +101,18 @@ def test_kill_9_at_a_chosen_point(state: Path, point: str) -> None:
     assert texts(state, "agent:main:main") == expected[point]
 
     statuses = [r["status"] for r in reconcile() if r["runId"] == rid]
-    assert statuses == ["lost"]
     rc, waited = run_json("wait", rid, "--timeout", "5")
-    assert rc == 1 and waited["runStatus"] == "lost" and waited["error"] == "worker died"
     store = read_store(state)
-    assert store["agent:main:main"]["abortedLastRun"] is True
+    if point == "index-write":
+        # Killed after its reply was written: ended with that reply, not lost (issue 27, 8).
+        assert statuses == ["ok"]
+        assert rc == 0 and waited["status"] == "ok" and waited["reply"] == "echo: doomed"
+        assert store["agent:main:main"]["abortedLastRun"] is False
+        assert store["agent:main:main"]["systemSent"] is True
+    else:
+        assert statuses == ["lost"]
+        assert rc == 1 and waited["runStatus"] == "lost" and waited["error"] == "worker died"
+        assert store["agent:main:main"]["abortedLastRun"] is True
     assert store["agent:main:other"]["label"] == "written meanwhile"
     assert not stray_locks(state)
     assert not (state / "sessiontool" / "runs" / f"{rid}.lock").exists()
