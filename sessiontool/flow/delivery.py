@@ -11,10 +11,8 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Literal
 
 from sessiontool.clock import iso_now, now_ms, parse_iso_ms
@@ -412,49 +410,16 @@ def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[dict
     return out
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_size
-
-
 def follow_deliveries(
     paths: StatePaths, since_ms: int | None = None, *, poll: float = FOLLOW_POLL_SECONDS
 ) -> Iterator[dict[str, Any]]:
     """Records as they are appended, like `tail -f`, forever. With `since_ms` the matching
     records already in the outbox come first; without it following starts at the current end.
-    A missing outbox is waited for; one replaced or cut shorter (prune) is re-followed from
-    its end, since what it kept was already seen."""
-    path = paths.deliveries
-    ident = _identity(path)
-    inode = ident[0] if ident else None
-    offset = 0 if since_ms is not None or ident is None else ident[1]
-    pending = b""
-    while True:
-        ident = _identity(path)
-        if ident is None:
-            time.sleep(poll)
-            continue
-        if inode is not None and (ident[0] != inode or ident[1] < offset):
-            offset, pending = ident[1], b""
-        inode = ident[0]
-        data = b""
-        if ident[1] > offset:
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read(ident[1] - offset)
-            except OSError:
-                data = b""
-        if not data:
-            time.sleep(poll)
-            continue
-        offset += len(data)
-        pending += data
-        *complete, pending = pending.split(b"\n")
-        for raw in complete:
-            rec = _parse_record(raw)
-            if rec is not None and _after(rec, since_ms):
-                yield rec
+    A missing outbox is waited for; one replaced by `prune` or `doctor --fix` is followed into
+    the new file without losing or repeating a line (flow/follow.py)."""
+    from sessiontool.flow.follow import follow_lines
+
+    for raw in follow_lines(paths.deliveries, replay=since_ms is not None, poll=poll):
+        rec = _parse_record(raw)
+        if rec is not None and _after(rec, since_ms):
+            yield rec
