@@ -53,6 +53,26 @@ def _open(path: Path) -> int | None:
         return None
 
 
+def _read(paths: StatePaths, run_id: str, seen: bool) -> runs.Record:
+    """The record; a run its worker withdrew (it could record nothing: a full disk) is the
+    failure it was, not "not found"."""
+    from sessiontool.errors import NotFoundError, StorageError
+
+    try:
+        return runs.read_record(paths, run_id)
+    except NotFoundError:
+        from sessiontool.runs.worker import withdrawn_reason
+
+        why = withdrawn_reason(paths, run_id)
+        if why is None and not seen:
+            raise
+        why = why or "its record was removed while it was waited for (a full disk, or prune)"
+        raise StorageError(
+            f"run {run_id} could not be started and was withdrawn: {why}",
+            hint="free some space and send again",
+        ) from None
+
+
 def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Record:
     """The record once the run is over, or as it is when `timeout` seconds have passed."""
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -61,7 +81,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Reco
     rec: runs.Record = {}
     try:
         while True:
-            rec = runs.reconcile(paths, runs.read_record(paths, run_id))
+            rec = runs.reconcile(paths, _read(paths, run_id, bool(rec)))
             if runs.is_finished(rec):
                 return rec
             wait = CHECK_SECONDS
@@ -78,7 +98,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Reco
             poller.register(fd, select.POLLIN | select.POLLHUP)
             if poller.poll(int(wait * 1000) + 1):
                 # Woken: read the record again (first); a fresh descriptor for a later wait.
-                rec = runs.reconcile(paths, runs.read_record(paths, run_id))
+                rec = runs.reconcile(paths, _read(paths, run_id, bool(rec)))
                 if runs.is_finished(rec):
                     return rec
                 os.close(fd)

@@ -114,9 +114,11 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the lane
             from sessiontool.errors import describe
 
-            if not fail(w.paths, run_id, describe(exc)):
-                # Nothing can be recorded (a full disk): the run stays queued for the next
-                # worker rather than vanish, and this one stops instead of spinning.
+            if not fail(w.paths, run_id, describe(exc)) and not withdraw(
+                w.paths, run_id, describe(exc)
+            ):
+                # Nothing can be recorded or removed (a read-only disk): the run stays queued
+                # for the next worker, and this one stops instead of spinning.
                 os.close(lock_fd)
                 return 1
         _unlink(d / name)
@@ -200,6 +202,49 @@ def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
         return False
     wait.notify(paths, run_id)
     return runs.is_finished(rec)
+
+
+WITHDRAWN = "sessiontool worker: withdrawn: "
+
+
+def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
+    """A run that never started and whose error cannot be recorded (a full disk): remove its
+    record (an unlink needs no space) rather than leave it queued to run at some later time
+    nobody asked for. The reason goes to its log, which its waiter reads (wait.wait_for).
+    False when the record could not be removed (a read-only disk)."""
+    from sessiontool.runs import wait
+
+    try:
+        with runs.records_lock(paths):
+            if runs.read_record(paths, run_id).get("status") != "queued":
+                return False
+            os.unlink(paths.run_record(run_id))
+    except (OSError, SessiontoolError):
+        return False
+    try:
+        fd = os.open(
+            paths.run_log(run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600
+        )
+        try:
+            os.write(fd, f"{WITHDRAWN}{problem}\n".encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a full disk may refuse even this: the waiter then says the run vanished
+    wait.notify(paths, run_id)
+    return True
+
+
+def withdrawn_reason(paths: StatePaths, run_id: str) -> str | None:
+    """Why a run was withdrawn, from its log; None when it was not."""
+    try:
+        with open(paths.run_log(run_id), "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 8192))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = [ln[len(WITHDRAWN) :] for ln in tail.splitlines() if ln.startswith(WITHDRAWN)]
+    return found[-1] if found else None
 
 
 def follow(w: Worker, run_id: str) -> int:

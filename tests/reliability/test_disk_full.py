@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli, run_json
-from tests.reliability.util import check_transcripts, snapshot, stray_locks, wait_until
+from tests.reliability.util import check_transcripts, snapshot, stray_locks
 from tests.runhelpers import quiet
 
 SITECUSTOMIZE = r"""
@@ -222,30 +222,65 @@ def test_transcript_append_fails_in_the_worker(populated: Path, faults: Path) ->
     assert rc == 0 and out["reply"] == "echo: space again"
 
 
-def test_worker_that_cannot_record_anything_leaves_the_run_queued(
+def test_worker_that_cannot_record_anything_withdraws_the_run(
     populated: Path, faults: Path
 ) -> None:
     """The disk fills up between the command and its worker, so the worker cannot even mark
-    its run started. The run is not lost and not stuck: it stays queued (the caller's wait
-    times out saying so), the worker stops instead of spinning, and the next command that
-    looks at the run once the disk has room gets it run by a new worker."""
+    its run started. The run is withdrawn (its record removed: an unlink needs no space), so
+    it never runs at some later time nobody asked for; the waiting `send` says so at once,
+    exit 1, not "still running" (124) (issue 27, item 10)."""
     state = populated
     runs_dir = state / "sessiontool" / "runs"
     env = fault_env(faults, runs_dir, "ENOSPC", "*.json.*.tmp", worker_only=True)
     env["SESSIONTOOL_EXEC_WORKER"] = "1"  # a worker of its own process, with the fault
-    rc, out = run_json("send", "main", "unrecorded", "--timeout", "1", env=env)
-    assert rc == 124, out
-    rid = out["runId"]
-    wait_until(
-        lambda: "No space left on device" in (runs_dir / f"{rid}.log").read_text(),
-        10,
-        "the worker to give up",
-    )
-    rc, rec = run_json("wait", rid, "--timeout", "20")
-    assert rc == 0 and rec["status"] == "ok" and rec["reply"] == "echo: unrecorded", rec
+    t0 = time.monotonic()
+    rc, out = run_json("send", "main", "unrecorded", "--timeout", "30", env=env)
+    assert rc == 1, out
+    assert time.monotonic() - t0 < 20, "the waiter was not told"
+    rid = out["error"].split()[1]
+    assert "withdrawn" in out["error"] and "No space left on device" in out["error"], out
+    assert not (runs_dir / f"{rid}.json").exists()
+    rc, listing = run_json("runs")
+    assert not [r for r in listing["runs"] if r["status"] in ("queued", "running")], listing
+    assert "unrecorded" not in json.dumps(listing)
     assert not stray_locks(state) and not no_tmp_files(state)
     rc, out = run_json("send", "main", "recorded", "--timeout", "20")
     assert rc == 0 and out["reply"] == "echo: recorded"
+    # The withdrawn run never ran, then or later.
+    transcript = json.dumps(run_json("history", "main")[1])
+    assert "unrecorded" not in transcript and "recorded" in transcript
+
+
+def test_send_deliver_with_an_unreadable_outbox_still_gives_the_reply(
+    state: Path, tmp_path: Path
+) -> None:
+    """The run succeeded; only the delivery's fate cannot be read: the reply and exit 0, a
+    warning, not exit 1 with no reply (issue 27, item 10)."""
+    from tests.runhelpers import py_command, reap, runner_config
+
+    outbox = state / "sessiontool" / "deliveries.jsonl"
+    # The agent turns the outbox into a link loop while it runs (after send's own checks).
+    agent = (
+        "import os, sys; m = sys.stdin.read(); p = os.environ['OUTBOX']\n"
+        "if os.path.lexists(p): os.unlink(p)\n"
+        "os.symlink(os.path.basename(p), p); sys.stdout.write('echo: ' + m)"
+    )
+    runner_config(state, py_command(agent, env=["OUTBOX"]))
+    try:
+        rc, out = run_json(
+            "send",
+            "agent:main:discord:group:7",
+            "hi",
+            "--deliver",
+            "--timeout",
+            "20",
+            env={"OUTBOX": str(outbox)},
+        )
+    finally:
+        reap(state)
+    assert rc == 0, out
+    assert out["status"] == "ok" and out["reply"] == "echo: hi", out
+    assert out["delivery"]["status"] == "pending", out
 
 
 @pytest.mark.parametrize(

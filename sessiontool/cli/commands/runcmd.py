@@ -177,6 +177,7 @@ def _report_delivery(
     (`deliveries retry ID` tries again; `delivery.status` in the JSON says it too)."""
     import time
 
+    from sessiontool.errors import SessiontoolError
     from sessiontool.flow.delivery import COMMAND_TIMEOUT_SECONDS, DELIVERED
     from sessiontool.flow.redeliver import latest
 
@@ -184,7 +185,13 @@ def _report_delivery(
     deadline = time.monotonic() + min(wait_s, COMMAND_TIMEOUT_SECONDS + 5)
     found: dict[str, Any] | None = None
     while True:
-        for rid, r in latest(ctx).items():
+        try:
+            known = latest(ctx)
+        except SessiontoolError as exc:
+            # The run succeeded: its reply is the answer; only the delivery's fate is unknown.
+            render.warning_line(f"cannot tell whether the reply was delivered: {exc.message}")
+            return code
+        for rid, r in known.items():
             if r.get("runId") == rec["runId"] and r.get("mode") == "deliver":
                 found, did = r, rid
         if found is not None or time.monotonic() >= deadline:
