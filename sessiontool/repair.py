@@ -68,7 +68,10 @@ def _ours(paths: StatePaths, d: Path, base: str, kind: str) -> bool:
         return base in (paths.deliveries.name, paths.sweep_stamp.name)
     if d == paths.runs_dir:  # records.write_record: `.<runId>.json.<pid>.<hex>.tmp`
         return base.startswith(".") and base.endswith(".json") and is_plain_name(base[1:-5])
-    return d != paths.root and d.name == "sessions" and base == "sessions.json"
+    if d != paths.root and d.name == "sessions":
+        # a store rewrite (jsonio.atomic_write), or a lock's content before its link
+        return base == "sessions.json" or base.endswith(".lock")
+    return False
 
 
 def leftovers(paths: StatePaths) -> Iterator[Finding]:

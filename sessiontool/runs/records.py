@@ -316,16 +316,10 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
         def mark(r: Record) -> bool:
             if r.get("status") != "running" or lock_held(paths, r["runId"]):
                 return False
-            from sessiontool.runs import recover
+            from sessiontool.runs import recover, steps
 
-            reply = recover.reply_on_disk(paths, r)
-            if reply is not None:  # it died after writing its reply: ended, not lost
-                recover.end_from(r, reply)
-                marked["recovered"] = True
-            else:
-                r.update(lost_fields(r))
-                r["endedAt"] = now_ms()
-            from sessiontool.runs import steps
+            # Ended with its reply when that is on disk (it died after writing it), else lost.
+            marked["recovered"] = recover.end_dead(paths, r)
 
             steps.init_follow_up(r)
             marked["now"] = True
@@ -342,12 +336,9 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
             _unlink(paths.run_lock(rec["runId"]))
             lanes.remove_marker(paths, rec)
             try:
-                if marked["recovered"]:
-                    from sessiontool.runs import recover
+                from sessiontool.runs import recover
 
-                    recover.record_in_index(paths, rec)
-                else:
-                    flag_aborted(paths, rec)
+                recover.after_end(paths, rec, marked["recovered"])
             except Exception:  # noqa: BLE001 - best effort; the record already says its end
                 pass
             from sessiontool.stores.writer import writer_of

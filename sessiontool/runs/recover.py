@@ -75,6 +75,31 @@ def reply_on_disk(paths: StatePaths, rec: Record) -> dict[str, Any] | None:
     return None
 
 
+def end_dead(paths: StatePaths, r: Record) -> bool:
+    """End a started run whose worker died (in place, under the records lock): with its reply
+    when that is on disk (True), else `lost` (or the abort it had decided)."""
+    from sessiontool.runs import records
+
+    reply = reply_on_disk(paths, r)
+    if reply is not None:
+        end_from(r, reply)
+        return True
+    r.update(records.lost_fields(r))
+    r["endedAt"] = now_ms()
+    return False
+
+
+def after_end(paths: StatePaths, rec: Record, recovered: bool) -> None:
+    """What follows a dead worker's end outside the records lock: the index update it did not
+    get to, or the session's `abortedLastRun`."""
+    from sessiontool.runs import records
+
+    if recovered:
+        record_in_index(paths, rec)
+    else:
+        records.flag_aborted(paths, rec)
+
+
 def end_from(r: Record, msg: dict[str, Any]) -> None:
     """End the record (in place, under the records lock) as its worker would have."""
     status = str(r["outcome"])

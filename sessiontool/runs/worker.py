@@ -160,20 +160,23 @@ def advance(w: Worker, run_id: str) -> None:
 
 
 def end_lost(paths: StatePaths, rec: Record) -> None:
-    from sessiontool.runs import wait
+    """A `running` run whose worker died (we hold its lock now): ended with its reply when
+    that is on disk, else lost (runs/recover.py)."""
+    from sessiontool.runs import recover, wait
+
+    recovered = {"now": False}
 
     def mark(r: Record) -> bool:
         if r.get("status") != "running":
             return False
-        r.update(runs.lost_fields(r))
-        r["endedAt"] = now_ms()
+        recovered["now"] = recover.end_dead(paths, r)
         steps.init_follow_up(r)
         return True
 
     rec = runs.update_record(paths, rec["runId"], mark)
     wait.notify(paths, rec["runId"])
     try:
-        runs.flag_aborted(paths, rec)
+        recover.after_end(paths, rec, recovered["now"])
     except SessiontoolError:
         pass
 

@@ -209,15 +209,7 @@ class PidLock:
         finally:
             self.path = saved
 
-    def try_acquire(self) -> bool:
-        try:
-            fd = safefs.open_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            if self._is_stale():
-                self._break()
-            return False
-        except OSError as exc:
-            raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
+    def _token_now(self) -> dict[str, Any]:
         stamp_ms = wall_ms()
         token: dict[str, Any] = {
             "pid": os.getpid(),
@@ -227,8 +219,52 @@ class PidLock:
             started = process_starttime(os.getpid())
             if started is not None:
                 token["starttime"] = started
+        return token
+
+    def _create(self, payload: bytes) -> bool:
+        """Make the lock file with its content in one step: written under a temp name, then
+        hard-linked to the lock's name (which fails if it exists). A holder killed between
+        an exclusive create and its write would leave an empty lock, which nobody can tell
+        from one being written and so must wait out by age (30 min for a transcript)."""
+        if os.path.lexists(self.path):  # held: no temp file for every look of a waiter
+            if os.path.islink(self.path):
+                safefs.check_file(self.path)  # a planted link: refused, never waited for
+            return False
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        try:  # the temp file goes whatever happens (a signal included) once it may exist
+            try:
+                fd = safefs.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except OSError as exc:
+                raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
+            try:
+                os.write(fd, payload)
+            finally:
+                os.close(fd)
+            os.link(tmp, self.path)
+        except FileExistsError:
+            if os.path.islink(self.path):
+                safefs.check_file(self.path)
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV):
+                return self._create_in_place(payload)  # a file system without hard links
+            raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return True
+
+    def _create_in_place(self, payload: bytes) -> bool:
         try:
-            os.write(fd, json.dumps(token).encode())
+            fd = safefs.open_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot create lock {self.path}: {exc.strerror}") from exc
+        try:
+            os.write(fd, payload)
         except OSError as exc:
             os.close(fd)
             try:
@@ -237,6 +273,14 @@ class PidLock:
                 pass
             raise StorageError(f"cannot write lock {self.path}: {exc.strerror}") from exc
         os.close(fd)
+        return True
+
+    def try_acquire(self) -> bool:
+        token = self._token_now()
+        if not self._create(json.dumps(token).encode()):
+            if self._is_stale():
+                self._break()
+            return False
         self._token = token
         if self.dead_holders and self.temp_of:
             self._remove_dead_temps()

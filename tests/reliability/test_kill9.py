@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from tests.reliability.util import (
     FINISHED,
     check_transcripts,
     kill9,
+    parse_transcript,
     read_store,
     reconcile,
     seed_store,
@@ -34,7 +36,7 @@ from tests.reliability.util import (
     wait_until,
     worker_pids,
 )
-from tests.runhelpers import py_command, records, runner_config
+from tests.runhelpers import py_command, records, runner_config, text_of
 
 # Sleeps on "stall" messages only, so the same config answers every other send at once.
 SLOW_ON_STALL = (
@@ -264,3 +266,155 @@ def test_random_kills_leave_a_consistent_state(state: Path) -> None:
         assert texts(state, k)[-2:] == ["again", "echo: again"]
     check_transcripts(state)
     print(f"seed {seed}: {len(killed)} killed, outcomes {sorted(outcomes)}")
+
+
+# -- bursts with kill -9 of random workers (issue 27, "Must hold") ----------------------------
+
+BURST = r"""
+import json, sys
+from sessiontool.context import build_context
+from sessiontool.errors import BusyError, SessiontoolError
+from sessiontool.runs.submit import send, spawn
+
+n = int(sys.argv[1])
+ctx = build_context()
+out = []
+for i in range(n):
+    for attempt in range(3):  # busy (75) says "try again": a burst contends for the store
+        try:
+            if i % 5 == 4:
+                res = spawn(ctx, "task-%03d" % i)
+            else:
+                res, _ = send(ctx, "discord:group:%d" % (i % 12), "m-%03d" % i, timeout=0, deliver=True)
+            out.append({"i": i, "runId": res.get("runId"), "status": res.get("status")})
+            break
+        except BusyError as exc:
+            if attempt == 2:
+                out.append({"i": i, "error": exc.message})
+        except SessiontoolError as exc:
+            out.append({"i": i, "error": exc.message})
+            break
+sys.stdout.write(json.dumps(out))
+"""
+
+
+def _pending_follow_up(r: dict[str, object]) -> bool:
+    fu = r.get("followUp")
+    return isinstance(fu, dict) and fu.get("next") not in (None, "done")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_burst_of_200_with_random_kills(state: Path, seed: int) -> None:
+    """200 submissions (sends with --deliver, and spawns) while random workers are killed with
+    -9: afterwards every run is finished exactly once, none is `lost` with its reply on disk,
+    and every delivery and announce is in the outbox (and the transcripts) exactly once."""
+    rng = random.Random(seed)
+    runner_config(
+        state,
+        {"type": "echo", "delaySeconds": 0.05},
+        session={"agentToAgent": {"maxPingPongTurns": 0}},
+    )
+    killed: list[int] = []
+    done = threading.Event()
+
+    def killer() -> None:
+        while not done.is_set() and len(killed) < 60:
+            time.sleep(rng.uniform(0.02, 0.3))
+            pids = worker_pids(state)
+            if pids:
+                pid = rng.choice(pids)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+
+    k = threading.Thread(target=killer)
+    k.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", BURST, "200"], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+        submitted = json.loads(proc.stdout)
+        time.sleep(2)  # keep killing a while after the last submission
+    finally:
+        done.set()
+        k.join()
+    assert [s for s in submitted if "error" in s] == []
+    assert len(killed) >= 10, killed
+
+    # Whoever looks next reconciles: lost at once, queued runs get a worker, stalled
+    # follow-ups resume (not sooner than 5 s after their last attempt).
+    left: list[object] = []
+
+    def settled() -> bool:
+        proc = run_cli("runs", "--json")
+        assert proc.returncode == 0, proc.stderr
+        recs = json.loads(proc.stdout)["runs"]
+        left[:] = [
+            (r["runId"], r["kind"], r.get("step"), r["status"], r.get("followUp"))
+            for r in recs
+            if r["status"] not in FINISHED or _pending_follow_up(r)
+        ]
+        return len(recs) >= 200 and not left and not worker_pids(state)
+
+    try:
+        wait_until(settled, 150, "every run and follow-up to finish", poll=1.0)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {left[:5]}") from None
+    recs = {r["runId"]: r for r in records(state)}
+    check_transcripts(state)
+
+    # Every transcript: each message and reply at most once, a reply only after its message.
+    sdir = state / "agents" / "main" / "sessions"
+    users: Counter[str] = Counter()
+    replies: Counter[str] = Counter()
+    injected: Counter[str] = Counter()
+    for path in sdir.glob("*.jsonl*"):
+        if path.name.endswith(".lock"):
+            continue
+        msgs = [o["message"] for o in parse_transcript(path) if o.get("type") == "message"]
+        for i, m in enumerate(msgs):
+            t = text_of(m)
+            if m["role"] == "user":
+                users[t] += 1
+            elif m.get("stopReason") == "injected":
+                injected[t.split("Result: ", 1)[-1].split("\n", 1)[0]] += 1
+            elif m.get("model") != "delivery-mirror" and t.startswith("echo: m-"):
+                replies[t] += 1
+                assert i > 0 and text_of(msgs[i - 1]) == t[len("echo: ") :], (path, t)
+    assert [t for t, n in users.items() if n > 1 and t.startswith(("m-", "task-"))] == []
+    assert all(n == 1 for n in replies.values()), [t for t, n in replies.items() if n > 1]
+
+    # No run is lost with its reply on disk; every ok send's reply is there once.
+    for s in submitted:
+        r = recs[s["runId"]]
+        if r["kind"] != "send":
+            continue
+        msg = r["message"]
+        if r["status"] == "lost":
+            assert replies[f"echo: {msg}"] == 0, ("lost with its reply on disk", r)
+        elif r["status"] == "ok":
+            assert replies[f"echo: {msg}"] == 1, r
+
+    # The outbox: never two lines with one id; every ok send delivered once, every spawn
+    # announced once (its announce injected into the requester's transcript once).
+    lines = [
+        json.loads(ln)
+        for ln in (state / "sessiontool" / "deliveries.jsonl").read_text().splitlines()
+        if ln.strip()
+    ]
+    ids = Counter(ln.get("id") for ln in lines)
+    assert [i for i, n in ids.items() if n > 1] == []
+    for s in submitted:
+        r = recs[s["runId"]]
+        if r["kind"] == "send" and r["status"] == "ok":
+            assert ids[f"{r['runId']}:deliver"] == 1, r
+        if r["kind"] == "spawn":
+            assert r.get("announcedAt"), r
+    spawns = [recs[s["runId"]] for s in submitted if recs[s["runId"]]["kind"] == "spawn"]
+    assert sum(injected.values()) == len(spawns), injected
+    statuses = Counter(r["status"] for r in recs.values())
+    print(f"seed {seed}: {len(killed)} kills; {dict(statuses)}")
