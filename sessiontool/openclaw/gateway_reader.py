@@ -83,6 +83,13 @@ def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
     key = str(paths.root)
     if key in _rows:
         return _rows[key]
+    from sessiontool.openclaw import gateway
+
+    g = gateway.find(paths)
+    if not g.reachable():
+        from sessiontool.errors import ForbiddenError
+
+        raise ForbiddenError(f"no OpenClaw gateway answers at {g.url}", hint=g.how_to_start())
     out: list[dict[str, Any]] = []
     offset = 0
     while True:
