@@ -73,7 +73,9 @@ def test_openclaw_gateway_url_beats_config_and_takes_env_credentials_only(state:
     got = show(env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789"})
     assert got["url"] == "ws://10.0.0.5:18789" and got["source"] == "OPENCLAW_GATEWAY_URL"
     assert got["auth"] is None and got["tlsFingerprint"] is None  # nothing borrowed
-    got = show(env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789", "OPENCLAW_GATEWAY_TOKEN": ENV_SECRET})
+    got = show(
+        env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789", "OPENCLAW_GATEWAY_TOKEN": ENV_SECRET}
+    )
     assert got["authSource"] == "env OPENCLAW_GATEWAY_TOKEN"
     got = show(
         env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789", "OPENCLAW_GATEWAY_PASSWORD": ENV_SECRET}

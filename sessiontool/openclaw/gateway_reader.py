@@ -219,6 +219,14 @@ class GatewayReader:
                 collected.append(msg)
             if limit is not None and len(collected) >= limit:
                 break
+        else:
+            if data.get("hasMore") is True:  # more before these than one page holds
+                from sessiontool import diag
+
+                diag.warn(
+                    f"{full_key}: the gateway returns a session's last {HISTORY_MAX} messages; "
+                    "older ones are not shown"
+                )
         collected.reverse()
         result.messages = collected
         return result
