@@ -27,7 +27,8 @@ from sessiontool.stores.transcript import Message, ReadResult
 
 PAGE = 1000  # sessions.list rows per call
 HISTORY_MAX = 1000  # chat.history's largest page (CHAT_HISTORY_MAX_ENTRIES)
-MAX_CHARS = 500_000  # chat.history's largest text cap (its default is 8,000)
+MAX_CHARS = 500_000  # chat.history's largest text cap
+DEFAULT_MAX_CHARS = 8_000  # its default
 TRUNCATED_TAIL = "\n...(truncated)..."
 CALL_TIMEOUT_S = 60.0
 
@@ -141,19 +142,23 @@ def message_of(msg: dict[str, Any]) -> tuple[Message, bool]:
         else:
             del out["__openclaw"]
     content = out.get("content")
-    if isinstance(content, str) and content.endswith(TRUNCATED_TAIL):
+    texts = [content] if isinstance(content, str) else []
+    if isinstance(content, list):
+        texts += [
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        ]
+    if any(_was_cut(t) for t in texts):
         cut = True
-    elif isinstance(content, list):
-        for block in content:
-            if (
-                isinstance(block, dict)
-                and isinstance(block.get("text"), str)
-                and block["text"].endswith(TRUNCATED_TAIL)
-            ):
-                cut = True
     if cut:
         out["truncated"] = True
     return out, cut
+
+
+def _was_cut(text: str) -> bool:
+    """A text chat.history cut: with its marker, or (a tool result's, cut to an exact prefix)
+    exactly as long as a cap: the one asked for, or the 8,000 a gateway that ignores `maxChars`
+    applies."""
+    return text.endswith(TRUNCATED_TAIL) or len(text) in (DEFAULT_MAX_CHARS, MAX_CHARS)
 
 
 class GatewayReader:

@@ -74,7 +74,7 @@ def test_list_and_every_history_through_the_gateway_equal_the_local_read(
         assert got == want, row["key"]
     # Nothing of the gateway's store was copied here: only sessiontool's own per-gateway part.
     assert sorted(p.name for p in empty.iterdir()) == ["gateways"]
-    assert not list(empty.rglob("*.sqlite")) and not list(empty.rglob("sessions.json"))
+    assert not list(empty.rglob("openclaw-agent.sqlite")) and not list(empty.rglob("agents"))
 
 
 def test_search_and_usage_through_the_gateway(
