@@ -28,13 +28,10 @@ normalised URL.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from sessiontool.errors import UsageError
 from sessiontool.stores.paths import StatePaths
@@ -46,27 +43,42 @@ _explicit: str | None = None
 _bound: dict[str, Target] = {}
 
 
-@dataclass(frozen=True)
 class Target:
     """A remote gateway: where, how sessiontool proves who it is, and what certificate to expect.
-    `secret` never appears in repr, output, records or errors."""
+    `secret` never appears in repr, output, records or errors. (A plain class: a dataclass costs
+    every command its code generation at import, and this module is imported by all of them.)"""
 
-    url: str
-    source: str  # where the URL came from: --gateway, an env var name, gateway.remote.url
-    auth_field: str | None  # "token" | "password" | None (none configured)
-    secret: str | None
-    auth_source: str | None
-    tls_fingerprint: str | None
+    __slots__ = ("url", "source", "auth_field", "secret", "auth_source", "tls_fingerprint")
+
+    def __init__(
+        self,
+        url: str,
+        source: str,  # where the URL came from: --gateway, an env var name, gateway.remote.url
+        auth_field: str | None,  # "token" | "password" | None (none configured)
+        secret: str | None,
+        auth_source: str | None,
+        tls_fingerprint: str | None,
+    ) -> None:
+        self.url = url
+        self.source = source
+        self.auth_field = auth_field
+        self.secret = secret
+        self.auth_source = auth_source
+        self.tls_fingerprint = tls_fingerprint
 
     def __repr__(self) -> str:
         return f"Target(url={self.url!r}, source={self.source!r}, auth={self.auth_source!r})"
 
     @property
     def host(self) -> str:
+        from urllib.parse import urlsplit
+
         return urlsplit(self.url).hostname or "127.0.0.1"
 
     @property
     def port(self) -> int:
+        from urllib.parse import urlsplit
+
         parts = urlsplit(self.url)
         return parts.port or (443 if parts.scheme == "wss" else 80)
 
@@ -96,6 +108,8 @@ class Target:
 def normalize_url(url: str) -> str:
     """`ws://` or `wss://` with a host; scheme and host lower-cased, a trailing `/` dropped.
     Anything else is a usage error (exit 2): an http URL or a bare host is a typo, not a target."""
+    from urllib.parse import urlsplit
+
     text = url.strip()
     try:
         parts = urlsplit(text)
@@ -119,6 +133,8 @@ def normalize_url(url: str) -> str:
 
 
 def url_hash(url: str) -> str:
+    import hashlib
+
     return hashlib.sha256(normalize_url(url).encode("utf-8")).hexdigest()[:16]
 
 
