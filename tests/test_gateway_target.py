@@ -126,6 +126,25 @@ def test_gateway_forget_removes_only_that_gateways_device_token(state: Path) -> 
     assert run_cli("gateway", "forget", "ftp://x").returncode == 2
 
 
+def test_gateway_forget_also_drops_a_token_kept_in_the_identity_file(state: Path) -> None:
+    """The device key file may keep its tokens by URL beside the key: the URL's entry goes,
+    the key and the other gateway's token stay (0600)."""
+    ident = state / "sessiontool" / "gateway-device.json"
+    ident.parent.mkdir(parents=True)
+    data = {
+        "version": 1,
+        "privateKey": "k",
+        "publicKey": "p",
+        "tokens": {"wss://gw.example.net:8443": {"token": "t1"}, "ws://h:1": {"token": "t2"}},
+    }
+    ident.write_text(json.dumps(data))
+    rc, got = run_json("gateway", "forget", "wss://GW.example.net:8443")
+    assert rc == 0 and got["removed"] is True
+    after = json.loads(ident.read_text())
+    assert after["tokens"] == {"ws://h:1": {"token": "t2"}} and after["privateKey"] == "k"
+    assert ident.stat().st_mode & 0o777 == 0o600
+
+
 def test_reading_a_remote_gateway_that_does_not_answer_is_exit_4(state: Path) -> None:
     url = f"ws://127.0.0.1:{_closed_port()}"
     for args in (["list"], ["history", "main"], ["search", "hello"]):

@@ -327,10 +327,39 @@ def device_token_path(base: StatePaths, url: str) -> Path:
 def forget(base: StatePaths, url: str) -> dict[str, Any]:
     """Remove the stored device token for `url`; the device key itself stays (other gateways
     may have paired it). The next connection pairs again."""
+    norm = normalize_url(url)
     path = device_token_path(base, url)
     try:
         path.unlink()
         removed = True
     except FileNotFoundError:
         removed = False
-    return {"url": normalize_url(url), "removed": removed, "path": str(path)}
+    removed = _forget_in_identity_file(base, norm) or removed
+    return {"url": norm, "removed": removed, "path": str(path)}
+
+
+IDENTITY_FILE = "gateway-device.json"  # the device key file, when it also keeps tokens by URL
+
+
+def _forget_in_identity_file(base: StatePaths, norm: str) -> bool:
+    """A device token kept beside the key, in the identity file's `tokens` (keyed by URL), is
+    dropped too; the key itself stays."""
+    import json
+
+    path = base.tool_dir / IDENTITY_FILE
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if not isinstance(tokens, dict):
+        return False
+    gone = [k for k in tokens if isinstance(k, str) and _same(k, norm)]
+    if not gone:
+        return False
+    for k in gone:
+        del tokens[k]
+    from sessiontool.stores.jsonio import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=2).encode(), mode=0o600)
+    return True
