@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from sessiontool.errors import ForbiddenError, UsageError
+from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.stores.paths import StatePaths, is_plain_name
 from sessiontool.stores.sessions_json import Entry, Folded, Store, fold, lookup, read_store
 from sessiontool.stores.transcript import Message, ReadResult, read_tail
@@ -320,6 +320,8 @@ def _sqlite_or_gateway(paths: StatePaths, info: StoreInfo) -> SessionReader:
 
         diag.warn(f"{exc.message}; reading it through the gateway at {g.url} instead")
         return GatewayReader(paths, info)
+    except SessiontoolError:
+        pass  # unreadable for another reason: raised again where the store is read
     return direct
 
 
