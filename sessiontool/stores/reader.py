@@ -5,9 +5,14 @@
 - `openclaw-sqlite`: OpenClaw 2026.8+ (`agents/<id>/agent/openclaw-agent.sqlite`), read by
   `stores/openclaw_sqlite.py`, never written.
 
-Detection: the database present → `openclaw-sqlite` (even when an old sessions.json is still on
-disk after OpenClaw's own migration); otherwise `jsonl`. The global `--store` option (or
-SESSIONTOOL_STORE) overrides it for every agent.
+- `gateway`: a remote OpenClaw gateway's store (`--gateway URL`, openclaw/target.py), read by
+  `openclaw/gateway_reader.py` through `sessions.list` and `chat.history`.
+
+Detection: a state dir bound to a remote gateway → `gateway`; the database present →
+`openclaw-sqlite` (even when an old sessions.json is still on disk after OpenClaw's own
+migration), read through the state dir's running gateway when its schema is one sessiontool
+cannot read; otherwise `jsonl`. The global `--store` option (or SESSIONTOOL_STORE) overrides it
+for every agent of a local state dir.
 
 For other modules (list/history, search, usage, the MCP read tools), the whole interface is:
 
