@@ -90,6 +90,8 @@ def test_every_transcript_maps_to_the_local_read_and_cut_texts_are_flagged(oc: P
     for agent in ("main", "ops"):
         direct, via = _readers(oc, agent)
         for key, f in direct.sessions().items():
+            one = gateway_reader.GatewayReader(via.paths, via.info).session(key)
+            assert one is not None and one.entry == via.sessions()[key].entry  # one call
             want = direct.messages(key, f.entry, None).messages
             got = via.messages(key, f.entry, None).messages
             assert len(got) == len(want), key

@@ -78,12 +78,8 @@ def _call(paths: StatePaths, method: str, params: dict[str, Any]) -> dict[str, A
     return gateway.call(paths, method, params, timeout_s=CALL_TIMEOUT_S)
 
 
-def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
-    """Every session row the gateway lists (all agents, global and unknown included: the
-    caller filters as it does for a local store)."""
-    key = str(paths.root)
-    if key in _rows:
-        return _rows[key]
+def require_up(paths: StatePaths) -> None:
+    """Exit 4 at once, naming the gateway, when nothing listens there (a TCP connect)."""
     from sessiontool.openclaw import gateway
 
     g = gateway.find(paths)
@@ -91,6 +87,15 @@ def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
         from sessiontool.errors import ForbiddenError
 
         raise ForbiddenError(f"no OpenClaw gateway answers at {g.url}", hint=g.how_to_start())
+
+
+def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
+    """Every session row the gateway lists (all agents, global and unknown included: the
+    caller filters as it does for a local store)."""
+    key = str(paths.root)
+    if key in _rows:
+        return _rows[key]
+    require_up(paths)
     out: list[dict[str, Any]] = []
     offset = 0
     while True:
@@ -168,6 +173,7 @@ class GatewayReader:
         self.paths = paths
         self.info = info
         self._sessions: dict[str, Folded] | None = None
+        self._pages: dict[str, dict[str, Any]] = {}  # chat.history answers, by key
 
     def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
         if self._sessions is None:
@@ -183,7 +189,41 @@ class GatewayReader:
         return self._sessions
 
     def session(self, full_key: str) -> Folded | None:
+        """One session: its chat.history page names it (`sessionInfo` is its sessions.list row),
+        so `history KEY` costs one call, and the page is kept for `messages`."""
+        if self._sessions is None and full_key not in self._pages:
+            from sessiontool.errors import SessiontoolError
+
+            require_up(self.paths)
+            try:
+                page = self._history(full_key)
+            except SessiontoolError:  # e.g. no such session: the listing says what there is
+                page = {}
+            info = page.get("sessionInfo")
+            if (
+                isinstance(info, dict)
+                and info.get("key") == full_key
+                and info.get("agentId") == self.info.agent_id
+                and isinstance(info.get("sessionId"), str)
+                and info.get("archived") is not True
+            ):
+                return Folded(full_key, entry_of(info), [full_key])
         return self.sessions().get(full_key)
+
+    def _history(self, full_key: str) -> dict[str, Any]:
+        if full_key not in self._pages:
+            require_up(self.paths)
+            self._pages[full_key] = _call(
+                self.paths,
+                "chat.history",
+                {
+                    "sessionKey": full_key,
+                    "agentId": self.info.agent_id,
+                    "limit": HISTORY_MAX,
+                    "maxChars": MAX_CHARS,
+                },
+            )
+        return self._pages[full_key]
 
     def messages(
         self,
@@ -201,16 +241,9 @@ class GatewayReader:
             return result
         if limit is not None and limit <= 0:
             return result
-        data = _call(
-            self.paths,
-            "chat.history",
-            {
-                "sessionKey": full_key,
-                "agentId": self.info.agent_id,
-                "limit": HISTORY_MAX,
-                "maxChars": MAX_CHARS,
-            },
-        )
+        data = self._history(full_key)
+        if data.get("sessionId") not in (None, entry.get("sessionId")):
+            return result  # the key names another session by now: its transcript is not this
         raw = data.get("messages")
         collected: list[Message] = []
         for m in reversed(raw if isinstance(raw, list) else []):
@@ -243,3 +276,4 @@ class GatewayReader:
     def close(self) -> None:
         _rows.pop(str(self.paths.root), None)
         self._sessions = None
+        self._pages = {}
