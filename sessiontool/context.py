@@ -169,6 +169,10 @@ def new_agent_findings(ctx: Context, explicit_agent: str | None) -> list[dict[st
         return []
     aid = keys.normalize_agent_id(explicit_agent)
     on_disk = ctx.paths.agent_ids_on_disk() if ctx.paths.root.exists() else []
+    from sessiontool.stores import reader
+
+    if reader.gateway_url(ctx.paths) is not None:  # a remote gateway's agents
+        on_disk = reader.agent_ids_on_disk(ctx.paths)
     known = ctx.config.known_agent_ids()
     if aid in on_disk or aid in known:
         return []
