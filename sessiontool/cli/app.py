@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # The one wording of where global options go: the root --help, the man page and the README
 # (a test checks that the README carries it verbatim).
 GLOBAL_OPTIONS_NOTE = (
-    "Global options (--state-dir, --config, --agent, --as, --store, --color, --json, "
+    "Global options (--state-dir, --config, --agent, --as, --store, --gateway, --color, --json, "
     "--create-agent) go before "
     "or after the command: `sessiontool list --state-dir X` is `sessiontool --state-dir X list`."
 )
