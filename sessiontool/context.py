@@ -133,7 +133,10 @@ def state_findings(
         return out
     if explicit_agent is not None:
         aid = keys.normalize_agent_id(explicit_agent)
-        on_disk = ctx.paths.agent_ids_on_disk()
+        from sessiontool.stores import reader
+
+        # Sessions dirs, OpenClaw databases, or a remote gateway's agents.
+        on_disk = reader.agent_ids_on_disk(ctx.paths)
         known = ctx.config.known_agent_ids()
         if aid not in on_disk and aid not in known:
             out.append(unknown_agent_finding(ctx, aid, on_disk, known))
@@ -166,6 +169,10 @@ def new_agent_findings(ctx: Context, explicit_agent: str | None) -> list[dict[st
         return []
     aid = keys.normalize_agent_id(explicit_agent)
     on_disk = ctx.paths.agent_ids_on_disk() if ctx.paths.root.exists() else []
+    from sessiontool.stores import reader
+
+    if reader.gateway_url(ctx.paths) is not None:  # a remote gateway's agents
+        on_disk = reader.agent_ids_on_disk(ctx.paths)
     known = ctx.config.known_agent_ids()
     if aid in on_disk or aid in known:
         return []

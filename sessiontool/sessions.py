@@ -574,6 +574,9 @@ class History(Value):
         if self.session_id is not None:
             out["sessionId"] = self.session_id
         out["messages"] = self.messages
+        if any(m.get("truncated") is True for m in self.messages):
+            # Read through a gateway that cut a message (chat.history's caps): never silent.
+            out["truncated"] = True
         return out
 
 

@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # The one wording of where global options go: the root --help, the man page and the README
 # (a test checks that the README carries it verbatim).
 GLOBAL_OPTIONS_NOTE = (
-    "Global options (--state-dir, --config, --agent, --as, --store, --color, --json, "
+    "Global options (--state-dir, --config, --agent, --as, --store, --gateway, --color, --json, "
     "--create-agent) go before "
     "or after the command: `sessiontool list --state-dir X` is `sessiontool --state-dir X list`."
 )
@@ -47,6 +47,7 @@ class Globals:
     json: bool = False
     store: str = "auto"
     create_agent: bool = False
+    gateway: str | None = None
 
 
 def command_name(args: list[str]) -> str | None:
@@ -101,6 +102,12 @@ def _global_options(
         metavar="FORMAT",
         autocompletion=choices("auto", "jsonl", "openclaw-sqlite"),
     ),
+    gateway: str | None = typer.Option(
+        None,
+        "--gateway",
+        help="A remote OpenClaw gateway, ws:// or wss:// (env SESSIONTOOL_GATEWAY_URL).",
+        metavar="URL",
+    ),
     color: str = typer.Option(
         "auto",
         "--color",
@@ -119,6 +126,7 @@ def _global_options(
         raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
     G.store = store
     G.create_agent = create_agent
+    G.gateway = gateway
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
     render.set_color(color)
 
@@ -145,6 +153,7 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     if check:
         check_state_dir_is_dir()
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
+    ctx = remote_context(ctx)
     if check and reads:
         check_readable_state(ctx)
     elif check and not G.create_agent:
@@ -153,6 +162,20 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     for w in ctx.config.warnings:
         diag.warn(w)
     return ctx
+
+
+def remote_context(ctx: Any) -> Any:
+    """With a remote gateway (`--gateway`, SESSIONTOOL_GATEWAY_URL, OPENCLAW_GATEWAY_URL,
+    OpenClaw's `gateway.remote.url`): the same context in the part of the local state dir kept
+    for that gateway, whose sessions are the gateway's (openclaw/target.py)."""
+    from sessiontool.context import Context
+    from sessiontool.openclaw import target
+
+    target.set_explicit(G.gateway)
+    paths = target.select(ctx.paths)
+    if paths is ctx.paths:
+        return ctx
+    return Context(paths, ctx.config, ctx.requester)
 
 
 def check_state_dir_is_dir() -> None:
@@ -264,7 +287,15 @@ class Terminated(BaseException):
     then exits 143 (128 + SIGTERM), as a shell reports a program killed by it."""
 
 
-GLOBAL_VALUE_OPTIONS = ("--state-dir", "--config", "--agent", "--as", "--store", "--color")
+GLOBAL_VALUE_OPTIONS = (
+    "--state-dir",
+    "--config",
+    "--agent",
+    "--as",
+    "--store",
+    "--color",
+    "--gateway",
+)
 GLOBAL_FLAGS = ("--create-agent",)  # moved like the value options (`--json` stays: see below)
 
 

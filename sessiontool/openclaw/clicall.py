@@ -41,9 +41,9 @@ def call(
         "--json",
         "--timeout",
         str(int(timeout_s * 1000)),
-        "--port",  # --url would need the token on the command line; --port reads it from env
-        str(g.port),
     ]
+    if g.remote is None:  # --url would need the token on the command line; --port reads env
+        argv += ["--port", str(g.port)]
     if expect_final:
         argv.append("--expect-final")
     env = dict(os.environ)
@@ -51,6 +51,11 @@ def call(
     if g.config is not None:
         env["OPENCLAW_CONFIG_PATH"] = str(g.config)
     secret = g.secret()
+    if g.remote is not None:  # the CLI's own remote target: env URL, env credentials only
+        env["OPENCLAW_GATEWAY_URL"] = g.remote.url
+        env.pop("OPENCLAW_CONFIG_PATH", None)
+        env.pop("OPENCLAW_GATEWAY_TOKEN", None)
+        env.pop("OPENCLAW_GATEWAY_PASSWORD", None)
     if secret is not None:  # never on the command line (ps shows it)
         env[f"OPENCLAW_GATEWAY_{secret.field.upper()}"] = secret.value
     try:

@@ -36,6 +36,7 @@ from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.openclaw.secrets import Secret
+    from sessiontool.openclaw.target import Target
     from sessiontool.openclaw.wsclient import Client, Hello
 
 DEFAULT_PORT = 18789
@@ -74,9 +75,12 @@ class Gateway:
     _transport: str | None = None  # "ws", or "cli" after a protocol mismatch
     _refusal_text: str | None = None
     _expected_protocol: Any = None
+    remote: Target | None = None  # a remote gateway (openclaw/target.py), not the state dir's
 
     @property
     def url(self) -> str:
+        if self.remote is not None:
+            return self.remote.url
         return f"ws://{self.host}:{self.port}"
 
     @property
@@ -96,6 +100,15 @@ class Gateway:
 
     def secret(self) -> Secret | None:
         """The shared secret (resolved once: an exec SecretRef runs a program)."""
+        if not self._secret and self.remote is not None:
+            from sessiontool.openclaw.secrets import Secret
+
+            r = self.remote
+            self._secret.append(
+                Secret(r.auth_field, r.secret, r.auth_source or "")
+                if r.auth_field and r.secret
+                else None
+            )
         if not self._secret:
             from sessiontool.openclaw import secrets
 
@@ -156,6 +169,8 @@ class Gateway:
         return self._version
 
     def how_to_start(self) -> str:
+        if self.remote is not None:
+            return f"check that the gateway at {self.remote.url} runs and is reachable from here"
         return f"start it with `openclaw gateway --port {self.port}` (or `openclaw gateway start`)"
 
     def to_json(self, paths: StatePaths) -> dict[str, Any]:
@@ -200,6 +215,12 @@ def _host_for(bind: Any, gw: dict[str, Any]) -> str:
 def find(paths: StatePaths) -> Gateway:
     key = str(paths.root)
     if key in _found:
+        return _found[key]
+    from sessiontool.openclaw.target import bound_to
+
+    remote = bound_to(paths.root)  # --gateway URL and the like: see openclaw/target.py
+    if remote is not None:
+        _found[key] = Gateway(remote.host, remote.port, None, remote=remote)
         return _found[key]
     cfg_path = paths.openclaw_config()
     gw: dict[str, Any] = {}

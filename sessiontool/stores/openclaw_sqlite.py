@@ -14,7 +14,8 @@ gateway writes. When the `-wal`/`-shm` files are absent nobody holds the databas
 mode and the main file is complete: it is opened `immutable=1` (SQLite would otherwise create
 them). A non-empty WAL without its index (a crashed gateway) is read from a private copy under
 the system temp dir. Columns are checked by name; a schema without them is refused with its
-version, never misread.
+version, never misread; so is a schema version newer than KNOWN_SCHEMA. Either is read through
+the running gateway instead when there is one (`reader._sqlite_or_gateway`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ INTER_SESSION_NOTE = "This content was routed by OpenClaw"
 
 
 class UnsupportedStoreError(CorruptStateError):
-    """The database's schema lacks what sessiontool reads: refused, never misread (exit 5)."""
+    """The database's schema lacks what sessiontool reads, or is newer than the one it knows:
+    refused, never misread (exit 5), or read through the gateway (stores/reader.py)."""
 
 
 def _ms_of_iso(value: Any) -> int | None:
@@ -232,6 +234,16 @@ class SqliteReader:
                 f"{self.db}: OpenClaw schema version {v} lacks {', '.join(missing)}; "
                 f"sessiontool reads schema {KNOWN_SCHEMA} and refuses to guess",
                 hint="update sessiontool, or read it with `openclaw sessions --json`",
+            )
+        if isinstance(self._version, int) and self._version > KNOWN_SCHEMA:
+            # A later schema may keep a column's name and change what it holds: the columns
+            # being there is not enough to read it (added columns and tables within the known
+            # version are fine, and so are the earlier versions 19 and 21).
+            raise UnsupportedStoreError(
+                f"{self.db}: OpenClaw schema version {self._version} is newer than the schema "
+                f"sessiontool reads ({KNOWN_SCHEMA})",
+                hint="update sessiontool, start OpenClaw's gateway (sessiontool then reads "
+                "through it), or read it with `openclaw sessions --json`",
             )
 
     def _has(self, table: str, column: str) -> bool:

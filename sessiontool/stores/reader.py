@@ -5,9 +5,14 @@
 - `openclaw-sqlite`: OpenClaw 2026.8+ (`agents/<id>/agent/openclaw-agent.sqlite`), read by
   `stores/openclaw_sqlite.py`, never written.
 
-Detection: the database present → `openclaw-sqlite` (even when an old sessions.json is still on
-disk after OpenClaw's own migration); otherwise `jsonl`. The global `--store` option (or
-SESSIONTOOL_STORE) overrides it for every agent.
+- `gateway`: a remote OpenClaw gateway's store (`--gateway URL`, openclaw/target.py), read by
+  `openclaw/gateway_reader.py` through `sessions.list` and `chat.history`.
+
+Detection: a state dir bound to a remote gateway → `gateway`; the database present →
+`openclaw-sqlite` (even when an old sessions.json is still on disk after OpenClaw's own
+migration), read through the state dir's running gateway when its schema is one sessiontool
+cannot read; otherwise `jsonl`. The global `--store` option (or SESSIONTOOL_STORE) overrides it
+for every agent of a local state dir.
 
 For other modules (list/history, search, usage, the MCP read tools), the whole interface is:
 
@@ -30,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from sessiontool.errors import ForbiddenError, UsageError
+from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.stores.paths import StatePaths, is_plain_name
 from sessiontool.stores.sessions_json import Entry, Folded, Store, fold, lookup, read_store
 from sessiontool.stores.transcript import Message, ReadResult, read_tail
@@ -73,8 +78,8 @@ class StoreInfo(Value):
     __slots__ = ("agent_id", "kind", "location", "reason")
 
     agent_id: str
-    kind: str  # "jsonl" | "openclaw-sqlite"
-    location: Path  # sessions.json or the database
+    kind: str  # "jsonl" | "openclaw-sqlite" | "gateway" (a remote gateway's store)
+    location: Path  # sessions.json, the database, or the gateway's URL
     reason: str
 
     def __init__(self, agent_id: str, kind: str, location: Path, reason: str) -> None:
@@ -86,13 +91,30 @@ class StoreInfo(Value):
     @property
     def gateway_written(self) -> bool:
         """Writes to this store go through OpenClaw's gateway, never through files."""
-        return self.kind == "openclaw-sqlite"
+        return self.kind in ("openclaw-sqlite", "gateway")
 
     def to_json(self) -> dict[str, str]:
         return {"format": self.kind, "location": str(self.location), "reason": self.reason}
 
 
+# State-dir roots whose session store is a remote gateway (`--gateway URL`; openclaw/target.py
+# binds them): root → the gateway's URL.
+_gateway_roots: dict[str, str] = {}
+
+
+def bind_gateway(root: Path, url: str) -> None:
+    _gateway_roots[str(root)] = url
+
+
+def gateway_url(paths: StatePaths) -> str | None:
+    """The remote gateway this state dir's sessions are read from, or None (local files)."""
+    return _gateway_roots.get(str(paths.root))
+
+
 def detect(paths: StatePaths, agent_id: str) -> StoreInfo:
+    url = gateway_url(paths)
+    if url is not None:
+        return StoreInfo(agent_id, "gateway", Path(url), f"the remote gateway {url}")
     forced = override()
     db = sqlite_path(paths, agent_id)
     if forced == "openclaw-sqlite":
@@ -111,7 +133,12 @@ def detect(paths: StatePaths, agent_id: str) -> StoreInfo:
 
 
 def agent_ids_on_disk(paths: StatePaths) -> list[str]:
-    """Agents with a sessions dir or an OpenClaw database, sorted."""
+    """Agents with a sessions dir or an OpenClaw database, sorted (a remote gateway's: the
+    agents it has sessions for)."""
+    if gateway_url(paths) is not None:
+        from sessiontool.openclaw.gateway_reader import agent_ids
+
+        return agent_ids(paths)
     try:
         names = os.listdir(paths.agents_dir)
     except (FileNotFoundError, NotADirectoryError):
@@ -265,15 +292,42 @@ def reader_for(paths: StatePaths, agent_id: str) -> SessionReader:
     if _scopes and cache_key in _scopes[0]:
         return _scopes[0][cache_key]
     reader: SessionReader
-    if info.kind == "openclaw-sqlite":
-        from sessiontool.stores.openclaw_sqlite import SqliteReader
+    if info.kind == "gateway":
+        from sessiontool.openclaw.gateway_reader import GatewayReader
 
-        reader = SqliteReader(paths, info)
+        reader = GatewayReader(paths, info)
+    elif info.kind == "openclaw-sqlite":
+        reader = _sqlite_or_gateway(paths, info)
     else:
         reader = JsonlReader(paths, info)
     if _scopes:
         _scopes[0][cache_key] = reader
     return reader
+
+
+def _sqlite_or_gateway(paths: StatePaths, info: StoreInfo) -> SessionReader:
+    """OpenClaw's database read directly; when its schema is one sessiontool cannot read and
+    the state dir's gateway runs, the same store read through the gateway (OpenClaw's own code
+    reads any schema it wrote), with one warning naming the schema. No gateway: exit 5."""
+    from sessiontool.stores.openclaw_sqlite import SqliteReader, UnsupportedStoreError
+
+    direct = SqliteReader(paths, info)
+    try:
+        direct.conn()
+    except UnsupportedStoreError as exc:
+        from sessiontool.openclaw import gateway
+
+        g = gateway.find(paths)
+        if not g.reachable():
+            raise
+        from sessiontool import diag
+        from sessiontool.openclaw.gateway_reader import GatewayReader
+
+        diag.warn(f"{exc.message}; reading it through the gateway at {g.url} instead")
+        return GatewayReader(paths, info)
+    except SessiontoolError:
+        pass  # unreadable for another reason: raised again where the store is read
+    return direct
 
 
 class SessionRow(Value):

@@ -22,6 +22,7 @@ MODULES = (
     "manage",
     "mcpcmd",
     "exportcmd",
+    "gatewaycmd",
 )
 _registered: set[str] = set()
 _COMMAND_LINE = re.compile(rb'^@app\.command\(\s*"([^"]+)"', re.MULTILINE)

@@ -183,7 +183,10 @@ def history_cmd(
         since_ms=parse_since(since) if since else None,
     )
     if follow and h.resolved.gateway_written:
-        raise UsageError("--follow reads a transcript file; OpenClaw's SQLite store has none")
+        raise UsageError(
+            "--follow reads a transcript file; OpenClaw's SQLite store (and a session read "
+            "through its gateway) has none"
+        )
     _KEEP.append(h)
     start = file_size(h.path) if (follow and h.path) else 0
     fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")

@@ -1,0 +1,116 @@
+"""Reads through OpenClaw's gateway as a remote target (issue 26): from an empty state dir with
+`--gateway ws://127.0.0.1:PORT`, on a live 2026.9.6 gateway over a copy of the fixture, side by
+side in one run:
+- `list --json` through the gateway vs `openclaw sessions --json` on the same state (≥ 10×);
+- `history main --limit 20 --json` through the gateway vs the local SQLite read (≤ 2× slower).
+Both go through `gateway.call`, sessiontool's own WebSocket client (one connection per process;
+through the `openclaw` CLI before it, a Node start per call: list 1.4× faster, history 16×
+slower)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from harness import ROOT, Bench, Row, Sample, case, ms, ratio
+
+OPENCLAW_BIN = os.environ.get("OPENCLAW_BIN", "/opt/peers/openclaw-bin")
+
+
+def spread(s: Sample) -> str:
+    return f"min {ms(min(s.times))} / median {ms(s.median)} / max {ms(max(s.times))}"
+
+
+@case
+def remote_reads_through_gateway(bench: Bench) -> list[Row]:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    label = "reads through a loopback gateway as a remote target"
+    if not os.access(OPENCLAW_BIN, os.X_OK):
+        return [Row(label, f"not measured: no openclaw at {OPENCLAW_BIN}")]
+    sys.path.insert(0, str(ROOT))
+    from tests.interop_openclaw.conftest import FAKE_LLM, copy_fixture, free_port, oc_env
+
+    base = bench.data / "oc-remote"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    gw_port, llm_port = free_port(), free_port()
+    state = copy_fixture(base / "state", gw_port, llm_port)
+    empty = base / "empty"
+    empty.mkdir()
+    home = base / "home"
+    home.mkdir()
+    os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
+    env = oc_env(state, home)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(FAKE_LLM), str(llm_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+    ]
+    log = base / "gateway.log"
+    with open(log, "wb") as out:
+        procs.append(
+            subprocess.Popen(
+                [OPENCLAW_BIN, "gateway", "--port", str(gw_port), "--bind", "loopback"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+        )
+    saved = bench.env
+    rows: list[Row] = []
+    try:
+        deadline = time.monotonic() + 300
+        while b"listening" not in log.read_bytes():
+            if time.monotonic() > deadline or procs[1].poll() is not None:
+                return [Row(label, "not measured: the gateway did not start")]
+            time.sleep(1)
+        bench.env = {**bench.env, **env}
+        url = f"ws://127.0.0.1:{gw_port}"
+        remote = ("--state-dir", str(empty), "--gateway", url)
+        ours = bench.sessiontool(*remote, "list", "--json")
+        theirs = [OPENCLAW_BIN, "sessions", "--json"]
+        assert bench.json_output(ours)["count"] == bench.json_output(theirs)["count"] == 10
+        runs = bench.n(7, 3)
+        a, b = bench.compare(ours, theirs, runs)
+        r = ratio(b.median, a.median)
+        rows.append(
+            Row(
+                f"`list --json` through the gateway vs `openclaw sessions --json` (median of {runs})",
+                f"sessiontool {spread(a)}; openclaw {spread(b)}: {r:.1f}× faster",
+                "≥ 10×",
+                r >= 10,
+            )
+        )
+        hist = ("history", "main", "--limit", "20", "--json")
+        via = bench.sessiontool(*remote, *hist)
+        local = bench.sessiontool("--state-dir", str(state), *hist)
+        assert json.loads(bench.output(via)) == json.loads(bench.output(local))
+        a, b = bench.compare(via, local, runs)
+        r = ratio(a.median, b.median)
+        rows.append(
+            Row(
+                f"`history --limit 20` through the gateway vs the local SQLite read (median of {runs})",
+                f"gateway {spread(a)}; local {spread(b)}: {r:.2f}× its time",
+                "≤ 2×",
+                r <= 2,
+            )
+        )
+    finally:
+        bench.env = saved
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    return rows

@@ -1,0 +1,72 @@
+"""`gateway show` (which OpenClaw gateway this command line talks to, and how it authenticates)
+and `gateway forget URL` (drop the device token stored for a gateway)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from sessiontool.cli import render
+from sessiontool.cli.app import G, app, command, want_json
+from sessiontool.cli.commands.completers import choices
+from sessiontool.errors import UsageError
+
+ACTIONS = ("show", "forget")
+
+
+def _show() -> dict[str, Any]:
+    from sessiontool.openclaw import gateway, target
+    from sessiontool.stores.paths import StatePaths, resolve_state_dir
+
+    target.set_explicit(G.gateway)
+    base = StatePaths(resolve_state_dir(G.state_dir))
+    t = target.resolve(base)
+    if t is None:
+        g = gateway.find(base)
+        return {
+            "remote": False,
+            "url": g.url,
+            "source": f"the state dir's config ({g.config})" if g.config else "default port",
+            "reachable": g.reachable(),
+            "stateDir": str(base.root),
+        }
+    paths = target.select(base)
+    return {
+        "remote": True,
+        **t.to_json(),
+        "reachable": gateway.find(paths).reachable(),
+        "stateDir": str(paths.root),
+    }
+
+
+@app.command("gateway")
+@command
+def gateway_cmd(
+    action: str = typer.Argument(..., help="show or forget.", autocompletion=choices(*ACTIONS)),
+    url: str | None = typer.Argument(None, help="forget: the gateway's URL.", metavar="[URL]"),
+    json_: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Show which OpenClaw gateway is used, or forget a gateway's stored device token."""
+    if action not in ACTIONS:
+        raise UsageError(f"unknown action {action!r} (valid: {', '.join(ACTIONS)})")
+    if action == "show":
+        if url is not None:
+            raise UsageError("gateway show takes no URL (use --gateway URL)")
+        result = _show()
+    else:
+        if url is None:
+            raise UsageError("gateway forget needs the gateway's URL")
+        from sessiontool.openclaw import target
+        from sessiontool.stores.paths import StatePaths, resolve_state_dir
+
+        result = target.forget(StatePaths(resolve_state_dir(G.state_dir)), url)
+    if want_json(json_):
+        render.emit_json(result)
+        return
+    if action == "forget":
+        what = "removed" if result["removed"] else "no device token stored"
+        render.write_out(f"{render.esc(result['url'])}: {what}\n")
+        return
+    lines = [f"{k}\t{render.esc(str(v))}" for k, v in result.items() if v is not None]
+    render.write_out("".join(line + "\n" for line in lines))

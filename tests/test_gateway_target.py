@@ -1,0 +1,155 @@
+"""Which OpenClaw gateway a command talks to (`--gateway`, SESSIONTOOL_GATEWAY_URL,
+OPENCLAW_GATEWAY_URL, OpenClaw's `gateway.remote.*`), what it authenticates with (never shown),
+`gateway forget URL`, and reads from a remote gateway that does not answer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+from pathlib import Path
+
+from .conftest import run_cli, run_json
+
+SECRET = "s3cret-remote-token-xyz"
+ENV_SECRET = "env-token-abc-123"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _oc_config(state: Path, gateway: dict[str, object]) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "openclaw.json").write_text(json.dumps({"gateway": gateway}))
+
+
+REMOTE_CFG = {
+    "mode": "remote",
+    "port": 18789,
+    "auth": {"mode": "token", "token": "local-token"},
+    "remote": {"url": "wss://GW.example.net:8443/", "token": SECRET, "tlsFingerprint": "AB:CD"},
+}
+
+
+def show(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    proc = run_cli(*args, "gateway", "show", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    assert ENV_SECRET not in proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_no_remote_target_is_the_state_dirs_own_gateway(state: Path) -> None:
+    _oc_config(state, {"port": 18801, "auth": {"token": "x"}})
+    got = show()
+    assert got["remote"] is False and got["url"] == "ws://127.0.0.1:18801"
+
+
+def test_openclaw_remote_mode_config_gives_url_token_and_pin(state: Path) -> None:
+    _oc_config(state, REMOTE_CFG)
+    got = show()
+    assert got["remote"] is True
+    assert got["url"] == "wss://gw.example.net:8443"  # normalised: host case, trailing /
+    assert got["source"] == "gateway.remote.url"
+    assert got["auth"] == "token" and got["authSource"] == "config gateway.remote.token"
+    assert got["tlsFingerprint"] == "AB:CD"
+    # sessiontool's own files for this gateway: a per-gateway part of the local state dir
+    key = hashlib.sha256(b"wss://gw.example.net:8443").hexdigest()[:16]
+    assert got["stateDir"] == str(state / "gateways" / key)
+
+
+def test_remote_url_without_remote_mode_is_not_a_target(state: Path) -> None:
+    _oc_config(state, {**REMOTE_CFG, "mode": "local"})
+    assert show()["remote"] is False
+
+
+def test_openclaw_gateway_url_beats_config_and_takes_env_credentials_only(state: Path) -> None:
+    _oc_config(state, REMOTE_CFG)
+    got = show(env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789"})
+    assert got["url"] == "ws://10.0.0.5:18789" and got["source"] == "OPENCLAW_GATEWAY_URL"
+    assert got["auth"] is None and got["tlsFingerprint"] is None  # nothing borrowed
+    got = show(
+        env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789", "OPENCLAW_GATEWAY_TOKEN": ENV_SECRET}
+    )
+    assert got["authSource"] == "env OPENCLAW_GATEWAY_TOKEN"
+    got = show(
+        env={"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:18789", "OPENCLAW_GATEWAY_PASSWORD": ENV_SECRET}
+    )
+    assert got["auth"] == "password"
+
+
+def test_sessiontool_url_beats_openclaw_url_and_the_option_beats_both(state: Path) -> None:
+    _oc_config(state, REMOTE_CFG)
+    env = {"OPENCLAW_GATEWAY_URL": "ws://10.0.0.5:1", "SESSIONTOOL_GATEWAY_URL": "ws://10.0.0.6:2"}
+    got = show(env=env)
+    assert got["url"] == "ws://10.0.0.6:2" and got["source"] == "SESSIONTOOL_GATEWAY_URL"
+    got = show("--gateway", "ws://10.0.0.7:3", env=env)
+    assert got["url"] == "ws://10.0.0.7:3" and got["source"] == "--gateway"
+
+
+def test_explicit_url_uses_the_configured_credentials_only_for_that_same_url(state: Path) -> None:
+    _oc_config(state, REMOTE_CFG)
+    got = show("--gateway", "wss://gw.example.net:8443")
+    assert got["authSource"] == "config gateway.remote.token" and got["tlsFingerprint"] == "AB:CD"
+    got = show("--gateway", "wss://other.example.net:8443")
+    assert got["auth"] is None and got["tlsFingerprint"] is None
+
+
+def test_option_after_the_command_and_a_bad_url_is_exit_2(state: Path) -> None:
+    got = json.loads(run_cli("gateway", "show", "--json", "--gateway", "ws://h:1").stdout)
+    assert got["url"] == "ws://h:1"
+    for bad in ("http://h:1", "h:1", "ws://user:pw@h:1"):
+        proc = run_cli("--gateway", bad, "list")
+        assert proc.returncode == 2, (bad, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) <= 2
+        assert ("credentials" if "@" in bad else "gateway URL") in proc.stderr
+
+
+def test_gateway_forget_removes_only_that_gateways_device_token(state: Path) -> None:
+    tokens = state / "sessiontool" / "gateway"
+    tokens.mkdir(parents=True)
+    mine = tokens / (hashlib.sha256(b"wss://gw.example.net:8443").hexdigest()[:16] + ".json")
+    other = tokens / (hashlib.sha256(b"ws://10.0.0.5:18789").hexdigest()[:16] + ".json")
+    mine.write_text('{"token": "dev-token"}')
+    other.write_text('{"token": "dev-token-2"}')
+    rc, got = run_json("gateway", "forget", "WSS://gw.example.net:8443/")
+    assert rc == 0 and got["removed"] is True and got["url"] == "wss://gw.example.net:8443"
+    assert not mine.exists() and other.exists()
+    rc, got = run_json("gateway", "forget", "wss://gw.example.net:8443")
+    assert rc == 0 and got["removed"] is False
+    assert run_cli("gateway", "forget").returncode == 2
+    assert run_cli("gateway", "forget", "ftp://x").returncode == 2
+
+
+def test_gateway_forget_also_drops_a_token_kept_in_the_identity_file(state: Path) -> None:
+    """The device key file may keep its tokens by URL beside the key: the URL's entry goes,
+    the key and the other gateway's token stay (0600)."""
+    ident = state / "sessiontool" / "gateway-device.json"
+    ident.parent.mkdir(parents=True)
+    data = {
+        "version": 1,
+        "privateKey": "k",
+        "publicKey": "p",
+        "tokens": {"wss://gw.example.net:8443": {"token": "t1"}, "ws://h:1": {"token": "t2"}},
+    }
+    ident.write_text(json.dumps(data))
+    rc, got = run_json("gateway", "forget", "wss://GW.example.net:8443")
+    assert rc == 0 and got["removed"] is True
+    after = json.loads(ident.read_text())
+    assert after["tokens"] == {"ws://h:1": {"token": "t2"}} and after["privateKey"] == "k"
+    assert ident.stat().st_mode & 0o777 == 0o600
+
+
+def test_reading_a_remote_gateway_that_does_not_answer_is_exit_4(state: Path) -> None:
+    url = f"ws://127.0.0.1:{_closed_port()}"
+    for args in (["list"], ["history", "main"], ["search", "hello"]):
+        proc = run_cli("--gateway", url, *args, env={"OPENCLAW_GATEWAY_TOKEN": ENV_SECRET})
+        assert proc.returncode == 4, (args, proc.stderr)
+        assert url in proc.stderr and ENV_SECRET not in proc.stderr
+    # Nothing of the remote's was written beside the local store: only its own part.
+    assert sorted(p.name for p in state.iterdir()) == ["gateways"]
