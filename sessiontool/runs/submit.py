@@ -318,6 +318,9 @@ PUBLIC_RUN_FIELDS = frozenset(
         "followUp",
         "announce",
         "announcedAt",
+        "rerunOf",  # `rerun`: the run this one repeats
+        "recoveredAt",  # a dead worker's run ended from the reply found in its transcript
+        "gatewayRunId",  # the run's id in OpenClaw's gateway (its logs, chat.abort, agent.wait)
     }
 )
 
