@@ -410,7 +410,7 @@ def _list_in_scope(
         rd = store_reader.reader_for(ctx.paths, agent_id)
         if rd.info.gateway_written:
             gateway.add(agent_id)
-        if rd.info.kind == "openclaw-sqlite":
+        if rd.info.kind in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             sqlite_agents.add(agent_id)
         for full_key, f in rd.sessions(LIST_FIELDS).items():
             if not listable(full_key):

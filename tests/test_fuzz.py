@@ -847,7 +847,8 @@ def test_the_cli_never_crashes_never_writes_outside_and_refusals_change_nothing(
                     "created session ",  # the notice for a session a send created
                 )
             ), (args, stderr)
-        if b"--json" in args and proc.stdout:
+        # --help wins over --json (as in every Click program): help is text, not a result
+        if b"--json" in args and b"--help" not in args and proc.stdout:
             for line in proc.stdout.splitlines():
                 json.loads(line.decode("utf-8"))
         assert {"sibling": snapshot(sibling), "cwd": snapshot(cwd)} == outside

@@ -33,9 +33,6 @@ from tests.reliability.util import snapshot, worker_pids
 from tests.test_openclaw_sqlite import MAIN_DB, OC_STATE
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 75, 124, 130, 143}
-# A run record whose `status` or `kind` is not a string is issue 27's item 11 (the run engine's
-# record schema, another branch): fuzzed only with SESSIONTOOL_FUZZ_RECORD_TYPES=1 until it lands.
-RECORD_TYPES = os.environ.get("SESSIONTOOL_FUZZ_RECORD_TYPES") == "1"
 
 
 def _raw(*args: bytes, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -204,9 +201,7 @@ def m_run_record(rng: random.Random, state: Path, outside: Path) -> None:
         "agentId": "main",
         "message": "hello",
     }
-    fields = [*rec, "pid", "endedAt", "reply", "usage", "delaySeconds"]
-    if not RECORD_TYPES:
-        fields = [f for f in fields if f not in ("status", "kind")]
+    fields = [*rec, "pid", "endedAt", "reply", "usage", "delaySeconds"]  # status, kind too
     for _ in range(rng.randint(1, 3)):
         rec[rng.choice(fields)] = _junk(rng)
     data = json.dumps(rec).encode() if rng.random() < 0.8 else _junk_bytes(rng)

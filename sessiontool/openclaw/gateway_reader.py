@@ -56,6 +56,7 @@ ROW_FIELDS = (
     "deliveryContext",
     "chatType",
     "spawnedBy",
+    "status",  # OpenClaw's run status of the session, as its own rows (and list --json) show it
     "room",
     "space",
     "subject",
