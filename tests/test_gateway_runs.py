@@ -175,6 +175,16 @@ def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
         run_id, lambda r: (r.get("followUp") or {}).get("next") == "done", "its announce"
     )
     assert rec["status"] == "ok" and rec["reply"] == "pong: summarise X"
+    # The gateway's own time for the turn, and the gateway's id of the announce turn (not our
+    # idempotency key) that `agent.wait` knows it by, are kept in the record.
+    finals = fake_gateway.gw.finals()
+    assert rec["gatewayDurationMs"] == finals[rec["gatewayRunId"]]["durationMs"]
+    announce_run = rec["followUp"]["announceRunId"]
+    deadline = time.monotonic() + 60
+    while announce_run not in finals and time.monotonic() < deadline:  # runs after accept
+        time.sleep(0.1)
+        finals = fake_gateway.gw.finals()
+    assert finals[announce_run]["idempotencyKey"] == f"{run_id}:announce"
     create, turn, announce = [
         c for c in fake_gateway.calls() if c["method"] in ("sessions.create", "agent")
     ]

@@ -152,10 +152,13 @@ class GatewayWriter:
             return {"next": "reply:1", "latest": reply, "incoming": reply}
         return None
 
-    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
+    def announce_to_requester(
+        self, paths: StatePaths, cfg: Config, rec: Record, text: str
+    ) -> str | None:
         """A turn of the requester session (accepted, not waited for: the gateway owns it from
-        there), idempotent by `<runId>:announce`. Raises on failure, so the step is retried."""
-        gateway.call(
+        there), idempotent by `<runId>:announce`. Raises on failure, so the step is retried.
+        The gateway's run id of that turn is returned, so `agent.wait` can find it later."""
+        data = gateway.call(
             paths,
             "agent",
             {
@@ -170,6 +173,8 @@ class GatewayWriter:
             },
             timeout_s=ANNOUNCE_CALL_TIMEOUT_S,
         )
+        run_id = data.get("runId") if isinstance(data, dict) else None
+        return run_id if isinstance(run_id, str) else None
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:
         if rec.get("cleanup") == "delete":

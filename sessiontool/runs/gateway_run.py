@@ -262,6 +262,17 @@ def agent_meta(result: Any) -> dict[str, Any]:
     return am if isinstance(am, dict) else {}
 
 
+def turn_duration_ms(result: Any) -> int | float | None:
+    """The gateway's own time for the turn (`result.meta.durationMs`): with the run's own
+    timestamps, it tells sessiontool's overhead from the turn itself (bench/)."""
+    res = result.get("result") if isinstance(result, dict) else None
+    meta = res.get("meta") if isinstance(res, dict) else None
+    took = meta.get("durationMs") if isinstance(meta, dict) else None
+    if isinstance(took, int | float) and not isinstance(took, bool) and took >= 0:
+        return took
+    return None
+
+
 def _usage(meta: dict[str, Any]) -> dict[str, Any] | None:
     u = meta.get("usage")
     if not isinstance(u, dict):
@@ -296,6 +307,9 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
             r["modelProvider"] = out.provider
         if isinstance(meta.get("sessionId"), str):
             r["sessionId"] = meta["sessionId"]
+        took = turn_duration_ms(out.result)
+        if took is not None:
+            r["gatewayDurationMs"] = took
         steps.init_follow_up(r)
 
     runs.update_record(paths, rec["runId"], mark)

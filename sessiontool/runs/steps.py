@@ -411,10 +411,12 @@ class Advancer:
 
         try:
             text = announce_text(self.paths, self.cfg, rec)
-            writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
+            announce_run = writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
-        return self.record(rec, {"next": "cleanup", "attemptAt": None})
+        return self.record(
+            rec, {"next": "cleanup", "attemptAt": None, "announceRunId": announce_run}
+        )
 
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks

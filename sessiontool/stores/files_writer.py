@@ -236,10 +236,12 @@ class FilesWriter:
             }
         return None
 
-    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
+    def announce_to_requester(
+        self, paths: StatePaths, cfg: Config, rec: Record, text: str
+    ) -> str | None:
         """The announce message in the requester's transcript, once (looked for by its
         timestamp before it is appended again); the requester's entry is created or touched in
-        the same single index write."""
+        the same single index write. No turn runs for it: no run id."""
         from sessiontool.stores import keys, transcript
         from sessiontool.stores.paths import transcript_path_for
 
@@ -275,6 +277,7 @@ class FilesWriter:
                     "usage": {"input": 0, "output": 0, "totalTokens": 0},
                 },
             )
+        return None
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:
         from sessiontool.flow.archive import archive_session

@@ -88,8 +88,11 @@ class SessionWriter(Protocol):
         """The first follow-up step of a run that has just ended (None: nothing follows)."""
         ...
 
-    def announce_to_requester(self, paths: StatePaths, cfg: Config, rec: Record, text: str) -> None:
-        """Hand a spawn's announce message to its requester session (raises: retried)."""
+    def announce_to_requester(
+        self, paths: StatePaths, cfg: Config, rec: Record, text: str
+    ) -> str | None:
+        """Hand a spawn's announce message to its requester session (raises: retried); the
+        gateway's run id of the announce turn, when it is one."""
         ...
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:

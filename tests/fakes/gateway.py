@@ -59,6 +59,9 @@ def _b64(data: str) -> bytes:
     return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
 
 
+FINAL = "agent:final"  # a log row of a turn's final answer, not a method called
+
+
 class Server:
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.cfg = cfg
@@ -284,6 +287,7 @@ class Server:
             "abort": threading.Event(),
             "final": None,
             "owner": n,
+            "accepted": time.monotonic(),
         }
         self.runs[run_id] = run
         res({"runId": run_id, "status": "accepted", "acceptedAt": int(time.time() * 1000)})
@@ -333,16 +337,29 @@ class Server:
             "result": {
                 "payloads": [{"text": text}],
                 "meta": {
+                    # The turn's own time, as 2026.9.6 reports it (its embedded run only).
+                    "durationMs": int((time.monotonic() - run["accepted"]) * 1000),
                     "agentMeta": {
                         "sessionId": "sid-" + key[:8],
                         "provider": "fake",
                         "model": "fake-model",
                         "usage": {"input": 1200, "output": 34, "total": 1234},
-                    }
+                    },
                 },
             },
         }
         run["final"] = final
+        # What the turn ended with, for tests to compare a record with (not a call).
+        self.log(
+            {
+                "method": FINAL,
+                "params": {
+                    "runId": run_id,
+                    "idempotencyKey": key,
+                    "durationMs": final["result"]["meta"]["durationMs"],
+                },
+            }
+        )
         run["done"].set()
         return final
 
@@ -432,8 +449,12 @@ class FakeGateway:
         return [
             r
             for r in self.rows()
-            if r["method"] != "connect" and (method is None or r["method"] == method)
+            if r["method"] not in ("connect", FINAL) and (method is None or r["method"] == method)
         ]
+
+    def finals(self) -> dict[str, dict[str, Any]]:
+        """The turns that ended, by the gateway's run id: runId, idempotencyKey, durationMs."""
+        return {r["params"]["runId"]: r["params"] for r in self.rows() if r["method"] == FINAL}
 
     def connects(self) -> list[dict[str, Any]]:
         return [r for r in self.rows() if r["method"] == "connect"]
