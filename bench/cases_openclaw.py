@@ -394,7 +394,8 @@ print(json.dumps({"total": time.perf_counter() - t0, "spawn": t_spawn, "t0": t0_
 """
 
 # The floor: the same gateway calls the spawn's worker makes (sessions.create, the child's
-# `agent` turn to its final answer, the announce turn accepted, sessions.delete), made by one
+# `agent` turn to its final answer with the same params (system prompt, provenance, lane,
+# timeout: argv[2]), the announce turn accepted, sessions.delete), made by one
 # warm Python process on a connection opened before the clock starts: what the gateway itself
 # takes for them, with no sessiontool process, worker, record or lane in the time.
 FLOOR_DRIVER = r"""
@@ -410,9 +411,8 @@ gateway.call(p, "sessions.list", {"limit": 1})  # connected, with the scopes of 
 t0 = time.perf_counter()
 gateway.call(p, "sessions.create", {"key": key, "parentSessionKey": "agent:main:main",
              "spawnDepth": 1, "label": "floor-" + rid[:8]})
-r = gateway.call(p, "agent", {"sessionKey": key, "message": "bench spawn task",
-                 "idempotencyKey": rid, "lane": "subagent", "timeout": 300},
-                 timeout_s=330, expect_final=True)
+turn = dict(json.loads(sys.argv[2]), sessionKey=key, idempotencyKey=rid)
+r = gateway.call(p, "agent", turn, timeout_s=330, expect_final=True)
 a = gateway.call(p, "agent", {"sessionKey": "agent:main:main", "message": "Status: ok",
                  "idempotencyKey": rid + ":announce", "inputProvenance": {
                  "kind": "inter_session", "sourceSessionKey": key,
@@ -495,11 +495,15 @@ def oc_spawn_through_gateway(bench: Bench) -> list[Row]:
             if rec.get("status") != "ok" or "gatewayDurationMs" not in rec:
                 raise RuntimeError(f"spawn did not end ok with the turn's durationMs: {rec}")
             _settle(bench, state, rec)
+            same_turn.append(json.dumps(turn_params(rec)))
             return rep
 
-        floor = [sys.executable, "-c", FLOOR_DRIVER, str(state)]
+        from sessiontool.runs.gateway_run import turn_params
+
+        same_turn: list[str] = []  # the child's turn exactly as the worker sent it
 
         def bare() -> dict[str, Any]:
+            floor = [sys.executable, "-c", FLOOR_DRIVER, str(state), same_turn[-1]]
             proc = subprocess.run(floor, capture_output=True, text=True, env=bench.env)
             if proc.returncode != 0:
                 raise RuntimeError(f"floor driver failed: {proc.stderr[-500:]}")
