@@ -411,12 +411,10 @@ class Advancer:
 
         try:
             text = announce_text(self.paths, self.cfg, rec)
-            announce_run = writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
+            announce = writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
-        return self.record(
-            rec, {"next": "cleanup", "attemptAt": None, "announceRunId": announce_run}
-        )
+        return self.record(rec, {"next": "cleanup", "attemptAt": None, "announceRunId": announce})
 
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks
