@@ -560,8 +560,7 @@ def _read_bytes(path: Path) -> bytes | None:
 def _prune_outbox(paths: StatePaths, cutoff: int, dry_run: bool) -> int:
     """Drop outbox lines whose `ts` is older than the cutoff, rewriting the file atomically
     under the outbox lock every appender takes: no line appended meanwhile is lost."""
-    from sessiontool.flow.delivery import outbox_lock
-    from sessiontool.stores.jsonio import atomic_write
+    from sessiontool.flow.delivery import outbox_lock, rewrite_outbox
 
     path = paths.deliveries
     if dry_run:
@@ -573,7 +572,7 @@ def _prune_outbox(paths: StatePaths, cutoff: int, dry_run: bool) -> int:
             return 0
         kept, dropped, partial = _split_outbox(data, cutoff)
         if dropped:
-            atomic_write(path, b"".join(kept) + partial)
+            rewrite_outbox(paths, b"".join(kept) + partial)
     return dropped
 
 

@@ -272,8 +272,7 @@ def _break_dead_lock(path: Path) -> str | None:
 
 
 def _drop_bad_outbox_lines(paths: StatePaths) -> str | None:
-    from sessiontool.flow.delivery import outbox_lock
-    from sessiontool.stores.jsonio import atomic_write
+    from sessiontool.flow.delivery import outbox_lock, rewrite_outbox
 
     with outbox_lock(paths):
         try:
@@ -284,7 +283,7 @@ def _drop_bad_outbox_lines(paths: StatePaths) -> str | None:
         if not sep:
             return None
         kept = [raw + b"\n" for raw in body.split(b"\n") if not _bad_line(raw)]
-        atomic_write(paths.deliveries, b"".join(kept) + partial)
+        rewrite_outbox(paths, b"".join(kept) + partial)
     return None
 
 

@@ -334,7 +334,6 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
     (outside / "victim.jsonl").write_text('{"type":"session"}\n')
     template = OC_STATE if rng.random() < 0.35 else FIXTURE_STATE
     shutil.copytree(template, state)
-    before = snapshot(outside)
     names = []
     for m in rng.sample(MUTATIONS, rng.randint(1, 3)):
         try:
@@ -342,6 +341,9 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
         except (OSError, ValueError):  # an earlier mutation left no room for this one
             continue
         names.append(m.__name__)
+    # Taken after the mutations: one of them may write through a link another planted (junk
+    # into an index name that is a link to outside); only what sessiontool writes counts.
+    before = snapshot(outside)
     argv = [a.replace("@OUT@", str(base / "export")) for a in rng.choice(COMMANDS)]
     try:
         proc = subprocess.run(

@@ -13,6 +13,7 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 from sessiontool.clock import iso_now, now_ms, parse_iso_ms
@@ -204,6 +205,25 @@ def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> bool:
         finally:
             os.close(fd)
     return True
+
+
+def rewrite_outbox(paths: StatePaths, data: bytes) -> None:
+    """Replace the outbox with `data` (what prune or doctor --fix keeps); the caller holds
+    outbox_lock. Followers are told which file replaced which (flow/follow.py), so a follower
+    that missed a rewrite still reads every line the files in between received."""
+    from sessiontool.flow.follow import link_successor
+    from sessiontool.stores.jsonio import atomic_write
+
+    def link(new: Path) -> None:
+        try:
+            link_successor(paths.outbox_successors, paths.deliveries, new)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot record the outbox's successor in {paths.outbox_successors}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+
+    atomic_write(paths.deliveries, data, before_rename=link)
 
 
 def _ids(paths: StatePaths) -> set[str]:
@@ -419,7 +439,13 @@ def follow_deliveries(
     the new file without losing or repeating a line (flow/follow.py)."""
     from sessiontool.flow.follow import follow_lines
 
-    for raw in follow_lines(paths.deliveries, replay=since_ms is not None, poll=poll):
+    lines = follow_lines(
+        paths.deliveries,
+        replay=since_ms is not None,
+        poll=poll,
+        chain=paths.outbox_successors,
+    )
+    for raw in lines:
         rec = _parse_record(raw)
         if rec is not None and _after(rec, since_ms):
             yield rec

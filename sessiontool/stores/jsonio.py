@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -272,11 +273,17 @@ def compact_utf8(obj: Any) -> bytes:
     return to_utf8(obj, separators=(",", ":"))
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> os.stat_result:
+def atomic_write(
+    path: Path,
+    data: bytes,
+    mode: int = 0o600,
+    before_rename: Callable[[Path], None] | None = None,
+) -> os.stat_result:
     """Write `<path>.<pid>.<rand>.tmp`, fsync, rename over `path`: readers see old or new, never
     half. On a full or read-only disk the temp file is removed and the original stays. Returns
     the written file's status as it was before the rename (its inode, size and mtime: what a
-    cache of the parsed file needs to recognise it later)."""
+    cache of the parsed file needs to recognise it later). `before_rename` gets the finished
+    temp file (the outbox links it for its followers, flow/follow.py)."""
     from sessiontool.stores import safefs
 
     safefs.ensure_dir(path.parent)  # confined: no link leads the temp file or the rename out
@@ -292,6 +299,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> os.stat_result:
             written = os.fstat(fd)
         finally:
             os.close(fd)
+        if before_rename is not None:
+            before_rename(tmp)
         os.replace(tmp, path)
     except OSError as exc:
         try:

@@ -102,6 +102,10 @@ class StatePaths(Value):
         return self.tool_dir / "deliveries.jsonl"
 
     @property
+    def outbox_successors(self) -> Path:
+        return self.tool_dir / ".outbox-successors"
+
+    @property
     def sweep_stamp(self) -> Path:
         return self.tool_dir / "last-sweep"
 
@@ -121,6 +125,7 @@ class StatePaths(Value):
         safefs.preflight and doctor); `deep` adds every transcript and lock (doctor only)."""
         slots = self.runs_dir / ".slots"
         dirs = [self.agents_dir, self.tool_dir, self.runs_dir, self.lanes_dir, slots]
+        dirs.append(self.outbox_successors)
         # The slot files are flocked by every run: a link there would fail them all.
         files = [self.deliveries, self.runs_dir / ".records.lock", *_entries(slots)]
         for agent in self.agent_ids_on_disk():
