@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from sessiontool import __version__
 from sessiontool.context import Context
 from sessiontool.errors import SessiontoolError
-from sessiontool.flow import tools
+from sessiontool.runs import tools
 from sessiontool.stores.paths import StatePaths
 
 URI_PREFIX = "sessiontool://session/"
@@ -190,7 +190,7 @@ class SessionToolsServer:
         return any(t.name == "sessions_history" for t in self.offered(ctx))
 
     def _list_resources(self, offset: int) -> tuple[list[types.Resource], str | None]:
-        from sessiontool.sessions import list_sessions
+        from sessiontool.sessions.listing import list_sessions
 
         try:
             ctx = self.make_ctx()
@@ -250,7 +250,7 @@ class SessionToolsServer:
         )
 
     def _read(self, uri: str) -> str:
-        from sessiontool.sessions import HISTORY_MAX_LIMIT, history
+        from sessiontool.sessions.history import HISTORY_MAX_LIMIT, history
 
         if not uri.startswith(URI_PREFIX) or len(uri) == len(URI_PREFIX):
             raise MCPError(RESOURCE_NOT_FOUND, f"not a session resource: {uri} ({URI_PREFIX}KEY)")

@@ -22,8 +22,8 @@ from sessiontool.flow.announce import (
     pick_result,
     stats_line,
     subagent_system_prompt,
-    validate_model,
 )
+from sessiontool.runs.submit import validate_model
 from sessiontool.stores.config import Config, load_config
 from sessiontool.stores.paths import StatePaths
 

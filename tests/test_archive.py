@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sessiontool.context import build_context
-from sessiontool.flow import archive
+from sessiontool.runs import archive
 
 from .conftest import run_cli, run_json, write_config
 
@@ -374,7 +374,7 @@ def test_concurrent_sweeps_in_separate_processes(state: Path, env: dict[str, str
         add_session(state, c, updated_at=NOW - 5 * MINUTE)
         add_run(state, c)
     transcripts = list((state / "agents" / "main" / "sessions").glob("*.jsonl"))
-    code = "from sessiontool import context; from sessiontool.flow import archive; archive.maybe_sweep(context.build_context())"
+    code = "from sessiontool import context; from sessiontool.runs import archive; archive.maybe_sweep(context.build_context())"
     procs = [
         subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **env}) for _ in range(4)
     ]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sessiontool import sessions
 from sessiontool.errors import UsageError
+from sessiontool.sessions.resolve import validate_key_input
 from sessiontool.stores import paths
 
 from .conftest import run_cli, run_json, write_config
@@ -56,7 +56,7 @@ def test_path_like_keys_are_refused(tmp_path: Path, key: str) -> None:
 def test_nul_in_keys_and_ids_is_refused() -> None:
     """argv cannot carry NUL, so check the guards themselves."""
     with pytest.raises(UsageError):
-        sessions.validate_key_input("agent:main:a\x00b")
+        validate_key_input("agent:main:a\x00b")
     for bad in ("a\x00b", "../x", "/etc/passwd", "..", ".", "", "a/b", "x" * 300):
         assert not paths.is_plain_name(bad)
         with pytest.raises(UsageError):

@@ -34,10 +34,13 @@ from hypothesis import strategies as st
 from sessiontool.cli import render
 from sessiontool.context import build_context
 from sessiontool.errors import ConfigError, CorruptStateError, SessiontoolError, UsageError
-from sessiontool.sessions import history, list_sessions, resolve, strip_envelope_text
+from sessiontool.sessions.history import history
+from sessiontool.sessions.listing import list_sessions
+from sessiontool.sessions.resolve import resolve
 from sessiontool.stores import config as config_mod
 from sessiontool.stores import keys, transcript
 from sessiontool.stores import sessions_json as store
+from sessiontool.stores.envelopes import strip_envelope_text
 from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
 from tests.conftest import run_cli
 from tests.reliability.util import reap_state, snapshot
@@ -276,7 +279,7 @@ def test_ids_and_file_names_never_name_a_path_outside_the_sessions_dir(
 @fuzz(300)
 @given(value=text)
 def test_labels_are_cleaned_or_refused(value: str) -> None:
-    from sessiontool.admin import validate_label
+    from sessiontool.operations.manage import validate_label
 
     try:
         label = validate_label(value)

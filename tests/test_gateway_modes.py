@@ -61,8 +61,8 @@ def test_lockless_gateway_routes_writes_and_loses_none(lockless: Any) -> None:
     """N label writes routed through the gateway, interleaved with its own N unlocked rewrites
     of sessions.json (N = 250 in the slow run: 500 writes): every update is in the final store."""
     state, store, gw, n = lockless
-    from sessiontool import admin
     from sessiontool.context import build_context
+    from sessiontool.operations import manage
 
     ctx = build_context(state)
     errors: list[BaseException] = []
@@ -70,7 +70,7 @@ def test_lockless_gateway_routes_writes_and_loses_none(lockless: Any) -> None:
     def labels() -> None:
         try:
             for i in range(n):
-                out = admin.set_label(ctx, f"agent:main:s{i}", f"label-{i}")
+                out = manage.set_label(ctx, f"agent:main:s{i}", f"label-{i}")
                 assert out["via"] == "gateway"
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)

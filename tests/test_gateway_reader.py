@@ -16,7 +16,7 @@ import pytest
 
 from sessiontool.context import build_context
 from sessiontool.openclaw import gateway, gateway_reader
-from sessiontool.sessions import build_row
+from sessiontool.sessions.listing import build_row
 from sessiontool.stores.openclaw_sqlite import SqliteReader
 from sessiontool.stores.reader import StoreInfo, detect
 
@@ -117,7 +117,8 @@ def test_every_transcript_maps_to_the_local_read_and_cut_texts_are_flagged(oc: P
 
 
 def test_a_cut_message_makes_history_json_say_truncated(oc: Path) -> None:
-    from sessiontool.sessions import History, Resolved
+    from sessiontool.sessions.history import History
+    from sessiontool.sessions.resolve import Resolved
 
     msg, cut = gateway_reader.message_of(
         {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sessiontool.context import build_context
-from sessiontool.flow import tools
+from sessiontool.runs import tools
 
 from .conftest import write_config
 

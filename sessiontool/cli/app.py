@@ -191,8 +191,8 @@ def check_state_dir_is_dir() -> None:
 
 
 def check_readable_state(ctx: Any) -> None:
-    from sessiontool.context import state_findings
     from sessiontool.errors import NotFoundError
+    from sessiontool.sessions.findings import state_findings
 
     for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=G.agent):
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
@@ -201,8 +201,8 @@ def check_readable_state(ctx: Any) -> None:
 def check_new_agent(ctx: Any) -> None:
     """A command that writes would create the `--agent` it is given; a typo (`--agent mian`)
     must not start a new agent: exit 3 with the nearest name, unless --create-agent says so."""
-    from sessiontool.context import new_agent_findings
     from sessiontool.errors import NotFoundError
+    from sessiontool.sessions.findings import new_agent_findings
 
     for finding in new_agent_findings(ctx, G.agent):
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))

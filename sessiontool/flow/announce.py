@@ -1,6 +1,5 @@
 """The texts of a spawn: the child's system prompt, the announce step's prompt and the message that
-reports the result to the requester, with OpenClaw's Stats line formats; and the `--model` check
-that a spawn makes before anything is written.
+reports the result to the requester, with OpenClaw's Stats line formats.
 
 Everything here is pure (strings in, strings out), so the worker composes the announce from
 record fields and the wording can be tested exactly, without running anything.
@@ -10,9 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from sessiontool.errors import UsageError
-from sessiontool.stores.config import Config
 
 ANNOUNCE_STEP_MESSAGE = "Sub-agent announce step."
 ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
@@ -220,36 +216,3 @@ def announce_message(*, status: str, result: str, notes: str | None, stats: str)
     """The one message appended to the requester's transcript and delivered to its channel."""
     note_text = notes.strip() if notes and notes.strip() else "none"
     return f"Status: {status}\nResult: {result}\nNotes: {note_text}\n{stats}"
-
-
-# -- --model ----------------------------------------------------------------------------------
-
-
-def validate_model(config: Config, name: str, agent_id: str | None = None) -> str:
-    """The model name, trimmed, when the config knows it (or, for an agent whose runner is
-    `llm`, when `llm` knows it: any id or alias `llm models`/`llm aliases` show); else a usage
-    error (exit 2) listing the known models. OpenClaw only warns (`modelApplied: false`), but a
-    CLI user who names a model should learn at once that it is unknown rather than get a run on
-    another one."""
-    text = name.strip()
-    if not text:
-        raise UsageError("--model must not be empty")
-    if config.is_known_model(text):
-        return text
-    runner = config.runner_for(agent_id) if agent_id else {}
-    if runner.get("type") == "llm":
-        from sessiontool.runs.runners.llm import knows_model
-
-        known_to_llm = knows_model(text)
-        if known_to_llm:
-            return text
-        if known_to_llm is False:
-            raise UsageError(
-                f"unknown model '{text}': llm knows no such model id or alias",
-                hint="`llm models` and `llm aliases` list them; plugins add more",
-            )
-    known = config.known_models()
-    raise UsageError(
-        f"unknown model '{text}' (known: {', '.join(known)})",
-        hint="add it to agents.defaults.models or to an agent's model in the config",
-    )

@@ -451,14 +451,15 @@ LOCK_FORM_TEXT = {
 }
 
 
-def describe(paths: StatePaths) -> dict[str, Any]:
+def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     """For doctor: the gateway found, its version (from the handshake), the auth, identity and
-    scopes used, which write mode applies, and `problems`: whatever stops writes from working."""
+    scopes used, which write mode applies (for the state dir's agents, `agent_ids`), and
+    `problems`: whatever stops writes from working."""
     g = find(paths)
     info = g.to_json(paths)
-    from sessiontool.stores.reader import agent_ids_on_disk, gateway_agents
+    from sessiontool.stores.reader import gateway_agents
 
-    sqlite = gateway_agents(paths, agent_ids_on_disk(paths))
+    sqlite = gateway_agents(paths, agent_ids)
     if sqlite:
         mode = "gateway (SQLite store)" if info["reachable"] else "read-only (no gateway)"
     elif not info["reachable"] or paths.openclaw_config() is None:

@@ -15,7 +15,9 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.flow import policy
-from sessiontool.sessions import agent_sessions, list_agent_ids
+from sessiontool.sessions import reading
+from sessiontool.sessions.listing import list_agent_ids
+from sessiontool.sessions.resolve import agent_sessions
 from sessiontool.stores import reader as store_reader
 from sessiontool.stores import sessions_json
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
@@ -64,11 +66,11 @@ def _loader(
     used where it has them, not the chat view `history` shows."""
 
     def load() -> list[Any]:
-        events = store_reader.raw_events(ctx.paths, agent_id, entry)
+        events = reading.raw_events(ctx.paths, agent_id, entry)
         if events is None:
             if pre_reset:
                 return []
-            msgs = store_reader.read_messages(ctx.paths, agent_id, key, entry)
+            msgs = reading.read_messages(ctx.paths, agent_id, key, entry)
             return [{"type": "message", "message": m} for m in msgs]
         cut = 0
         for i, ev in enumerate(events):
@@ -111,7 +113,7 @@ def _zst_loader(path: Path) -> Callable[[], list[Any]]:
 
 def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) -> list[SessionRef]:
     """Every listable session the requester may see, with where its transcript is. Call inside
-    `stores.reader.read_scope()`: a virtual transcript is read through the same snapshot. With
+    `sessions.reading.read_scope()`: a virtual transcript is read through the same snapshot. With
     `kept` (the open search index), what a sessions.json lists is kept there under the file's
     identity and read back while the file is unchanged."""
     out: list[SessionRef] = []
@@ -124,7 +126,7 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
                     path = transcript_path_for(sdir, sid, session_file)
                     out.append(SessionRef(agent_id, key, sid, path, label))
             continue
-        marks_of = getattr(store_reader.reader_for(ctx.paths, agent_id), "event_marks", None)
+        marks_of = getattr(reading.reader_for(ctx.paths, agent_id), "event_marks", None)
         marks: dict[str, str] = marks_of() if marks_of is not None else {}
         for full_key, f in agent_sessions(ctx, agent_id).items():
             if not listable(full_key) or not policy.visible(ctx, full_key, f.entry):

@@ -19,8 +19,8 @@ from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.reports import catalog
+from sessiontool.sessions.reading import read_scope
 from sessiontool.stores import search_index as si
-from sessiontool.stores.reader import read_scope
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
@@ -295,7 +295,7 @@ def _scope(
 ) -> list[catalog.SessionRef]:
     if session is not None or label is not None:
         from sessiontool.flow import policy
-        from sessiontool.sessions import resolve
+        from sessiontool.sessions.resolve import resolve
 
         r = resolve(ctx, session, label=label)
         policy.check_access(ctx, r.key, r.entry, "history")

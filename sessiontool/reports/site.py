@@ -6,7 +6,7 @@
     DIR/s/<name>.html  one page per session (reports/html.py), linked to the sessions it
                        spawned, was spawned by, and exchanged messages with
 
-It reads through `stores/reader.py`, so both store formats export alike. A re-run renders again
+It reads through `sessions/reading.py`, so both store formats export alike. A re-run renders again
 only the sessions whose entry, links or prices changed (a fingerprint per page is kept in
 `DIR/.sessiontool-html.json`, with the figures the index and usage pages need), and writes a
 file only when its bytes differ, so an unchanged site is not touched; like `export`, it never
@@ -25,10 +25,11 @@ from sessiontool.errors import UsageError
 from sessiontool.reports import html as H
 from sessiontool.reports import htmlbase as B
 from sessiontool.stores import keys
+from sessiontool.stores.envelopes import strip_envelopes
 from sessiontool.stores.paths import is_plain_name
 
 if TYPE_CHECKING:
-    from sessiontool.sessions import History
+    from sessiontool.sessions.history import History
 
 FORMAT = 1  # bump when the pages' markup changes: every page is rendered again
 MANIFEST = ".sessiontool-html.json"
@@ -124,7 +125,7 @@ def _usage_messages(
 ) -> list[H.Message]:
     """Every assistant turn that cost tokens: a store that hides some messages from the chat
     view (OpenClaw's silent replies) gives its raw events."""
-    from sessiontool.stores.reader import raw_events
+    from sessiontool.sessions.reading import raw_events
 
     events = raw_events(ctx.paths, agent_id, entry)
     if events is None:
@@ -145,9 +146,9 @@ def export_html(
     since_ms: int | None = None,
 ) -> dict[str, Any]:
     from sessiontool.reports.usage import configured_prices, cost_function
-    from sessiontool.sessions import all_agent_ids, strip_envelopes
+    from sessiontool.sessions.reading import read_scope, reader_for
+    from sessiontool.sessions.resolve import all_agent_ids
     from sessiontool.stores.paths import ensure_dir
-    from sessiontool.stores.reader import read_scope, reader_for
     from sessiontool.stores.safefs import resolves_inside
 
     out_root = Path(dest).expanduser().absolute()

@@ -17,8 +17,8 @@ from typing import Any
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.reports import catalog
+from sessiontool.sessions.reading import read_scope
 from sessiontool.stores import search_index as si
-from sessiontool.stores.reader import read_scope
 
 GROUPS = ("session", "agent", "model", "day", "label")
 COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")

@@ -74,9 +74,9 @@ def _points(name: str, rec: Record) -> tuple[str, ...]:
 
 
 def execute(w: Any, rec: Record) -> None:
-    """The record's turn, carried out by the writer its command chose (stores/writer.py): the
+    """The record's turn, carried out by the writer its command chose (runs/writer.py): the
     steps below for files, OpenClaw's gateway otherwise (runs/gateway_run.py)."""
-    from sessiontool.stores.writer import writer_of
+    from sessiontool.runs.writer import writer_of
 
     writer_of(rec).run(w, rec)
 
@@ -162,7 +162,7 @@ def start(paths: StatePaths, rec: Record, session: Session) -> bool:
 
 
 def history_for(path: Path) -> list[dict[str, Any]]:
-    from sessiontool.sessions import strip_envelopes
+    from sessiontool.stores.envelopes import strip_envelopes
     from sessiontool.stores.transcript import read_tail
 
     return strip_envelopes(read_tail(path, 200).messages)

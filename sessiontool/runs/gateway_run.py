@@ -13,7 +13,7 @@ its requester (`create_child`), then the child's turn with the sub-agent system 
 (`extraSystemPrompt`, lane `subagent`, `timeout` = `--run-timeout`; a turn that outlives it is
 `timeout` and is aborted in the gateway). When it ends, its follow-up `gateway-announce` hands
 the announce text (the same `Status/Result/Notes/Stats` message as the file form) to the
-requester session through the writer (openclaw/gateway_writer.py); a `--cleanup delete` child
+requester session through the writer (runs/gateway_writer.py); a `--cleanup delete` child
 is then removed with `sessions.delete`. A send between two sessions gets the same reply-back
 and announce steps as on files, each a gateway run of its own.
 """
@@ -247,7 +247,7 @@ def create_child(paths: StatePaths, rec: Record) -> None:
 
 
 def gateway_reply(result: dict[str, Any]) -> str:
-    from sessiontool.openclaw.gateway_writer import reply_text
+    from sessiontool.runs.gateway_writer import reply_text
 
     return reply_text(result)
 

@@ -341,7 +341,7 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
                 recover.after_end(paths, rec, marked["recovered"])
             except Exception:  # noqa: BLE001 - best effort; the record already says its end
                 pass
-            from sessiontool.stores.writer import writer_of
+            from sessiontool.runs.writer import writer_of
 
             writer_of(rec).clear_stale_locks(paths, rec)
             if resume:
@@ -388,7 +388,7 @@ def _ensure_lane(paths: StatePaths, rec: Record) -> None:
 
 def flag_aborted(paths: StatePaths, rec: Record) -> None:
     """The session of an aborted or lost run flagged as such, the writer's way."""
-    from sessiontool.stores.writer import writer_of
+    from sessiontool.runs.writer import writer_of
 
     writer_of(rec).mark_aborted(paths, rec)
 

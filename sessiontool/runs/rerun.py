@@ -64,7 +64,7 @@ def _number(v: Any) -> float | None:
 def _free_label(ctx: Context, old: dict[str, Any]) -> str | None:
     """The old spawn's label when no session holds it any more (labels name one session; the
     old child usually keeps it, and then the new child goes without)."""
-    from sessiontool.stores.reader import iter_sessions
+    from sessiontool.sessions.reading import iter_sessions
 
     label = old.get("label")
     if not isinstance(label, str) or not label:

@@ -39,10 +39,10 @@ RETRY_MS = 5_000
 
 def init_follow_up(rec: Record) -> None:
     """Give a run that has just ended its first follow-up step (in place, under the lock): the
-    one its writer names (stores/writer.py)."""
+    one its writer names (runs/writer.py)."""
     if "followUp" in rec:
         return
-    from sessiontool.stores.writer import writer_of
+    from sessiontool.runs.writer import writer_of
 
     first = writer_of(rec).first_follow_up(rec)
     if first is not None:
@@ -352,7 +352,7 @@ class Advancer:
     # -- local steps -----------------------------------------------------------------------
     def inject(self, rec: Record) -> str:
         """The announce message handed to the requester session, once (the writer's way)."""
-        from sessiontool.stores.writer import writer_of
+        from sessiontool.runs.writer import writer_of
 
         text = str(rec["followUp"].get("text") or "")
         writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
@@ -369,7 +369,7 @@ class Advancer:
     def deliver(self, rec: Record) -> str:
         from sessiontool import testhooks
         from sessiontool.flow import delivery
-        from sessiontool.stores.writer import writer_of
+        from sessiontool.runs.writer import writer_of
 
         fu = rec["followUp"]
         mode = str(fu.get("mode") or "deliver")
@@ -407,7 +407,7 @@ class Advancer:
         """A gateway spawn's announce: the announce message as a turn of the requester session.
         A failure is recorded and retried later (the announce's idempotency key is fixed)."""
         from sessiontool.runs.gateway_run import announce_text
-        from sessiontool.stores.writer import writer_of
+        from sessiontool.runs.writer import writer_of
 
         try:
             text = announce_text(self.paths, self.cfg, rec)
@@ -418,7 +418,7 @@ class Advancer:
 
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks
-        from sessiontool.stores.writer import writer_of
+        from sessiontool.runs.writer import writer_of
 
         testhooks.pause("cleanup")
         try:
@@ -431,8 +431,8 @@ class Advancer:
 def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:
     """A session's entry as its store has it, through the read interface (OpenClaw's
     database for a SQLite-era agent, not a leftover sessions.json); None when unreadable."""
+    from sessiontool.sessions.reading import read_scope, reader_for
     from sessiontool.stores import keys
-    from sessiontool.stores.reader import read_scope, reader_for
 
     try:
         with read_scope():

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
 from sessiontool.flow import policy
 from sessiontool.runs import records as runs
-from sessiontool.sessions import resolve
+from sessiontool.runs.writer import SessionWriter
+from sessiontool.sessions.resolve import resolve
 from sessiontool.stores import keys
 from sessiontool.stores.jsonio import require_utf8
-from sessiontool.stores.writer import SessionWriter
+
+if TYPE_CHECKING:
+    from sessiontool.stores.config import Config
 
 Result = tuple[dict[str, Any], int]
 
@@ -59,7 +62,7 @@ def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
             sessionKey=key,
         )
         code = ExitCode.TIMEOUT
-    from sessiontool.stores.writer import writer_of
+    from sessiontool.runs.writer import writer_of
 
     writer = writer_of(rec)
     own = rec.get("deliver") and not writer.owns_delivery  # else the store delivers it
@@ -86,7 +89,7 @@ def send(
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
-        from sessiontool.flow.sendpolicy import set_send_policy
+        from sessiontool.runs.sendpolicy import set_send_policy
 
         data = set_send_policy(ctx, key, label, SEND_POLICY_COMMANDS[stripped])
         return {
@@ -98,7 +101,7 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
-    from sessiontool.stores.writer import writer_for
+    from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [r.agent_id, ctx.agent_id], "send")
     display = ctx.display(r.key)
@@ -188,12 +191,10 @@ def spawn(
     target_agent = keys.normalize_agent_id(agent_id) if agent_id else ctx.agent_id
     policy.check_spawn_agent(ctx, target_agent)
     if model is not None:
-        from sessiontool.flow.announce import validate_model
-
         model = validate_model(ctx.config, model, target_agent)
     requester = ctx.requester_or_main()
     from sessiontool.flow.a2a import session_channel
-    from sessiontool.stores.writer import writer_for
+    from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
@@ -348,3 +349,36 @@ def get_run(ctx: Context, run_id: str) -> dict[str, Any]:
     if not visible_run(ctx, rec):
         raise NotFoundError(f"Run not found: {run_id}")
     return rec
+
+
+# -- --model ----------------------------------------------------------------------------------
+
+
+def validate_model(config: Config, name: str, agent_id: str | None = None) -> str:
+    """The model name, trimmed, when the config knows it (or, for an agent whose runner is
+    `llm`, when `llm` knows it: any id or alias `llm models`/`llm aliases` show); else a usage
+    error (exit 2) listing the known models. OpenClaw only warns (`modelApplied: false`), but a
+    CLI user who names a model should learn at once that it is unknown rather than get a run on
+    another one."""
+    text = name.strip()
+    if not text:
+        raise UsageError("--model must not be empty")
+    if config.is_known_model(text):
+        return text
+    runner = config.runner_for(agent_id) if agent_id else {}
+    if runner.get("type") == "llm":
+        from sessiontool.runs.runners.llm import knows_model
+
+        known_to_llm = knows_model(text)
+        if known_to_llm:
+            return text
+        if known_to_llm is False:
+            raise UsageError(
+                f"unknown model '{text}': llm knows no such model id or alias",
+                hint="`llm models` and `llm aliases` list them; plugins add more",
+            )
+    known = config.known_models()
+    raise UsageError(
+        f"unknown model '{text}' (known: {', '.join(known)})",
+        hint="add it to agents.defaults.models or to an agent's model in the config",
+    )

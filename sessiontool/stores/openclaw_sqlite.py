@@ -9,13 +9,13 @@
 
 Safety: the database is opened with `mode=ro&readonly_shm=1` (no write to the database, its WAL
 or its shared-memory index, never a checkpoint), with a busy timeout, inside one read
-transaction per scope (`reader.read_scope`), so a listing is one committed snapshot while the
+transaction per scope (`sessions/reading.py` `read_scope`), so a listing is one committed snapshot while the
 gateway writes. When the `-wal`/`-shm` files are absent nobody holds the database open in WAL
 mode and the main file is complete: it is opened `immutable=1` (SQLite would otherwise create
 them). A non-empty WAL without its index (a crashed gateway) is read from a private copy under
 the system temp dir. Columns are checked by name; a schema without them is refused with its
 version, never misread; so is a schema version newer than KNOWN_SCHEMA. Either is read through
-the running gateway instead when there is one (`reader._sqlite_or_gateway`).
+the running gateway instead when there is one (`sessions/reading.py` `_sqlite_or_gateway`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ INTER_SESSION_NOTE = "This content was routed by OpenClaw"
 
 class UnsupportedStoreError(CorruptStateError):
     """The database's schema lacks what sessiontool reads, or is newer than the one it knows:
-    refused, never misread (exit 5), or read through the gateway (stores/reader.py)."""
+    refused, never misread (exit 5), or read through the gateway (sessions/reading.py)."""
 
 
 def _ms_of_iso(value: Any) -> int | None:

@@ -32,7 +32,7 @@ def export_cmd(
     by sessiontool and by Clawdbot-era tools. OpenClaw's `openclaw doctor --fix` imports such a
     store back."""
     from sessiontool.errors import UsageError
-    from sessiontool.openclaw.export import export
+    from sessiontool.operations.export import export
 
     if agent is not None and all_agents:
         raise UsageError("give --agent or --all-agents, not both")

@@ -1,5 +1,5 @@
 """`label`, `reset`, `delete`, `paths`, `doctor`, `prune` and `completion`: managing sessions
-and the state dir. Each command parses, calls one function of `sessiontool.admin` and renders
+and the state dir. Each command parses, calls one function of `sessiontool.operations` and renders
 what it returns."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def label_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Set a session's label (operator only)."""
-    from sessiontool.admin import set_label
     from sessiontool.errors import UsageError
+    from sessiontool.operations.manage import set_label
 
     if label is not None and key is not None and text is None:
         key, text = None, key  # `label --label OLD NEW`: the one positional is the new text
@@ -74,7 +74,7 @@ def reset_cmd(
     The label, thinking and verbose levels, model override and send policy are kept; the old
     transcript stays on disk. Through OpenClaw 2026.9.6's gateway the reset is in place: the
     sessionId is kept and its transcript starts over."""
-    from sessiontool.admin import reset
+    from sessiontool.operations.manage import reset
 
     result = reset(get_ctx(), key, label=label)
     sid = render.esc(str((result.get("entry") or {}).get("sessionId")))
@@ -101,7 +101,7 @@ def delete_cmd(
 
     The transcript is renamed to <file>.deleted.<time>, never removed. A main session cannot
     be deleted."""
-    from sessiontool.admin import delete
+    from sessiontool.operations.manage import delete
 
     result = delete(get_ctx(), key, label=label)
     archived = result.get("archived")
@@ -113,7 +113,7 @@ def delete_cmd(
 @command
 def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
     """Show where sessiontool reads and writes: state dir, config files, stores, runs, outbox."""
-    from sessiontool.admin import state_paths
+    from sessiontool.operations.manage import state_paths
 
     result = state_paths(get_ctx())
     if want_json(json_):
@@ -159,16 +159,16 @@ def doctor_cmd(
     target, temp files of dead writers, malformed outbox lines, config values skipped. Each
     finding has a hint how to clear it. --fix removes what is safe and says what it did;
     --yes adds malformed outbox lines, unreadable run records and planted links."""
-    from sessiontool.admin import doctor
     from sessiontool.cli.app import G
     from sessiontool.errors import UsageError
+    from sessiontool.operations.doctor import doctor
 
     if yes and not fix:
         raise UsageError("--yes only goes with --fix")
     ctx = get_ctx(check=False)
     fixed: dict[str, Any] | None = None
     if fix:
-        from sessiontool import repair
+        from sessiontool.operations import repair
 
         fixed = repair.fix(ctx.paths, ctx.config, yes=yes)
     result = doctor(ctx, explicit_agent=G.agent)
@@ -246,9 +246,9 @@ def prune_cmd(
     """Delete finished run records, their logs and outbox lines older than D (operator only).
 
     Spawn records whose child session is still in an index are kept."""
-    from sessiontool.admin import prune
     from sessiontool.durations import parse_duration
-    from sessiontool.sessions import all_agent_ids
+    from sessiontool.operations.manage import prune
+    from sessiontool.sessions.resolve import all_agent_ids
     from sessiontool.stores.reader import require_writable
 
     seconds = parse_duration(older_than, option="--older-than")

@@ -39,7 +39,7 @@ def require_sdk() -> None:
 
 
 def parse_tools(value: str | None) -> list[str] | None:
-    from sessiontool.flow.tools import TOOL_NAMES
+    from sessiontool.runs.tools import TOOL_NAMES
 
     if value is None:
         return None

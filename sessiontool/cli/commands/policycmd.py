@@ -47,7 +47,7 @@ def policy_cmd(
 
     Setting one on a session that does not exist is exit 3 (a typo must not create a
     session), unless --create is given or it is the agent's main session."""
-    from sessiontool.flow.sendpolicy import is_action, policy_status, set_send_policy
+    from sessiontool.runs.sendpolicy import is_action, policy_status, set_send_policy
 
     if label is not None and key is not None and action is None and is_action(key):
         key, action = None, key  # `policy --label L deny`: the one positional is the action

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,6 +12,9 @@ from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
 from sessiontool.errors import UsageError
+
+if TYPE_CHECKING:
+    from sessiontool.sessions.history import History
 
 
 def _without_cyclic_gc() -> None:
@@ -81,7 +85,7 @@ def list_cmd(
     and orders them."""
     from sessiontool.cli import columns
     from sessiontool.durations import parse_since
-    from sessiontool.sessions import list_sessions
+    from sessiontool.sessions.listing import list_sessions
 
     as_json = want_json(json_)
     names = columns.pick(columns.SESSIONS, fields, columns.SESSIONS) if fields else None
@@ -155,9 +159,8 @@ def history_cmd(
 ) -> None:
     """Show a session's transcript."""
     from sessiontool.durations import parse_since
-    from sessiontool.sessions import history, strip_envelope
+    from sessiontool.sessions.history import history
     from sessiontool.stores.transcript import file_size
-    from sessiontool.stores.transcript import follow as follow_messages
 
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
@@ -231,10 +234,20 @@ def history_cmd(
         render.write_out(render.history_plain(h.session_key, h.messages))
     if not follow or h.path is None:
         return
+    _follow(h, h.path, start, include_tools=include_tools, raw=raw, fmt=fmt, rich_view=rich_view)
+
+
+def _follow(
+    h: History, path: Path, start: int, *, include_tools: bool, raw: bool, fmt: str, rich_view: bool
+) -> None:
+    """`history --follow`: each message appended after the first view, in the same format."""
     import gc
 
+    from sessiontool.stores.envelopes import strip_envelope
+    from sessiontool.stores.transcript import follow as follow_messages
+
     gc.enable()  # --follow runs for as long as the user likes
-    for msg in follow_messages(h.path, start):
+    for msg in follow_messages(path, start):
         if not include_tools and msg.get("role") == "toolResult":
             continue
         m = msg if raw else strip_envelope(msg)

@@ -107,7 +107,7 @@ def send_cmd(
     from sessiontool.errors import session_not_found
     from sessiontool.runs import records as runs
     from sessiontool.runs.submit import run_result, send
-    from sessiontool.sessions import resolve
+    from sessiontool.sessions.resolve import resolve
 
     if label is not None and message is None:
         key, message = None, key
@@ -502,7 +502,7 @@ def abort_cmd(
     rec = runs.abort(ctx.paths, run_id)
     result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
     if rec.get("status") == "aborted" and rec.get("startedAt"):
-        from sessiontool.stores.writer import writer_of
+        from sessiontool.runs.writer import writer_of
 
         # Where the turn runs elsewhere (OpenClaw's gateway), it is asked to stop it too.
         stopped = writer_of(rec).abort_turn(ctx.paths, rec)

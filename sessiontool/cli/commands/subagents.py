@@ -50,11 +50,11 @@ def sweep_cmd(
     Prints one line per session (`archived KEY`, or `would archive KEY` with --dry-run) and a
     count; -q prints nothing."""
     from sessiontool.flow import policy
-    from sessiontool.flow.archive import sweep
+    from sessiontool.runs.archive import sweep
 
     ctx = get_ctx()
     policy.require_operator(ctx, "sweep")
-    from sessiontool.sessions import all_agent_ids
+    from sessiontool.sessions.resolve import all_agent_ids
     from sessiontool.stores.reader import require_writable
 
     require_writable(ctx.paths, all_agent_ids(ctx), "sweep")

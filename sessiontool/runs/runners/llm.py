@@ -558,7 +558,7 @@ class _Loop:
 
     @staticmethod
     def _execute(ctx: Any, offered: set[str], name: str, arguments: Any) -> Any:
-        from sessiontool.flow.tools import ToolResult, call_tool
+        from sessiontool.runs.tools import ToolResult, call_tool
 
         if name not in offered:
             available = ", ".join(sorted(offered)) or "none"
@@ -609,7 +609,7 @@ class LLMRunner:
     def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Any, list[Any]]:
         """(tool context, offered definitions): none when tools are off, the run has no
         session, or the model cannot call tools and the config did not insist."""
-        from sessiontool.flow.tools import offered_definitions, tool_context
+        from sessiontool.runs.tools import offered_definitions, tool_context
 
         setting = self.cfg.get("tools")
         if setting is False or not env.get("SESSIONTOOL_SESSION_KEY"):

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiontool import __version__
-from sessiontool.flow.tools import call_tool, offered_tools, tool_context
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -31,6 +30,7 @@ from sessiontool.runs.runners.base import (
     text_of,
     usage_from,
 )
+from sessiontool.runs.tools import call_tool, offered_tools, tool_context
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_TIMEOUT = 600.0

@@ -1,10 +1,10 @@
 """One write interface over the two ways a session store is written, the mirror of
 `stores/reader.py`.
 
-- `files` (`stores/files_writer.py`): sessiontool's own format and OpenClaw's up to 2026.7
+- `files` (`runs/files_writer.py`): sessiontool's own format and OpenClaw's up to 2026.7
   while no lock-ignoring gateway runs: `sessions.json` under OpenClaw's store lock, transcripts
   appended under its transcript lock, a run's turn carried out by sessiontool's runner.
-- `gateway` (`openclaw/gateway_writer.py`): OpenClaw 2026.8+ (its SQLite store) and a JSON-era
+- `gateway` (`runs/gateway_writer.py`): OpenClaw 2026.8+ (its SQLite store) and a JSON-era
   gateway that no longer takes the store lock: every change is a method of OpenClaw's running
   gateway (`sessions.patch`, `sessions.reset`, `sessions.delete`, `sessions.create`, `agent`,
   `chat.abort`) and nothing of OpenClaw's is written by sessiontool.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.sessions import Resolved
+    from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
@@ -115,10 +115,10 @@ class SessionWriter(Protocol):
 
 def _make(kind: str) -> SessionWriter:
     if kind == "gateway":
-        from sessiontool.openclaw.gateway_writer import GatewayWriter
+        from sessiontool.runs.gateway_writer import GatewayWriter
 
         return GatewayWriter()
-    from sessiontool.stores.files_writer import FilesWriter
+    from sessiontool.runs.files_writer import FilesWriter
 
     return FilesWriter()
 

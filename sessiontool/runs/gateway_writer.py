@@ -1,4 +1,4 @@
-"""The `gateway` writer (stores/writer.py): every change is a method of OpenClaw's running
+"""The `gateway` writer (runs/writer.py): every change is a method of OpenClaw's running
 gateway, called through `gateway.call`; nothing of OpenClaw's (sessions.json, its database, a
 transcript, a lock under `agents/`) is written by sessiontool. Run records, logs and the outbox
 stay sessiontool's own, under `<state>/sessiontool/`.
@@ -26,7 +26,7 @@ from sessiontool.openclaw import gateway
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.sessions import Resolved
+    from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
@@ -43,8 +43,8 @@ def _entry(data: dict[str, Any]) -> Entry | None:
 def refuse_label_in_use(ctx: Context, agent_id: str, label: str, *, but: str | None = None) -> None:
     """Exit 2 when a session of this agent already has `label`, read from the store the gateway
     writes, before anything is asked of it (the file writer checks inside its lock)."""
-    from sessiontool.stores.files_writer import label_in_use
-    from sessiontool.stores.reader import iter_sessions, read_scope
+    from sessiontool.runs.files_writer import label_in_use
+    from sessiontool.sessions.reading import iter_sessions, read_scope
 
     with read_scope():
         for row in iter_sessions(ctx.paths, [agent_id], fields=("label",)):
@@ -107,8 +107,8 @@ class GatewayWriter:
         return None  # sweeping is a file operation; OpenClaw maintains its own store
 
     def requester_entry(self, ctx: Context, key: str) -> Entry | None:
+        from sessiontool.sessions.reading import read_scope, reader_for
         from sessiontool.stores import keys
-        from sessiontool.stores.reader import read_scope, reader_for
 
         try:
             with read_scope():

@@ -226,7 +226,7 @@ def check_arguments(
 
 
 def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
-    from sessiontool.sessions import list_sessions
+    from sessiontool.sessions.listing import list_sessions
 
     return list_sessions(
         ctx,
@@ -238,7 +238,7 @@ def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> 
 
 
 def _sessions_history(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
-    from sessiontool.sessions import history
+    from sessiontool.sessions.history import history
 
     return history(
         ctx,

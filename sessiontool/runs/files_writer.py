@@ -1,4 +1,4 @@
-"""The `files` writer (stores/writer.py): sessions.json and JSONL transcripts written the way
+"""The `files` writer (runs/writer.py): sessions.json and JSONL transcripts written the way
 OpenClaw writes them, so a state dir shared with a running gateway that honours the store lock
 stays consistent.
 
@@ -20,7 +20,7 @@ from sessiontool.stores.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.sessions import Resolved
+    from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
@@ -117,7 +117,7 @@ class FilesWriter:
         }
 
     def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
-        from sessiontool.flow.archive import archive_session
+        from sessiontool.runs.archive import archive_session
 
         # The transcript lock, then the index entry, then the rename (archive.py's order,
         # shared with sweep): no append can start a fresh transcript between the two.
@@ -158,7 +158,7 @@ class FilesWriter:
 
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
-        from sessiontool.flow.archive import maybe_sweep
+        from sessiontool.runs.archive import maybe_sweep
 
         maybe_sweep(ctx)
 
@@ -280,7 +280,7 @@ class FilesWriter:
         return None
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:
-        from sessiontool.flow.archive import archive_session
+        from sessiontool.runs.archive import archive_session
         from sessiontool.stores import keys
 
         if rec.get("cleanup") == "delete":

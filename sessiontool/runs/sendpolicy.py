@@ -9,7 +9,7 @@ from typing import Any
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.flow import policy
-from sessiontool.sessions import Resolved, resolve
+from sessiontool.sessions.resolve import Resolved, resolve
 from sessiontool.stores.sessions_json import Entry
 
 # Every spelling a user may type, and the override it means (None: follow the rules).
@@ -93,7 +93,7 @@ def set_send_policy(
             "--create",
         )
 
-    from sessiontool.stores.writer import writer_for
+    from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [r.agent_id], command)
     entry = writer.set_send_policy(ctx, r, wanted)

@@ -20,9 +20,10 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
+from sessiontool.sessions.reading import read_scope, reader_for
 from sessiontool.stores.jsonio import atomic_write, compact_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
-from sessiontool.stores.reader import read_scope, reader_for, sqlite_path
+from sessiontool.stores.reader import sqlite_path
 from sessiontool.stores.safefs import resolves_inside
 from sessiontool.stores.sessions_json import read_store, update_store
 
@@ -99,7 +100,7 @@ def _ours(path: Path, session_id: str, data: bytes) -> bool:
 
 
 def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> dict[str, Any]:
-    from sessiontool.sessions import all_agent_ids
+    from sessiontool.sessions.resolve import all_agent_ids
 
     out_root = Path(dest).expanduser().absolute()
     if resolves_inside(out_root, ctx.paths.root):

@@ -1,0 +1,121 @@
+"""The `history` result of one session, shaped as OpenClaw's sessions_history returns it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sessiontool import diag
+from sessiontool.context import Context
+from sessiontool.errors import UsageError
+from sessiontool.flow import policy
+from sessiontool.sessions import reading
+from sessiontool.sessions.reading import read_scope
+from sessiontool.sessions.resolve import (
+    Resolved,
+    resolve,
+)
+from sessiontool.stores.envelopes import strip_envelopes
+from sessiontool.stores.transcript import Message, ReadResult, is_tool_result_line
+from sessiontool.structs import Value
+
+HISTORY_DEFAULT_LIMIT = 200
+HISTORY_MAX_LIMIT = 1000
+
+
+def is_tool_output(msg: Message) -> bool:
+    """A tool result, or OpenClaw's nested-tool record (`role: custom`, a tool customType)."""
+    role = msg.get("role")
+    if role == "toolResult":
+        return True
+    return role == "custom" and "tool" in str(msg.get("customType", ""))
+
+
+def _warn_bad(path: Path, res: ReadResult) -> None:
+    if res.bad_lines:
+        diag.warn(f"{path}: skipped {res.bad_lines} unreadable line(s)")
+
+
+class History(Value):
+    __slots__ = ("session_key", "session_id", "messages", "path", "resolved")
+
+    session_key: str
+    session_id: str | None
+    messages: list[Message]
+    path: Path | None
+    resolved: Resolved
+
+    def __init__(
+        self,
+        session_key: str,
+        session_id: str | None,
+        messages: list[Message],
+        path: Path | None,
+        resolved: Resolved,
+    ) -> None:
+        self.session_key = session_key
+        self.session_id = session_id
+        self.messages = messages
+        self.path = path
+        self.resolved = resolved
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sessionKey": self.session_key}
+        if self.session_id is not None:
+            out["sessionId"] = self.session_id
+        out["messages"] = self.messages
+        if any(m.get("truncated") is True for m in self.messages):
+            # Read through a gateway that cut a message (chat.history's caps): never silent.
+            out["truncated"] = True
+        return out
+
+
+def message_ts(msg: Message) -> int | None:
+    ts = msg.get("timestamp")
+    return int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
+
+
+def history(
+    ctx: Context,
+    value: str | None,
+    *,
+    label: str | None = None,
+    limit: int | None = HISTORY_DEFAULT_LIMIT,
+    include_tools: bool = False,
+    raw: bool = False,
+    since_ms: int | None = None,
+) -> History:
+    """A session's last `limit` messages (None: all of them, for the operator's export; the
+    tool's limit is capped at HISTORY_MAX_LIMIT)."""
+    policy.check_tool(ctx, "sessions_history")
+    if limit is not None:
+        if limit < 0:
+            raise UsageError("--limit must not be negative")
+        limit = min(limit, HISTORY_MAX_LIMIT)
+
+    def keep(m: Message) -> bool:
+        return include_tools or not is_tool_output(m)
+
+    def older(m: Message) -> bool:
+        # Transcripts are appended in time order: the first message (from the end) older than
+        # --since ends the read. Messages without a timestamp are kept.
+        ts = message_ts(m)
+        return since_ms is not None and ts is not None and ts < since_ms
+
+    with read_scope():
+        r = resolve(ctx, value, label=label)
+        policy.check_access(ctx, r.key, r.entry, "history")
+        path = r.transcript_path()
+        messages: list[Message] = []
+        if r.entry is not None and (path is not None or r.gateway_written):
+            rd = reading.reader_for(ctx.paths, r.agent_id)
+            res = rd.messages(
+                r.key,
+                r.entry,
+                limit,
+                keep,
+                stop=older if since_ms is not None else None,
+                skip_line=None if include_tools else is_tool_result_line,
+            )
+            messages = res.messages if raw else strip_envelopes(res.messages)
+    return History(ctx.display(r.key), r.session_id, messages, path, r)
