@@ -52,14 +52,14 @@ class _Wait:
     started: float = field(default_factory=time.monotonic)
 
     def __call__(self, paths: StatePaths, run_id: str, timeout: float) -> dict[str, Any]:
-        from sessiontool.runs import records as runs
+        from sessiontool.runs import records
 
         self.run_id, self.timeout, self.started = run_id, timeout, time.monotonic()
         deadline = self.started + timeout
         while True:
             left = deadline - time.monotonic()
-            rec = runs.wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
-            if runs.is_finished(rec) or left <= 0:
+            rec = records.wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
+            if records.is_finished(rec) or left <= 0:
                 return rec
             if self.cancel.is_set() or self.shutdown.is_set():
                 return rec  # nobody is waiting any more; the run goes on

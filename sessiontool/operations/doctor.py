@@ -246,26 +246,25 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
     """Unusable run records and lane markers, started runs with no live worker, and finished
     runs whose follow-up (reply turns, announce, delivery) is stalled, e.g. an outbox that
     cannot be written."""
-    from sessiontool.runs import lanes, steps
-    from sessiontool.runs import records as runs
+    from sessiontool.runs import lanes, records, steps
 
-    for path, why in runs.bad_records(paths):
+    for path, why in records.bad_records(paths):
         yield Problem("unreadable-run", str(path), f"not a usable run record: {why}")
-    records = sorted(
-        runs.iter_records(paths, warn=False),
+    recs = sorted(
+        records.iter_records(paths, warn=False),
         key=lambda r: (r.get("createdAt") or 0, str(r.get("runId"))),
     )
-    known = {r["runId"] for r in records}
-    for rec in records:
+    known = {r["runId"] for r in recs}
+    for rec in recs:
         run_id = rec["runId"]
-        if runs.is_lost(paths, rec, now):
+        if records.is_lost(paths, rec, now):
             yield Problem(
                 "lost-run",
                 str(paths.run_record(run_id)),
                 f"run {run_id} ({rec.get('kind', '?')}, status {rec.get('status', '?')}) "
                 "has no live worker; `sessiontool wait` or `runs` marks it lost",
             )
-        elif steps.pending(rec) and not runs.lock_held(paths, run_id):
+        elif steps.pending(rec) and not records.lock_held(paths, run_id):
             fu = rec["followUp"]
             err = f" (last attempt: {fu['error']})" if fu.get("error") else ""
             yield Problem(

@@ -219,10 +219,9 @@ def _prune_outbox(paths: StatePaths, cutoff: int, dry_run: bool) -> int:
 def _prune_unusable(paths: StatePaths, counts: dict[str, int], dry_run: bool) -> None:
     """Malformed run records (with their logs), lane markers naming no usable run, and wait
     FIFOs of runs that are over or gone."""
-    from sessiontool.runs import lanes
-    from sessiontool.runs import records as runs
+    from sessiontool.runs import lanes, records
 
-    for path, _why in runs.bad_records(paths):
+    for path, _why in records.bad_records(paths):
         log = path.with_suffix(".log")
         if dry_run:
             counts["runs"] += 1
@@ -238,10 +237,10 @@ def _prune_unusable(paths: StatePaths, counts: dict[str, int], dry_run: bool) ->
             parsed = lanes.parse_marker(name)
             if parsed is not None:
                 try:
-                    rec = runs.read_record(paths, parsed[1])
+                    rec = records.read_record(paths, parsed[1])
                 except SessiontoolError:
                     rec = None
-                if rec is not None and not runs.is_finished(rec):
+                if rec is not None and not records.is_finished(rec):
                     continue
                 if rec is not None and lanes.worker_alive(paths, lane):
                     continue  # its worker clears it
@@ -252,10 +251,10 @@ def _prune_unusable(paths: StatePaths, counts: dict[str, int], dry_run: bool) ->
         fifos = []
     for name in fifos:
         try:
-            rec = runs.read_record(paths, name[: -len(".fifo")])
+            rec = records.read_record(paths, name[: -len(".fifo")])
         except SessiontoolError:
             rec = None
-        if rec is None or runs.is_finished(rec):
+        if rec is None or records.is_finished(rec):
             _unlink(paths.runs_dir / name)
 
 

@@ -24,8 +24,7 @@ from typing import Any
 
 from sessiontool import testhooks
 from sessiontool.clock import now_ms
-from sessiontool.runs import lanes, steps
-from sessiontool.runs import records as runs
+from sessiontool.runs import lanes, records, steps
 from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -41,7 +40,7 @@ def on_abort_signal(signum: int, frame: FrameType | None) -> None:
     if run_id is None or paths is None:
         return
     try:
-        rec = runs.read_record(paths, run_id)
+        rec = records.read_record(paths, run_id)
     except Exception:  # noqa: BLE001
         return
     if rec.get("status") == "aborted":
@@ -156,7 +155,7 @@ def start(paths: StatePaths, rec: Record, session: Session) -> bool:
         )
         return True
 
-    done = runs.update_record(paths, rec["runId"], mark)
+    done = records.update_record(paths, rec["runId"], mark)
     rec.update(done)
     return done.get("status") == "running"
 
@@ -248,7 +247,7 @@ def run_agent(w: Any, rec: Record, session: Session, history: list[dict[str, Any
     out = Outcome(model=model, provider=provider)
 
     def on_pid(pid: int) -> None:
-        runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
+        records.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
 
     _current.update(runId=rec["runId"], paths=paths)
     try:
@@ -293,7 +292,7 @@ def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[str, str | Non
         r["outcome"] = out.status
         return True
 
-    runs.update_record(paths, rec["runId"], mark)
+    records.update_record(paths, rec["runId"], mark)
     if "aborted" in got:
         return "aborted", str(got["aborted"])
     return out.status, out.error
@@ -372,7 +371,7 @@ def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> N
     usage, _ = _usage(out)
 
     def mark(r: Record) -> None:
-        runs.record_end(r, out.status, out.error, out.reply)
+        records.record_end(r, out.status, out.error, out.reply)
         r["usage"] = usage
         if out.model:
             r["model"] = out.model
@@ -381,5 +380,5 @@ def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> N
         r["sessionId"] = session.session_id
         steps.init_follow_up(r)
 
-    runs.update_record(paths, rec["runId"], mark)
+    records.update_record(paths, rec["runId"], mark)
     wait.notify(paths, rec["runId"])

@@ -26,8 +26,7 @@ from typing import Any
 from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
-from sessiontool.runs import execute, lanes
-from sessiontool.runs import records as runs
+from sessiontool.runs import execute, lanes, records
 from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -99,7 +98,7 @@ def _start(paths: StatePaths, rec: Record) -> bool:
         r.update(status="running", startedAt=now, workerStartedAt=now, pid=os.getpid())
         return True
 
-    done = runs.update_record(paths, rec["runId"], mark)
+    done = records.update_record(paths, rec["runId"], mark)
     rec.update(done)
     return done.get("status") == "running"
 
@@ -108,7 +107,7 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
     out = execute.Outcome()
 
     def on_pid(pid: int) -> None:
-        runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
+        records.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
 
     def on_accepted(payload: dict[str, Any]) -> None:
         """The gateway's own id of the turn (not our idempotency key): what `chat.abort` and
@@ -116,10 +115,14 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
         gw_run = payload.get("runId")
         if isinstance(gw_run, str):
             rec["gatewayRunId"] = gw_run
-            runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("gatewayRunId", gw_run))
+            records.update_record(
+                paths, rec["runId"], lambda r: r.__setitem__("gatewayRunId", gw_run)
+            )
 
     def on_aborted(stopped: bool) -> None:
-        runs.update_record(paths, rec["runId"], lambda r: r.__setitem__("gatewayAborted", stopped))
+        records.update_record(
+            paths, rec["runId"], lambda r: r.__setitem__("gatewayAborted", stopped)
+        )
 
     execute._current.update(runId=rec["runId"], paths=paths)
     try:
@@ -297,7 +300,7 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
     meta = agent_meta(out.result)
 
     def mark(r: Record) -> None:
-        runs.record_end(r, out.status, out.error, out.reply)
+        records.record_end(r, out.status, out.error, out.reply)
         usage = _usage(meta)
         if usage:
             r["usage"] = usage
@@ -312,7 +315,7 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
             r["gatewayDurationMs"] = took
         steps.init_follow_up(r)
 
-    runs.update_record(paths, rec["runId"], mark)
+    records.update_record(paths, rec["runId"], mark)
     wait.notify(paths, rec["runId"])
 
 
@@ -328,7 +331,7 @@ def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
     cur = rec
     deadline = time.monotonic() + ABORT_CALL_TIMEOUT_S
     while time.monotonic() < deadline:
-        cur = runs.read_record(paths, rec["runId"])
+        cur = records.read_record(paths, rec["runId"])
         if isinstance(cur.get("gatewayAborted"), bool):
             return bool(cur["gatewayAborted"])
         pid = cur.get("pid")

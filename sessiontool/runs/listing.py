@@ -7,7 +7,7 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
-from sessiontool.runs import records as runs
+from sessiontool.runs import records
 from sessiontool.runs.submit import run_view, visible_run
 
 USER_KINDS = ("send", "spawn")
@@ -16,9 +16,9 @@ USER_KINDS = ("send", "spawn")
 def parse_kinds(values: list[str]) -> set[str]:
     """`--kind send,spawn` (or repeated): the kinds asked for, each checked."""
     kinds = {k.strip() for v in values for k in v.split(",") if k.strip()}
-    bad = sorted(kinds - runs.KINDS)
+    bad = sorted(kinds - records.KINDS)
     if bad:
-        valid = ", ".join(sorted(runs.KINDS))
+        valid = ", ".join(sorted(records.KINDS))
         raise UsageError(f"unknown kind {bad[0]!r} (valid: {valid})")
     return kinds
 
@@ -33,16 +33,16 @@ def list_runs(
 ) -> dict[str, Any]:
     """Runs newest first. Steps are internal (one `--as` send is a run and two steps): shown
     only with `steps` (each right after its run) or when `kinds` names them."""
-    if status and status not in runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES:
-        valid = ", ".join(sorted(runs.FINISHED_STATUSES | runs.ACTIVE_STATUSES))
+    if status and status not in records.FINISHED_STATUSES | records.ACTIVE_STATUSES:
+        valid = ", ".join(sorted(records.FINISHED_STATUSES | records.ACTIVE_STATUSES))
         raise UsageError(f"unknown status {status!r} (valid: {valid})")
     wanted = set(kinds) if kinds else set(USER_KINDS) | ({"step"} if steps else set())
     full = ctx.canonical(session) if session else None
     out = []
-    for rec in runs.iter_records(ctx.paths):
+    for rec in records.iter_records(ctx.paths):
         if rec.get("kind") not in wanted or not visible_run(ctx, rec):
             continue
-        rec = runs.reconcile(ctx.paths, rec)
+        rec = records.reconcile(ctx.paths, rec)
         if status and rec.get("status") != status:
             continue
         if full and rec.get("sessionKey") != full:
@@ -76,13 +76,13 @@ def open_runs(ctx: Context, session: str) -> list[str]:
     first: what `wait --session KEY` waits for."""
     full = ctx.canonical(session)
     found = []
-    for rec in runs.iter_records(ctx.paths):
+    for rec in records.iter_records(ctx.paths):
         if rec.get("sessionKey") != full or rec.get("kind") not in USER_KINDS:
             continue
         if not visible_run(ctx, rec):
             continue
-        rec = runs.reconcile(ctx.paths, rec)
-        if rec.get("status") in runs.ACTIVE_STATUSES:
+        rec = records.reconcile(ctx.paths, rec)
+        if rec.get("status") in records.ACTIVE_STATUSES:
             found.append(rec)
     found.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")))
     return [r["runId"] for r in found]

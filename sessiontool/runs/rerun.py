@@ -8,7 +8,7 @@ from typing import Any
 
 from sessiontool.context import Context, context_for_session
 from sessiontool.errors import UsageError
-from sessiontool.runs import records as runs
+from sessiontool.runs import records
 
 RERUNNABLE = ("error", "lost", "aborted", "timeout")
 
@@ -30,7 +30,7 @@ def rerun(ctx: Context, old: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(
             f"run {run_id} is {status}; only a run that failed, was lost, aborted or timed out "
             "is rerun",
-            hint=f"sessiontool wait {run_id}" if status in runs.ACTIVE_STATUSES else None,
+            hint=f"sessiontool wait {run_id}" if status in records.ACTIVE_STATUSES else None,
         )
     message = old.get("message")
     key = old.get("sessionKey")
@@ -53,7 +53,7 @@ def rerun(ctx: Context, old: dict[str, Any]) -> dict[str, Any]:
         result, _code = send(ctx, key, message, timeout=0, deliver=bool(old.get("deliver")))
     new_id = result.get("runId")
     if isinstance(new_id, str):
-        runs.update_record(ctx.paths, new_id, lambda r: r.__setitem__("rerunOf", run_id))
+        records.update_record(ctx.paths, new_id, lambda r: r.__setitem__("rerunOf", run_id))
     return {**result, "rerunOf": run_id}
 
 

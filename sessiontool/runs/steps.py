@@ -28,7 +28,7 @@ from typing import Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
-from sessiontool.runs import records as runs
+from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -66,19 +66,19 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
     """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
     lock, no agent step of it is queued or running, and no attempt was made in the last few
     seconds (a delivery that cannot be written is retried, not hammered)."""
-    if not pending(rec) or runs.lock_held(paths, rec["runId"]):
+    if not pending(rec) or records.lock_held(paths, rec["runId"]):
         return
     fu = rec["followUp"]
     name = str(fu.get("next"))
     if _is_agent_step(name):
         try:
-            step = runs.read_record(paths, step_id(rec["runId"], name))
+            step = records.read_record(paths, step_id(rec["runId"], name))
         except NotFoundError:
             step = None
         except CorruptStateError:
             return
-        if step is not None and not runs.is_finished(step):
-            runs.reconcile(paths, step)  # lost now, or given a lane worker
+        if step is not None and not records.is_finished(step):
+            records.reconcile(paths, step)  # lost now, or given a lane worker
             return
     attempt = fu.get("attemptAt")
     if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
@@ -120,7 +120,7 @@ class Advancer:
     def advance(self, run_id: str) -> None:
         while True:
             try:
-                rec = runs.read_record(self.paths, run_id)
+                rec = records.read_record(self.paths, run_id)
             except (NotFoundError, CorruptStateError):
                 return
             if not pending(rec):
@@ -153,14 +153,14 @@ class Advancer:
             r["followUp"] = fu
             r.update(top)
 
-        runs.update_record(self.paths, rec["runId"], mutate)
+        records.update_record(self.paths, rec["runId"], mutate)
         return str(changes.get("next", ""))
 
     # -- agent steps -----------------------------------------------------------------------
     def agent_step(self, rec: Record, name: str) -> str:
         sid = step_id(rec["runId"], name)
         try:
-            step = runs.read_record(self.paths, sid)
+            step = records.read_record(self.paths, sid)
         except NotFoundError:
             fields = self.step_fields(rec, name)
             if fields is None:
@@ -170,7 +170,7 @@ class Advancer:
             from sessiontool.stores import keys
 
             fields = {k: v for k, v in fields.items() if v is not None}
-            step = runs.create_record(
+            step = records.create_record(
                 self.paths,
                 runId=sid,
                 kind="step",
@@ -181,7 +181,7 @@ class Advancer:
                 # A step's turn goes where its run's did (the writer its command chose).
                 **({"via": rec["via"]} if rec.get("via") else {}),
             )
-        if not runs.is_finished(step):
+        if not records.is_finished(step):
             from sessiontool.runs import lanes
 
             lanes.ensure_worker(self.paths, lanes.lane_id(step["sessionKey"]))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.context import Context
 from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
 from sessiontool.flow import policy
-from sessiontool.runs import records as runs
+from sessiontool.runs import records
 from sessiontool.runs.writer import SessionWriter
 from sessiontool.sessions.resolve import resolve
 from sessiontool.stores import keys
@@ -35,7 +35,7 @@ def _start(ctx: Context, rec: dict[str, Any]) -> None:
             ctx.paths, lanes.lane_id(rec["sessionKey"]), config_path=str(own) if own else None
         )
     except StorageError as exc:
-        runs.abandon(ctx.paths, rec, exc.message)
+        records.abandon(ctx.paths, rec, exc.message)
         raise
 
 
@@ -47,7 +47,7 @@ def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
     if status == "ok":
         out.update(status="ok", reply=rec.get("reply") or "", sessionKey=key)
         code = ExitCode.OK
-    elif runs.is_finished(rec):
+    elif records.is_finished(rec):
         out.update(
             status="error",
             error=rec.get("error") or f"run ended with status {status}",
@@ -138,7 +138,7 @@ def send(
     else:
         provenance = {"kind": "external_user", "sourceTool": "sessiontool"}
         system = None
-    rec = runs.create_record(
+    rec = records.create_record(
         ctx.paths,
         kind="send",
         via=_via(writer),
@@ -158,7 +158,7 @@ def send(
         if a2a or (deliver and not writer.owns_delivery):
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
         return out, 0
-    return run_result(ctx, (wait or runs.wait_for)(ctx.paths, rec["runId"], timeout))
+    return run_result(ctx, (wait or records.wait_for)(ctx.paths, rec["runId"], timeout))
 
 
 def _via(writer: SessionWriter) -> str | None:
@@ -260,7 +260,7 @@ def _spawn_record(
     **more: Any,
 ) -> dict[str, Any]:
     """The queued record of a spawn, file-based or through the gateway (`more`: via, model)."""
-    return runs.create_record(
+    return records.create_record(
         ctx.paths,
         kind="spawn",
         **more,
@@ -345,7 +345,7 @@ def visible_run(ctx: Context, rec: dict[str, Any]) -> bool:
 def get_run(ctx: Context, run_id: str) -> dict[str, Any]:
     from sessiontool.errors import NotFoundError
 
-    rec = runs.reconcile(ctx.paths, runs.read_record(ctx.paths, run_id))
+    rec = records.reconcile(ctx.paths, records.read_record(ctx.paths, run_id))
     if not visible_run(ctx, rec):
         raise NotFoundError(f"Run not found: {run_id}")
     return rec

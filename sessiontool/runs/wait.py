@@ -16,7 +16,7 @@ import select
 import time
 from pathlib import Path
 
-from sessiontool.runs import records as runs
+from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
 CHECK_SECONDS = 0.5
@@ -53,13 +53,13 @@ def _open(path: Path) -> int | None:
         return None
 
 
-def _read(paths: StatePaths, run_id: str, seen: bool) -> runs.Record:
+def _read(paths: StatePaths, run_id: str, seen: bool) -> records.Record:
     """The record; a run its worker withdrew (it could record nothing: a full disk) is the
     failure it was, not "not found"."""
     from sessiontool.errors import NotFoundError, StorageError
 
     try:
-        return runs.read_record(paths, run_id)
+        return records.read_record(paths, run_id)
     except NotFoundError:
         from sessiontool.runs.worker import withdrawn_reason
 
@@ -73,16 +73,16 @@ def _read(paths: StatePaths, run_id: str, seen: bool) -> runs.Record:
         ) from None
 
 
-def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Record:
+def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> records.Record:
     """The record once the run is over, or as it is when `timeout` seconds have passed."""
     deadline = None if timeout is None else time.monotonic() + timeout
     path = fifo_path(paths, run_id)
     fd = _open(path)
-    rec: runs.Record = {}
+    rec: records.Record = {}
     try:
         while True:
-            rec = runs.reconcile(paths, _read(paths, run_id, bool(rec)))
-            if runs.is_finished(rec):
+            rec = records.reconcile(paths, _read(paths, run_id, bool(rec)))
+            if records.is_finished(rec):
                 return rec
             wait = CHECK_SECONDS
             if deadline is not None:
@@ -98,22 +98,22 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> runs.Reco
             poller.register(fd, select.POLLIN | select.POLLHUP)
             if poller.poll(int(wait * 1000) + 1):
                 # Woken: read the record again (first); a fresh descriptor for a later wait.
-                rec = runs.reconcile(paths, _read(paths, run_id, bool(rec)))
-                if runs.is_finished(rec):
+                rec = records.reconcile(paths, _read(paths, run_id, bool(rec)))
+                if records.is_finished(rec):
                     return rec
                 os.close(fd)
                 fd = _open(path)
     finally:
         if fd is not None:
             os.close(fd)
-        if runs.is_finished(rec):
+        if records.is_finished(rec):
             try:
                 os.unlink(path)
             except OSError:
                 pass
 
 
-def wait_all(paths: StatePaths, run_ids: list[str], timeout: float | None) -> list[runs.Record]:
+def wait_all(paths: StatePaths, run_ids: list[str], timeout: float | None) -> list[records.Record]:
     """Each run's record once it is over (in the order given), or as it is when `timeout`
     seconds (one deadline for all of them) have passed."""
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -21,8 +21,7 @@ from typing import Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
-from sessiontool.runs import lanes, steps
-from sessiontool.runs import records as runs
+from sessiontool.runs import lanes, records, steps
 from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -104,7 +103,7 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
             continue
         name, run_id = head
         try:
-            rec = runs.read_record(w.paths, run_id)
+            rec = records.read_record(w.paths, run_id)
         except (NotFoundError, CorruptStateError) as exc:
             sys.stderr.write(f"sessiontool worker: dropping lane marker {name}: {exc}\n")
             _unlink(d / name)
@@ -132,7 +131,7 @@ def run_one(w: Worker, rec: Record) -> None:
     fd = steps.try_lock(w.paths, run_id, block=True)
     assert fd is not None
     try:
-        rec = runs.read_record(w.paths, run_id)
+        rec = records.read_record(w.paths, run_id)
         if rec.get("status") == "running":
             # Its worker died mid-run (we hold its lock now): it is lost, at once.
             end_lost(w.paths, rec)
@@ -140,7 +139,7 @@ def run_one(w: Worker, rec: Record) -> None:
             log_to(w.paths.run_log(run_id))
             execute.execute(w, rec)
         advance(w, run_id)
-        parent = runs.read_record(w.paths, run_id).get("parentRunId")
+        parent = records.read_record(w.paths, run_id).get("parentRunId")
     finally:
         steps.release_lock(w.paths, run_id, fd)
     if isinstance(parent, str):
@@ -173,7 +172,7 @@ def end_lost(paths: StatePaths, rec: Record) -> None:
         steps.init_follow_up(r)
         return True
 
-    rec = runs.update_record(paths, rec["runId"], mark)
+    rec = records.update_record(paths, rec["runId"], mark)
     wait.notify(paths, rec["runId"])
     try:
         recover.after_end(paths, rec, recovered["now"])
@@ -193,18 +192,18 @@ def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
         traceback.print_exc()
 
     def mark(r: Record) -> bool:
-        if runs.is_finished(r):
+        if records.is_finished(r):
             return False
         r.update(status="error", outcome="error", error=problem, endedAt=now_ms())
         steps.init_follow_up(r)
         return True
 
     try:
-        rec = runs.update_record(paths, run_id, mark)
+        rec = records.update_record(paths, run_id, mark)
     except Exception:  # noqa: BLE001
         return False
     wait.notify(paths, run_id)
-    return runs.is_finished(rec)
+    return records.is_finished(rec)
 
 
 WITHDRAWN = "sessiontool worker: withdrawn: "
@@ -218,8 +217,8 @@ def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
     from sessiontool.runs import wait
 
     try:
-        with runs.records_lock(paths):
-            if runs.read_record(paths, run_id).get("status") != "queued":
+        with records.records_lock(paths):
+            if records.read_record(paths, run_id).get("status") != "queued":
                 return False
             os.unlink(paths.run_record(run_id))
     except (OSError, SessiontoolError):
@@ -258,10 +257,10 @@ def follow(w: Worker, run_id: str) -> int:
     try:
         log_to(w.paths.run_log(run_id))
         try:
-            rec = runs.read_record(w.paths, run_id)
+            rec = records.read_record(w.paths, run_id)
         except SessiontoolError:
             return 1
-        if not runs.is_finished(rec):
+        if not records.is_finished(rec):
             return 0
         try:
             steps.Advancer(w.paths, w.cfg).record(rec, {"attemptAt": now_ms()})

@@ -105,7 +105,7 @@ def send_cmd(
     exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import session_not_found
-    from sessiontool.runs import records as runs
+    from sessiontool.runs import records
     from sessiontool.runs.submit import run_result, send
     from sessiontool.sessions.resolve import resolve
 
@@ -137,7 +137,7 @@ def send_cmd(
     run_id = result["runId"]
     try:
         with _spinner("waiting for the reply…"):
-            rec = runs.wait_for(ctx.paths, run_id, wait_s)
+            rec = records.wait_for(ctx.paths, run_id, wait_s)
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
     result, code = run_result(ctx, rec)
@@ -217,10 +217,10 @@ def _report_delivery(
 
 def _follow_up_done(ctx: Any, run_id: str) -> bool:
     from sessiontool.errors import SessiontoolError
-    from sessiontool.runs import records as runs
+    from sessiontool.runs import records
 
     try:
-        fu = runs.read_record(ctx.paths, run_id).get("followUp")
+        fu = records.read_record(ctx.paths, run_id).get("followUp")
     except SessiontoolError:
         return True
     return isinstance(fu, dict) and fu.get("next") == "done"
@@ -493,13 +493,13 @@ def abort_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
     """Stop a run: kill its agent's process group and mark it aborted."""
-    from sessiontool.runs import records as runs
+    from sessiontool.runs import records
     from sessiontool.runs.submit import get_run
 
     ctx = get_ctx(reads=True)
     run_id = full_run_id(ctx, run_id)
     get_run(ctx, run_id)
-    rec = runs.abort(ctx.paths, run_id)
+    rec = records.abort(ctx.paths, run_id)
     result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
     if rec.get("status") == "aborted" and rec.get("startedAt"):
         from sessiontool.runs.writer import writer_of
