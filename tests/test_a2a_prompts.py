@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sessiontool import protocol
 from sessiontool.flow import a2a
 
 REQ = "agent:main:main"
@@ -139,7 +140,7 @@ def test_announce_prompt_missing_replies() -> None:
     ],
 )
 def test_is_reply_skip(text: str | None, expected: bool) -> None:
-    assert a2a.is_reply_skip(text) is expected
+    assert protocol.is_reply_skip(text) is expected
 
 
 @pytest.mark.parametrize(
@@ -147,13 +148,13 @@ def test_is_reply_skip(text: str | None, expected: bool) -> None:
     [("ANNOUNCE_SKIP", True), ("\tANNOUNCE_SKIP ", True), ("ANNOUNCE_SKIP!", False), (None, False)],
 )
 def test_is_announce_skip(text: str | None, expected: bool) -> None:
-    assert a2a.is_announce_skip(text) is expected
-    assert not a2a.is_reply_skip(text)
+    assert protocol.is_announce_skip(text) is expected
+    assert not protocol.is_reply_skip(text)
 
 
 def test_constants() -> None:
-    assert a2a.REPLY_SKIP == "REPLY_SKIP"
-    assert a2a.ANNOUNCE_SKIP == "ANNOUNCE_SKIP"
+    assert protocol.REPLY_SKIP == "REPLY_SKIP"
+    assert protocol.ANNOUNCE_SKIP == "ANNOUNCE_SKIP"
     assert a2a.ANNOUNCE_STEP_MESSAGE == "Agent-to-agent announce step."
 
 

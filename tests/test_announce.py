@@ -18,11 +18,11 @@ from sessiontool.flow.announce import (
     format_count,
     format_duration,
     format_usd,
-    is_announce_skip,
     pick_result,
     stats_line,
     subagent_system_prompt,
 )
+from sessiontool.protocol import is_announce_skip
 from sessiontool.runs.submit import validate_model
 from sessiontool.stores.config import Config, load_config
 from sessiontool.stores.paths import StatePaths

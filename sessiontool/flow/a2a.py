@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from sessiontool.protocol import ANNOUNCE_SKIP, REPLY_SKIP
 from sessiontool.stores import keys
 
-REPLY_SKIP = "REPLY_SKIP"
-ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
 ANNOUNCE_STEP_MESSAGE = "Agent-to-agent announce step."
 NOT_AVAILABLE = "(not available)"
 
@@ -105,15 +104,6 @@ def announce_prompt(
         "After this reply, the agent-to-agent conversation is over.",
     ]
     return "\n".join(lines)
-
-
-def is_reply_skip(text: str | None) -> bool:
-    """Exactly the token once trimmed: a reply that merely mentions it goes on."""
-    return text is not None and text.strip() == REPLY_SKIP
-
-
-def is_announce_skip(text: str | None) -> bool:
-    return text is not None and text.strip() == ANNOUNCE_SKIP
 
 
 def session_channel(full_key: str, entry: Mapping[str, Any] | None) -> str | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sessiontool.protocol import ANNOUNCE_SKIP, REPLY_SKIP
+
 ANNOUNCE_STEP_MESSAGE = "Sub-agent announce step."
-ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
-REPLY_SKIP = "REPLY_SKIP"
 NO_OUTPUT = "(no output)"
 NOT_AVAILABLE = "(not available)"
 STATS_SEPARATOR = " \u2022 "
@@ -87,11 +87,6 @@ def announce_step_prompt(
             "Any other reply is reported to the requester as the result.",
         ]
     )
-
-
-def is_announce_skip(reply: str | None) -> bool:
-    """A reply of exactly ANNOUNCE_SKIP (after trimming) keeps the announce silent."""
-    return reply is not None and reply.strip() == ANNOUNCE_SKIP
 
 
 # -- Stats line (OpenClaw's formats) ----------------------------------------------------------

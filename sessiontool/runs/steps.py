@@ -28,6 +28,7 @@ from typing import Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
+from sessiontool.protocol import ANNOUNCE_SKIP, is_announce_skip, is_reply_skip
 from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
@@ -289,17 +290,16 @@ class Advancer:
         reply = (step.get("reply") or "") if ok else ""
         if rec.get("kind") == "spawn":
             return self.spawn_result(rec, step)
-        from sessiontool.flow import a2a
 
         if name.startswith("reply:"):
             turn = int(name.split(":", 1)[1])
-            if not reply.strip() or a2a.is_reply_skip(reply):
+            if not reply.strip() or is_reply_skip(reply):
                 return self.record(rec, {"next": "announce"})
             return self.record(
                 rec, {"next": f"reply:{turn + 1}", "latest": reply, "incoming": reply}
             )
         text = reply.strip()
-        if text and not a2a.is_announce_skip(text):
+        if text and not is_announce_skip(text):
             return self.record(
                 rec, {"next": "deliver", "mode": "announce", "to": rec["sessionKey"], "text": text}
             )
@@ -313,7 +313,7 @@ class Advancer:
 
         step_ok = step.get("status") == "ok"
         step_reply = (step.get("reply") or "").strip() if step_ok else None
-        if step_ok and step_reply == announce.ANNOUNCE_SKIP:
+        if step_ok and step_reply == ANNOUNCE_SKIP:
             return self.record(rec, {"next": "cleanup"})
         child = rec["sessionKey"]
         child_reply = (step.get("announce") or {}).get("childReply")

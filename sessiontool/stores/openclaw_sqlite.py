@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sessiontool.errors import BusyError, CorruptStateError
+from sessiontool.protocol import SILENT_REPLIES
 from sessiontool.stores.paths import StatePaths
 from sessiontool.stores.reader import StoreInfo
 from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
@@ -43,11 +44,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 # What the gateway's chat.history shows, applied the same way here (see README, "OpenClaw
-# 2026.8+"): silent control replies are not messages, a message another session sent with
+# 2026.8+"): silent control replies (protocol.py) are not messages, a message another session sent with
 # sessions_send is shown as that session's assistant turn without the routing preamble (other
 # inter-session messages, a spawn's task or announce, stay what they are), and a reset is one
 # system "Reset" line after which the older turns of the window are no longer shown.
-SILENT_REPLIES = frozenset({"REPLY_SKIP", "ANNOUNCE_SKIP", "NO_REPLY"})
 INTER_SESSION_HEADER = "[Inter-session message]"
 INTER_SESSION_NOTE = "This content was routed by OpenClaw"
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sessiontool.protocol import REPLY_SKIP
 from sessiontool.runs.runners.base import (
     RunnerResult,
     RunnerTimeout,
@@ -26,7 +27,7 @@ def echo_reply(request: Mapping[str, Any]) -> str:
     if request.get("kind") == "step":
         step = request.get("step")
         if step == "reply":
-            return "REPLY_SKIP"
+            return REPLY_SKIP
         if step == "announce":
             announce = request.get("announce")
             info: Mapping[str, Any] = announce if isinstance(announce, Mapping) else {}

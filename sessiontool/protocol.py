@@ -1,0 +1,20 @@
+"""OpenClaw's protocol words: the exact replies with which an agent stays silent. The prompts
+name them, the run engine obeys them, and the SQLite reader hides them as OpenClaw's
+chat.history does, so each is spelled once, here."""
+
+from __future__ import annotations
+
+REPLY_SKIP = "REPLY_SKIP"  # ends the agent-to-agent reply-back turns
+ANNOUNCE_SKIP = "ANNOUNCE_SKIP"  # keeps an announce step silent
+NO_REPLY = "NO_REPLY"  # OpenClaw's silent answer to a message that wants none
+SILENT_REPLIES = frozenset({REPLY_SKIP, ANNOUNCE_SKIP, NO_REPLY})
+
+
+def is_reply_skip(text: str | None) -> bool:
+    """Exactly the token once trimmed: a reply that merely mentions it goes on."""
+    return text is not None and text.strip() == REPLY_SKIP
+
+
+def is_announce_skip(text: str | None) -> bool:
+    """A reply of exactly ANNOUNCE_SKIP (after trimming) keeps the announce silent."""
+    return text is not None and text.strip() == ANNOUNCE_SKIP
