@@ -1,0 +1,302 @@
+"""The search index's file, `<state>/sessiontool/index.sqlite`: its schema, opening (or
+creating) it safely, writing parsed rows into its tables, and deleting it. The catch-up logic
+that decides what to write lives in stores/search_index.py; this module owns what SQLite sees,
+so a schema change touches one file (and bumps SCHEMA_VERSION: an index of another version is
+rebuilt, never migrated — it is disposable)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from sessiontool.errors import BusyError, CorruptStateError, StorageError, UnsafePathError
+from sessiontool.stores.index_scan import Row
+from sessiontool.stores.paths import ensure_dir
+
+SCHEMA_VERSION = 6
+INDEX_NAME = "index.sqlite"
+BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = """
+CREATE TABLE files(
+  id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, dev INTEGER, ino INTEGER,
+  size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT, ctime INTEGER);
+CREATE TABLE msgs(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, file_id INTEGER NOT NULL, ts INTEGER, role TEXT,
+  cjk INTEGER, off INTEGER, part INTEGER, text TEXT);
+CREATE INDEX msgs_file ON msgs(file_id);
+CREATE TABLE turns(
+  file_id INTEGER NOT NULL, ts INTEGER, provider TEXT, model TEXT, input INTEGER,
+  output INTEGER, cache_read INTEGER, cache_write INTEGER, cost REAL, run_start INTEGER);
+CREATE INDEX turns_file ON turns(file_id);
+CREATE INDEX turns_ts ON turns(ts);
+CREATE TABLE days(
+  file_id INTEGER NOT NULL, day INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+  turns INTEGER, runs INTEGER, input INTEGER, output INTEGER, cache_read INTEGER,
+  cache_write INTEGER, cost REAL, n_cost INTEGER,
+  PRIMARY KEY(file_id, day, provider, model)) WITHOUT ROWID;
+CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT NULL);
+"""
+# `scopes`: per agent, the sessions a sessions.json file lists (see catalog.live_sessions), under
+# that file's identity: a warm search over a 5 MB store reads a few kB here instead of parsing
+# the store again (half of what a search costs beyond Python's start-up).
+# `days`: each transcript's turns summed per UTC day and model, kept as the turns are indexed,
+# so `usage` over a year of transcripts sums a few rows per session and day instead of every
+# assistant message (`turns` still answers the partial days at a --since/--until boundary).
+DAY_MS = 86_400_000
+# Contentless: the text stays in the transcripts (a hit's text is read back from its line), so
+# the index holds words and positions only. A purged row leaves its words behind in the FTS
+# tables; they match no `msgs` row (ids are never reused) and, when they outnumber the live
+# rows, the index is rebuilt.
+_FTS = (
+    "CREATE VIRTUAL TABLE fts USING fts5(text, content='', "
+    "tokenize='unicode61 remove_diacritics 2')"
+)
+_FTS_CJK = "CREATE VIRTUAL TABLE fts_cjk USING fts5(text, content='', tokenize='trigram')"
+# FTS5 flushes its pending terms to a new segment whenever they pass this size (1 MB by
+# default): a first build of 1 GB made ~1000 small segments and spent half its time merging them.
+FTS_HASHSIZE = 64 << 20
+
+
+class IndexCorrupt(Exception):
+    """The index file could not be used; the caller deletes it and tries once more."""
+
+
+class IndexStale(IndexCorrupt):
+    """Built by another schema version or a SQLite with other features: rebuilt silently."""
+
+
+def _probe(sql: str) -> bool:
+    try:
+        with closing(sqlite3.connect(":memory:")) as c:
+            c.execute(sql)
+        return True
+    except sqlite3.Error:
+        return False
+
+
+def fts5_available() -> bool:
+    """Whether this Python's SQLite has FTS5 (`SESSIONTOOL_NO_FTS5=1` pretends it has not:
+    the fallback is tested on every machine)."""
+    if os.environ.get("SESSIONTOOL_NO_FTS5") == "1":
+        return False
+    return _probe("CREATE VIRTUAL TABLE t USING fts5(x)")
+
+
+def trigram_available() -> bool:
+    return fts5_available() and _probe("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')")
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return (
+        any(
+            s in text
+            for s in ("malformed", "not a database", "encrypted", "disk image", "no such table")
+        )
+        or isinstance(exc, sqlite3.DatabaseError)
+        and not isinstance(exc, sqlite3.OperationalError)
+    )
+
+
+def open_index(root: Path, fts: bool, trigram: bool) -> sqlite3.Connection:
+    """A connection to the index under `root`, created with the schema when new. Raises
+    IndexStale for another schema version or SQLite feature set, IndexCorrupt when SQLite
+    cannot use the file, BusyError when another process holds it too long."""
+    path = root / INDEX_NAME
+    ensure_dir(root)
+    check_index_files(root)
+    try:  # private text: owner-only from the first byte (WAL files copy the mode)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError as exc:
+        check_index_files(root)  # a link or a directory planted meanwhile
+        raise StorageError(f"cannot create {path}: {exc.strerror}") from exc
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise IndexCorrupt(str(exc)) from exc
+    try:
+        # SQLite opens the -wal/-shm/-journal files by name and follows links: checked
+        # again now that they exist (WAL mode creates them at the first read).
+        conn.execute("PRAGMA schema_version").fetchone()
+        check_index_files(root)
+    except BaseException:
+        conn.close()
+        raise
+    try:
+        # No fsync, ever: the index is disposable (rebuilt from the transcripts when lost
+        # or unreadable), and with NORMAL the checkpoint that closing the last connection
+        # runs cost a search after one new message 5-20 ms of fsync on a busy disk.
+        conn.execute("PRAGMA synchronous=OFF")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            conn.execute("PRAGMA journal_mode=WAL")  # persistent: set once, at creation
+            _create(conn, fts, trigram)
+        elif version != SCHEMA_VERSION:
+            raise IndexStale(f"schema version {version}")
+        else:
+            flags = dict(conn.execute("SELECT k, v FROM meta").fetchall())
+            if flags.get("fts") != str(int(fts)) or (flags.get("trigram") != str(int(trigram))):
+                raise IndexStale("built by a SQLite with other features")
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+            raise BusyError(f"the search index {path} is busy") from exc
+        raise IndexCorrupt(str(exc)) from exc
+    except sqlite3.Error as exc:
+        conn.close()
+        raise IndexCorrupt(str(exc)) from exc
+    except IndexCorrupt:
+        conn.close()
+        raise
+    return conn
+
+
+def _create(conn: sqlite3.Connection, fts: bool, trigram: bool) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+            conn.execute("ROLLBACK")  # another process created it meanwhile
+            return
+        for stmt in _SCHEMA.split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        if fts:
+            conn.execute(_FTS)
+            conn.execute("INSERT INTO fts(fts, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
+        if trigram:
+            conn.execute(_FTS_CJK)
+            conn.execute(
+                "INSERT INTO fts_cjk(fts_cjk, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,)
+            )
+        conn.executemany(
+            "INSERT INTO meta(k, v) VALUES (?, ?)",
+            [("fts", str(int(fts))), ("trigram", str(int(trigram)))],
+        )
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def insert_rows(
+    conn: sqlite3.Connection,
+    fts: bool,
+    trigram: bool,
+    rows: list[Row],
+    turns: list[tuple[Any, ...]],
+    *,
+    keep_text: bool = False,
+) -> None:
+    """Rows of file transcripts keep no text (it is read back from the line at `off`);
+    a virtual transcript's rows keep theirs."""
+    c = conn
+    if rows:
+        got = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'msgs'").fetchone()
+        start = (int(got[0]) if got else 0) + 1
+        c.executemany(
+            "INSERT INTO msgs(file_id, ts, role, cjk, off, part, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(*r[:6], r[6] if keep_text else None) for r in rows],
+        )
+        last = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'msgs'").fetchone()
+        if int(last[0]) != start + len(rows) - 1:
+            raise IndexCorrupt("message ids out of sequence")
+        if fts:
+            c.executemany(
+                "INSERT INTO fts(rowid, text) VALUES (?, ?)",
+                ((start + i, r[6]) for i, r in enumerate(rows)),
+            )
+        if trigram:
+            c.executemany(
+                "INSERT INTO fts_cjk(rowid, text) VALUES (?, ?)",
+                ((start + i, r[6]) for i, r in enumerate(rows) if r[3]),
+            )
+    if turns:
+        c.executemany(
+            "INSERT INTO turns(file_id, ts, provider, model, input, output, cache_read, "
+            "cache_write, cost, run_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            turns,
+        )
+        c.executemany(
+            "INSERT INTO days(file_id, day, provider, model, turns, runs, input, output, "
+            "cache_read, cache_write, cost, n_cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(file_id, day, provider, model) DO UPDATE SET "
+            "turns = turns + excluded.turns, runs = runs + excluded.runs, "
+            "input = input + excluded.input, output = output + excluded.output, "
+            "cache_read = cache_read + excluded.cache_read, "
+            "cache_write = cache_write + excluded.cache_write, "
+            "cost = cost + excluded.cost, n_cost = n_cost + excluded.n_cost",
+            day_sums(turns),
+        )
+
+
+def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Turns (file_id, ts, provider, model, in, out, cr, cw, cost, run_start) summed per
+    file, UTC day and model, as `days` rows."""
+    sums: dict[tuple[int, int, str, str], list[Any]] = {}
+    for file_id, ts, provider, model, i, o, cr, cw, cost, run_start in turns:
+        key = (file_id, ts // DAY_MS, provider, model)
+        s = sums.get(key)
+        if s is None:
+            s = sums[key] = [0, 0, 0, 0, 0, 0, 0.0, 0]
+        s[0] += 1
+        s[1] += run_start
+        s[2] += i
+        s[3] += o
+        s[4] += cr
+        s[5] += cw
+        if cost is not None:
+            s[6] += cost
+            s[7] += 1
+    return [(*k, *v) for k, v in sums.items()]
+
+
+INDEX_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def check_index_files(root: Path) -> None:
+    """Refuse (exit 5) when the index or a file SQLite keeps beside it is a link (SQLite
+    follows one: a planted link would make it create or rewrite a file outside the state dir,
+    even another program's database) or a directory (nothing sessiontool can delete or use)."""
+    import stat
+
+    for suffix in INDEX_FILES:
+        p = root / (INDEX_NAME + suffix)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StorageError(f"cannot use the search index file {p}: {exc.strerror}") from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePathError(
+                f"refusing to open the search index through the link {p} -> "
+                f"{os.path.realpath(p)}; remove it (rm {p}): the index is rebuilt",
+                extra={"path": str(p)},
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptStateError(
+                f"the search index file {p} is not a regular file; move it aside (mv {p} "
+                f"{p}.bak): the index is rebuilt",
+                extra={"path": str(p)},
+            )
+
+
+def remove_index(root: Path) -> None:
+    check_index_files(root)
+    for suffix in INDEX_FILES:
+        try:
+            os.unlink(root / (INDEX_NAME + suffix))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(
+                f"cannot remove the search index {root / INDEX_NAME}: {exc.strerror}"
+            ) from exc
