@@ -1,0 +1,414 @@
+"""One WebSocket connection to OpenClaw's gateway: opening it (the socket, the challenge, the
+`connect` request with the shared secret or sessiontool's device, `hello-ok` read into Hello),
+requests and their answers on it, and the errors either ends in, worded for the user.
+
+Apart from the per-process client (wsclient.py), which decides when to connect, with which
+scopes, and what to retry or re-attach: this module speaks the wire, that one keeps the policy.
+`websockets` is imported inside functions: reads never load it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sessiontool.errors import ExitCode, ForbiddenError, SessiontoolError
+from sessiontool.openclaw.secrets import Secret
+from sessiontool.stores.paths import StatePaths
+
+PROTOCOL = 4
+CLIENT_ID = "cli"
+CLIENT_MODE = "cli"
+ROLE = "operator"
+OPEN_TIMEOUT_S = 10.0
+CHALLENGE_TIMEOUT_S = 15.0
+HELLO_TIMEOUT_S = 30.0
+MAX_RETRY_AFTER_S = 10.0
+
+
+class GatewayError(SessiontoolError):
+    """The gateway answered with an error, or could not be reached: exit 1."""
+
+    code = ExitCode.FAILURE
+
+
+class ProtocolMismatch(GatewayError):
+    """The gateway speaks a protocol other than 4 (before 2026.5.28, or a future wire break)."""
+
+    def __init__(self, message: str, expected: Any) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+class GatewayTimeout(GatewayError):
+    pass
+
+
+class Dropped(Exception):
+    """The socket closed under a request."""
+
+
+class RpcError(Exception):
+    """An error answer of the gateway: its `code`, details and whether to retry it."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message") or "failed"))
+        self.error = error
+
+    @property
+    def code(self) -> str:
+        return str(self.error.get("code") or "")
+
+    @property
+    def detail_code(self) -> str:
+        d = self.error.get("details")
+        return str(d.get("code") or "") if isinstance(d, dict) else ""
+
+    def retry_after_s(self) -> float | None:
+        ms = self.error.get("retryAfterMs")
+        d = self.error.get("details")
+        if ms is None and isinstance(d, dict):
+            ms = d.get("retryAfterMs")
+        retryable = self.code == "UNAVAILABLE" or self.error.get("retryable") is True
+        if not retryable:
+            return None
+        if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
+            return min(float(ms) / 1000, MAX_RETRY_AFTER_S)
+        return 1.0 if self.code == "UNAVAILABLE" else None
+
+
+@dataclass
+class Hello:
+    """What the handshake said: for `doctor`, the version checks and the run records."""
+
+    version: str | None
+    protocol: int | None
+    scopes: list[str]
+    auth: str  # how sessiontool authenticated (never the secret)
+    identity: str  # "device-less cli" or "device <id>"
+    methods: frozenset[str] = frozenset()
+    tick_s: float = 30.0  # hello-ok.policy.tickIntervalMs
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "protocol": self.protocol,
+            "scopes": self.scopes,
+            "auth": self.auth,
+            "identity": self.identity,
+        }
+
+
+@dataclass
+class Connection:
+    """An open, authenticated socket and what its hello-ok granted."""
+
+    ws: Any
+    hello: Hello
+    requested: frozenset[str]
+    _n: int = 0
+
+    @property
+    def granted(self) -> frozenset[str]:
+        return frozenset(self.hello.scopes)
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout_s: float,
+        expect_final: bool = False,
+        on_accepted: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """One call: its (final) payload. With `expect_final`, an `accepted` answer first goes
+        to `on_accepted` (it carries the gateway's own run id). Raises Dropped."""
+        from websockets.exceptions import ConnectionClosed
+
+        self._n += 1
+        rid = f"{self._n}:{uuid.uuid4()}"
+        try:
+            self.ws.send(json.dumps({"type": "req", "id": rid, "method": method, "params": params}))
+        except ConnectionClosed as exc:
+            raise Dropped() from exc
+        deadline = time.monotonic() + timeout_s
+        silence = 2 * self.hello.tick_s + 5
+        heard = time.monotonic()
+        while True:
+            now = time.monotonic()
+            remaining = deadline - now
+            if remaining <= 0:
+                raise GatewayTimeout(f"gateway {method}: no answer in {timeout_s:g}s")
+            if now - heard > silence:
+                self.close()
+                raise Dropped()  # not even a tick: the connection is dead
+            try:
+                raw = self.ws.recv(timeout=min(remaining, silence))
+            except TimeoutError:
+                continue
+            except ConnectionClosed as exc:
+                raise Dropped() from exc
+            heard = time.monotonic()
+            frame = parse_frame(raw)
+            if frame.get("type") != "res" or frame.get("id") != rid:
+                continue  # events, and answers to nothing we wait for
+            if frame.get("ok") is not True:
+                err = frame.get("error")
+                raise RpcError(err if isinstance(err, dict) else {"message": str(err)})
+            payload = frame.get("payload")
+            payload = payload if isinstance(payload, dict) else {}
+            if expect_final and payload.get("status") == "accepted":
+                if on_accepted is not None:
+                    on_accepted(payload)
+                continue
+            return payload
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001 - closing a dead socket
+            pass
+
+
+def parse_frame(raw: Any) -> dict[str, Any]:
+    try:
+        frame = json.loads(raw)
+    except (ValueError, TypeError):
+        return {}
+    return frame if isinstance(frame, dict) else {}
+
+
+def open_connection(
+    url: str,
+    secret: Secret | None,
+    paths: StatePaths,
+    scopes: frozenset[str],
+    use_device: bool,
+    protocol: int = PROTOCOL,
+) -> Connection:
+    """A connection that has passed the handshake with these scopes, authenticated with the
+    shared secret or (`use_device`) sessiontool's device. Raises RpcError when the gateway
+    refuses the `connect` request (the caller decides whether to retry), the error to show when
+    it closes the socket on us, GatewayError when it cannot be reached."""
+    import logging
+
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+    from websockets.sync.client import connect
+
+    # websockets logs whole frames at DEBUG, and the connect frame carries the secret.
+    logging.getLogger("websockets").setLevel(logging.INFO)
+
+    opts: dict[str, Any] = {
+        "open_timeout": OPEN_TIMEOUT_S,
+        "compression": None,  # the gateway never negotiates permessage-deflate
+        "max_size": None,  # hello-ok.policy.maxPayload bounds frames, server-side
+        "user_agent_header": f"sessiontool/{_version()}",
+        "close_timeout": 1,
+        # No keepalive thread of ours: the gateway pings and ticks; a silence longer than
+        # two ticks is a dead connection (Connection.request), as OpenClaw's client has it.
+        "ping_interval": None,
+    }
+    try:
+        try:  # websockets 17 wants the direct (non-context-manager) form said explicitly
+            ws = connect(url, legacy=True, **opts)
+        except TypeError:
+            ws = connect(url, **opts)
+    except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+        raise GatewayError(f"cannot connect to OpenClaw's gateway at {url}: {exc}") from exc
+    try:
+        return _hello(ws, url, secret, paths, sorted(scopes), use_device, protocol)
+    except ConnectionClosed as exc:
+        ws.close()
+        reason = exc.rcvd.reason if exc.rcvd is not None else ""
+        raise refused(url, secret, RpcError({"message": reason or "connection closed"})) from None
+    except BaseException:
+        ws.close()
+        raise
+
+
+def _hello(
+    ws: Any,
+    url: str,
+    secret: Secret | None,
+    paths: StatePaths,
+    scopes: list[str],
+    use_device: bool,
+    protocol: int,
+) -> Connection:
+    challenge = _challenge(ws, url)
+    nonce, ts = challenge.get("nonce"), challenge.get("ts")
+    auth: dict[str, str] = {}
+    sig_token = ""
+    how = "none"
+    if secret is not None:
+        auth[secret.field] = secret.value
+        how = f"{secret.field} ({secret.source})"
+        if secret.field == "token":
+            sig_token = secret.value
+    platform = sys.platform
+    family = {"linux": "Linux", "darwin": "Mac"}.get(platform, platform)
+    params: dict[str, Any] = {
+        "minProtocol": protocol,
+        "maxProtocol": protocol,
+        "client": {
+            "id": CLIENT_ID,
+            "version": _version(),
+            "platform": platform,
+            "deviceFamily": family,
+            "mode": CLIENT_MODE,
+            "instanceId": str(uuid.uuid4()),
+        },
+        "caps": [],
+        "role": ROLE,
+        "scopes": scopes,
+        "auth": auth,
+    }
+    identity = "device-less cli"
+    dev = None
+    if use_device:
+        from sessiontool.openclaw import device
+
+        dev = device.load_or_create(paths)
+        stored = dev.token_for(url)
+        if stored and "token" not in auth:
+            auth["token"] = sig_token = stored
+            how = "device token" if secret is None else how
+        if not isinstance(nonce, str) or not isinstance(ts, int):
+            raise GatewayError(f"OpenClaw's gateway at {url} sent no valid challenge")
+        params["device"] = dev.block(
+            client_id=CLIENT_ID,
+            client_mode=CLIENT_MODE,
+            role=ROLE,
+            scopes=scopes,
+            signed_at=ts,
+            token=sig_token,
+            nonce=nonce,
+            platform=platform,
+            device_family=family,
+        )
+        identity = f"device {dev.device_id[:16]}"
+    rid = f"0:{uuid.uuid4()}"
+    ws.send(json.dumps({"type": "req", "id": rid, "method": "connect", "params": params}))
+    deadline = time.monotonic() + HELLO_TIMEOUT_S
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise GatewayError(f"OpenClaw's gateway at {url} did not answer `connect`")
+        frame = parse_frame(ws.recv(timeout=remaining))
+        if frame.get("type") == "res" and frame.get("id") == rid:
+            break
+    if frame.get("ok") is not True:
+        err = frame.get("error")
+        raise RpcError(err if isinstance(err, dict) else {"message": str(err)})
+    payload = frame.get("payload") if isinstance(frame.get("payload"), dict) else {}
+    assert isinstance(payload, dict)
+    server = payload.get("server") if isinstance(payload.get("server"), dict) else {}
+    granted = payload.get("auth") if isinstance(payload.get("auth"), dict) else {}
+    assert isinstance(server, dict) and isinstance(granted, dict)
+    got = [s for s in granted.get("scopes") or [] if isinstance(s, str)]
+    token = granted.get("deviceToken")
+    if dev is not None and isinstance(token, str) and token:
+        dev.remember(url, token, got)
+    features = payload.get("features") if isinstance(payload.get("features"), dict) else {}
+    methods = features.get("methods") if isinstance(features, dict) else None
+    version = server.get("version")
+    proto = payload.get("protocol")
+    policy = payload.get("policy") if isinstance(payload.get("policy"), dict) else {}
+    tick = policy.get("tickIntervalMs") if isinstance(policy, dict) else None
+    hello = Hello(
+        version=version if isinstance(version, str) else None,
+        protocol=proto if isinstance(proto, int) else None,
+        scopes=got,
+        auth=how,
+        identity=identity,
+        methods=frozenset(m for m in methods or [] if isinstance(m, str)),
+        tick_s=tick / 1000 if isinstance(tick, int | float) and tick > 0 else 30.0,
+    )
+    return Connection(ws, hello, frozenset(scopes))
+
+
+def _challenge(ws: Any, url: str) -> dict[str, Any]:
+    deadline = time.monotonic() + CHALLENGE_TIMEOUT_S
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise GatewayError(f"{url} sent no connect.challenge: is it OpenClaw's gateway?")
+        try:
+            frame = parse_frame(ws.recv(timeout=remaining))
+        except TimeoutError:
+            continue
+        if frame.get("type") == "event" and frame.get("event") == "connect.challenge":
+            payload = frame.get("payload")
+            return payload if isinstance(payload, dict) else {}
+
+
+def refused(url: str, secret: Secret | None, exc: RpcError) -> SessiontoolError:
+    """A refused handshake as the error to show: what happened and what to do, without the
+    secret (scrubbed from the gateway's text too, should it ever echo it)."""
+    msg = str(exc)
+    if secret is not None and secret.value:
+        msg = msg.replace(secret.value, "***")
+    code = exc.detail_code
+    details = exc.error.get("details")
+    details = details if isinstance(details, dict) else {}
+    low = msg.lower()
+    if code == "PROTOCOL_MISMATCH" or "protocol mismatch" in low:
+        expected = details.get("expectedProtocol")
+        return ProtocolMismatch(
+            f"OpenClaw's gateway at {url} speaks protocol {expected or '?'}; "
+            f"sessiontool speaks {PROTOCOL} (OpenClaw 2026.5.28 and later)",
+            expected,
+        )
+    if code == "PAIRING_REQUIRED" or "pairing required" in low or "pending approval" in low:
+        request_id = details.get("requestId")
+        if not isinstance(request_id, str):
+            import re
+
+            m = re.search(r"requestId:\s*([A-Za-z0-9._:-]+)", msg)
+            request_id = m.group(1) if m else None
+        if request_id:
+            return ForbiddenError(
+                f"OpenClaw's gateway at {url} has not approved sessiontool's device yet "
+                f"(pairing request {request_id})",
+                hint=f"on the gateway's host run: openclaw devices approve {request_id}",
+                extra={"pairingRequestId": request_id},
+            )
+        return ForbiddenError(
+            f"OpenClaw's gateway at {url} asks to approve sessiontool's device ({msg})",
+            hint="on the gateway's host run: openclaw devices list, then "
+            "openclaw devices approve REQUEST_ID",
+        )
+    if code.startswith("AUTH_") or "unauthorized" in low or "token mismatch" in low:
+        where = secret.source if secret else "no shared secret was found"
+        return ForbiddenError(
+            f"OpenClaw's gateway at {url} refused sessiontool's credentials "
+            f"({code or msg}; the secret came from {where})",
+            hint="check gateway.auth in openclaw.json, or OPENCLAW_GATEWAY_TOKEN / "
+            "OPENCLAW_GATEWAY_PASSWORD",
+        )
+    return GatewayError(f"OpenClaw's gateway at {url} refused the connection: {msg}")
+
+
+def code_extra(exc: RpcError) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if exc.code:
+        out["gatewayCode"] = exc.code
+    return out
+
+
+_VERSION: list[str] = []
+
+
+def _version() -> str:
+    if not _VERSION:
+        try:
+            from importlib.metadata import version
+
+            _VERSION.append(version("sessiontool"))
+        except Exception:  # noqa: BLE001
+            _VERSION.append("0")
+    return _VERSION[0]
