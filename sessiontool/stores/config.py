@@ -7,7 +7,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +289,7 @@ class Config(Value):
         primary, fallbacks = model_primary(item.get("model"))
         runner = item.get("runner")
         if runner is not None:
-            self._check_runner(runner, f"{where}.runner")
+            check_runner(runner, f"{where}.runner", self._where)
         sub = item.get("subagents") if isinstance(item.get("subagents"), dict) else {}
         allow = sub.get("allowAgents") if isinstance(sub, dict) else None
         allow_t = tuple(str(a) for a in allow) if isinstance(allow, list) else None
@@ -308,39 +308,6 @@ class Config(Value):
             subagent_model=sub_model,
             sandbox_mode=mode if isinstance(mode, str) else None,
         )
-
-    def _check_runner(self, runner: Any, where: str) -> None:
-        if not isinstance(runner, dict):
-            raise ConfigError(f'{self._where(where)}: expected an object like {{"type": "echo"}}')
-        rtype = runner.get("type", "echo")
-        if rtype not in RUNNER_TYPES:
-            raise ConfigError(
-                f"{self._where(where + '.type')}: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}"
-            )
-        if rtype == "command":
-            cmd = runner.get("command")
-            if not (
-                isinstance(cmd, str)
-                and cmd.strip()
-                or isinstance(cmd, list)
-                and cmd
-                and all(isinstance(c, str) for c in cmd)
-            ):
-                raise ConfigError(
-                    f"{self._where(where + '.command')}: expected a non-empty array of strings"
-                )
-            for k in ("input", "output"):
-                if runner.get(k, "text") not in ("text", "json"):
-                    raise ConfigError(f'{self._where(where + "." + k)}: expected "text" or "json"')
-        if rtype == "openai" and not isinstance(runner.get("baseUrl", ""), str):
-            raise ConfigError(f"{self._where(where + '.baseUrl')}: expected a URL string")
-        if rtype == "llm":
-            if not isinstance(runner.get("model", ""), str):
-                raise ConfigError(f"{self._where(where + '.model')}: expected a model id or alias")
-            if not isinstance(runner.get("options", {}), dict):
-                raise ConfigError(f"{self._where(where + '.options')}: expected an object")
-            if not isinstance(runner.get("tools", True), bool):
-                raise ConfigError(f"{self._where(where + '.tools')}: expected true or false")
 
     @property
     def default_agent_id(self) -> str:
@@ -373,7 +340,7 @@ class Config(Value):
             return dict(a.runner)
         default = self.get("agents.defaults.runner")
         if default is not None:
-            self._check_runner(default, "agents.defaults.runner")
+            check_runner(default, "agents.defaults.runner", self._where)
             return dict(default)
         return {"type": "echo"}
 
@@ -455,67 +422,21 @@ class Config(Value):
         v = self.get("models.providers", {})
         return v if isinstance(v, dict) else {}
 
+    # The models the config names and their prices: stores/config_models.py.
     def model_cost(self, provider: str | None, model: str | None) -> dict[str, float] | None:
-        """Per-million-token prices for a model, when the config gives them."""
-        if not model:
-            return None
-        for pname, p in self.providers.items():
-            if provider and pname != provider:
-                continue
-            models = p.get("models") if isinstance(p, dict) else None
-            if not isinstance(models, list):
-                continue
-            for m in models:
-                if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("cost"), dict):
-                    cost = m["cost"]
-                    try:
-                        return {
-                            "input": float(cost.get("input", 0)),
-                            "output": float(cost.get("output", 0)),
-                        }
-                    except (TypeError, ValueError):
-                        return None
-        return None
+        from sessiontool.stores import config_models
+
+        return config_models.model_cost(self, provider, model)
 
     def known_models(self) -> list[str]:
-        """Every model name the config knows, for `spawn --model` validation."""
-        names: list[str] = ["echo"]
+        from sessiontool.stores import config_models
 
-        def add(v: Any) -> None:
-            primary, fallbacks = model_primary(v)
-            for n in (primary, *fallbacks):
-                if n and n not in names:
-                    names.append(n)
-
-        add(self.get("agents.defaults.model"))
-        add(self.get("agents.defaults.subagents.model"))
-        dm = self.get("agents.defaults.models")
-        if isinstance(dm, dict):
-            for k in dm:
-                add(k)
-        for a in self.agents():
-            add(a.model)
-            for fb in a.model_fallbacks:
-                add(fb)
-            add(a.subagent_model)
-            if a.runner and isinstance(a.runner.get("model"), str):
-                add(a.runner["model"])
-        default_runner = self.get("agents.defaults.runner")
-        if isinstance(default_runner, dict) and isinstance(default_runner.get("model"), str):
-            add(default_runner["model"])
-        for pname, p in self.providers.items():
-            models = p.get("models") if isinstance(p, dict) else None
-            if isinstance(models, list):
-                for m in models:
-                    if isinstance(m, dict) and isinstance(m.get("id"), str):
-                        add(f"{pname}/{m['id']}")
-        return names
+        return config_models.known_models(self)
 
     def is_known_model(self, name: str) -> bool:
-        known = self.known_models()
-        if name in known:
-            return True
-        return any("/" in k and k.split("/", 1)[1] == name for k in known)
+        from sessiontool.stores import config_models
+
+        return config_models.is_known_model(self, name)
 
 
 def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
@@ -557,5 +478,39 @@ def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
     cfg.agents()
     _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns
     if cfg.get("agents.defaults.runner") is not None:
-        cfg._check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner")
+        check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)
     return cfg
+
+
+def check_runner(runner: Any, where: str, name: Callable[[str], str]) -> None:
+    """Refuse (exit 2) a runner object sessiontool cannot run; `name` words a key for the
+    message (`<file>: <key>`, the file that set it)."""
+    if not isinstance(runner, dict):
+        raise ConfigError(f'{name(where)}: expected an object like {{"type": "echo"}}')
+    rtype = runner.get("type", "echo")
+    if rtype not in RUNNER_TYPES:
+        raise ConfigError(
+            f"{name(where + '.type')}: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}"
+        )
+    if rtype == "command":
+        cmd = runner.get("command")
+        if not (
+            isinstance(cmd, str)
+            and cmd.strip()
+            or isinstance(cmd, list)
+            and cmd
+            and all(isinstance(c, str) for c in cmd)
+        ):
+            raise ConfigError(f"{name(where + '.command')}: expected a non-empty array of strings")
+        for k in ("input", "output"):
+            if runner.get(k, "text") not in ("text", "json"):
+                raise ConfigError(f'{name(where + "." + k)}: expected "text" or "json"')
+    if rtype == "openai" and not isinstance(runner.get("baseUrl", ""), str):
+        raise ConfigError(f"{name(where + '.baseUrl')}: expected a URL string")
+    if rtype == "llm":
+        if not isinstance(runner.get("model", ""), str):
+            raise ConfigError(f"{name(where + '.model')}: expected a model id or alias")
+        if not isinstance(runner.get("options", {}), dict):
+            raise ConfigError(f"{name(where + '.options')}: expected an object")
+        if not isinstance(runner.get("tools", True), bool):
+            raise ConfigError(f"{name(where + '.tools')}: expected true or false")

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sessiontool.errors import SessiontoolError
+from sessiontool.stores.config import RUNNER_TYPES  # the config checks the same names
 
-RUNNER_TYPES = ("echo", "command", "openai", "llm")
+# What a reply or tool result that said nothing reads as, to a model and to the announce.
+NO_OUTPUT = "(no output)"
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any
 
 from sessiontool.protocol import REPLY_SKIP
 from sessiontool.runs.runners.base import (
+    NO_OUTPUT,
     RunnerResult,
     RunnerTimeout,
     estimated_usage,
@@ -17,8 +18,6 @@ from sessiontool.runs.runners.base import (
     positive_seconds,
     remaining,
 )
-
-NO_OUTPUT = "(no output)"
 
 
 def echo_reply(request: Mapping[str, Any]) -> str:

@@ -7,11 +7,8 @@ runner, so it costs the rest of sessiontool nothing. Model ids, aliases, the def
 API keys are `llm`'s own (`llm models`, `llm aliases`, `llm keys set`, its environment
 variables): whoever has `llm` working has this runner working.
 
-The conversation reaches the model twice over, because `llm` plugins read it in one of two ways:
-as the message list of the prompt (`messages=`, `llm`'s message parts: the current way) and as
-the earlier responses of a `Conversation` (the way older plugins still read it). Both are built
-from the same transcript, so every plugin sees the system prompt, the earlier turns (tool calls
-and results included) and the new message.
+The conversation reaches the model twice over, because `llm` plugins read it in one of two ways
+(runs/runners/llm_history.py builds both from the transcript).
 
 The tool loop is sessiontool's own, like the `openai` runner's: each tool call is executed as the
 run's own session with every policy applied, and recorded as OpenClaw's toolCall/toolResult
@@ -20,11 +17,9 @@ thread so that the run's deadline and `abort` interrupt a call that `llm` itself
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sessiontool.runs.runners.base import (
@@ -35,7 +30,13 @@ from sessiontool.runs.runners.base import (
     make_usage,
     positive_seconds,
     remaining,
-    text_of,
+)
+from sessiontool.runs.runners.llm_history import earlier_responses, to_history
+from sessiontool.runs.runners.turns import (
+    add_usage,
+    too_many_rounds,
+    tool_result_message,
+    tool_use_turn,
 )
 
 API = "llm"
@@ -45,7 +46,6 @@ INSTALL = (
     "pip install '.[llm]'; with pipx: pipx inject sessiontool llm)"
 )
 POLL_SECONDS = 0.1
-NO_OUTPUT = "(no output)"
 
 
 def import_llm() -> Any:
@@ -158,219 +158,11 @@ def usage_of(usage: Any) -> dict[str, Any]:
     return make_usage(inp, out, cache_read, cache_write)
 
 
-def add_usage(total: dict[str, Any], part: Mapping[str, Any]) -> None:
-    for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
-        total[k] = (total.get(k) or 0) + (part.get(k) or 0)
-
-
-# -- transcript -> llm messages ---------------------------------------------------------------
-
-
-def _usable_assistant(message: Mapping[str, Any]) -> bool:
-    """Delivery mirrors and failed or aborted turns are not part of what the model said."""
-    mirror = message.get("provider") == "openclaw" and message.get("model") == "delivery-mirror"
-    return not mirror and message.get("stopReason") not in ("error", "aborted")
-
-
-def _tool_calls_of(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [
-        b
-        for b in content
-        if isinstance(b, Mapping)
-        and b.get("type") == "toolCall"
-        and isinstance(b.get("id"), str)
-        and isinstance(b.get("name"), str)
-    ]
-
-
-def _arguments(value: Any) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
-
-
-def _tool_result_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    text = text_of(content)
-    if not text and isinstance(content, list) and content:
-        text = "(see attached image)"
-    return text or NO_OUTPUT
-
-
-def _images(llm: Any, model: Any, content: Any) -> list[Any]:
-    """Image blocks of a user message as `llm` attachments, when the model takes that type."""
-    if not isinstance(content, list):
-        return []
-    import base64
-    import binascii
-
-    accepted = set(getattr(model, "attachment_types", ()) or ())
-    out = []
-    for b in content:
-        if not (isinstance(b, Mapping) and b.get("type") == "image"):
-            continue
-        data, mime = b.get("data"), b.get("mimeType")
-        if not isinstance(data, str) or not isinstance(mime, str) or mime not in accepted:
-            continue
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        out.append(llm.Attachment(type=mime, content=raw))
-    return out
-
-
-@dataclass
-class _Turn:
-    """One earlier exchange as an older plugin reads it from `conversation.responses`: its input
-    (a user prompt or tool results), the chain before the reply, and the reply message."""
-
-    prompt: str | None
-    tool_results: list[Any]
-    chain: list[Any]
-    reply: Any = None
-
-
-@dataclass
-class History:
-    """The transcript in `llm`'s two forms: the message chain and the earlier turns."""
-
-    messages: list[Any] = field(default_factory=list)
-    turns: list[_Turn] = field(default_factory=list)
-
-
-def to_history(
-    llm: Any,
-    model: Any,
-    system: str | None,
-    transcript: Sequence[Mapping[str, Any]],
-    message: str | None,
-) -> History:
-    """The system prompt and the transcript as `llm` messages (the new message is not included:
-    it is the prompt). Tool calls become `tool_call` parts of the assistant message and their
-    results a `tool` message right after it; a call without its result (or a result without
-    its call) is left out, since model APIs reject either half alone. A transcript that
-    already ends with the new message (the worker may append it first) does not repeat it."""
-    from llm.parts import AttachmentPart, Message, TextPart, ToolCallPart, ToolResultPart
-
-    results: dict[str, Mapping[str, Any]] = {}
-    for m in transcript:
-        if m.get("role") == "toolResult" and isinstance(m.get("toolCallId"), str):
-            results.setdefault(m["toolCallId"], m)
-
-    msgs = [m for m in transcript if m.get("role") in ("user", "assistant")]
-    if (
-        message is not None
-        and msgs
-        and msgs[-1].get("role") == "user"
-        and text_of(msgs[-1].get("content")) == message
-    ):
-        msgs = msgs[:-1]
-
-    out = History()
-    if system:
-        out.messages.append(Message(role="system", parts=[TextPart(text=system)]))
-    pending: _Turn | None = None  # the user input that waits for its reply
-
-    for m in msgs:
-        if m.get("role") == "user":
-            text = text_of(m.get("content"))
-            parts: list[Any] = [TextPart(text=text)] if text else []
-            parts += [AttachmentPart(attachment=a) for a in _images(llm, model, m.get("content"))]
-            if not parts:
-                continue
-            out.messages.append(Message(role="user", parts=parts))
-            if pending is not None and pending.reply is None and pending.prompt is not None:
-                pending.prompt = f"{pending.prompt}\n\n{text}" if text else pending.prompt
-                pending.chain = list(out.messages)
-            else:
-                pending = _Turn(prompt=text, tool_results=[], chain=list(out.messages))
-                out.turns.append(pending)
-            continue
-        if not _usable_assistant(m):
-            continue
-        text = text_of(m.get("content"))
-        calls = [b for b in _tool_calls_of(m) if b["id"] in results]
-        if not text and not calls:
-            continue
-        parts = [TextPart(text=text)] if text else []
-        parts += [
-            ToolCallPart(
-                name=b["name"], arguments=_arguments(b.get("arguments")), tool_call_id=b["id"]
-            )
-            for b in calls
-        ]
-        reply = Message(role="assistant", parts=parts)
-        if pending is None or pending.reply is not None:
-            # An assistant message without a user message before it (a transcript that starts
-            # mid-conversation): its turn has no input of its own.
-            pending = _Turn(prompt=None, tool_results=[], chain=list(out.messages))
-            out.turns.append(pending)
-        out.messages.append(reply)
-        pending.reply = reply
-        if calls:
-            tool_results = [
-                llm.ToolResult(
-                    name=b["name"],
-                    output=_tool_result_text(results[b["id"]]),
-                    tool_call_id=b["id"],
-                )
-                for b in calls
-            ]
-            out.messages.append(
-                Message(
-                    role="tool",
-                    parts=[
-                        ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
-                        for r in tool_results
-                    ],
-                )
-            )
-            pending = _Turn(prompt=None, tool_results=tool_results, chain=list(out.messages))
-            out.turns.append(pending)
-    return out
-
-
-def earlier_responses(llm: Any, model: Any, turns: Sequence[_Turn]) -> list[Any]:
-    """The earlier turns as finished `llm` responses, for plugins that read the history from
-    `conversation.responses` (each response's prompt text, tool results, reply and calls).
-    A turn that got no reply (its run failed) is left out: such plugins would send an empty
-    assistant message, which model APIs reject; the message chain still has it."""
-    out = []
-    for turn in turns:
-        reply = turn.reply
-        if reply is None:
-            continue
-        data = {
-            "model": model.model_id,
-            "prompt": {"messages": [m.to_dict() for m in turn.chain]},
-            "messages": [reply.to_dict()],
-        }
-        response = llm.Response.from_dict(data, model=model)
-        response.prompt = llm.Prompt(
-            turn.prompt,
-            model=model,
-            tool_results=turn.tool_results,
-            messages=turn.chain,
-        )
-        out.append(response)
-    return out
-
-
 # -- the tool loop ----------------------------------------------------------------------------
 
 
 def llm_tools(llm: Any, definitions: Sequence[Any]) -> list[Any]:
-    """The session tools (flow.tools' one definition of each) as `llm` tools. They carry no
+    """The session tools (runs.tools' one definition of each) as `llm` tools. They carry no
     implementation: the loop below executes every call itself, as the session."""
     return [
         llm.Tool(name=d.name, description=d.description, input_schema=dict(d.input_schema))
@@ -447,7 +239,6 @@ class _Loop:
         options = model_options(model, self.runner.cfg.get("options"))
         tool_ctx, definitions = self.runner.tools_for(model, self.env)
         tools = llm_tools(llm, definitions)
-        offered = {t.name for t in tools}
         max_rounds = tool_ctx.config.max_tool_rounds if tool_ctx is not None else 0
 
         conversation = model.conversation()
@@ -483,64 +274,12 @@ class _Loop:
                         extra_messages=list(self.extra),
                     )
             if rounds >= max_rounds:
-                err = RunnerError(
-                    f"the model was still calling tools after {max_rounds} rounds "
-                    "(sessiontool.maxToolRounds); stopped"
-                )
+                err = too_many_rounds(max_rounds)
                 err.partial = self.partial()
                 err.partial.last_call_usage = usage
                 raise err
             rounds += 1
-            blocks: list[dict[str, Any]] = (
-                [{"type": "text", "text": text.strip()}] if text.strip() else []
-            )
-            blocks += [
-                {"type": "toolCall", "id": c.tool_call_id, "name": c.name, "arguments": c.arguments}
-                for c in calls
-            ]
-            self._record(
-                {
-                    "role": "assistant",
-                    "content": blocks,
-                    "api": API,
-                    "provider": self.provider,
-                    "model": self.model_id,
-                    "usage": usage,
-                    "stopReason": "toolUse",
-                    "timestamp": int(time.time() * 1000),
-                }
-            )
-            results = []
-            for call in calls:
-                if self.stopped.is_set():
-                    raise RunnerError("stopped")
-                outcome = self._execute(tool_ctx, offered, call.name, call.arguments)
-                output = outcome.text()
-                self._record(
-                    {
-                        "role": "toolResult",
-                        "toolCallId": call.tool_call_id,
-                        "toolName": call.name,
-                        "content": [{"type": "text", "text": output}],
-                        "details": outcome.data,
-                        "isError": outcome.malformed,
-                        "timestamp": int(time.time() * 1000),
-                    }
-                )
-                # A refusal or failure goes back through llm's tool-error channel, so plugins
-                # that mark tool errors for the model (is_error) do so; the text is the same.
-                results.append(
-                    llm.ToolResult(
-                        name=call.name,
-                        output=output,
-                        tool_call_id=call.tool_call_id,
-                        exception=RunnerError(_error_text(outcome.data))
-                        if outcome.failed
-                        else None,
-                    )
-                )
-            if self.stopped.is_set():
-                raise RunnerError("stopped")
+            results = self._tool_round(tool_ctx, {t.name for t in tools}, text, calls, usage)
             chain = list(response.prompt.messages) + list(response.messages())
             response = conversation.prompt(
                 None,
@@ -551,6 +290,45 @@ class _Loop:
                 stream=False,
                 options=options or None,
             )
+
+    def _tool_round(
+        self,
+        tool_ctx: Any,
+        offered: set[str],
+        text: str,
+        calls: list[Any],
+        usage: dict[str, Any],
+    ) -> list[Any]:
+        """Record the model's tool calls, execute each as the session and record its result;
+        the results as `llm` tool results for the next model call."""
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": text.strip()}] if text.strip() else []
+        )
+        blocks += [
+            {"type": "toolCall", "id": c.tool_call_id, "name": c.name, "arguments": c.arguments}
+            for c in calls
+        ]
+        self._record(tool_use_turn(blocks, API, self.provider, self.model_id, usage))
+        results = []
+        for call in calls:
+            if self.stopped.is_set():
+                raise RunnerError("stopped")
+            outcome = self._execute(tool_ctx, offered, call.name, call.arguments)
+            output = outcome.text()
+            self._record(tool_result_message(call.tool_call_id, call.name, output, outcome))
+            # A refusal or failure goes back through llm's tool-error channel, so plugins
+            # that mark tool errors for the model (is_error) do so; the text is the same.
+            results.append(
+                self.llm.ToolResult(
+                    name=call.name,
+                    output=output,
+                    tool_call_id=call.tool_call_id,
+                    exception=RunnerError(_error_text(outcome.data)) if outcome.failed else None,
+                )
+            )
+        if self.stopped.is_set():
+            raise RunnerError("stopped")
+        return results
 
     def _record(self, message: dict[str, Any]) -> None:
         with self.lock:

@@ -31,6 +31,17 @@ from sessiontool.runs.runners.base import (
     usage_from,
 )
 from sessiontool.runs.tools import call_tool, offered_tools, tool_context
+from sessiontool.runs.runners.turns import (
+    add_usage,
+    arguments_json,
+    too_many_rounds,
+    tool_calls_of,
+    tool_result_message,
+    tool_result_text,
+    tool_results_by_call,
+    tool_use_turn,
+    usable_assistant,
+)
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_TIMEOUT = 600.0
@@ -48,11 +59,6 @@ FINISH_TO_STOP = {
 
 
 # -- transcript -> chat messages ------------------------------------------------------------
-
-
-def is_delivery_mirror(message: Mapping[str, Any]) -> bool:
-    """The marks by which OpenClaw recognises a delivery mirror and keeps it out of context."""
-    return message.get("provider") == "openclaw" and message.get("model") == "delivery-mirror"
 
 
 def _user_content(content: Any) -> str | list[dict[str, Any]]:
@@ -79,37 +85,16 @@ def _user_content(content: Any) -> str | list[dict[str, Any]]:
     return parts
 
 
-def _tool_result_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    text = text_of(content)
-    if not text and isinstance(content, list) and content:
-        text = "(see attached image)"
-    return text or "(no output)"
-
-
-def _tool_calls_of(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
+def chat_tool_calls(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """toolCall blocks as a chat message's `tool_calls`."""
     return [
-        b
-        for b in content
-        if isinstance(b, Mapping)
-        and b.get("type") == "toolCall"
-        and isinstance(b.get("id"), str)
-        and isinstance(b.get("name"), str)
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": arguments_json(c.get("arguments"))},
+        }
+        for c in calls
     ]
-
-
-def _arguments_json(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-
-
-def _usable_assistant(message: Mapping[str, Any]) -> bool:
-    """Mirrors, failed and aborted turns are not part of what the model said."""
-    return not is_delivery_mirror(message) and message.get("stopReason") not in ("error", "aborted")
 
 
 def to_chat_messages(
@@ -126,14 +111,7 @@ def to_chat_messages(
     without its answer or an answer without its call, so unpaired ones are dropped). Without
     `tools`, both are left out. The new message is not added again when the transcript already
     ends with it (the worker may append it before running the agent)."""
-    results: dict[str, Mapping[str, Any]] = {}
-    called: set[str] = set()
-    if tools:
-        for m in transcript:
-            if m.get("role") == "toolResult" and isinstance(m.get("toolCallId"), str):
-                results.setdefault(m["toolCallId"], m)
-            elif m.get("role") == "assistant" and _usable_assistant(m):
-                called.update(str(b["id"]) for b in _tool_calls_of(m))
+    results = tool_results_by_call(transcript) if tools else {}
 
     out: list[dict[str, Any]] = []
     if system:
@@ -143,32 +121,22 @@ def to_chat_messages(
         if role == "user":
             out.append({"role": "user", "content": _user_content(m.get("content"))})
         elif role == "assistant":
-            if not _usable_assistant(m):
+            if not usable_assistant(m):
                 continue
             text = text_of(m.get("content"))
-            calls = [b for b in _tool_calls_of(m) if b["id"] in results] if tools else []
+            calls = [b for b in tool_calls_of(m) if b["id"] in results] if tools else []
             if not text and not calls:
                 continue
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": b["id"],
-                        "type": "function",
-                        "function": {
-                            "name": b["name"],
-                            "arguments": _arguments_json(b.get("arguments")),
-                        },
-                    }
-                    for b in calls
-                ]
+                entry["tool_calls"] = chat_tool_calls(calls)
             out.append(entry)
             for b in calls:
                 out.append(
                     {
                         "role": "tool",
                         "tool_call_id": b["id"],
-                        "content": _tool_result_text(results[b["id"]]),
+                        "content": tool_result_text(results[b["id"]]),
                     }
                 )
         # toolResult messages were placed after their calls above (or left out); other roles
@@ -452,69 +420,37 @@ class OpenAIRunner:
             )
             done = parse_completion(data)
             add_usage(total, done.usage)
+            result = RunnerResult(
+                reply="",
+                usage=total,
+                model=model,
+                provider=provider,
+                api=API,
+                last_call_usage=done.usage,
+                extra_messages=extra,
+            )
             if not done.tool_calls or not tool_specs:
-                stop = done.stop_reason
-                if stop == "toolUse":
-                    stop = "stop"  # no tools were offered; a stray call is not a pending turn
-                return RunnerResult(
-                    reply=done.text,
-                    usage=total,
-                    model=model,
-                    provider=provider,
-                    api=API,
-                    stop_reason=stop,
-                    last_call_usage=done.usage,
-                    extra_messages=extra,
-                )
+                result.reply = done.text
+                # no tools were offered: a stray call is not a pending turn
+                result.stop_reason = "stop" if done.stop_reason == "toolUse" else done.stop_reason
+                return result
             if rounds >= max_rounds:
-                err = RunnerError(
-                    f"the model was still calling tools after {max_rounds} rounds "
-                    "(sessiontool.maxToolRounds); stopped"
-                )
-                err.partial = RunnerResult(
-                    reply="",
-                    usage=total,
-                    model=model,
-                    provider=provider,
-                    api=API,
-                    last_call_usage=done.usage,
-                    extra_messages=extra,
-                )
+                err = too_many_rounds(max_rounds)
+                err.partial = result
                 raise err
             rounds += 1
-            extra.append(self._assistant_turn(done, provider, model))
+            extra.append(tool_use_turn(done.content_blocks(), API, provider, model, done.usage))
             messages.append(
                 {
                     "role": "assistant",
                     "content": done.text or None,
-                    "tool_calls": [
-                        {
-                            "id": c["id"],
-                            "type": "function",
-                            "function": {
-                                "name": c["name"],
-                                "arguments": _arguments_json(c.get("arguments")),
-                            },
-                        }
-                        for c in done.tool_calls
-                    ],
+                    "tool_calls": chat_tool_calls(done.tool_calls),
                 }
             )
-            assert tool_ctx is not None
             for call in done.tool_calls:
                 outcome = call_tool(tool_ctx, call["name"], call.get("arguments"))
                 text = outcome.text()
-                extra.append(
-                    {
-                        "role": "toolResult",
-                        "toolCallId": call["id"],
-                        "toolName": call["name"],
-                        "content": [{"type": "text", "text": text}],
-                        "details": outcome.data,
-                        "isError": outcome.malformed,
-                        "timestamp": int(time.time() * 1000),
-                    }
-                )
+                extra.append(tool_result_message(call["id"], call["name"], text, outcome))
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
 
     def _tool_context(self, env: Mapping[str, str]) -> Any:
@@ -523,28 +459,3 @@ class OpenAIRunner:
         if self.cfg.get("tools") is False or not env.get("SESSIONTOOL_SESSION_KEY"):
             return None
         return tool_context(env)
-
-    @staticmethod
-    def _assistant_turn(done: Completion, provider: str, model: str) -> dict[str, Any]:
-        return {
-            "role": "assistant",
-            "content": done.content_blocks(),
-            "api": API,
-            "provider": provider,
-            "model": model,
-            "usage": done.usage,
-            "stopReason": "toolUse",
-            "timestamp": int(time.time() * 1000),
-        }
-
-
-def add_usage(total: dict[str, Any], part: Mapping[str, Any]) -> None:
-    """Sum one call's usage into a run's (the run record's `usage` covers every call)."""
-    for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
-        total[k] = (total.get(k) or 0) + (part.get(k) or 0)
-    cost = part.get("cost")
-    if isinstance(cost, Mapping):
-        tc = total.setdefault("cost", {})
-        for k, v in cost.items():
-            if isinstance(v, int | float):
-                tc[k] = (tc.get(k) or 0) + v

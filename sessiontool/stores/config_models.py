@@ -1,0 +1,80 @@
+"""The models a config names and what they cost: the list `spawn --model` and the announce
+check a model name against, and the per-million-token prices a run's cost is computed from.
+
+Apart from config.py, which reads and checks settings, because this walks every place a model
+can be named (agent defaults, each agent and its runner, the providers' model lists)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sessiontool.stores.config import model_primary
+
+if TYPE_CHECKING:
+    from sessiontool.stores.config import Config
+
+
+def model_cost(cfg: Config, provider: str | None, model: str | None) -> dict[str, float] | None:
+    """Per-million-token prices for a model, when the config gives them."""
+    if not model:
+        return None
+    for pname, p in cfg.providers.items():
+        if provider and pname != provider:
+            continue
+        models = p.get("models") if isinstance(p, dict) else None
+        if not isinstance(models, list):
+            continue
+        for m in models:
+            if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("cost"), dict):
+                cost = m["cost"]
+                try:
+                    return {
+                        "input": float(cost.get("input", 0)),
+                        "output": float(cost.get("output", 0)),
+                    }
+                except (TypeError, ValueError):
+                    return None
+    return None
+
+
+def known_models(cfg: Config) -> list[str]:
+    """Every model name the config knows, for `spawn --model` validation."""
+    names: list[str] = ["echo"]
+
+    def add(v: Any) -> None:
+        primary, fallbacks = model_primary(v)
+        for n in (primary, *fallbacks):
+            if n and n not in names:
+                names.append(n)
+
+    add(cfg.get("agents.defaults.model"))
+    add(cfg.get("agents.defaults.subagents.model"))
+    dm = cfg.get("agents.defaults.models")
+    if isinstance(dm, dict):
+        for k in dm:
+            add(k)
+    for a in cfg.agents():
+        add(a.model)
+        for fb in a.model_fallbacks:
+            add(fb)
+        add(a.subagent_model)
+        if a.runner and isinstance(a.runner.get("model"), str):
+            add(a.runner["model"])
+    default_runner = cfg.get("agents.defaults.runner")
+    if isinstance(default_runner, dict) and isinstance(default_runner.get("model"), str):
+        add(default_runner["model"])
+    for pname, p in cfg.providers.items():
+        models = p.get("models") if isinstance(p, dict) else None
+        if isinstance(models, list):
+            for m in models:
+                if isinstance(m, dict) and isinstance(m.get("id"), str):
+                    add(f"{pname}/{m['id']}")
+    return names
+
+
+def is_known_model(cfg: Config, name: str) -> bool:
+    """Whether `name` is a model the config knows, with or without its `provider/`."""
+    known = known_models(cfg)
+    if name in known:
+        return True
+    return any("/" in k and k.split("/", 1)[1] == name for k in known)
