@@ -24,6 +24,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -117,20 +118,75 @@ def reset_message(event: dict[str, Any]) -> Message:
     return msg
 
 
-def _decompress(blob: bytes) -> bytes:
-    import zstandard
+def open_uri(path: Path) -> tuple[str, str | None]:
+    """The URI to open the database read-only with, and the private temp dir holding a copy
+    (None when it is read in place): see the module's docstring."""
+    db = str(path)
+    wal, shm = db + "-wal", db + "-shm"
+    has_wal, has_shm = os.path.exists(wal), os.path.exists(shm)
+    if has_wal and has_shm:
+        return f"file:{quote(db)}?mode=ro&readonly_shm=1", None
+    if not has_wal or os.path.getsize(wal) == 0:
+        # Nobody holds it open in WAL mode: the main file is the whole committed state.
+        return f"file:{quote(db)}?mode=ro&immutable=1", None
+    # Committed pages in a WAL whose index is gone: read a private copy, never rebuild the
+    # index in the state dir.
+    import shutil
+    import tempfile
 
-    # A plain frame without its content size in the header needs the streaming reader.
-    try:
-        return zstandard.ZstdDecompressor().decompress(blob)
-    except zstandard.ZstdError:
-        import io
+    tmpdir = tempfile.mkdtemp(prefix="sessiontool-oc-")
+    copy = os.path.join(tmpdir, "db.sqlite")
+    shutil.copyfile(db, copy)
+    shutil.copyfile(wal, copy + "-wal")
+    return f"file:{quote(copy)}?mode=ro", tmpdir
 
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(blob)) as r:
-            return r.read()
+
+def check_schema(c: sqlite3.Connection, db: Path) -> tuple[int | None, dict[str, set[str]]]:
+    """The schema version and the columns of the tables read; refuses (UnsupportedStoreError)
+    a schema that lacks a required column or is newer than KNOWN_SCHEMA."""
+    version: int | None = None
+    columns: dict[str, set[str]] = {}
+    tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "schema_meta" in tables:
+        cols = {r[1] for r in c.execute("PRAGMA table_info(schema_meta)")}
+        if "schema_version" in cols:
+            row = c.execute("SELECT max(schema_version) FROM schema_meta").fetchone()
+            version = row[0] if row and isinstance(row[0], int) else None
+    if version is None:
+        row = c.execute("PRAGMA user_version").fetchone()
+        version = row[0] if row and row[0] else None
+    for table in list(REQUIRED) + ["session_transcript_cold_archives"]:
+        if table in tables:
+            columns[table] = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+    missing = [
+        f"{t}.{col}"
+        for t, cols in REQUIRED.items()
+        for col in cols
+        if col not in columns.get(t, set())
+    ]
+    if missing:
+        v = version if version is not None else "unknown"
+        raise UnsupportedStoreError(
+            f"{db}: OpenClaw schema version {v} lacks {', '.join(missing)}; "
+            f"sessiontool reads schema {KNOWN_SCHEMA} and refuses to guess",
+            hint="update sessiontool, or read it with `openclaw sessions --json`",
+        )
+    if isinstance(version, int) and version > KNOWN_SCHEMA:
+        # A later schema may keep a column's name and change what it holds: the columns
+        # being there is not enough to read it (added columns and tables within the known
+        # version are fine, and so are the earlier versions 19 and 21).
+        raise UnsupportedStoreError(
+            f"{db}: OpenClaw schema version {version} is newer than the schema "
+            f"sessiontool reads ({KNOWN_SCHEMA})",
+            hint="update sessiontool, start OpenClaw's gateway (sessiontool then reads "
+            "through it), or read it with `openclaw sessions --json`",
+        )
+    return version, columns
 
 
 class SqliteReader:
+    """One agent's database, read in one snapshot (the read transaction `conn` opens)."""
+
     def __init__(self, paths: StatePaths, info: StoreInfo) -> None:
         self.paths = paths
         self.info = info
@@ -145,42 +201,21 @@ class SqliteReader:
 
     # -- connection ---------------------------------------------------------------------
 
-    def _uri(self) -> str:
-        db = str(self.db)
-        wal, shm = db + "-wal", db + "-shm"
-        has_wal, has_shm = os.path.exists(wal), os.path.exists(shm)
-        if has_wal and has_shm:
-            return f"file:{quote(db)}?mode=ro&readonly_shm=1"
-        if not has_wal or os.path.getsize(wal) == 0:
-            # Nobody holds it open in WAL mode: the main file is the whole committed state.
-            return f"file:{quote(db)}?mode=ro&immutable=1"
-        # Committed pages in a WAL whose index is gone: read a private copy, never rebuild the
-        # index in the state dir.
-        import shutil
-        import tempfile
-
-        self._tmpdir = tempfile.mkdtemp(prefix="sessiontool-oc-")
-        copy = os.path.join(self._tmpdir, "db.sqlite")
-        shutil.copyfile(db, copy)
-        shutil.copyfile(wal, copy + "-wal")
-        return f"file:{quote(copy)}?mode=ro"
-
     def conn(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
         if not self.db.is_file():
             raise CorruptStateError(f"no OpenClaw session database at {self.db}")
         try:
-            conn = sqlite3.connect(
-                self._uri(), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
-            )
+            uri, self._tmpdir = open_uri(self.db)
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise CorruptStateError(f"cannot open {self.db} read-only: {exc}") from exc
         try:
             conn.execute("PRAGMA query_only=1")
             conn.execute("BEGIN")  # deferred: the first read takes the snapshot
             self._conn = conn
-            self._check_schema()
+            self._version, self._columns = check_schema(conn, self.db)
         except sqlite3.OperationalError as exc:
             self.close()
             if "locked" in str(exc) or "busy" in str(exc):
@@ -206,45 +241,6 @@ class SqliteReader:
     def schema_version(self) -> int | None:
         self.conn()
         return self._version
-
-    def _check_schema(self) -> None:
-        assert self._conn is not None
-        c = self._conn
-        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "schema_meta" in tables:
-            cols = {r[1] for r in c.execute("PRAGMA table_info(schema_meta)")}
-            if "schema_version" in cols:
-                row = c.execute("SELECT max(schema_version) FROM schema_meta").fetchone()
-                self._version = row[0] if row and isinstance(row[0], int) else None
-        if self._version is None:
-            row = c.execute("PRAGMA user_version").fetchone()
-            self._version = row[0] if row and row[0] else None
-        for table in list(REQUIRED) + ["session_transcript_cold_archives"]:
-            if table in tables:
-                self._columns[table] = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
-        missing = [
-            f"{t}.{col}"
-            for t, cols in REQUIRED.items()
-            for col in cols
-            if col not in self._columns.get(t, set())
-        ]
-        if missing:
-            v = self._version if self._version is not None else "unknown"
-            raise UnsupportedStoreError(
-                f"{self.db}: OpenClaw schema version {v} lacks {', '.join(missing)}; "
-                f"sessiontool reads schema {KNOWN_SCHEMA} and refuses to guess",
-                hint="update sessiontool, or read it with `openclaw sessions --json`",
-            )
-        if isinstance(self._version, int) and self._version > KNOWN_SCHEMA:
-            # A later schema may keep a column's name and change what it holds: the columns
-            # being there is not enough to read it (added columns and tables within the known
-            # version are fine, and so are the earlier versions 19 and 21).
-            raise UnsupportedStoreError(
-                f"{self.db}: OpenClaw schema version {self._version} is newer than the schema "
-                f"sessiontool reads ({KNOWN_SCHEMA})",
-                hint="update sessiontool, start OpenClaw's gateway (sessiontool then reads "
-                "through it), or read it with `openclaw sessions --json`",
-            )
 
     def _has(self, table: str, column: str) -> bool:
         self.conn()
@@ -351,7 +347,9 @@ class SqliteReader:
             if text is not None:
                 return json.loads(text)
             if blob is not None:
-                return json.loads(_decompress(bytes(blob)))
+                from sessiontool.stores.openclaw_cold import decompress
+
+                return json.loads(decompress(bytes(blob)))
         except Exception:  # noqa: BLE001 - a bad row is skipped and counted
             return None
         return None
@@ -369,50 +367,11 @@ class SqliteReader:
         )
         if not rows:
             return []
+        from sessiontool.stores.openclaw_cold import cold_events
+
         name, storage, blob = rows[0]
-        if storage == "sqlite" and blob is not None:
-            data = bytes(blob)
-        else:
-            if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
-                return []
-            base = self.db.parent
-            cold = (base.parent / "sessions" / "cold") if base.name == "agent" else base / "cold"
-            try:
-                data = (cold / name).read_bytes()
-            except OSError as exc:
-                raise CorruptStateError(
-                    f"cold transcript {cold / name} of session {session_id} is unreadable: "
-                    f"{exc.strerror}"
-                ) from exc
-        try:
-            raw = _decompress(data)
-        except Exception as exc:  # noqa: BLE001
-            raise CorruptStateError(f"cold transcript {name}: not a zstd archive") from exc
-        events: dict[int, str] = {}
-        active: list[tuple[int, int]] = []
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(rec, dict) or not isinstance(rec.get("row"), dict):
-                continue
-            r = rec["row"]
-            if rec.get("kind") == "event" and isinstance(r.get("seq"), int):
-                events[r["seq"]] = r.get("event_json", "")
-            elif rec.get("kind") == "active":
-                ap, es = r.get("active_position"), r.get("event_seq")
-                if isinstance(ap, int) and isinstance(es, int):
-                    active.append((ap, es))
-        order = [es for _, es in sorted(active)] if active else sorted(events)
-        out = []
-        for seq in order:
-            text = events.get(seq)
-            if text is not None:
-                out.append(self._decode(text, None))
-        return out
+        texts = cold_events(self.db, session_id, name, storage, blob)
+        return [self._decode(text, None) for text in texts]
 
     def messages(
         self,
