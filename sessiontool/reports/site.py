@@ -146,7 +146,7 @@ def export_html(
     since_ms: int | None = None,
 ) -> dict[str, Any]:
     from sessiontool.reports.usage import configured_prices, cost_function
-    from sessiontool.sessions.reading import read_scope, reader_for
+    from sessiontool.sessions.reading import read_scope
     from sessiontool.sessions.resolve import all_agent_ids
     from sessiontool.stores.paths import ensure_dir
     from sessiontool.stores.safefs import resolves_inside
@@ -168,22 +168,9 @@ def export_html(
     rows: list[dict[str, Any]] = []
     new_pages: dict[str, Any] = {}
     with read_scope():
-        found: list[tuple[str, str, dict[str, Any]]] = []
-        for agent_id in agent_ids:
-            for full_key, f in reader_for(ctx.paths, agent_id).sessions().items():
-                upd = f.entry.get("updatedAt")
-                if since_ms is not None and not (isinstance(upd, int | float) and upd >= since_ms):
-                    continue
-                found.append((agent_id, full_key, f.entry))
+        found = _sessions(ctx, agent_ids, since_ms)
         files = {k: page_name(k) for _a, k, _e in found}
-        parents: dict[str, str] = {}
-        for agent_id, full_key, entry in found:
-            p = entry.get("spawnedBy")
-            if isinstance(p, str) and p:
-                parents[full_key] = _canonical(ctx, p, agent_id)
-        children: dict[str, list[str]] = {}
-        for child, parent in sorted(parents.items()):
-            children.setdefault(parent, []).append(child)
+        parents, children = _family(ctx, found)
         files_fp = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()
         ensure_dir(out_root / "s")
         for agent_id, full_key, entry in found:
@@ -207,24 +194,8 @@ def export_html(
                 stats = old["stats"]
                 counts["unchanged"] += 1
             else:
-                rd = reader_for(ctx.paths, agent_id)
-                raw = rd.messages(full_key, entry, None).messages
-                messages = strip_envelopes(raw)
-                stats = _stats(messages, _usage_messages(ctx, agent_id, entry, raw), price_for)
-
-                def link_for(key: str, agent_id: str = agent_id, own: str = name) -> str | None:
-                    target = files.get(_canonical(ctx, key, agent_id))
-                    return target if target is not None and target != own else None
-
-                related = _related(ctx, full_key, parents, children, files)
-                page = H.transcript_page(
-                    full_key,
-                    messages,
-                    facts=_facts(ctx, agent_id, full_key, entry),
-                    nav='<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>',
-                    related=related,
-                    link_for=link_for,
-                    price_for=price_for,
+                page, stats = _session_page(
+                    ctx, agent_id, full_key, entry, files, parents, children, price_for
                 )
                 if _write_if_changed(out_root / rel, page.encode("utf-8")):
                     counts["written"] += 1
@@ -256,6 +227,71 @@ def export_html(
         json.dumps({"format": FORMAT, "pages": pages}, sort_keys=True).encode(),
     )
     return {"to": str(out_root), **counts, "pages": len(rows) + 2}
+
+
+Found = list[tuple[str, str, dict[str, Any]]]  # (agent id, full key, entry)
+
+
+def _sessions(ctx: Context, agent_ids: list[str], since_ms: int | None) -> Found:
+    """The sessions to export: every agent's, or those updated since `since_ms`."""
+    from sessiontool.sessions.reading import reader_for
+
+    found: Found = []
+    for agent_id in agent_ids:
+        for full_key, f in reader_for(ctx.paths, agent_id).sessions().items():
+            upd = f.entry.get("updatedAt")
+            if since_ms is not None and not (isinstance(upd, int | float) and upd >= since_ms):
+                continue
+            found.append((agent_id, full_key, f.entry))
+    return found
+
+
+def _family(ctx: Context, found: Found) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Who spawned whom among the exported sessions: child → parent, parent → children."""
+    parents: dict[str, str] = {}
+    for agent_id, full_key, entry in found:
+        p = entry.get("spawnedBy")
+        if isinstance(p, str) and p:
+            parents[full_key] = _canonical(ctx, p, agent_id)
+    children: dict[str, list[str]] = {}
+    for child, parent in sorted(parents.items()):
+        children.setdefault(parent, []).append(child)
+    return parents, children
+
+
+def _session_page(
+    ctx: Context,
+    agent_id: str,
+    full_key: str,
+    entry: dict[str, Any],
+    files: dict[str, str],
+    parents: dict[str, str],
+    children: dict[str, list[str]],
+    price_for: H.PriceFor,
+) -> tuple[str, dict[str, Any]]:
+    """One session's page, linked to the pages of the sessions it names, and its figures for
+    the index and usage pages."""
+    from sessiontool.sessions.reading import reader_for
+
+    name = files[full_key]
+    raw = reader_for(ctx.paths, agent_id).messages(full_key, entry, None).messages
+    messages = strip_envelopes(raw)
+    stats = _stats(messages, _usage_messages(ctx, agent_id, entry, raw), price_for)
+
+    def link_for(key: str) -> str | None:
+        target = files.get(_canonical(ctx, key, agent_id))
+        return target if target is not None and target != name else None
+
+    page = H.transcript_page(
+        full_key,
+        messages,
+        facts=_facts(ctx, agent_id, full_key, entry),
+        nav='<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>',
+        related=_related(ctx, full_key, parents, children, files),
+        link_for=link_for,
+        price_for=price_for,
+    )
+    return page, stats
 
 
 def _canonical(ctx: Context, key: str, agent_id: str) -> str:

@@ -14,6 +14,7 @@ from sessiontool.cli.commands.completers import choices, complete_keys, complete
 from sessiontool.errors import UsageError
 
 if TYPE_CHECKING:
+    from sessiontool.context import Context
     from sessiontool.sessions.history import History
 
 
@@ -193,35 +194,13 @@ def history_cmd(
     _KEEP.append(h)
     start = file_size(h.path) if (follow and h.path) else 0
     fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
-    text: str | bytes | None
-    if fmt == "json" and not follow:
-        text = render.json_bytes(h.to_json())
-    elif fmt in ("json", "jsonl"):
-        text = b"".join(render.json_bytes(m) for m in h.messages)
-    elif fmt == "markdown":
-        text = render.history_markdown(h.session_key, h.messages)
-    elif fmt == "html":
-        from sessiontool.reports.site import standalone_page
-
-        text = standalone_page(ctx, h)
-    else:
-        text = None
-    if to_stdout:
-        body = text if text is not None else render.history_plain(h.session_key, h.messages)
-        render.write_out(body)
-        return
+    text = _formatted(ctx, h, fmt, follow)
     if output is not None:
-        from sessiontool.errors import from_os_error
-        from sessiontool.stores.safefs import write_private_file
-
         body = text if text is not None else render.history_plain(h.session_key, h.messages)
-        try:
-            write_private_file(
-                output,
-                body if isinstance(body, bytes) else body.encode("utf-8", "surrogateescape"),
-            )
-        except OSError as exc:
-            raise from_os_error(exc, "write") from exc
+        if to_stdout:
+            render.write_out(body)
+        else:
+            _export(output, body)
         return
     rich_view = text is None and render.is_terminal() and render.use_color()
     if not h.messages and not follow and fmt == "text":
@@ -235,6 +214,35 @@ def history_cmd(
     if not follow or h.path is None:
         return
     _follow(h, h.path, start, include_tools=include_tools, raw=raw, fmt=fmt, rich_view=rich_view)
+
+
+def _formatted(ctx: Context, h: History, fmt: str, follow: bool) -> str | bytes | None:
+    """The transcript in `fmt`, whole; None for text, which is drawn (plain or rich) where it
+    goes. With --follow, json is one object a line (the messages that follow are too)."""
+    if fmt == "json" and not follow:
+        return render.json_bytes(h.to_json())
+    if fmt in ("json", "jsonl"):
+        return b"".join(render.json_bytes(m) for m in h.messages)
+    if fmt == "markdown":
+        return render.history_markdown(h.session_key, h.messages)
+    if fmt == "html":
+        from sessiontool.reports.site import standalone_page
+
+        return standalone_page(ctx, h)
+    return None
+
+
+def _export(output: Path, body: str | bytes) -> None:
+    """`-o FILE`: written owner-only and whole, or not at all."""
+    from sessiontool.errors import from_os_error
+    from sessiontool.stores.safefs import write_private_file
+
+    try:
+        write_private_file(
+            output, body if isinstance(body, bytes) else body.encode("utf-8", "surrogateescape")
+        )
+    except OSError as exc:
+        raise from_os_error(exc, "write") from exc
 
 
 def _follow(

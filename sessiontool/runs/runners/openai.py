@@ -30,7 +30,6 @@ from sessiontool.runs.runners.base import (
     text_of,
     usage_from,
 )
-from sessiontool.runs.tools import call_tool, offered_tools, tool_context
 from sessiontool.runs.runners.turns import (
     add_usage,
     arguments_json,
@@ -42,6 +41,7 @@ from sessiontool.runs.runners.turns import (
     tool_use_turn,
     usable_assistant,
 )
+from sessiontool.runs.tools import call_tool, offered_tools, tool_context
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_TIMEOUT = 600.0
