@@ -215,3 +215,23 @@ def test_subagent_gets_no_tools_unless_allowed(
     run_json("send", "agent:main:subagent:x", "plain question")
     body = srv.requests[-1].body
     assert "tools" not in body
+
+
+def test_subagent_calling_a_tool_it_was_not_given_gets_a_tool_error(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
+    """As with the llm runner (both execute calls through runners/turns.py): a sub-agent offered
+    only sessions_list whose model calls sessions_spawn is refused, and nothing is spawned."""
+    srv, _ = brain
+    cfg = json.loads((state / "sessiontool.json5").read_text())
+    cfg["tools"] = {"subagents": {"tools": {"allow": ["sessions_list"]}}}
+    (state / "sessiontool.json5").write_text(json.dumps(cfg))
+    rc, out = run_json("send", "agent:main:subagent:x", "SPAWN a grandchild")
+    assert rc == 0, out
+    offered = [t["function"]["name"] for t in srv.requests[0].body["tools"]]
+    assert offered == ["sessions_list"]
+    result = next(m for m in _messages("agent:main:subagent:x") if m["role"] == "toolResult")
+    assert result["isError"] is True
+    assert result["details"]["status"] == "forbidden"
+    assert "not available to this session" in result["details"]["error"]
+    assert [r for r in records(state) if r.get("kind") == "spawn"] == []

@@ -34,6 +34,7 @@ from sessiontool.runs.runners.base import (
 from sessiontool.runs.runners.llm_history import earlier_responses, to_history
 from sessiontool.runs.runners.turns import (
     add_usage,
+    call_offered,
     too_many_rounds,
     tool_result_message,
     tool_use_turn,
@@ -313,7 +314,7 @@ class _Loop:
         for call in calls:
             if self.stopped.is_set():
                 raise RunnerError("stopped")
-            outcome = self._execute(tool_ctx, offered, call.name, call.arguments)
+            outcome = call_offered(tool_ctx, offered, call.name, call.arguments)
             output = outcome.text()
             self._record(tool_result_message(call.tool_call_id, call.name, output, outcome))
             # A refusal or failure goes back through llm's tool-error channel, so plugins
@@ -333,23 +334,6 @@ class _Loop:
     def _record(self, message: dict[str, Any]) -> None:
         with self.lock:
             self.extra.append(message)
-
-    @staticmethod
-    def _execute(ctx: Any, offered: set[str], name: str, arguments: Any) -> Any:
-        from sessiontool.runs.tools import ToolResult, call_tool
-
-        if name not in offered:
-            available = ", ".join(sorted(offered)) or "none"
-            return ToolResult(
-                {
-                    "status": "forbidden",
-                    "error": f"{name} is not available to this session (available: {available})",
-                    "code": 4,
-                },
-                failed=True,
-                malformed=True,
-            )
-        return call_tool(ctx, name, arguments)
 
 
 class LLMRunner:

@@ -33,6 +33,7 @@ from sessiontool.runs.runners.base import (
 from sessiontool.runs.runners.turns import (
     add_usage,
     arguments_json,
+    call_offered,
     too_many_rounds,
     tool_calls_of,
     tool_result_message,
@@ -41,7 +42,7 @@ from sessiontool.runs.runners.turns import (
     tool_use_turn,
     usable_assistant,
 )
-from sessiontool.runs.tools import call_tool, offered_tools, tool_context
+from sessiontool.runs.tools import offered_tools, tool_context
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_TIMEOUT = 600.0
@@ -447,8 +448,9 @@ class OpenAIRunner:
                     "tool_calls": chat_tool_calls(done.tool_calls),
                 }
             )
+            offered = {t["function"]["name"] for t in tool_specs}
             for call in done.tool_calls:
-                outcome = call_tool(tool_ctx, call["name"], call.get("arguments"))
+                outcome = call_offered(tool_ctx, offered, call["name"], call.get("arguments"))
                 text = outcome.text()
                 extra.append(tool_result_message(call["id"], call["name"], text, outcome))
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})

@@ -122,6 +122,25 @@ def tool_result_message(call_id: str, name: str, text: str, outcome: Any) -> dic
     }
 
 
+def call_offered(ctx: Any, offered: set[str], name: str, arguments: Any) -> Any:
+    """Execute one tool call as the session (runs.tools' ToolResult): a tool the run did not
+    offer (a sub-agent's model naming one it was not given) is refused, never run."""
+    from sessiontool.runs.tools import ToolResult, call_tool
+
+    if name not in offered:
+        available = ", ".join(sorted(offered)) or "none"
+        return ToolResult(
+            {
+                "status": "forbidden",
+                "error": f"{name} is not available to this session (available: {available})",
+                "code": 4,
+            },
+            failed=True,
+            malformed=True,
+        )
+    return call_tool(ctx, name, arguments)
+
+
 def too_many_rounds(max_rounds: int) -> RunnerError:
     """The failure of a run whose model still calls tools after the allowed rounds."""
     return RunnerError(
