@@ -174,7 +174,7 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
 
 _FTS_ALONE = """
 import json, os, sys, time, sqlite3
-from sessiontool.stores import index_db as db, index_scan as si
+from sessiontool.stores import index_db, index_scan as si
 paths = sys.argv[2:]
 texts = []
 for i, p in enumerate(paths):
@@ -184,8 +184,8 @@ db = sys.argv[1]
 c = sqlite3.connect(db, isolation_level=None)
 c.execute("PRAGMA journal_mode=WAL")
 c.execute("PRAGMA synchronous=NORMAL")
-c.execute(db._FTS)
-c.execute("INSERT INTO fts(fts, rank) VALUES ('hashsize', ?)", (db.FTS_HASHSIZE,))
+c.execute(index_db._FTS)
+c.execute("INSERT INTO fts(fts, rank) VALUES ('hashsize', ?)", (index_db.FTS_HASHSIZE,))
 t0, c0 = time.perf_counter(), time.process_time()
 c.execute("BEGIN")
 c.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", enumerate(texts, 1))
