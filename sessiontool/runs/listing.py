@@ -30,9 +30,11 @@ def list_runs(
     session: str | None = None,
     kinds: set[str] | None = None,
     steps: bool = False,
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """Runs newest first. Steps are internal (one `--as` send is a run and two steps): shown
-    only with `steps` (each right after its run) or when `kinds` names them."""
+    """Runs newest first, at most `limit` of them. Steps are internal (one `--as` send is a
+    run and two steps): shown only with `steps` (each right after its run) or when `kinds`
+    names them."""
     if status and status not in records.FINISHED_STATUSES | records.ACTIVE_STATUSES:
         valid = ", ".join(sorted(records.FINISHED_STATUSES | records.ACTIVE_STATUSES))
         raise UsageError(f"unknown status {status!r} (valid: {valid})")
@@ -51,6 +53,8 @@ def list_runs(
     out.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")), reverse=True)
     if steps and not kinds:
         out = _steps_under_their_runs(out)
+    if limit is not None:
+        out = out[:limit]
     return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
 
 
