@@ -205,7 +205,7 @@ class Advancer:
 
     def step_fields(self, rec: Record, name: str) -> dict[str, Any] | None:
         if rec.get("kind") == "spawn":
-            return self.spawn_announce_fields(rec)
+            return spawn_announce_fields(self.paths, rec)
         from sessiontool.flow import a2a
 
         requester, target = rec["requesterSessionKey"], rec["sessionKey"]
@@ -256,33 +256,6 @@ class Advancer:
             ),
             "announce": {"round1": round1, "latest": fu.get("latest") or round1},
             "provenance": inter_session(requester, req_ch),
-        }
-
-    def spawn_announce_fields(self, rec: Record) -> dict[str, Any]:
-        from sessiontool.flow import announce
-
-        child = rec["sessionKey"]
-        child_reply = rec.get("reply") or last_assistant_reply(self.paths, child)
-        return {
-            "step": "announce",
-            "sessionKey": child,
-            "requesterSessionKey": rec["requesterSessionKey"],
-            "message": announce.ANNOUNCE_STEP_MESSAGE,
-            "system": announce.announce_step_prompt(
-                task=rec.get("message", ""),
-                label=rec.get("label"),
-                outcome=str(rec.get("status")),
-                latest_reply=child_reply,
-            ),
-            "announce": {"childReply": child_reply},
-            # The child is archived right after: its entry need not record this turn (a spawn
-            # and its announce write the index at most four times).
-            "skipIndex": True if rec.get("cleanup") == "delete" else None,
-            "provenance": {
-                "kind": "inter_session",
-                "sourceSessionKey": rec["requesterSessionKey"],
-                "sourceTool": "sessions_spawn",
-            },
         }
 
     def consume(self, rec: Record, name: str, step: Record) -> str:
@@ -426,6 +399,35 @@ class Advancer:
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
         return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
+
+
+def spawn_announce_fields(paths: StatePaths, rec: Record) -> dict[str, Any]:
+    """A spawn's announce step: the child is asked to report its result to the requester."""
+    from sessiontool.flow import announce
+
+    child = rec["sessionKey"]
+    child_reply = rec.get("reply") or last_assistant_reply(paths, child)
+    return {
+        "step": "announce",
+        "sessionKey": child,
+        "requesterSessionKey": rec["requesterSessionKey"],
+        "message": announce.ANNOUNCE_STEP_MESSAGE,
+        "system": announce.announce_step_prompt(
+            task=rec.get("message", ""),
+            label=rec.get("label"),
+            outcome=str(rec.get("status")),
+            latest_reply=child_reply,
+        ),
+        "announce": {"childReply": child_reply},
+        # The child is archived right after: its entry need not record this turn (a spawn
+        # and its announce write the index at most four times).
+        "skipIndex": True if rec.get("cleanup") == "delete" else None,
+        "provenance": {
+            "kind": "inter_session",
+            "sourceSessionKey": rec["requesterSessionKey"],
+            "sourceTool": "sessions_spawn",
+        },
+    }
 
 
 def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:
