@@ -15,8 +15,6 @@ sleeps in flock() (woken twice a second to look at the other slots): it never sp
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import os
 import signal
@@ -26,6 +24,7 @@ from types import FrameType
 from typing import Any
 
 from sessiontool.errors import StorageError
+from sessiontool.stores.flock import is_held, open_lock_file, try_flock, wait_flock
 from sessiontool.stores.paths import StatePaths, ensure_dir
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -33,21 +32,6 @@ CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 SEQ_WIDTH = 15
 DEFAULT_MAX_CONCURRENT = 8
 SLOT_RESCAN_SECONDS = 0.5
-
-
-def open_lock_file(path: Path) -> int:
-    """Open (creating) a lock file without following a symlink planted in its place."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600)
-
-
-def try_flock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
 
 
 # -- where a lane lives ----------------------------------------------------------------------
@@ -114,7 +98,7 @@ def _enqueue(d: Path, rec: dict[str, Any], write: Any) -> None:
     except OSError as exc:
         raise StorageError(f"cannot open lane counter in {d}: {exc.strerror or exc}") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        wait_flock(fd)
         raw = os.pread(fd, 32, 0)
         try:
             last = int(raw.strip() or b"0")
@@ -175,16 +159,7 @@ def iter_lanes(paths: StatePaths) -> Iterator[str]:
 
 
 def worker_alive(paths: StatePaths, lane: str) -> bool:
-    try:
-        fd = os.open(lane_path(paths, lane) / ".worker", os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        return not try_flock(fd)
-    finally:
-        os.close(fd)
+    return is_held(lane_path(paths, lane) / ".worker")
 
 
 def ensure_worker(paths: StatePaths, lane: str, config_path: str | None = None) -> bool:
@@ -235,7 +210,7 @@ def acquire_slot(paths: StatePaths, limit: int) -> int:
             old = signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, SLOT_RESCAN_SECONDS)
             try:
-                fcntl.flock(fds[order[0]], fcntl.LOCK_EX)
+                wait_flock(fds[order[0]])
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 return fds.pop(order[0])
             except _Rescan:

@@ -17,8 +17,6 @@ them true.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import uuid
@@ -35,8 +33,9 @@ from sessiontool.runs.schema import KINDS as KINDS
 from sessiontool.runs.schema import MAX_MS as MAX_MS
 from sessiontool.runs.schema import is_ms as _is_ms
 from sessiontool.runs.schema import problem as problem
-from sessiontool.stores.jsonio import to_utf8
-from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
+from sessiontool.stores import flock
+from sessiontool.stores.jsonio import atomic_write, to_utf8
+from sessiontool.stores.paths import StatePaths, is_plain_name
 
 # Kept for callers that still import it: liveness no longer waits out a grace period.
 LOST_GRACE_MS = 0
@@ -144,42 +143,14 @@ def write_record(paths: StatePaths, rec: Record) -> None:
     """Replace the record atomically (temp file, rename): a reader sees the old or the new one,
     never half, and a killed writer leaves the old one. No fsync: a record is ours alone, and
     one a power cut leaves empty is skipped as malformed (doctor, prune), never trusted."""
-    ensure_dir(paths.runs_dir)
-    path = paths.run_record(rec["runId"])
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    data = to_utf8(rec)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    atomic_write(paths.run_record(rec["runId"]), to_utf8(rec), durable=False, temp_prefix=".")
 
 
 @contextmanager
 def records_lock(paths: StatePaths) -> Iterator[None]:
     """Serialises read-modify-write of run records between workers, `abort` and reconcilers."""
-    try:
-        ensure_dir(paths.runs_dir)
-        fd = os.open(
-            paths.runs_dir / ".records.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600
-        )
-    except OSError as exc:
-        raise StorageError(f"cannot lock run records: {exc.strerror or exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flock.held(paths.runs_dir / ".records.lock", "run records"):
         yield
-    finally:
-        os.close(fd)
 
 
 def update_record(paths: StatePaths, run_id: str, mutate: Callable[[Record], Any]) -> Record:
@@ -256,21 +227,7 @@ def _unlink(p: Path) -> None:
 
 def lock_held(paths: StatePaths, run_id: str) -> bool:
     """Whether a live process holds the run's flock (its worker, or whoever resumes it)."""
-    try:
-        fd = os.open(paths.run_lock(run_id), os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return True
-        raise
-    finally:
-        os.close(fd)
-    return False
+    return flock.is_held(paths.run_lock(run_id))
 
 
 def record_end(r: Record, status: str, error: str | None, reply: str | None) -> None:
@@ -364,17 +321,7 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
 
 def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
     """Remove the lock file a worker killed after the run's end left behind (nobody holds it)."""
-    try:
-        fd = os.open(paths.run_lock(run_id), os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return
-    _unlink(paths.run_lock(run_id))
-    os.close(fd)
+    flock.remove_if_free(paths.run_lock(run_id))
 
 
 def _ensure_lane(paths: StatePaths, rec: Record) -> None:

@@ -21,7 +21,6 @@ before it is appended again.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import uuid
 from typing import Any
@@ -90,11 +89,11 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
 
 
 def try_lock(paths: StatePaths, run_id: str, *, block: bool) -> int | None:
-    from sessiontool.runs.lanes import open_lock_file, try_flock
+    from sessiontool.stores.flock import open_lock_file, try_flock, wait_flock
 
     fd = open_lock_file(paths.run_lock(run_id))
     if block:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        wait_flock(fd)
         return fd
     if try_flock(fd):
         return fd

@@ -11,7 +11,6 @@ Started by lanes.ensure_worker (forked from the caller, with the lane lock alrea
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
 from sessiontool.runs import lanes, records, steps
+from sessiontool.stores import flock
 from sessiontool.stores.paths import StatePaths
 
 Record = dict[str, Any]
@@ -88,16 +88,16 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
     """Run the lane's queued runs one by one until it is empty."""
     d = lanes.lane_path(w.paths, lane)
     if lock_fd is None:
-        lock_fd = lanes.open_lock_file(d / ".worker")
-        if not lanes.try_flock(lock_fd):
+        lock_fd = flock.open_lock_file(d / ".worker")
+        if not flock.try_flock(lock_fd):
             return 0  # the lane has its worker
     while True:
         head = next_marker(d)
         if head is None:
             # Let go, then look once more: a run queued just before we let go found the lock
             # held and started nobody, so it is ours to run (or a new worker's).
-            fcntl.flock(lock_fd, fcntl.LOCK_UN)
-            if next_marker(d) is None or not lanes.try_flock(lock_fd):
+            flock.unlock(lock_fd)
+            if next_marker(d) is None or not flock.try_flock(lock_fd):
                 os.close(lock_fd)
                 return 0
             continue
