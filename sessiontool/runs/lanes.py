@@ -18,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sessiontool.errors import StorageError
 from sessiontool.stores.flock import is_held, open_lock_file, try_flock, wait_flock
 from sessiontool.stores.paths import StatePaths, ensure_dir
+
+if TYPE_CHECKING:
+    from sessiontool.stores.run_record import RunRecord
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -70,7 +73,7 @@ def parse_marker(name: str) -> tuple[int, str] | None:
 # -- queueing --------------------------------------------------------------------------------
 
 
-def enqueue(paths: StatePaths, rec: dict[str, Any], write: Any) -> None:
+def enqueue(paths: StatePaths, rec: RunRecord, write: Callable[[RunRecord], None]) -> None:
     """Give `rec` its lane position, write it (`write(rec)`), then add its marker: all under the
     lane's counter lock, so positions are unique and increasing in the order records appear."""
     d = lane_dir(paths, rec["sessionKey"])
@@ -92,7 +95,7 @@ def enqueue(paths: StatePaths, rec: dict[str, Any], write: Any) -> None:
         raise
 
 
-def _enqueue(d: Path, rec: dict[str, Any], write: Any) -> None:
+def _enqueue(d: Path, rec: RunRecord, write: Callable[[RunRecord], None]) -> None:
     try:
         fd = os.open(d / ".seq", os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600)
     except OSError as exc:
@@ -127,7 +130,7 @@ def _enqueue(d: Path, rec: dict[str, Any], write: Any) -> None:
         os.close(fd)
 
 
-def remove_marker(paths: StatePaths, rec: dict[str, Any]) -> None:
+def remove_marker(paths: StatePaths, rec: RunRecord) -> None:
     seq = rec.get("seq")
     key = rec.get("sessionKey")
     if not isinstance(seq, int) or not isinstance(key, str):

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.runs import records
 from sessiontool.runs.submit import run_view, visible_run
+
+if TYPE_CHECKING:
+    from sessiontool.stores.run_record import RunRecord
 
 USER_KINDS = ("send", "spawn")
 
@@ -58,14 +61,14 @@ def list_runs(
     return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
 
 
-def _steps_under_their_runs(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _steps_under_their_runs(recs: list[RunRecord]) -> list[RunRecord]:
     ids = {r.get("runId") for r in recs}
-    children: dict[str, list[dict[str, Any]]] = {}
+    children: dict[str, list[RunRecord]] = {}
     for r in recs:
         parent = r.get("parentRunId")
         if r.get("kind") == "step" and isinstance(parent, str) and parent in ids:
             children.setdefault(parent, []).append(r)
-    out: list[dict[str, Any]] = []
+    out: list[RunRecord] = []
     for r in recs:
         parent = r.get("parentRunId")
         if r.get("kind") == "step" and isinstance(parent, str) and parent in ids:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
@@ -31,18 +31,21 @@ from sessiontool.runs.schema import ACTIVE_STATUSES as ACTIVE_STATUSES  # one sc
 from sessiontool.runs.schema import FINISHED_STATUSES as FINISHED_STATUSES
 from sessiontool.runs.schema import KINDS as KINDS
 from sessiontool.runs.schema import MAX_MS as MAX_MS
+from sessiontool.runs.schema import RECORD_VERSION
 from sessiontool.runs.schema import is_ms as _is_ms
 from sessiontool.runs.schema import problem as problem
 from sessiontool.stores import flock
 from sessiontool.stores.jsonio import atomic_write, to_utf8
 from sessiontool.stores.paths import StatePaths, is_plain_name
 
+if TYPE_CHECKING:
+    from sessiontool.stores.run_record import RunRecord as Record
+    from sessiontool.stores.run_record import RunStatus
+
 # Kept for callers that still import it: liveness no longer waits out a grace period.
 LOST_GRACE_MS = 0
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-Record = dict[str, Any]
 
 
 def new_run_id() -> str:
@@ -187,8 +190,10 @@ def create_record(paths: StatePaths, **fields: Any) -> Record:
         "kind": fields.pop("kind"),
         "status": "queued",
         "createdAt": created,
+        "sessionKey": fields.pop("sessionKey"),
+        "version": RECORD_VERSION,
     }
-    rec.update({k: v for k, v in fields.items() if v is not None})
+    rec.update(cast("Record", {k: v for k, v in fields.items() if v is not None}))
     try:
         lanes.enqueue(paths, rec, lambda r: write_record(paths, r))
     except StorageError:
@@ -206,7 +211,7 @@ def abandon(paths: StatePaths, rec: Record, error: str) -> None:
     def mark(r: Record) -> bool:
         if is_finished(r):
             return False
-        r.update(status="error", outcome="error", error=error, endedAt=now_ms())
+        r.update({"status": "error", "outcome": "error", "error": error, "endedAt": now_ms()})
         return True
 
     try:
@@ -230,7 +235,7 @@ def lock_held(paths: StatePaths, run_id: str) -> bool:
     return flock.is_held(paths.run_lock(run_id))
 
 
-def record_end(r: Record, status: str, error: str | None, reply: str | None) -> None:
+def record_end(r: Record, status: RunStatus, error: str | None, reply: str | None) -> None:
     """Write a finished run's end into its record, unless its end was already decided (an abort
     that won the race keeps its status): then only the outcome and the reply are added."""
     if not is_finished(r):
@@ -249,11 +254,12 @@ def is_lost(paths: StatePaths, rec: Record, now: int | None = None) -> bool:
     return rec.get("status") == "running" and not lock_held(paths, rec["runId"])
 
 
-def lost_fields(rec: Record) -> dict[str, Any]:
-    """The end of a run whose worker died: its decided outcome when that was an abort."""
+def lost_fields(rec: Record) -> Record:
+    """The end of a run whose worker died: its decided outcome when that was an abort (a
+    partial record, for `update`)."""
     if rec.get("outcome") == "aborted":
-        return {"status": "aborted", "error": rec.get("error") or "aborted by user"}
-    return {"status": "lost", "outcome": "lost", "error": "worker died"}
+        return cast("Record", {"status": "aborted", "error": rec.get("error") or "aborted by user"})
+    return cast("Record", {"status": "lost", "outcome": "lost", "error": "worker died"})
 
 
 def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
@@ -361,7 +367,14 @@ def abort(paths: StatePaths, run_id: str) -> Record:
             state["decided"] = r["outcome"]
             return False
         state["was"] = r.get("status")
-        r.update(status="aborted", outcome="aborted", error="aborted by user", endedAt=now_ms())
+        r.update(
+            {
+                "status": "aborted",
+                "outcome": "aborted",
+                "error": "aborted by user",
+                "endedAt": now_ms(),
+            }
+        )
         if state["was"] == "queued":
             from sessiontool.runs import steps as steps_mod
 
@@ -373,7 +386,7 @@ def abort(paths: StatePaths, run_id: str) -> Record:
         # The worker reached its end first: that is the answer, published in a moment.
         from sessiontool.runs import wait
 
-        view = dict(rec)
+        view = rec.copy()
         view["status"] = state["decided"]
         done = wait.wait_for(paths, run_id, 30.0)
         return done if is_finished(done) else view

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
@@ -31,7 +31,11 @@ from sessiontool.protocol import ANNOUNCE_SKIP, is_announce_skip, is_reply_skip
 from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.stores.config import Config
+    from sessiontool.stores.run_record import FollowUp
+    from sessiontool.stores.run_record import RunRecord as Record
+
 DONE = "done"
 WAIT = "wait"
 RETRY_MS = 5_000
@@ -113,7 +117,7 @@ class Advancer:
     """Runs a finished run's follow-up from its recorded step on, until it is done or waits for
     an agent step in some lane. The caller holds the run's lock."""
 
-    def __init__(self, paths: StatePaths, cfg: Any) -> None:
+    def __init__(self, paths: StatePaths, cfg: Config) -> None:
         self.paths = paths
         self.cfg = cfg
 
@@ -144,14 +148,14 @@ class Advancer:
     # -- recording -------------------------------------------------------------------------
     def record(self, rec: Record, changes: dict[str, Any], **top: Any) -> str:
         def mutate(r: Record) -> None:
-            fu = dict(r.get("followUp") or {})
+            fu: dict[str, Any] = dict(r.get("followUp") or {})
             fu.update(changes)
             for k in [k for k, v in fu.items() if v is None]:
                 del fu[k]
             if "error" not in changes:
                 fu.pop("error", None)
-            r["followUp"] = fu
-            r.update(top)
+            r["followUp"] = cast("FollowUp", fu)
+            r.update(cast("Record", top))
 
         records.update_record(self.paths, rec["runId"], mutate)
         return str(changes.get("next", ""))

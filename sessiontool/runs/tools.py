@@ -24,12 +24,13 @@ from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 
 if TYPE_CHECKING:
     from sessiontool.stores.paths import StatePaths
+    from sessiontool.stores.run_record import RunRecord
 
 TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
 READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
 FAILED_STATUSES = frozenset({"forbidden", "error", "timeout"})
 
-Waiter = Callable[["StatePaths", str, float], dict[str, Any]]
+Waiter = Callable[["StatePaths", str, float], "RunRecord"]
 
 
 @dataclass(frozen=True)

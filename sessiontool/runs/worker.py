@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
@@ -24,7 +24,10 @@ from sessiontool.runs import lanes, records, steps
 from sessiontool.stores import flock
 from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.stores.config import Config
+    from sessiontool.stores.run_record import RunRecord as Record
+
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -33,10 +36,10 @@ class Worker:
 
     def __init__(self, paths: StatePaths) -> None:
         self.paths = paths
-        self._cfg: Any = None
+        self._cfg: Config | None = None
 
     @property
-    def cfg(self) -> Any:
+    def cfg(self) -> Config:
         if self._cfg is None:
             from sessiontool.stores.config import load_config
 
@@ -194,7 +197,7 @@ def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
     def mark(r: Record) -> bool:
         if records.is_finished(r):
             return False
-        r.update(status="error", outcome="error", error=problem, endedAt=now_ms())
+        r.update({"status": "error", "outcome": "error", "error": problem, "endedAt": now_ms()})
         steps.init_follow_up(r)
         return True
 

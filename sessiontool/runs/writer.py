@@ -25,10 +25,26 @@ if TYPE_CHECKING:
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
+    from sessiontool.stores.run_record import FollowUp
+    from sessiontool.stores.run_record import RunRecord as Record
 
-Record = dict[str, Any]
 Entry = dict[str, Any]
 WRITER_KINDS = ("files", "gateway")
+
+
+class RunWorker(Protocol):
+    """The lane worker as a writer sees it (runs/worker.Worker, which stores may not import):
+    where the state is, and the config it read once."""
+
+    @property
+    def paths(self) -> StatePaths: ...
+
+    @property
+    def cfg(self) -> Config: ...
+
+    def max_concurrent(self) -> int:
+        """How many runs may run at once (the worker's global cap)."""
+        ...
 
 
 class SessionWriter(Protocol):
@@ -80,11 +96,11 @@ class SessionWriter(Protocol):
         requester (files), or only the label check (gateway: the worker creates the child)."""
         ...
 
-    def run(self, w: Any, rec: Record) -> None:
+    def run(self, w: RunWorker, rec: Record) -> None:
         """Carry out a queued record's turn (the lane worker calls it, holding the run lock)."""
         ...
 
-    def first_follow_up(self, rec: Record) -> dict[str, Any] | None:
+    def first_follow_up(self, rec: Record) -> FollowUp | None:
         """The first follow-up step of a run that has just ended (None: nothing follows)."""
         ...
 
