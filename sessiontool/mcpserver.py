@@ -35,7 +35,7 @@ from sessiontool.runs import tools
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 URI_PREFIX = "sessiontool://session/"
 PAGE = 100

@@ -12,8 +12,8 @@ from typing import Any, get_args
 import pytest
 
 from sessiontool.runs import schema
+from sessiontool.runs.record_types import FollowUp, RunKind, RunRecord, RunStatus
 from sessiontool.runs.submit import PUBLIC_RUN_FIELDS
-from sessiontool.stores.run_record import FollowUp, RunKind, RunRecord, RunStatus
 from tests.conftest import run_cli, run_json
 from tests.runhelpers import py_command, runner_config
 

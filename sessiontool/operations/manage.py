@@ -35,7 +35,7 @@ from sessiontool.stores.sessions_json import (
 )
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 LABEL_MAX = 64
 

@@ -15,7 +15,7 @@ from sessiontool.stores.paths import is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.stores.run_record import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord as Record
 
 # How often the outbox is looked at while a `--deliver` run's worker delivers its reply: the
 # delivery is one command (seconds), so 50 ms is quick to notice and cheap to look.

@@ -28,10 +28,10 @@ from sessiontool.runs import lanes, records, steps
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.runs.writer import RunWorker
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunStatus
+    from sessiontool.runs.worker import Worker
     from sessiontool.stores.config import Config
-    from sessiontool.stores.run_record import RunRecord as Record
-    from sessiontool.stores.run_record import RunStatus
 
 _current: dict[str, Any] = {"runId": None, "paths": None}
 
@@ -77,7 +77,7 @@ def _points(name: str, rec: Record) -> tuple[str, ...]:
     return (name, f"{name}:{what}")
 
 
-def execute(w: RunWorker, rec: Record) -> None:
+def execute(w: Worker, rec: Record) -> None:
     """The record's turn, carried out by the writer its command chose (runs/writer.py): the
     steps below for files, OpenClaw's gateway otherwise (runs/gateway_run.py)."""
     from sessiontool.runs.writer import writer_of
@@ -85,7 +85,7 @@ def execute(w: RunWorker, rec: Record) -> None:
     writer_of(rec).run(w, rec)
 
 
-def run_in_files(w: RunWorker, rec: Record) -> None:
+def run_in_files(w: Worker, rec: Record) -> None:
     paths: StatePaths = w.paths
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
@@ -229,9 +229,7 @@ def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> 
     return env
 
 
-def run_agent(
-    w: RunWorker, rec: Record, session: Session, history: list[dict[str, Any]]
-) -> Outcome:
+def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
     from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
 
     paths: StatePaths = w.paths

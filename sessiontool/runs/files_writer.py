@@ -20,12 +20,12 @@ from sessiontool.stores.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.writer import RunWorker
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
-    from sessiontool.stores.run_record import FollowUp
-    from sessiontool.stores.run_record import RunRecord as Record
 
 
 # Per-conversation state that a reset clears. Everything else in the entry (label, levels,
@@ -215,7 +215,7 @@ class FilesWriter:
             store.update_store(ctx.paths.store(req_agent), ensure_requester)
         store.update_store(ctx.paths.store(agent_id), write_child)
 
-    def run(self, w: RunWorker, rec: Record) -> None:
+    def run(self, w: Worker, rec: Record) -> None:
         from sessiontool.runs import execute
 
         execute.run_in_files(w, rec)

@@ -30,9 +30,9 @@ from sessiontool.runs import execute, lanes, records
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.runs.writer import RunWorker
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.stores.config import Config
-    from sessiontool.stores.run_record import RunRecord as Record
 
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
@@ -79,7 +79,7 @@ def _wait_s(rec: Record) -> float:
     return SEND_WAIT_S
 
 
-def execute_run(w: RunWorker, rec: Record) -> None:
+def execute_run(w: Worker, rec: Record) -> None:
     """The worker's execute() for a gateway run: the same steps, minus every file of OpenClaw's."""
     paths: StatePaths = w.paths
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())

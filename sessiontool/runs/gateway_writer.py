@@ -26,12 +26,12 @@ from sessiontool.openclaw import gateway
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.writer import RunWorker
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
-    from sessiontool.stores.run_record import FollowUp
-    from sessiontool.stores.run_record import RunRecord as Record
 
 Entry = dict[str, Any]
 ANNOUNCE_CALL_TIMEOUT_S = 60.0
@@ -132,7 +132,7 @@ class GatewayWriter:
         if label:
             refuse_label_in_use(ctx, agent_id, label)
 
-    def run(self, w: RunWorker, rec: Record) -> None:
+    def run(self, w: Worker, rec: Record) -> None:
         from sessiontool.runs import gateway_run
 
         gateway_run.execute_run(w, rec)

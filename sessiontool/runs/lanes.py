@@ -28,7 +28,7 @@ from sessiontool.stores.flock import is_held, open_lock_file, try_flock, wait_fl
 from sessiontool.stores.paths import StatePaths, ensure_dir
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)

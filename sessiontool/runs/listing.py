@@ -11,7 +11,7 @@ from sessiontool.runs import records
 from sessiontool.runs.submit import run_view, visible_run
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 USER_KINDS = ("send", "spawn")
 

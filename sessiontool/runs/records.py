@@ -39,8 +39,8 @@ from sessiontool.stores.jsonio import atomic_write, to_utf8
 from sessiontool.stores.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord as Record
-    from sessiontool.stores.run_record import RunStatus
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunStatus
 
 # Kept for callers that still import it: liveness no longer waits out a grace period.
 LOST_GRACE_MS = 0

@@ -17,7 +17,7 @@ from sessiontool.clock import now_ms
 from sessiontool.stores.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord as Record
 
 # The run's user line is among the last few messages (only its own reply and tool calls follow).
 TAIL = 200

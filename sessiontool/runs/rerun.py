@@ -11,7 +11,7 @@ from sessiontool.errors import UsageError
 from sessiontool.runs import records
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 RERUNNABLE = ("error", "lost", "aborted", "timeout")
 

@@ -32,9 +32,9 @@ from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.stores.config import Config
-    from sessiontool.stores.run_record import FollowUp
-    from sessiontool.stores.run_record import RunRecord as Record
 
 DONE = "done"
 WAIT = "wait"

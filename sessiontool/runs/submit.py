@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from sessiontool.stores.config import Config
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 Result = tuple[dict[str, Any], int]
 

@@ -23,8 +23,8 @@ from sessiontool.context import Context, Requester
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 
 if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.stores.paths import StatePaths
-    from sessiontool.stores.run_record import RunRecord
 
 TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
 READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")

@@ -21,7 +21,7 @@ from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.stores.run_record import RunRecord
+    from sessiontool.runs.record_types import RunRecord
 
 CHECK_SECONDS = 0.5
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

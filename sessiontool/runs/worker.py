@@ -25,8 +25,8 @@ from sessiontool.stores import flock
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.stores.config import Config
-    from sessiontool.stores.run_record import RunRecord as Record
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 

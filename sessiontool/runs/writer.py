@@ -22,29 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
-    from sessiontool.stores.run_record import FollowUp
-    from sessiontool.stores.run_record import RunRecord as Record
 
 Entry = dict[str, Any]
 WRITER_KINDS = ("files", "gateway")
-
-
-class RunWorker(Protocol):
-    """The lane worker as a writer sees it (runs/worker.Worker, which stores may not import):
-    where the state is, and the config it read once."""
-
-    @property
-    def paths(self) -> StatePaths: ...
-
-    @property
-    def cfg(self) -> Config: ...
-
-    def max_concurrent(self) -> int:
-        """How many runs may run at once (the worker's global cap)."""
-        ...
 
 
 class SessionWriter(Protocol):
@@ -96,7 +82,7 @@ class SessionWriter(Protocol):
         requester (files), or only the label check (gateway: the worker creates the child)."""
         ...
 
-    def run(self, w: RunWorker, rec: Record) -> None:
+    def run(self, w: Worker, rec: Record) -> None:
         """Carry out a queued record's turn (the lane worker calls it, holding the run lock)."""
         ...
 

@@ -20,7 +20,7 @@ from sessiontool.errors import UsageError
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.stores.run_record import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord as Record
 
 
 def _spinner(text: str) -> AbstractContextManager[Any]:

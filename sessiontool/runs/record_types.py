@@ -3,8 +3,7 @@
 A record travels between processes (the command that creates it, its lane's worker, `abort`,
 `wait`, reconcilers, a newer or older sessiontool on the same state dir), so its fields are
 declared once, here, for mypy; the values on disk are checked at read time by runs/schema.py,
-which a test keeps in step with these declarations (tests/test_run_record_format.py). It lives
-with the stores because it is an on-disk format that the session writers read too.
+which a test keeps in step with these declarations (tests/test_run_record_format.py).
 
 Format versions: a record written by this version carries `version`
 (runs/schema.RECORD_VERSION); a record without it is of version 1, the format before the field
