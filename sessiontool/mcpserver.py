@@ -19,7 +19,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -33,6 +33,9 @@ from sessiontool.context import Context
 from sessiontool.errors import SessiontoolError
 from sessiontool.runs import tools
 from sessiontool.stores.paths import StatePaths
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
 
 URI_PREFIX = "sessiontool://session/"
 PAGE = 100
@@ -51,7 +54,7 @@ class _Wait:
     timeout: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
-    def __call__(self, paths: StatePaths, run_id: str, timeout: float) -> dict[str, Any]:
+    def __call__(self, paths: StatePaths, run_id: str, timeout: float) -> RunRecord:
         from sessiontool.runs import records
 
         self.run_id, self.timeout, self.started = run_id, timeout, time.monotonic()

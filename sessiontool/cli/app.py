@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -16,6 +16,9 @@ from sessiontool.cli import render
 from sessiontool.cli.commands.completers import choices, complete_agent_ids
 from sessiontool.errors import ExitCode, SessiontoolError, from_os_error
 from sessiontool.stores import perms
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,7 +142,7 @@ def install_store_guard() -> None:
     install()
 
 
-def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
+def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
     """The command's context. Every command refuses a state dir that is not a directory
     (exit 2). A command that only reads (`reads=True`) also refuses a state dir that does not
     exist when it was given with `--state-dir`, and an `--agent` that is
@@ -164,7 +167,7 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Any:
     return ctx
 
 
-def remote_context(ctx: Any) -> Any:
+def remote_context(ctx: Context) -> Context:
     """With a remote gateway (`--gateway`, SESSIONTOOL_GATEWAY_URL, OPENCLAW_GATEWAY_URL,
     OpenClaw's `gateway.remote.url`): the same context in the part of the local state dir kept
     for that gateway, whose sessions are the gateway's (openclaw/target.py)."""
@@ -190,7 +193,7 @@ def check_state_dir_is_dir() -> None:
         )
 
 
-def check_readable_state(ctx: Any) -> None:
+def check_readable_state(ctx: Context) -> None:
     from sessiontool.errors import NotFoundError
     from sessiontool.sessions.findings import state_findings
 
@@ -198,7 +201,7 @@ def check_readable_state(ctx: Any) -> None:
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
-def check_new_agent(ctx: Any) -> None:
+def check_new_agent(ctx: Context) -> None:
     """A command that writes would create the `--agent` it is given; a typo (`--agent mian`)
     must not start a new agent: exit 3 with the nearest name, unless --create-agent says so."""
     from sessiontool.errors import NotFoundError
@@ -208,7 +211,7 @@ def check_new_agent(ctx: Any) -> None:
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 
-def check_writable(ctx: Any) -> None:
+def check_writable(ctx: Context) -> None:
     """Before a command starts background work: refuse (exit 5) when a link planted in the state
     dir would redirect its writes, instead of failing later inside the worker."""
     from sessiontool.stores import safefs

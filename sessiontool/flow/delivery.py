@@ -25,7 +25,6 @@ from sessiontool.stores.jsonio import compact_utf8
 from sessiontool.stores.paths import (
     FILE_MODE,
     StatePaths,
-    ensure_dir,
     is_plain_name,
     transcript_path_for,
 )
@@ -155,20 +154,10 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 def outbox_lock(paths: StatePaths) -> Iterator[None]:
     """The one lock every outbox writer takes: appenders and prune's rewrite. A flock, so a
     killed holder never blocks anyone and a live one is simply waited for."""
-    import fcntl
+    from sessiontool.stores.flock import held
 
-    try:
-        ensure_dir(paths.tool_dir)
-        fd = os.open(
-            paths.tool_dir / ".deliveries.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE
-        )
-    except OSError as exc:
-        raise StorageError(f"cannot lock {paths.deliveries}: {exc.strerror or exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held(paths.tool_dir / ".deliveries.lock", str(paths.deliveries), FILE_MODE):
         yield
-    finally:
-        os.close(fd)
 
 
 def append_outbox(paths: StatePaths, record: Mapping[str, Any]) -> bool:

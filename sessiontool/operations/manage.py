@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import now_ms, parse_iso_ms
 from sessiontool.context import Context
@@ -33,6 +33,9 @@ from sessiontool.stores.sessions_json import (
     fold,
     read_store,
 )
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
 
 LABEL_MAX = 64
 
@@ -139,7 +142,7 @@ def _ms(v: Any) -> int | None:
     return None
 
 
-def _child_in_index(ctx: Context, rec: dict[str, Any], cache: dict[str, set[str] | None]) -> bool:
+def _child_in_index(ctx: Context, rec: RunRecord, cache: dict[str, set[str] | None]) -> bool:
     """Whether a spawn record's child session is still in its agent's index (the archive rule
     needs the record while it is). An unreadable store counts as "still there": keep."""
     key = rec.get("sessionKey")

@@ -11,11 +11,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.stores import safefs
 from sessiontool.stores.locks import pid_alive, read_lock
 from sessiontool.stores.paths import StatePaths
+
+if TYPE_CHECKING:
+    from sessiontool.stores.config import Config
 
 # `<name>.<pid>.<8 hex>.tmp` (jsonio.atomic_write) and `<lock>.<pid>.<8 hex>.stale` (a lock
 # moved aside by a breaker).
@@ -195,7 +198,7 @@ def planted_links(paths: StatePaths) -> Iterator[Finding]:
         )
 
 
-def config_problems(config: Any) -> Iterator[Finding]:
+def config_problems(config: Config) -> Iterator[Finding]:
     """Values of the config that are skipped (OpenClaw's file) or refused (sessiontool's)."""
     import functools
 
@@ -213,7 +216,7 @@ def config_problems(config: Any) -> Iterator[Finding]:
         yield Finding("config-warning", "config", w, "")
 
 
-def check(paths: StatePaths, config: Any) -> list[Finding]:
+def check(paths: StatePaths, config: Config) -> list[Finding]:
     """doctor's extra findings (admin.doctor reports stores, transcripts, session locks and
     run records itself)."""
     out: list[Finding] = []
@@ -287,7 +290,7 @@ def _drop_bad_outbox_lines(paths: StatePaths) -> str | None:
     return None
 
 
-def fix(paths: StatePaths, config: Any, *, yes: bool) -> dict[str, Any]:
+def fix(paths: StatePaths, config: Config, *, yes: bool) -> dict[str, Any]:
     """Remove what is safe; quarantined records and planted links only with `yes`. Returns
     what was done, what was left for `--yes`, and what could not be removed."""
     done: list[dict[str, str]] = []

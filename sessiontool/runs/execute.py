@@ -20,14 +20,19 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool import testhooks
 from sessiontool.clock import now_ms
 from sessiontool.runs import lanes, records, steps
 from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunStatus
+    from sessiontool.runs.worker import Worker
+    from sessiontool.stores.config import Config
+
 _current: dict[str, Any] = {"runId": None, "paths": None}
 
 
@@ -58,7 +63,7 @@ class Session:
 
 @dataclass
 class Outcome:
-    status: str = "ok"
+    status: RunStatus = "ok"
     reply: str = ""
     error: str | None = None
     result: Any = None
@@ -72,7 +77,7 @@ def _points(name: str, rec: Record) -> tuple[str, ...]:
     return (name, f"{name}:{what}")
 
 
-def execute(w: Any, rec: Record) -> None:
+def execute(w: Worker, rec: Record) -> None:
     """The record's turn, carried out by the writer its command chose (runs/writer.py): the
     steps below for files, OpenClaw's gateway otherwise (runs/gateway_run.py)."""
     from sessiontool.runs.writer import writer_of
@@ -80,7 +85,7 @@ def execute(w: Any, rec: Record) -> None:
     writer_of(rec).run(w, rec)
 
 
-def run_in_files(w: Any, rec: Record) -> None:
+def run_in_files(w: Worker, rec: Record) -> None:
     paths: StatePaths = w.paths
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
@@ -147,11 +152,13 @@ def start(paths: StatePaths, rec: Record, session: Session) -> bool:
             return False
         now = now_ms()
         r.update(
-            status="running",
-            startedAt=now,
-            workerStartedAt=now,
-            pid=os.getpid(),
-            sessionId=session.session_id,
+            {
+                "status": "running",
+                "startedAt": now,
+                "workerStartedAt": now,
+                "pid": os.getpid(),
+                "sessionId": session.session_id,
+            }
         )
         return True
 
@@ -180,7 +187,7 @@ def append_user(rec: Record, session: Session) -> None:
     transcript.append_message(session.path, session.session_id, msg)
 
 
-def resolve_model(cfg: Any, session: Session) -> tuple[str | None, str]:
+def resolve_model(cfg: Config, session: Session) -> tuple[str | None, str]:
     """Session override, then the sub-agent model, then the agent's and the defaults', then
     the runner's, then the runner type's name (spec §6). `provider/model` splits at '/'."""
     from sessiontool.stores import keys
@@ -206,7 +213,7 @@ def resolve_model(cfg: Any, session: Session) -> tuple[str | None, str]:
     return None, str(runner.get("type", "echo"))
 
 
-def agent_env(paths: StatePaths, cfg: Any, rec: Record, session: Session) -> dict[str, str]:
+def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> dict[str, str]:
     from sessiontool.context import _sandboxed
 
     env = dict(os.environ)
@@ -222,7 +229,7 @@ def agent_env(paths: StatePaths, cfg: Any, rec: Record, session: Session) -> dic
     return env
 
 
-def run_agent(w: Any, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
+def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
     from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
 
     paths: StatePaths = w.paths
@@ -279,7 +286,7 @@ def run_agent(w: Any, rec: Record, session: Session, history: list[dict[str, Any
     return out
 
 
-def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[str, str | None]:
+def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[RunStatus, str | None]:
     """Record the end this run reached, unless an abort got there first: the one answer."""
     got: dict[str, Any] = {}
 

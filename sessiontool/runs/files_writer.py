@@ -20,11 +20,13 @@ from sessiontool.stores.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
 
 # Per-conversation state that a reset clears. Everything else in the entry (label, levels,
 # model and provider overrides, send policy, routing such as deliveryContext / lastChannel,
@@ -213,12 +215,12 @@ class FilesWriter:
             store.update_store(ctx.paths.store(req_agent), ensure_requester)
         store.update_store(ctx.paths.store(agent_id), write_child)
 
-    def run(self, w: Any, rec: Record) -> None:
+    def run(self, w: Worker, rec: Record) -> None:
         from sessiontool.runs import execute
 
         execute.run_in_files(w, rec)
 
-    def first_follow_up(self, rec: Record) -> dict[str, Any] | None:
+    def first_follow_up(self, rec: Record) -> FollowUp | None:
         kind = rec.get("kind")
         raw = rec.get("reply")
         reply: str = raw if isinstance(raw, str) else ""

@@ -21,7 +21,7 @@ and announce steps as on files, each a gateway run of its own.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
@@ -29,7 +29,11 @@ from sessiontool.openclaw import gateway
 from sessiontool.runs import execute, lanes, records
 from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
+    from sessiontool.stores.config import Config
+
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
 ABORT_CALL_TIMEOUT_S = 30.0
@@ -75,7 +79,7 @@ def _wait_s(rec: Record) -> float:
     return SEND_WAIT_S
 
 
-def execute_run(w: Any, rec: Record) -> None:
+def execute_run(w: Worker, rec: Record) -> None:
     """The worker's execute() for a gateway run: the same steps, minus every file of OpenClaw's."""
     paths: StatePaths = w.paths
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())
@@ -95,7 +99,9 @@ def _start(paths: StatePaths, rec: Record) -> bool:
         if r.get("status") != "queued":
             return False
         now = now_ms()
-        r.update(status="running", startedAt=now, workerStartedAt=now, pid=os.getpid())
+        r.update(
+            {"status": "running", "startedAt": now, "workerStartedAt": now, "pid": os.getpid()}
+        )
         return True
 
     done = records.update_record(paths, rec["runId"], mark)
@@ -363,7 +369,7 @@ def _alive(pid: int) -> bool:
 # -- a spawn's follow-up ---------------------------------------------------------------------
 
 
-def announce_text(paths: StatePaths, cfg: Any, rec: Record) -> str:
+def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
     """A gateway spawn's announce message, the same text the file form injects: Status, Result
     (the child's final reply), Notes, Stats."""
     from sessiontool.flow import announce

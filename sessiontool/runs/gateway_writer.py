@@ -26,11 +26,13 @@ from sessiontool.openclaw import gateway
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
 Entry = dict[str, Any]
 ANNOUNCE_CALL_TIMEOUT_S = 60.0
 
@@ -130,12 +132,12 @@ class GatewayWriter:
         if label:
             refuse_label_in_use(ctx, agent_id, label)
 
-    def run(self, w: Any, rec: Record) -> None:
+    def run(self, w: Worker, rec: Record) -> None:
         from sessiontool.runs import gateway_run
 
         gateway_run.execute_run(w, rec)
 
-    def first_follow_up(self, rec: Record) -> dict[str, Any] | None:
+    def first_follow_up(self, rec: Record) -> FollowUp | None:
         """A spawn announces back through the gateway; a send between two sessions gets the
         same reply-back turns and announce step as on files (their turns are gateway runs
         too); a `--deliver` send was delivered by OpenClaw itself."""

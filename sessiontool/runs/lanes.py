@@ -15,39 +15,26 @@ sleeps in flock() (woken twice a second to look at the other slots): it never sp
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sessiontool.errors import StorageError
+from sessiontool.stores.flock import is_held, open_lock_file, try_flock, wait_flock
 from sessiontool.stores.paths import StatePaths, ensure_dir
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 SEQ_WIDTH = 15
 DEFAULT_MAX_CONCURRENT = 8
 SLOT_RESCAN_SECONDS = 0.5
-
-
-def open_lock_file(path: Path) -> int:
-    """Open (creating) a lock file without following a symlink planted in its place."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600)
-
-
-def try_flock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
 
 
 # -- where a lane lives ----------------------------------------------------------------------
@@ -86,7 +73,7 @@ def parse_marker(name: str) -> tuple[int, str] | None:
 # -- queueing --------------------------------------------------------------------------------
 
 
-def enqueue(paths: StatePaths, rec: dict[str, Any], write: Any) -> None:
+def enqueue(paths: StatePaths, rec: RunRecord, write: Callable[[RunRecord], None]) -> None:
     """Give `rec` its lane position, write it (`write(rec)`), then add its marker: all under the
     lane's counter lock, so positions are unique and increasing in the order records appear."""
     d = lane_dir(paths, rec["sessionKey"])
@@ -108,13 +95,13 @@ def enqueue(paths: StatePaths, rec: dict[str, Any], write: Any) -> None:
         raise
 
 
-def _enqueue(d: Path, rec: dict[str, Any], write: Any) -> None:
+def _enqueue(d: Path, rec: RunRecord, write: Callable[[RunRecord], None]) -> None:
     try:
         fd = os.open(d / ".seq", os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600)
     except OSError as exc:
         raise StorageError(f"cannot open lane counter in {d}: {exc.strerror or exc}") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        wait_flock(fd)
         raw = os.pread(fd, 32, 0)
         try:
             last = int(raw.strip() or b"0")
@@ -143,7 +130,7 @@ def _enqueue(d: Path, rec: dict[str, Any], write: Any) -> None:
         os.close(fd)
 
 
-def remove_marker(paths: StatePaths, rec: dict[str, Any]) -> None:
+def remove_marker(paths: StatePaths, rec: RunRecord) -> None:
     seq = rec.get("seq")
     key = rec.get("sessionKey")
     if not isinstance(seq, int) or not isinstance(key, str):
@@ -175,16 +162,7 @@ def iter_lanes(paths: StatePaths) -> Iterator[str]:
 
 
 def worker_alive(paths: StatePaths, lane: str) -> bool:
-    try:
-        fd = os.open(lane_path(paths, lane) / ".worker", os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        return not try_flock(fd)
-    finally:
-        os.close(fd)
+    return is_held(lane_path(paths, lane) / ".worker")
 
 
 def ensure_worker(paths: StatePaths, lane: str, config_path: str | None = None) -> bool:
@@ -235,7 +213,7 @@ def acquire_slot(paths: StatePaths, limit: int) -> int:
             old = signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, SLOT_RESCAN_SECONDS)
             try:
-                fcntl.flock(fds[order[0]], fcntl.LOCK_EX)
+                wait_flock(fds[order[0]])
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 return fds.pop(order[0])
             except _Rescan:

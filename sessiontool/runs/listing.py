@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.runs import records
 from sessiontool.runs.submit import run_view, visible_run
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
 
 USER_KINDS = ("send", "spawn")
 
@@ -30,9 +33,11 @@ def list_runs(
     session: str | None = None,
     kinds: set[str] | None = None,
     steps: bool = False,
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """Runs newest first. Steps are internal (one `--as` send is a run and two steps): shown
-    only with `steps` (each right after its run) or when `kinds` names them."""
+    """Runs newest first, at most `limit` of them. Steps are internal (one `--as` send is a
+    run and two steps): shown only with `steps` (each right after its run) or when `kinds`
+    names them."""
     if status and status not in records.FINISHED_STATUSES | records.ACTIVE_STATUSES:
         valid = ", ".join(sorted(records.FINISHED_STATUSES | records.ACTIVE_STATUSES))
         raise UsageError(f"unknown status {status!r} (valid: {valid})")
@@ -51,17 +56,19 @@ def list_runs(
     out.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")), reverse=True)
     if steps and not kinds:
         out = _steps_under_their_runs(out)
+    if limit is not None:
+        out = out[:limit]
     return {"count": len(out), "runs": [run_view(ctx, r) for r in out]}
 
 
-def _steps_under_their_runs(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _steps_under_their_runs(recs: list[RunRecord]) -> list[RunRecord]:
     ids = {r.get("runId") for r in recs}
-    children: dict[str, list[dict[str, Any]]] = {}
+    children: dict[str, list[RunRecord]] = {}
     for r in recs:
         parent = r.get("parentRunId")
         if r.get("kind") == "step" and isinstance(parent, str) and parent in ids:
             children.setdefault(parent, []).append(r)
-    out: list[dict[str, Any]] = []
+    out: list[RunRecord] = []
     for r in recs:
         parent = r.get("parentRunId")
         if r.get("kind") == "step" and isinstance(parent, str) and parent in ids:

@@ -17,15 +17,13 @@ them true.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
@@ -33,17 +31,21 @@ from sessiontool.runs.schema import ACTIVE_STATUSES as ACTIVE_STATUSES  # one sc
 from sessiontool.runs.schema import FINISHED_STATUSES as FINISHED_STATUSES
 from sessiontool.runs.schema import KINDS as KINDS
 from sessiontool.runs.schema import MAX_MS as MAX_MS
+from sessiontool.runs.schema import RECORD_VERSION
 from sessiontool.runs.schema import is_ms as _is_ms
 from sessiontool.runs.schema import problem as problem
-from sessiontool.stores.jsonio import to_utf8
-from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
+from sessiontool.stores import flock
+from sessiontool.stores.jsonio import atomic_write, to_utf8
+from sessiontool.stores.paths import StatePaths, is_plain_name
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunStatus
 
 # Kept for callers that still import it: liveness no longer waits out a grace period.
 LOST_GRACE_MS = 0
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-Record = dict[str, Any]
 
 
 def new_run_id() -> str:
@@ -144,42 +146,14 @@ def write_record(paths: StatePaths, rec: Record) -> None:
     """Replace the record atomically (temp file, rename): a reader sees the old or the new one,
     never half, and a killed writer leaves the old one. No fsync: a record is ours alone, and
     one a power cut leaves empty is skipped as malformed (doctor, prune), never trusted."""
-    ensure_dir(paths.runs_dir)
-    path = paths.run_record(rec["runId"])
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    data = to_utf8(rec)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    atomic_write(paths.run_record(rec["runId"]), to_utf8(rec), durable=False, temp_prefix=".")
 
 
 @contextmanager
 def records_lock(paths: StatePaths) -> Iterator[None]:
     """Serialises read-modify-write of run records between workers, `abort` and reconcilers."""
-    try:
-        ensure_dir(paths.runs_dir)
-        fd = os.open(
-            paths.runs_dir / ".records.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600
-        )
-    except OSError as exc:
-        raise StorageError(f"cannot lock run records: {exc.strerror or exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flock.held(paths.runs_dir / ".records.lock", "run records"):
         yield
-    finally:
-        os.close(fd)
 
 
 def update_record(paths: StatePaths, run_id: str, mutate: Callable[[Record], Any]) -> Record:
@@ -216,8 +190,10 @@ def create_record(paths: StatePaths, **fields: Any) -> Record:
         "kind": fields.pop("kind"),
         "status": "queued",
         "createdAt": created,
+        "sessionKey": fields.pop("sessionKey"),
+        "version": RECORD_VERSION,
     }
-    rec.update({k: v for k, v in fields.items() if v is not None})
+    rec.update(cast("Record", {k: v for k, v in fields.items() if v is not None}))
     try:
         lanes.enqueue(paths, rec, lambda r: write_record(paths, r))
     except StorageError:
@@ -235,7 +211,7 @@ def abandon(paths: StatePaths, rec: Record, error: str) -> None:
     def mark(r: Record) -> bool:
         if is_finished(r):
             return False
-        r.update(status="error", outcome="error", error=error, endedAt=now_ms())
+        r.update({"status": "error", "outcome": "error", "error": error, "endedAt": now_ms()})
         return True
 
     try:
@@ -256,24 +232,10 @@ def _unlink(p: Path) -> None:
 
 def lock_held(paths: StatePaths, run_id: str) -> bool:
     """Whether a live process holds the run's flock (its worker, or whoever resumes it)."""
-    try:
-        fd = os.open(paths.run_lock(run_id), os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return True
-        raise
-    finally:
-        os.close(fd)
-    return False
+    return flock.is_held(paths.run_lock(run_id))
 
 
-def record_end(r: Record, status: str, error: str | None, reply: str | None) -> None:
+def record_end(r: Record, status: RunStatus, error: str | None, reply: str | None) -> None:
     """Write a finished run's end into its record, unless its end was already decided (an abort
     that won the race keeps its status): then only the outcome and the reply are added."""
     if not is_finished(r):
@@ -292,11 +254,12 @@ def is_lost(paths: StatePaths, rec: Record, now: int | None = None) -> bool:
     return rec.get("status") == "running" and not lock_held(paths, rec["runId"])
 
 
-def lost_fields(rec: Record) -> dict[str, Any]:
-    """The end of a run whose worker died: its decided outcome when that was an abort."""
+def lost_fields(rec: Record) -> Record:
+    """The end of a run whose worker died: its decided outcome when that was an abort (a
+    partial record, for `update`)."""
     if rec.get("outcome") == "aborted":
-        return {"status": "aborted", "error": rec.get("error") or "aborted by user"}
-    return {"status": "lost", "outcome": "lost", "error": "worker died"}
+        return cast("Record", {"status": "aborted", "error": rec.get("error") or "aborted by user"})
+    return cast("Record", {"status": "lost", "outcome": "lost", "error": "worker died"})
 
 
 def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
@@ -364,17 +327,7 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
 
 def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
     """Remove the lock file a worker killed after the run's end left behind (nobody holds it)."""
-    try:
-        fd = os.open(paths.run_lock(run_id), os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return
-    _unlink(paths.run_lock(run_id))
-    os.close(fd)
+    flock.remove_if_free(paths.run_lock(run_id))
 
 
 def _ensure_lane(paths: StatePaths, rec: Record) -> None:
@@ -414,7 +367,14 @@ def abort(paths: StatePaths, run_id: str) -> Record:
             state["decided"] = r["outcome"]
             return False
         state["was"] = r.get("status")
-        r.update(status="aborted", outcome="aborted", error="aborted by user", endedAt=now_ms())
+        r.update(
+            {
+                "status": "aborted",
+                "outcome": "aborted",
+                "error": "aborted by user",
+                "endedAt": now_ms(),
+            }
+        )
         if state["was"] == "queued":
             from sessiontool.runs import steps as steps_mod
 
@@ -426,7 +386,7 @@ def abort(paths: StatePaths, run_id: str) -> Record:
         # The worker reached its end first: that is the answer, published in a moment.
         from sessiontool.runs import wait
 
-        view = dict(rec)
+        view = rec.copy()
         view["status"] = state["decided"]
         done = wait.wait_for(paths, run_id, 30.0)
         return done if is_finished(done) else view

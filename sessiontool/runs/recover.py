@@ -11,12 +11,14 @@ run of a session at a time, so nothing else answers in between), and ends the ru
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import now_ms
 from sessiontool.stores.paths import StatePaths, is_plain_name
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
+
 # The run's user line is among the last few messages (only its own reply and tool calls follow).
 TAIL = 200
 ENDED = ("ok", "error", "timeout")
@@ -102,7 +104,7 @@ def after_end(paths: StatePaths, rec: Record, recovered: bool) -> None:
 
 def end_from(r: Record, msg: dict[str, Any]) -> None:
     """End the record (in place, under the records lock) as its worker would have."""
-    status = str(r["outcome"])
+    status = r["outcome"]
     r["status"] = status
     r["endedAt"] = now_ms()
     text = _text(msg) or ""
@@ -113,9 +115,10 @@ def end_from(r: Record, msg: dict[str, Any]) -> None:
         r.setdefault("error", err)
     if isinstance(msg.get("usage"), dict):
         r.setdefault("usage", msg["usage"])
-    for src, dst in (("model", "model"), ("provider", "modelProvider")):
-        if isinstance(msg.get(src), str) and msg[src]:
-            r.setdefault(dst, msg[src])
+    if isinstance(msg.get("model"), str) and msg["model"]:
+        r.setdefault("model", msg["model"])
+    if isinstance(msg.get("provider"), str) and msg["provider"]:
+        r.setdefault("modelProvider", msg["provider"])
     r["recoveredAt"] = r["endedAt"]
 
 

@@ -4,16 +4,19 @@ the new one names it (`rerunOf`), so `runs` shows both and a script can follow t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context, context_for_session
 from sessiontool.errors import UsageError
 from sessiontool.runs import records
 
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
+
 RERUNNABLE = ("error", "lost", "aborted", "timeout")
 
 
-def rerun(ctx: Context, old: dict[str, Any]) -> dict[str, Any]:
+def rerun(ctx: Context, old: RunRecord) -> dict[str, Any]:
     """Start the new run (never waits) and return the `send --timeout 0` / `spawn` result
     with `rerunOf`. `old` is a visible, reconciled record (`submit.get_run`)."""
     from sessiontool.runs.submit import send, spawn
@@ -61,7 +64,7 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
 
 
-def _free_label(ctx: Context, old: dict[str, Any]) -> str | None:
+def _free_label(ctx: Context, old: RunRecord) -> str | None:
     """The old spawn's label when no session holds it any more (labels name one session; the
     old child usually keeps it, and then the new child goes without)."""
     from sessiontool.sessions.reading import iter_sessions

@@ -16,6 +16,10 @@ FINISHED_STATUSES = frozenset({"ok", "error", "timeout", "aborted", "lost"})
 ACTIVE_STATUSES = frozenset({"queued", "running"})
 STATUSES = FINISHED_STATUSES | ACTIVE_STATUSES
 KINDS = frozenset({"send", "spawn", "step"})
+# The record format this version writes (`version`); a record without one is version 1 (before
+# the field existed) and reads the same. Raise it when a field changes meaning, not when one is
+# added: readers keep fields they do not know.
+RECORD_VERSION = 2
 # A millisecond time past this (year 5138) is not one: a clock given in microseconds.
 MAX_MS = 100_000_000_000_000
 # Seconds past this (about 3,000 years) are not a timeout anyone meant.
@@ -109,6 +113,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "endedAt": (is_ms, "a time in milliseconds"),
     "announcedAt": (is_ms, "a time in milliseconds"),
     "recoveredAt": (is_ms, "a time in milliseconds"),
+    "version": (_count, "a count"),
     "seq": (_count, "a count"),
     "turn": (_count, "a count"),
     "maxTurns": (_count, "a count"),

@@ -21,10 +21,9 @@ before it is appended again.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
@@ -32,7 +31,11 @@ from sessiontool.protocol import ANNOUNCE_SKIP, is_announce_skip, is_reply_skip
 from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.stores.config import Config
+
 DONE = "done"
 WAIT = "wait"
 RETRY_MS = 5_000
@@ -90,11 +93,11 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
 
 
 def try_lock(paths: StatePaths, run_id: str, *, block: bool) -> int | None:
-    from sessiontool.runs.lanes import open_lock_file, try_flock
+    from sessiontool.stores.flock import open_lock_file, try_flock, wait_flock
 
     fd = open_lock_file(paths.run_lock(run_id))
     if block:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        wait_flock(fd)
         return fd
     if try_flock(fd):
         return fd
@@ -114,7 +117,7 @@ class Advancer:
     """Runs a finished run's follow-up from its recorded step on, until it is done or waits for
     an agent step in some lane. The caller holds the run's lock."""
 
-    def __init__(self, paths: StatePaths, cfg: Any) -> None:
+    def __init__(self, paths: StatePaths, cfg: Config) -> None:
         self.paths = paths
         self.cfg = cfg
 
@@ -145,14 +148,14 @@ class Advancer:
     # -- recording -------------------------------------------------------------------------
     def record(self, rec: Record, changes: dict[str, Any], **top: Any) -> str:
         def mutate(r: Record) -> None:
-            fu = dict(r.get("followUp") or {})
+            fu: dict[str, Any] = dict(r.get("followUp") or {})
             fu.update(changes)
             for k in [k for k, v in fu.items() if v is None]:
                 del fu[k]
             if "error" not in changes:
                 fu.pop("error", None)
-            r["followUp"] = fu
-            r.update(top)
+            r["followUp"] = cast("FollowUp", fu)
+            r.update(cast("Record", top))
 
         records.update_record(self.paths, rec["runId"], mutate)
         return str(changes.get("next", ""))
@@ -205,7 +208,7 @@ class Advancer:
 
     def step_fields(self, rec: Record, name: str) -> dict[str, Any] | None:
         if rec.get("kind") == "spawn":
-            return self.spawn_announce_fields(rec)
+            return spawn_announce_fields(self.paths, rec)
         from sessiontool.flow import a2a
 
         requester, target = rec["requesterSessionKey"], rec["sessionKey"]
@@ -256,33 +259,6 @@ class Advancer:
             ),
             "announce": {"round1": round1, "latest": fu.get("latest") or round1},
             "provenance": inter_session(requester, req_ch),
-        }
-
-    def spawn_announce_fields(self, rec: Record) -> dict[str, Any]:
-        from sessiontool.flow import announce
-
-        child = rec["sessionKey"]
-        child_reply = rec.get("reply") or last_assistant_reply(self.paths, child)
-        return {
-            "step": "announce",
-            "sessionKey": child,
-            "requesterSessionKey": rec["requesterSessionKey"],
-            "message": announce.ANNOUNCE_STEP_MESSAGE,
-            "system": announce.announce_step_prompt(
-                task=rec.get("message", ""),
-                label=rec.get("label"),
-                outcome=str(rec.get("status")),
-                latest_reply=child_reply,
-            ),
-            "announce": {"childReply": child_reply},
-            # The child is archived right after: its entry need not record this turn (a spawn
-            # and its announce write the index at most four times).
-            "skipIndex": True if rec.get("cleanup") == "delete" else None,
-            "provenance": {
-                "kind": "inter_session",
-                "sourceSessionKey": rec["requesterSessionKey"],
-                "sourceTool": "sessions_spawn",
-            },
         }
 
     def consume(self, rec: Record, name: str, step: Record) -> str:
@@ -426,6 +402,35 @@ class Advancer:
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
         return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
+
+
+def spawn_announce_fields(paths: StatePaths, rec: Record) -> dict[str, Any]:
+    """A spawn's announce step: the child is asked to report its result to the requester."""
+    from sessiontool.flow import announce
+
+    child = rec["sessionKey"]
+    child_reply = rec.get("reply") or last_assistant_reply(paths, child)
+    return {
+        "step": "announce",
+        "sessionKey": child,
+        "requesterSessionKey": rec["requesterSessionKey"],
+        "message": announce.ANNOUNCE_STEP_MESSAGE,
+        "system": announce.announce_step_prompt(
+            task=rec.get("message", ""),
+            label=rec.get("label"),
+            outcome=str(rec.get("status")),
+            latest_reply=child_reply,
+        ),
+        "announce": {"childReply": child_reply},
+        # The child is archived right after: its entry need not record this turn (a spawn
+        # and its announce write the index at most four times).
+        "skipIndex": True if rec.get("cleanup") == "delete" else None,
+        "provenance": {
+            "kind": "inter_session",
+            "sourceSessionKey": rec["requesterSessionKey"],
+            "sourceTool": "sessions_spawn",
+        },
+    }
 
 
 def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:

@@ -20,12 +20,15 @@ from sessiontool.stores.jsonio import require_utf8
 if TYPE_CHECKING:
     from sessiontool.stores.config import Config
 
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
+
 Result = tuple[dict[str, Any], int]
 
 SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "inherit"}
 
 
-def _start(ctx: Context, rec: dict[str, Any]) -> None:
+def _start(ctx: Context, rec: RunRecord) -> None:
     """Make sure the run's lane has a live worker (it runs the lane's queue in order)."""
     from sessiontool.runs import lanes
 
@@ -39,7 +42,7 @@ def _start(ctx: Context, rec: dict[str, Any]) -> None:
         raise
 
 
-def run_result(ctx: Context, rec: dict[str, Any]) -> Result:
+def run_result(ctx: Context, rec: RunRecord) -> Result:
     """The send/wait result shape of spec §5.2 for a record, and its exit code."""
     out: dict[str, Any] = {"runId": rec["runId"]}
     status = rec.get("status")
@@ -82,7 +85,7 @@ def send(
     label: str | None = None,
     timeout: float = 30.0,
     deliver: bool = False,
-    wait: Callable[[Any, str, float], dict[str, Any]] | None = None,
+    wait: Callable[[Any, str, float], RunRecord] | None = None,
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation)."""
@@ -258,7 +261,7 @@ def _spawn_record(
     cleanup: str,
     run_timeout: float | None,
     **more: Any,
-) -> dict[str, Any]:
+) -> RunRecord:
     """The queued record of a spawn, file-based or through the gateway (`more`: via, model)."""
     return records.create_record(
         ctx.paths,
@@ -326,23 +329,23 @@ PUBLIC_RUN_FIELDS = frozenset(
 )
 
 
-def run_view(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
+def run_view(ctx: Context, rec: RunRecord) -> dict[str, Any]:
     """A record as `runs` shows it: its public fields only (an internal field never leaks out by
     accident), in the record's order, keys in display form."""
-    out = {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS}
+    out: dict[str, Any] = {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS}
     for k in ("sessionKey", "requesterSessionKey"):
         if isinstance(out.get(k), str):
             out[k] = ctx.display(out[k])
     return out
 
 
-def visible_run(ctx: Context, rec: dict[str, Any]) -> bool:
+def visible_run(ctx: Context, rec: RunRecord) -> bool:
     """A session requester sees only the runs it started (and their steps)."""
     req = ctx.requester.session_key
     return req is None or rec.get("requesterSessionKey") == req or rec.get("startedBy") == req
 
 
-def get_run(ctx: Context, run_id: str) -> dict[str, Any]:
+def get_run(ctx: Context, run_id: str) -> RunRecord:
     from sessiontool.errors import NotFoundError
 
     rec = records.reconcile(ctx.paths, records.read_record(ctx.paths, run_id))

@@ -23,13 +23,14 @@ from sessiontool.context import Context, Requester
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 
 if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.stores.paths import StatePaths
 
 TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
 READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
 FAILED_STATUSES = frozenset({"forbidden", "error", "timeout"})
 
-Waiter = Callable[["StatePaths", str, float], dict[str, Any]]
+Waiter = Callable[["StatePaths", str, float], "RunRecord"]
 
 
 @dataclass(frozen=True)

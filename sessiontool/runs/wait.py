@@ -15,9 +15,13 @@ import os
 import select
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sessiontool.runs import records
 from sessiontool.stores.paths import StatePaths
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord
 
 CHECK_SECONDS = 0.5
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -53,7 +57,7 @@ def _open(path: Path) -> int | None:
         return None
 
 
-def _read(paths: StatePaths, run_id: str, seen: bool) -> records.Record:
+def _read(paths: StatePaths, run_id: str, seen: bool) -> RunRecord:
     """The record; a run its worker withdrew (it could record nothing: a full disk) is the
     failure it was, not "not found"."""
     from sessiontool.errors import NotFoundError, StorageError
@@ -73,15 +77,15 @@ def _read(paths: StatePaths, run_id: str, seen: bool) -> records.Record:
         ) from None
 
 
-def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> records.Record:
+def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> RunRecord:
     """The record once the run is over, or as it is when `timeout` seconds have passed."""
     deadline = None if timeout is None else time.monotonic() + timeout
     path = fifo_path(paths, run_id)
     fd = _open(path)
-    rec: records.Record = {}
+    rec: RunRecord | None = None
     try:
         while True:
-            rec = records.reconcile(paths, _read(paths, run_id, bool(rec)))
+            rec = records.reconcile(paths, _read(paths, run_id, rec is not None))
             if records.is_finished(rec):
                 return rec
             wait = CHECK_SECONDS
@@ -98,7 +102,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> records.R
             poller.register(fd, select.POLLIN | select.POLLHUP)
             if poller.poll(int(wait * 1000) + 1):
                 # Woken: read the record again (first); a fresh descriptor for a later wait.
-                rec = records.reconcile(paths, _read(paths, run_id, bool(rec)))
+                rec = records.reconcile(paths, _read(paths, run_id, rec is not None))
                 if records.is_finished(rec):
                     return rec
                 os.close(fd)
@@ -106,14 +110,14 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> records.R
     finally:
         if fd is not None:
             os.close(fd)
-        if records.is_finished(rec):
+        if rec is not None and records.is_finished(rec):
             try:
                 os.unlink(path)
             except OSError:
                 pass
 
 
-def wait_all(paths: StatePaths, run_ids: list[str], timeout: float | None) -> list[records.Record]:
+def wait_all(paths: StatePaths, run_ids: list[str], timeout: float | None) -> list[RunRecord]:
     """Each run's record once it is over (in the order given), or as it is when `timeout`
     seconds (one deadline for all of them) have passed."""
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -11,20 +11,23 @@ Started by lanes.ensure_worker (forked from the caller, with the lane lock alrea
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
 from sessiontool.runs import lanes, records, steps
+from sessiontool.stores import flock
 from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.stores.config import Config
+
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -33,10 +36,10 @@ class Worker:
 
     def __init__(self, paths: StatePaths) -> None:
         self.paths = paths
-        self._cfg: Any = None
+        self._cfg: Config | None = None
 
     @property
-    def cfg(self) -> Any:
+    def cfg(self) -> Config:
         if self._cfg is None:
             from sessiontool.stores.config import load_config
 
@@ -88,16 +91,16 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
     """Run the lane's queued runs one by one until it is empty."""
     d = lanes.lane_path(w.paths, lane)
     if lock_fd is None:
-        lock_fd = lanes.open_lock_file(d / ".worker")
-        if not lanes.try_flock(lock_fd):
+        lock_fd = flock.open_lock_file(d / ".worker")
+        if not flock.try_flock(lock_fd):
             return 0  # the lane has its worker
     while True:
         head = next_marker(d)
         if head is None:
             # Let go, then look once more: a run queued just before we let go found the lock
             # held and started nobody, so it is ours to run (or a new worker's).
-            fcntl.flock(lock_fd, fcntl.LOCK_UN)
-            if next_marker(d) is None or not lanes.try_flock(lock_fd):
+            flock.unlock(lock_fd)
+            if next_marker(d) is None or not flock.try_flock(lock_fd):
                 os.close(lock_fd)
                 return 0
             continue
@@ -194,7 +197,7 @@ def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
     def mark(r: Record) -> bool:
         if records.is_finished(r):
             return False
-        r.update(status="error", outcome="error", error=problem, endedAt=now_ms())
+        r.update({"status": "error", "outcome": "error", "error": problem, "endedAt": now_ms()})
         steps.init_follow_up(r)
         return True
 

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
+    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.stores.config import Config
     from sessiontool.stores.paths import StatePaths
 
-Record = dict[str, Any]
 Entry = dict[str, Any]
 WRITER_KINDS = ("files", "gateway")
 
@@ -80,11 +82,11 @@ class SessionWriter(Protocol):
         requester (files), or only the label check (gateway: the worker creates the child)."""
         ...
 
-    def run(self, w: Any, rec: Record) -> None:
+    def run(self, w: Worker, rec: Record) -> None:
         """Carry out a queued record's turn (the lane worker calls it, holding the run lock)."""
         ...
 
-    def first_follow_up(self, rec: Record) -> dict[str, Any] | None:
+    def first_follow_up(self, rec: Record) -> FollowUp | None:
         """The first follow-up step of a run that has just ended (None: nothing follows)."""
         ...
 

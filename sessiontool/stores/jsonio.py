@@ -278,16 +278,22 @@ def atomic_write(
     data: bytes,
     mode: int = 0o600,
     before_rename: Callable[[Path], None] | None = None,
+    *,
+    durable: bool = True,
+    temp_prefix: str = "",
 ) -> os.stat_result:
     """Write `<path>.<pid>.<rand>.tmp`, fsync, rename over `path`: readers see old or new, never
     half. On a full or read-only disk the temp file is removed and the original stays. Returns
     the written file's status as it was before the rename (its inode, size and mtime: what a
     cache of the parsed file needs to recognise it later). `before_rename` gets the finished
-    temp file (the outbox links it for its followers, flow/follow.py)."""
+    temp file (the outbox links it for its followers, flow/follow.py). `durable=False` skips
+    the fsync for files only sessiontool reads, whose loss to a power cut is detected and
+    reported, never trusted (run records); `temp_prefix` names the temp file as that
+    directory's cleaners expect it (repair.py)."""
     from sessiontool.stores import safefs
 
     safefs.ensure_dir(path.parent)  # confined: no link leads the temp file or the rename out
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    tmp = path.with_name(f"{temp_prefix}{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:
@@ -295,7 +301,8 @@ def atomic_write(
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
             written = os.fstat(fd)
         finally:
             os.close(fd)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import iso, now_ms
 from sessiontool.errors import StorageError
@@ -18,6 +18,9 @@ from sessiontool.stores.jsonio import compact_utf8
 from sessiontool.stores.locks import transcript_lock
 from sessiontool.stores.paths import ensure_dir
 from sessiontool.structs import Value
+
+if TYPE_CHECKING:
+    from sessiontool.stores.paths import StatePaths
 
 SESSION_VERSION = 3
 BLOCK = 64 * 1024
@@ -250,14 +253,14 @@ def append_entries(
     return written
 
 
-def check_writable(paths: Any, agent_id: str, entry: Any) -> None:
+def check_writable(paths: StatePaths, agent_id: str, entry: Mapping[str, Any] | None) -> None:
     """Refuse now (exit 5, in the foreground) when a session's transcript or its lock is a
     planted link: the run's worker would refuse it anyway, as the run's error, after the
     command had already said the run started."""
     from sessiontool.stores.paths import is_plain_name, transcript_path_for
 
-    sid = entry.get("sessionId") if isinstance(entry, dict) else None
-    if not isinstance(sid, str) or not is_plain_name(sid):
+    sid = entry.get("sessionId") if entry is not None else None
+    if entry is None or not isinstance(sid, str) or not is_plain_name(sid):
         return
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
     safefs.preflight(paths.root, [], [path, path.with_name(path.name + ".lock")])

@@ -87,7 +87,7 @@ def mcp_cmd(
         render.warning_line(w)
 
     def make_ctx() -> Context:
-        return remote_context(build_context(G.state_dir, G.config, G.agent, key))  # type: ignore[no-any-return]
+        return remote_context(build_context(G.state_dir, G.config, G.agent, key))
 
     from sessiontool.mcpserver import serve
 

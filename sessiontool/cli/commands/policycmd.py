@@ -3,13 +3,16 @@ operator commands about where agents' words may go."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
 
 
 def _decision_line(result: dict[str, Any]) -> str:
@@ -77,7 +80,7 @@ def _readable(rec: dict[str, Any]) -> str:
     return render.esc(line) + "\n"
 
 
-def _retry(ctx: Any, ids: list[str], as_json: bool) -> int:
+def _retry(ctx: Context, ids: list[str], as_json: bool) -> int:
     from sessiontool.flow.redeliver import retry
 
     result = retry(ctx, ids)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,6 +17,10 @@ from sessiontool.cli.commands.completers import (
     complete_run_ids,
 )
 from sessiontool.errors import UsageError
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
+    from sessiontool.runs.record_types import RunRecord as Record
 
 
 def _spinner(text: str) -> AbstractContextManager[Any]:
@@ -144,7 +148,7 @@ def send_cmd(
     if deliver and rec.get("deliver") and result.get("status") == "ok":
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
         # what (if anything) is posted: there is no delivery of the reply to wait for.
-        code = _report_delivery(ctx, result, rec, wait_s, as_json, code)
+        code = _report_delivery(ctx, result, rec, wait_s, code)
     return _print_result(result, code, as_json, ids_only=quiet)
 
 
@@ -169,38 +173,24 @@ def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
 
 
 def _report_delivery(
-    ctx: Any, result: dict[str, Any], rec: dict[str, Any], wait_s: float, as_json: bool, code: int
+    ctx: Context, result: dict[str, Any], rec: Record, wait_s: float, code: int
 ) -> int:
-    """After a `--deliver` run ended ok, its worker delivers the reply: wait (within what is
-    left of --timeout, at most the delivery command's own limit) for the outbox line and say
-    when the reply was not delivered: a warning on stderr, the exit status stays the run's
-    (`deliveries retry ID` tries again; `delivery.status` in the JSON says it too)."""
-    import time
-
+    """Say when a `--deliver` run's reply was not delivered: a warning on stderr, the exit
+    status stays the run's (`deliveries retry ID` tries again; `delivery.status` in the JSON
+    says it too). Still pending after the wait: `delivery.status` says so."""
     from sessiontool.errors import SessiontoolError
-    from sessiontool.flow.delivery import COMMAND_TIMEOUT_SECONDS, DELIVERED
-    from sessiontool.flow.redeliver import latest
+    from sessiontool.flow.delivery import DELIVERED
+    from sessiontool.runs.control import wait_delivery
 
-    did = f"{rec['runId']}:deliver"
-    deadline = time.monotonic() + min(wait_s, COMMAND_TIMEOUT_SECONDS + 5)
-    found: dict[str, Any] | None = None
-    while True:
-        try:
-            known = latest(ctx)
-        except SessiontoolError as exc:
-            # The run succeeded: its reply is the answer; only the delivery's fate is unknown.
-            render.warning_line(f"cannot tell whether the reply was delivered: {exc.message}")
-            return code
-        for rid, r in known.items():
-            if r.get("runId") == rec["runId"] and r.get("mode") == "deliver":
-                found, did = r, rid
-        if found is not None or time.monotonic() >= deadline:
-            break
-        if _follow_up_done(ctx, rec["runId"]):
-            break  # the worker is past its delivery step and wrote no line: nothing to wait for
-        time.sleep(0.05)
-    if found is None:
-        return code  # still pending: `delivery.status` says so
+    try:
+        got = wait_delivery(ctx, rec, wait_s)
+    except SessiontoolError as exc:
+        # The run succeeded: its reply is the answer; only the delivery's fate is unknown.
+        render.warning_line(f"cannot tell whether the reply was delivered: {exc.message}")
+        return code
+    if got is None:
+        return code
+    did, found = got
     info: dict[str, Any] = {"id": did, "status": found.get("status"), "mode": "deliver"}
     if found.get("error"):
         info["error"] = found["error"]
@@ -213,17 +203,6 @@ def _report_delivery(
     if found.get("status") not in ("denied", "undelivered"):  # retrying cannot change those
         render.err(f"hint: sessiontool deliveries retry {did}")
     return code
-
-
-def _follow_up_done(ctx: Any, run_id: str) -> bool:
-    from sessiontool.errors import SessiontoolError
-    from sessiontool.runs import records
-
-    try:
-        fu = records.read_record(ctx.paths, run_id).get("followUp")
-    except SessiontoolError:
-        return True
-    return isinstance(fu, dict) and fu.get("next") == "done"
 
 
 @app.command("wait")
@@ -250,6 +229,7 @@ def wait_cmd(
     JSON object per run). The exit status is the worst of them: a failed run (1) over a wait that timed out
     (124) over ok (0)."""
     from sessiontool.durations import parse_duration
+    from sessiontool.runs.control import full_run_id
     from sessiontool.runs.listing import open_runs
     from sessiontool.runs.submit import get_run, run_result
     from sessiontool.runs.wait import wait_all, worst_exit
@@ -277,7 +257,7 @@ def wait_cmd(
         result, code = run_result(ctx, rec)
         if rec.get("deliver") and result.get("status") == "ok":
             # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
-            code = _report_delivery(ctx, result, rec, wait_s or 30.0, as_json, code)
+            code = _report_delivery(ctx, result, rec, wait_s or 30.0, code)
         codes.append(code)
         if len(ids) == 1 or as_json:
             _print_result(result, code, as_json)
@@ -294,30 +274,6 @@ def _interrupted_many(ids: list[str]) -> int:
 
     render.err(f"stopped waiting; the {len(ids)} runs go on: sessiontool wait {' '.join(ids)}")
     return int(ExitCode.INTERRUPTED)
-
-
-def full_run_id(ctx: Any, given: str) -> str:
-    """A run id, or a unique prefix of one (the RUN column shows 8 characters)."""
-    import os
-
-    from sessiontool.stores.paths import is_plain_name
-
-    if not is_plain_name(given) or ctx.paths.run_record(given).exists():
-        return given
-    try:
-        names = os.listdir(ctx.paths.runs_dir)
-    except OSError:
-        return given
-    hits: list[str] = sorted(n[:-5] for n in names if n.endswith(".json") and n.startswith(given))
-    if len(hits) == 1:
-        return hits[0]
-    if len(hits) > 1:
-        shown = ", ".join(hits[:5]) + (" …" if len(hits) > 5 else "")
-        raise UsageError(
-            f"run id prefix {given!r} is ambiguous ({len(hits)} runs: {shown})",
-            hint="give more characters of the run id",
-        )
-    return given
 
 
 def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
@@ -388,46 +344,43 @@ def runs_cmd(
     --fields picks and orders them."""
     from sessiontool.cli import columns
     from sessiontool.cli.commands.read import parse_limit
+    from sessiontool.runs.control import show_run
     from sessiontool.runs.listing import list_runs, parse_kinds
-    from sessiontool.runs.submit import get_run, run_view
 
     n = parse_limit(limit)
     names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
     ctx = get_ctx(reads=True)
     if run_id is not None:
-        run_id = full_run_id(ctx, run_id)
-        rec = run_view(ctx, get_run(ctx, run_id))
-        if log:
-            try:
-                rec["log"] = ctx.paths.run_log(run_id).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                rec["log"] = ""
-        if want_json(json_):
-            render.emit_json(rec)
-        else:
-            lines = [
-                f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in rec.items() if k != "log"
-            ]
-            text = "\n".join(lines) + "\n"
-            if log:
-                text += "--- log ---\n" + rec["log"]
-            render.write_out(text)
+        _show_one(show_run(ctx, run_id, log=log), want_json(json_))
         return
     if log:
         raise UsageError("--log needs a RUN_ID")
-    result = list_runs(ctx, status=status, session=session, kinds=parse_kinds(kinds), steps=steps)
-    if n is not None and len(result["runs"]) > n:
-        result = {"count": n, "runs": result["runs"][:n]}
+    kinds_ = parse_kinds(kinds)
+    result = list_runs(ctx, status=status, session=session, kinds=kinds_, steps=steps, limit=n)
     if want_json(json_):
         render.emit_json(result)
+    elif quiet:
+        render.write_out("".join(render.esc(r["runId"]) + "\n" for r in result["runs"]))
+    elif names:
+        render.write_out(render.tsv(columns.rows(columns.RUNS, names, result["runs"])))
+    else:
+        _runs_table(result["runs"])
+
+
+def _show_one(view: dict[str, Any], as_json: bool) -> None:
+    """One run: its JSON, or one `field<TAB>value` line each, then its log when asked for."""
+    if as_json:
+        render.emit_json(view)
         return
-    rows = result["runs"]
-    if quiet:
-        render.write_out("".join(render.esc(r["runId"]) + "\n" for r in rows))
-        return
-    if names:
-        render.write_out(render.tsv(columns.rows(columns.RUNS, names, rows)))
-        return
+    lines = [f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in view.items() if k != "log"]
+    text = "\n".join(lines) + "\n"
+    if "log" in view:
+        text += "--- log ---\n" + view["log"]
+    render.write_out(text)
+
+
+def _runs_table(rows: list[dict[str, Any]]) -> None:
+    """The table on a terminal (short run ids, ages), else TSV without a header."""
     terminal = render.is_terminal()
     short = short_ids([r["runId"] for r in rows]) if terminal else {}
     cells = [
@@ -444,17 +397,16 @@ def runs_cmd(
         ]
         for r in rows
     ]
-    if terminal:
-        if not rows:
-            render.empty("No runs.")
-            return
+    if not terminal:
+        render.write_out(render.tsv(cells))
+    elif not rows:
+        render.empty("No runs.")
+    else:
         render.table(
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
             cells,
             no_wrap=("RUN", "KIND", "STATUS", "CREATED"),
         )
-    else:
-        render.write_out(render.tsv(cells))
 
 
 def _short(v: Any, n: int = 60) -> str:
@@ -476,6 +428,7 @@ def rerun_cmd(
     The old record stays; the new one names it (`rerunOf`). Prints the new run id at once, as
     `send --timeout 0` does: `sessiontool wait $(sessiontool rerun ID)`. A spawn keeps its
     label only when no session holds it any more."""
+    from sessiontool.runs.control import full_run_id
     from sessiontool.runs.rerun import rerun
     from sessiontool.runs.submit import get_run
 
@@ -493,23 +446,11 @@ def abort_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> int:
     """Stop a run: kill its agent's process group and mark it aborted."""
-    from sessiontool.runs import records
-    from sessiontool.runs.submit import get_run
+    from sessiontool.runs.control import abort_run
 
-    ctx = get_ctx(reads=True)
-    run_id = full_run_id(ctx, run_id)
-    get_run(ctx, run_id)
-    rec = records.abort(ctx.paths, run_id)
-    result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
-    if rec.get("status") == "aborted" and rec.get("startedAt"):
-        from sessiontool.runs.writer import writer_of
-
-        # Where the turn runs elsewhere (OpenClaw's gateway), it is asked to stop it too.
-        stopped = writer_of(rec).abort_turn(ctx.paths, rec)
-        if stopped is not None:
-            result["gatewayAborted"] = stopped
+    result = abort_run(get_ctx(reads=True), run_id)
     if want_json(json_):
         render.emit_json(result)
     else:
-        render.write_out(f"{run_id}\t{rec.get('status')}\n")
+        render.write_out(f"{result['runId']}\t{result['status']}\n")
     return 0

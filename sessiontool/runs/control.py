@@ -1,0 +1,108 @@
+"""What the run commands (`runs`, `wait`, `abort`, `send --deliver`) ask of the engine beyond
+starting a run: a run named by a prefix of its id, one run shown with its worker log, an abort
+that reaches the turn where it runs, and the fate of a `--deliver` run's delivery. Here, not in
+the CLI, so that every caller (the CLI, a tool call) gets the same answer and the CLI only
+parses and renders."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from sessiontool.errors import UsageError
+from sessiontool.stores.paths import is_plain_name
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
+    from sessiontool.runs.record_types import RunRecord as Record
+
+# How often the outbox is looked at while a `--deliver` run's worker delivers its reply: the
+# delivery is one command (seconds), so 50 ms is quick to notice and cheap to look.
+DELIVERY_POLL_SECONDS = 0.05
+
+
+def full_run_id(ctx: Context, given: str) -> str:
+    """A run id, or a unique prefix of one (the RUN column shows 8 characters). An unknown id is
+    given back as it is: the caller's lookup says it was not found."""
+    if not is_plain_name(given) or ctx.paths.run_record(given).exists():
+        return given
+    try:
+        names = os.listdir(ctx.paths.runs_dir)
+    except OSError:
+        return given
+    hits: list[str] = sorted(n[:-5] for n in names if n.endswith(".json") and n.startswith(given))
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        shown = ", ".join(hits[:5]) + (" …" if len(hits) > 5 else "")
+        raise UsageError(
+            f"run id prefix {given!r} is ambiguous ({len(hits)} runs: {shown})",
+            hint="give more characters of the run id",
+        )
+    return given
+
+
+def show_run(ctx: Context, given: str, *, log: bool = False) -> dict[str, Any]:
+    """One run as `runs RUN_ID` shows it (its public fields), with its worker's log under `log`
+    when asked for (empty when the worker wrote none)."""
+    from sessiontool.runs.submit import get_run, run_view
+
+    run_id = full_run_id(ctx, given)
+    view = run_view(ctx, get_run(ctx, run_id))
+    if log:
+        try:
+            view["log"] = ctx.paths.run_log(run_id).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            view["log"] = ""
+    return view
+
+
+def abort_run(ctx: Context, given: str) -> dict[str, Any]:
+    """End a run as `aborted` (records.abort) and, where its turn runs elsewhere (OpenClaw's
+    gateway), ask that to stop it too: `gatewayAborted` says whether it stopped something."""
+    from sessiontool.runs import records
+    from sessiontool.runs.submit import get_run
+
+    run_id = full_run_id(ctx, given)
+    get_run(ctx, run_id)
+    rec = records.abort(ctx.paths, run_id)
+    result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
+    if rec.get("status") == "aborted" and rec.get("startedAt"):
+        from sessiontool.runs.writer import writer_of
+
+        stopped = writer_of(rec).abort_turn(ctx.paths, rec)
+        if stopped is not None:
+            result["gatewayAborted"] = stopped
+    return result
+
+
+def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[str, Any]] | None:
+    """After a `--deliver` run ended ok its worker delivers the reply: wait (up to `wait_s`, at
+    most the delivery command's own limit and a little) for the delivery's outbox line, and give
+    (delivery id, its latest line), or None while it is still pending. It stops early when the
+    worker is past its delivery step and wrote no line. An unreadable outbox raises."""
+    from sessiontool.flow.delivery import COMMAND_TIMEOUT_SECONDS
+    from sessiontool.flow.redeliver import latest
+
+    run_id = rec["runId"]
+    deadline = time.monotonic() + min(wait_s, COMMAND_TIMEOUT_SECONDS + 5)
+    while True:
+        found = None
+        for did, line in latest(ctx).items():
+            if line.get("runId") == run_id and line.get("mode") == "deliver":
+                found = did, line
+        if found is not None or time.monotonic() >= deadline or _follow_up_done(ctx, run_id):
+            return found
+        time.sleep(DELIVERY_POLL_SECONDS)
+
+
+def _follow_up_done(ctx: Context, run_id: str) -> bool:
+    from sessiontool.errors import SessiontoolError
+    from sessiontool.runs import records
+
+    try:
+        fu = records.read_record(ctx.paths, run_id).get("followUp")
+    except SessiontoolError:
+        return True
+    return isinstance(fu, dict) and fu.get("next") == "done"

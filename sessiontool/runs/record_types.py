@@ -1,0 +1,106 @@
+"""The type of a run record (`<state>/sessiontool/runs/<runId>.json`) and of its follow-up.
+
+A record travels between processes (the command that creates it, its lane's worker, `abort`,
+`wait`, reconcilers, a newer or older sessiontool on the same state dir), so its fields are
+declared once, here, for mypy; the values on disk are checked at read time by runs/schema.py,
+which a test keeps in step with these declarations (tests/test_run_record_format.py).
+
+Format versions: a record written by this version carries `version`
+(runs/schema.RECORD_VERSION); a record without it is of version 1, the format before the field
+existed, read the same way. A newer version's fields are kept and not checked, so an older
+sessiontool can still list and wait on its runs.
+
+Importing this module costs nothing at run time for its users: they import it under
+`TYPE_CHECKING` (only the tests load it for real, to hold runs/schema.py to it). No
+`from __future__ import annotations` here: `Required` must be seen at run time for that.
+"""
+
+from typing import Any, Literal, Required, TypedDict
+
+RunStatus = Literal["queued", "running", "ok", "error", "timeout", "aborted", "lost"]
+FinishedStatus = Literal["ok", "error", "timeout", "aborted", "lost"]
+RunKind = Literal["send", "spawn", "step"]
+
+
+class FollowUp(TypedDict, total=False):
+    """What still follows a finished run (runs/steps.py): its next step and that step's data.
+    A step's field that is done with is removed, never left as null."""
+
+    next: str  # "reply:N", "announce", "inject", "deliver", "cleanup", "gateway-announce", "done"
+    latest: str  # the last reply of an agent-to-agent exchange
+    incoming: str  # the message the next reply turn answers
+    text: str  # what `inject`/`deliver` hands on
+    to: str  # the session key a delivery is for
+    mode: str  # the delivery's mode (flow/delivery.py)
+    error: str  # why the last attempt failed (it is retried)
+    delivering: bool  # a delivery was started (resumed, never written twice)
+    attemptAt: int  # ms of the last failed attempt (retried after a pause)
+    injectAt: int  # ms the announce message was made (its transcript timestamp)
+
+
+class Announce(TypedDict, total=False):
+    """An announce step's inputs, kept for the step that consumes its reply."""
+
+    round1: str | None
+    latest: str | None
+    childReply: str | None
+
+
+class RunRecord(TypedDict, total=False):
+    """One run (`kind` send or spawn) or one internal step of a run (`kind` step)."""
+
+    # Always there (runs/schema.py refuses a record without them).
+    runId: Required[str]
+    kind: Required[RunKind]
+    status: Required[RunStatus]
+    createdAt: Required[int]
+    sessionKey: Required[str]
+    version: int  # the record format (RECORD_VERSION); absent: 1
+    # Who and what.
+    agentId: str
+    sessionId: str
+    requesterSessionKey: str
+    startedBy: str
+    parentRunId: str  # a step's run
+    rerunOf: str  # the run this one repeats
+    message: str
+    system: str | None
+    label: str | None
+    cleanup: str | None
+    via: str  # the writer its command chose: "gateway", else files
+    step: str  # a step's name: "reply", "announce"
+    turn: int
+    maxTurns: int
+    a2a: bool
+    deliver: bool
+    gatewayDeliver: bool
+    skipIndex: bool
+    channel: str
+    to: str
+    accountId: str
+    provenance: dict[str, Any]
+    announce: Announce
+    timeoutSeconds: float
+    runTimeoutSeconds: float | None
+    # Its lane and its worker.
+    seq: int
+    pid: int
+    agentPid: int
+    workerStartedAt: int
+    startedAt: int
+    # Its end.
+    outcome: RunStatus  # the end the worker reached, before it is published as `status`
+    endedAt: int
+    reply: str | None
+    error: str | None
+    model: str
+    modelProvider: str
+    usage: dict[str, Any]
+    recoveredAt: int
+    gatewayRunId: str
+    gatewayDurationMs: float
+    announceRunId: str | None
+    gatewayAborted: bool  # whether the gateway said it stopped the turn of an aborted run
+    # What follows it.
+    followUp: FollowUp
+    announcedAt: int

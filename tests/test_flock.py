@@ -1,0 +1,83 @@
+"""stores/flock.py: sessiontool's own locks, as another process sees them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sessiontool.errors import StorageError
+from sessiontool.stores import flock
+
+# A child that takes the lock, says so, and holds it until its stdin closes.
+_HOLDER = """
+import sys
+from pathlib import Path
+from sessiontool.stores import flock
+with flock.held(Path(sys.argv[1]), "test"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _holder(path: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def _release(proc: subprocess.Popen[str], *, kill: bool = False) -> int:
+    assert proc.stdin is not None and proc.stdout is not None
+    if kill:
+        proc.kill()
+    proc.stdin.close()
+    proc.stdout.close()
+    return proc.wait(timeout=30)
+
+
+def test_a_lock_held_by_another_process_is_held_and_not_removed(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "x.lock"
+    assert not flock.is_held(path)  # no file: nobody holds it (and it is not created)
+    assert not path.exists()
+    proc = _holder(path)
+    try:
+        assert flock.is_held(path)
+        assert not flock.remove_if_free(path)
+        assert path.exists()
+        fd = flock.open_lock_file(path)
+        try:
+            assert not flock.try_flock(fd)
+        finally:
+            os.close(fd)
+    finally:
+        assert _release(proc) == 0
+    assert not flock.is_held(path)  # its holder ended: the kernel dropped the lock
+    assert flock.remove_if_free(path)
+    assert not path.exists()
+
+
+def test_a_killed_holder_leaves_the_lock_free(tmp_path: Path) -> None:
+    path = tmp_path / "y.lock"
+    proc = _holder(path)
+    assert _release(proc, kill=True) != 0
+    assert not flock.is_held(path)
+    with flock.held(path, "test") as fd:
+        assert fd >= 0
+        assert flock.is_held(path)
+
+
+def test_a_lock_that_cannot_be_created_names_what_it_guards(tmp_path: Path) -> None:
+    (tmp_path / "z.lock").mkdir()  # a directory where the lock file should be
+    with (
+        pytest.raises(StorageError, match="cannot lock the widgets: Is a directory"),
+        flock.held(tmp_path / "z.lock", "the widgets"),
+    ):
+        pass
