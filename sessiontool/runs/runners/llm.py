@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.runs.runners.base import (
     RunnerError,
@@ -39,6 +39,9 @@ from sessiontool.runs.runners.turns import (
     tool_result_message,
     tool_use_turn,
 )
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
 
 API = "llm"
 # sessiontool is not on a package index: name the package itself, and the checkout's extra.
@@ -294,7 +297,7 @@ class _Loop:
 
     def _tool_round(
         self,
-        tool_ctx: Any,
+        tool_ctx: Context | None,
         offered: set[str],
         text: str,
         calls: list[Any],
@@ -368,7 +371,7 @@ class LLMRunner:
             return cfg_model.strip()
         return None
 
-    def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Any, list[Any]]:
+    def tools_for(self, model: Any, env: Mapping[str, str]) -> tuple[Context | None, list[Any]]:
         """(tool context, offered definitions): none when tools are off, the run has no
         session, or the model cannot call tools and the config did not insist."""
         from sessiontool.runs.tools import offered_definitions, tool_context

@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool import __version__
 from sessiontool.runs.runners.base import (
@@ -43,6 +43,9 @@ from sessiontool.runs.runners.turns import (
     usable_assistant,
 )
 from sessiontool.runs.tools import offered_tools, tool_context
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_TIMEOUT = 600.0
@@ -455,7 +458,7 @@ class OpenAIRunner:
                 extra.append(tool_result_message(call["id"], call["name"], text, outcome))
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
 
-    def _tool_context(self, env: Mapping[str, str]) -> Any:
+    def _tool_context(self, env: Mapping[str, str]) -> Context | None:
         """The run's own session as the tools' requester; None when tools are off (runner
         `"tools": false`) or the run has no session (a bare runner call)."""
         if self.cfg.get("tools") is False or not env.get("SESSIONTOOL_SESSION_KEY"):

@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.runs.runners.base import NO_OUTPUT, RunnerError, text_of
+
+if TYPE_CHECKING:
+    from sessiontool.context import Context
+    from sessiontool.runs.tools import ToolResult
 
 
 def is_delivery_mirror(message: Mapping[str, Any]) -> bool:
@@ -108,7 +112,7 @@ def tool_use_turn(
     }
 
 
-def tool_result_message(call_id: str, name: str, text: str, outcome: Any) -> dict[str, Any]:
+def tool_result_message(call_id: str, name: str, text: str, outcome: ToolResult) -> dict[str, Any]:
     """The toolResult message of one executed call (`outcome`: runs.tools' ToolResult, `text`
     what the model is told of it)."""
     return {
@@ -122,12 +126,12 @@ def tool_result_message(call_id: str, name: str, text: str, outcome: Any) -> dic
     }
 
 
-def call_offered(ctx: Any, offered: set[str], name: str, arguments: Any) -> Any:
+def call_offered(ctx: Context | None, offered: set[str], name: str, arguments: Any) -> ToolResult:
     """Execute one tool call as the session (runs.tools' ToolResult): a tool the run did not
     offer (a sub-agent's model naming one it was not given) is refused, never run."""
     from sessiontool.runs.tools import ToolResult, call_tool
 
-    if name not in offered:
+    if name not in offered or ctx is None:  # no context: the run offered no tools
         available = ", ".join(sorted(offered)) or "none"
         return ToolResult(
             {
