@@ -56,12 +56,13 @@ class _Wait:
 
     def __call__(self, paths: StatePaths, run_id: str, timeout: float) -> RunRecord:
         from sessiontool.runs import records
+        from sessiontool.runs.wait import wait_for
 
         self.run_id, self.timeout, self.started = run_id, timeout, time.monotonic()
         deadline = self.started + timeout
         while True:
             left = deadline - time.monotonic()
-            rec = records.wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
+            rec = wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
             if records.is_finished(rec) or left <= 0:
                 return rec
             if self.cancel.is_set() or self.shutdown.is_set():

@@ -270,10 +270,6 @@ class GatewayReader:
         result.messages = collected
         return result
 
-    def transcript_ref(self, entry: Entry) -> str | None:
-        sid = entry.get("sessionId")
-        return f"{self.info.location}#{sid}" if isinstance(sid, str) else None
-
     def close(self) -> None:
         _rows.pop(str(self.paths.root), None)
         self._sessions = None

@@ -461,10 +461,6 @@ class SqliteReader:
             self._marks = {sid: ":".join(map(str, m)) for sid, m in marks.items()}
         return self._marks
 
-    def transcript_ref(self, entry: Entry) -> str | None:
-        sid = entry.get("sessionId")
-        return f"{self.db}#{sid}" if isinstance(sid, str) else None
-
     def counts(self) -> dict[str, int]:
         """For doctor/paths: sessions and transcript events in the snapshot."""
         n_sessions = self._q("SELECT count(*) FROM session_nodes")[0][0]

@@ -170,10 +170,6 @@ class SessionReader(Protocol):
         (`--since`); `skip_line` drops a JSONL line unparsed (see transcript.read_tail)."""
         ...
 
-    def transcript_ref(self, entry: Entry) -> str | None:
-        """Where the transcript lives, for people (a path, or `<db>#<sessionId>`)."""
-        ...
-
     def close(self) -> None: ...
 
 
@@ -231,10 +227,6 @@ class JsonlReader:
 
             diag.warn(f"{path}: skipped {res.bad_lines} unreadable line(s)")
         return res
-
-    def transcript_ref(self, entry: Entry) -> str | None:
-        p = self._path(entry)
-        return str(p) if p is not None else None
 
     def close(self) -> None:
         if _kept is not None and self._sessions is not None:

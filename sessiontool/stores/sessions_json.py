@@ -419,10 +419,6 @@ def remove_entry(store: Store, agent_id: str, full_key: str) -> Entry | None:
     return found
 
 
-def store_exists(path: Path) -> bool:
-    return os.path.isfile(path)
-
-
 def read_entry(paths: StatePaths, full_key: str, agent_id: str | None = None) -> Entry | None:
     """The current entry of one session, read from its agent's store (raises like read_store)."""
     from sessiontool.stores.keys import agent_of
