@@ -1,7 +1,7 @@
 """`sessiontool mcp`: the session tools over the Model Context Protocol (stdio), on the official
 SDK (`mcp` 2.x, the optional extra `.[mcp]`).
 
-The tools are `flow.tools`' definitions, so they cannot drift from the `openai`/`llm` runners'.
+The tools are `runs.tools`' definitions, so they cannot drift from the `openai`/`llm` runners'.
 Every call runs in a worker thread as the server's requester (`--as` / SESSIONTOOL_SESSION_KEY,
 else the operator) with a context built afresh (config edits apply to the next call), so the
 server keeps answering while a `sessions_send` waits; that wait is taken in slices that report

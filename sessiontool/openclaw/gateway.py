@@ -42,9 +42,7 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 18789
 LOCKLESS_FROM = (2026, 5, 2)  # first release that serialises store writes in-process only
 CREATED_AT_LOCK_FROM = (2026, 2, 0)  # store lock = session write lock {pid, createdAt, starttime}
-SQLITE_FROM = (2026, 8, 0)
 CONNECT_TIMEOUT_S = 0.5
-HANDSHAKE_TIMEOUT_S = 30.0
 MESSAGE_METHODS = ("agent", "sessions.send", "sessions.steer", "chat.send")
 # What each write command asks of the gateway, so its first connect asks for it all.
 COMMAND_SCOPES = {
