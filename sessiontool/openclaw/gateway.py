@@ -346,7 +346,7 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     when neither is safe. `routable`: the command has a gateway form. A `gateway` answer has
     already connected (the handshake a refusal would come from, exit 4 before anything is
     submitted); the command's calls reuse that connection."""
-    from sessiontool.stores.reader import gateway_agents
+    from sessiontool.stores.detect import gateway_agents
 
     g = find(paths)
     sqlite = gateway_agents(paths, agent_ids)
@@ -455,7 +455,7 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     `problems`: whatever stops writes from working."""
     g = find(paths)
     info = g.to_json(paths)
-    from sessiontool.stores.reader import gateway_agents
+    from sessiontool.stores.detect import gateway_agents
 
     sqlite = gateway_agents(paths, agent_ids)
     if sqlite:

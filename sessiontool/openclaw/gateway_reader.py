@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sessiontool.stores.detect import StoreInfo
 from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.reader import StoreInfo
 from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
 from sessiontool.stores.transcript import Message, ReadResult
 

@@ -103,7 +103,7 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
 
 def state_paths(ctx: Context) -> dict[str, Any]:
     """Where everything is, for people and scripts (`paths --json`)."""
-    from sessiontool.stores.reader import detect
+    from sessiontool.stores.detect import detect
 
     p = ctx.paths
     agents = []

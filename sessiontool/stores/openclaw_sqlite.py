@@ -30,8 +30,8 @@ from urllib.parse import quote
 
 from sessiontool.errors import BusyError, CorruptStateError
 from sessiontool.protocol import SILENT_REPLIES
+from sessiontool.stores.detect import StoreInfo
 from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.reader import StoreInfo
 from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
 from sessiontool.stores.transcript import Message, ReadResult
 
