@@ -324,7 +324,29 @@ def call(
         )
     from sessiontool.openclaw import clicall
 
-    return clicall.call(paths, g, exe, method, params, timeout_s, expect_final, on_pid)
+    target, env, secret = _cli_target(paths, g)
+    return clicall.call(target, env, secret, exe, method, params, timeout_s, expect_final, on_pid)
+
+
+def _cli_target(paths: StatePaths, g: Gateway) -> tuple[list[str], dict[str, str], str | None]:
+    """The `openclaw` CLI's arguments and environment that reach this gateway, and the secret
+    they carry (kept out of what the CLI prints back)."""
+    argv: list[str] = []
+    if g.remote is None:  # --url would need the token on the command line; --port reads env
+        argv += ["--port", str(g.port)]
+    env = dict(os.environ)
+    env["OPENCLAW_STATE_DIR"] = str(paths.root)
+    if g.config is not None:
+        env["OPENCLAW_CONFIG_PATH"] = str(g.config)
+    secret = g.secret()
+    if g.remote is not None:  # the CLI's own remote target: env URL, env credentials only
+        env["OPENCLAW_GATEWAY_URL"] = g.remote.url
+        env.pop("OPENCLAW_CONFIG_PATH", None)
+        env.pop("OPENCLAW_GATEWAY_TOKEN", None)
+        env.pop("OPENCLAW_GATEWAY_PASSWORD", None)
+    if secret is not None:  # never on the command line (ps shows it)
+        env[f"OPENCLAW_GATEWAY_{secret.field.upper()}"] = secret.value
+    return argv, env, secret.value if secret is not None else None
 
 
 def parse_version(v: str | None) -> tuple[int, int, int] | None:
