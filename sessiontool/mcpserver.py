@@ -1,7 +1,7 @@
 """`sessiontool mcp`: the session tools over the Model Context Protocol (stdio), on the official
 SDK (`mcp` 2.x, the optional extra `.[mcp]`).
 
-The tools are `flow.tools`' definitions, so they cannot drift from the `openai`/`llm` runners'.
+The tools are `runs.tools`' definitions, so they cannot drift from the `openai`/`llm` runners'.
 Every call runs in a worker thread as the server's requester (`--as` / SESSIONTOOL_SESSION_KEY,
 else the operator) with a context built afresh (config edits apply to the next call), so the
 server keeps answering while a `sessions_send` waits; that wait is taken in slices that report
@@ -56,12 +56,13 @@ class _Wait:
 
     def __call__(self, paths: StatePaths, run_id: str, timeout: float) -> RunRecord:
         from sessiontool.runs import records
+        from sessiontool.runs.wait import wait_for
 
         self.run_id, self.timeout, self.started = run_id, timeout, time.monotonic()
         deadline = self.started + timeout
         while True:
             left = deadline - time.monotonic()
-            rec = records.wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
+            rec = wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
             if records.is_finished(rec) or left <= 0:
                 return rec
             if self.cancel.is_set() or self.shutdown.is_set():

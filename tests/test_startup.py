@@ -124,14 +124,14 @@ def test_only_the_command_run_is_registered(populated: Path, tmp_path: Path) -> 
 
 
 def test_help_still_lists_every_command(tmp_path: Path) -> None:
-    from sessiontool.cli.commands import MODULES, module_of
+    from sessiontool.cli.commands import COMMANDS, MODULES
 
     out = subprocess.run(
         [sys.executable, "-m", "sessiontool", "--help"], capture_output=True, text=True, timeout=60
     ).stdout
     for name in ("list", "history", "send", "spawn", "agents", "policy", "doctor", "completion"):
         assert f" {name} " in out, name
-        assert module_of(name) in MODULES
+        assert COMMANDS[name] in MODULES
 
 
 def test_exit_code_and_output_survive_the_fast_exit(populated: Path) -> None:

@@ -149,9 +149,9 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
     neither configured nor on disk (exit 3): a typo must not look like an empty store.
     `check=False` is for `doctor` and `paths`, which report these instead."""
     from sessiontool.context import build_context
-    from sessiontool.stores import reader
+    from sessiontool.stores import detect
 
-    reader.set_override(G.store)
+    detect.set_override(G.store)
     install_store_guard()
     if check:
         check_state_dir_is_dir()

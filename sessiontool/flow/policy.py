@@ -11,7 +11,6 @@ from sessiontool.errors import ForbiddenError
 from sessiontool.stores import keys
 from sessiontool.structs import Value
 
-SUBAGENT_TOOLS = ("sessions_list", "sessions_history", "sessions_send", "agents_list")
 OPERATOR_ONLY = "is only available to the operator, not to agent sessions"
 
 

@@ -1,26 +1,24 @@
 """The `openclaw` CLI as the gateway transport of last resort: only for a gateway whose protocol
 sessiontool's own client does not speak (gateway.call decides). One Node process per call
 (`openclaw gateway call METHOD --params JSON --json`), run in its own process group so that a
-run's `abort` (or our own timeout) can end it and whatever it started at once. The token goes
-through the environment, never the command line."""
+run's `abort` (or our own timeout) can end it and whatever it started at once. Which gateway it
+reaches (`target` arguments, `env`: the token goes through the environment, never the command
+line) is gateway.py's `_cli_target`."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiontool.openclaw.wsclient import GatewayError
-from sessiontool.stores.paths import StatePaths
-
-if TYPE_CHECKING:
-    from sessiontool.openclaw.gateway import Gateway
 
 
 def call(
-    paths: StatePaths,
-    g: Gateway,
+    target: list[str],
+    env: dict[str, str],
+    secret: str | None,
     exe: list[str],
     method: str,
     params: dict[str, Any],
@@ -42,22 +40,9 @@ def call(
         "--timeout",
         str(int(timeout_s * 1000)),
     ]
-    if g.remote is None:  # --url would need the token on the command line; --port reads env
-        argv += ["--port", str(g.port)]
+    argv += target
     if expect_final:
         argv.append("--expect-final")
-    env = dict(os.environ)
-    env["OPENCLAW_STATE_DIR"] = str(paths.root)
-    if g.config is not None:
-        env["OPENCLAW_CONFIG_PATH"] = str(g.config)
-    secret = g.secret()
-    if g.remote is not None:  # the CLI's own remote target: env URL, env credentials only
-        env["OPENCLAW_GATEWAY_URL"] = g.remote.url
-        env.pop("OPENCLAW_CONFIG_PATH", None)
-        env.pop("OPENCLAW_GATEWAY_TOKEN", None)
-        env.pop("OPENCLAW_GATEWAY_PASSWORD", None)
-    if secret is not None:  # never on the command line (ps shows it)
-        env[f"OPENCLAW_GATEWAY_{secret.field.upper()}"] = secret.value
     try:
         proc = subprocess.Popen(
             argv,
@@ -90,8 +75,8 @@ def call(
         proc.communicate()
         raise
     text = out.strip()
-    if secret is not None:
-        text, err = text.replace(secret.value, "***"), err.replace(secret.value, "***")
+    if secret is not None:  # the CLI may echo it: never shown
+        text, err = text.replace(secret, "***"), err.replace(secret, "***")
     return answer(method, proc.returncode, text, err)
 
 

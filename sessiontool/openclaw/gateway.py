@@ -42,9 +42,7 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 18789
 LOCKLESS_FROM = (2026, 5, 2)  # first release that serialises store writes in-process only
 CREATED_AT_LOCK_FROM = (2026, 2, 0)  # store lock = session write lock {pid, createdAt, starttime}
-SQLITE_FROM = (2026, 8, 0)
 CONNECT_TIMEOUT_S = 0.5
-HANDSHAKE_TIMEOUT_S = 30.0
 MESSAGE_METHODS = ("agent", "sessions.send", "sessions.steer", "chat.send")
 # What each write command asks of the gateway, so its first connect asks for it all.
 COMMAND_SCOPES = {
@@ -326,7 +324,29 @@ def call(
         )
     from sessiontool.openclaw import clicall
 
-    return clicall.call(paths, g, exe, method, params, timeout_s, expect_final, on_pid)
+    target, env, secret = _cli_target(paths, g)
+    return clicall.call(target, env, secret, exe, method, params, timeout_s, expect_final, on_pid)
+
+
+def _cli_target(paths: StatePaths, g: Gateway) -> tuple[list[str], dict[str, str], str | None]:
+    """The `openclaw` CLI's arguments and environment that reach this gateway, and the secret
+    they carry (kept out of what the CLI prints back)."""
+    argv: list[str] = []
+    if g.remote is None:  # --url would need the token on the command line; --port reads env
+        argv += ["--port", str(g.port)]
+    env = dict(os.environ)
+    env["OPENCLAW_STATE_DIR"] = str(paths.root)
+    if g.config is not None:
+        env["OPENCLAW_CONFIG_PATH"] = str(g.config)
+    secret = g.secret()
+    if g.remote is not None:  # the CLI's own remote target: env URL, env credentials only
+        env["OPENCLAW_GATEWAY_URL"] = g.remote.url
+        env.pop("OPENCLAW_CONFIG_PATH", None)
+        env.pop("OPENCLAW_GATEWAY_TOKEN", None)
+        env.pop("OPENCLAW_GATEWAY_PASSWORD", None)
+    if secret is not None:  # never on the command line (ps shows it)
+        env[f"OPENCLAW_GATEWAY_{secret.field.upper()}"] = secret.value
+    return argv, env, secret.value if secret is not None else None
 
 
 def parse_version(v: str | None) -> tuple[int, int, int] | None:
@@ -348,7 +368,7 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     when neither is safe. `routable`: the command has a gateway form. A `gateway` answer has
     already connected (the handshake a refusal would come from, exit 4 before anything is
     submitted); the command's calls reuse that connection."""
-    from sessiontool.stores.reader import gateway_agents
+    from sessiontool.stores.detect import gateway_agents
 
     g = find(paths)
     sqlite = gateway_agents(paths, agent_ids)
@@ -457,7 +477,7 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     `problems`: whatever stops writes from working."""
     g = find(paths)
     info = g.to_json(paths)
-    from sessiontool.stores.reader import gateway_agents
+    from sessiontool.stores.detect import gateway_agents
 
     sqlite = gateway_agents(paths, agent_ids)
     if sqlite:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sessiontool.stores.detect import StoreInfo
 from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.reader import StoreInfo
 from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
 from sessiontool.stores.transcript import Message, ReadResult
 
@@ -269,10 +269,6 @@ class GatewayReader:
         collected.reverse()
         result.messages = collected
         return result
-
-    def transcript_ref(self, entry: Entry) -> str | None:
-        sid = entry.get("sessionId")
-        return f"{self.info.location}#{sid}" if isinstance(sid, str) else None
 
     def close(self) -> None:
         _rows.pop(str(self.paths.root), None)

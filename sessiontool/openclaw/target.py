@@ -292,11 +292,11 @@ def gateway_root(base: StatePaths, t: Target) -> Path:
 
 def bind(root: Path, t: Target) -> None:
     """`root` (a gateway_root) belongs to remote target `t`: `gateway.find` asks `bound_to`, the
-    store reader `reader.gateway_url`."""
-    from sessiontool.stores import reader
+    store detection `detect.gateway_url`."""
+    from sessiontool.stores import detect
 
     _bound[str(root)] = t
-    reader.bind_gateway(root, t.url)
+    detect.bind_gateway(root, t.url)
 
 
 def select(base: StatePaths) -> StatePaths:

@@ -168,7 +168,7 @@ def _check_sqlite_agent(paths: StatePaths, agent_id: str) -> Iterator[Problem]:
 
 
 def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem]:
-    from sessiontool.stores.reader import detect
+    from sessiontool.stores.detect import detect
 
     if detect(paths, agent_id).gateway_written:
         yield from _check_sqlite_agent(paths, agent_id)
@@ -288,7 +288,7 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
 def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]:
     """Check the state dir and report; never write (reads never change the state dir, and a
     lost run is reconciled by `wait`/`runs`, not here)."""
-    from sessiontool.stores.reader import detect
+    from sessiontool.stores.detect import detect
 
     now = now_ms()
     problems: list[Problem] = []

@@ -21,9 +21,9 @@ from typing import Any
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.sessions.reading import read_scope, reader_for
+from sessiontool.stores.detect import sqlite_path
 from sessiontool.stores.jsonio import atomic_write, compact_utf8
 from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
-from sessiontool.stores.reader import sqlite_path
 from sessiontool.stores.safefs import resolves_inside
 from sessiontool.stores.sessions_json import read_store, update_store
 

@@ -103,7 +103,7 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
 
 def state_paths(ctx: Context) -> dict[str, Any]:
     """Where everything is, for people and scripts (`paths --json`)."""
-    from sessiontool.stores.reader import detect
+    from sessiontool.stores.detect import detect
 
     p = ctx.paths
     agents = []
@@ -267,7 +267,8 @@ def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[s
     are kept (the sub-agent archive rule looks for them), and so is anything unfinished or
     still owes follow-up steps. Run records that cannot be used (malformed, out of range) go
     whatever their age, with stray lane markers and wait FIFOs."""
-    from sessiontool.runs.records import FINISHED_STATUSES, MAX_MS, iter_records
+    from sessiontool.runs.records import iter_records
+    from sessiontool.runs.schema import FINISHED_STATUSES, MAX_MS
     from sessiontool.runs.steps import pending
 
     policy.require_operator(ctx, "prune")

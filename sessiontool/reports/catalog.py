@@ -18,8 +18,7 @@ from sessiontool.flow import policy
 from sessiontool.sessions import reading
 from sessiontool.sessions.listing import list_agent_ids
 from sessiontool.sessions.resolve import agent_sessions
-from sessiontool.stores import reader as store_reader
-from sessiontool.stores import sessions_json
+from sessiontool.stores import detect, sessions_json
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
 from sessiontool.stores.search_index import VIRTUAL_SEP, Index, Virtual
 from sessiontool.stores.sessions_json import Entry, listable
@@ -118,7 +117,7 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
     identity and read back while the file is unchanged."""
     out: list[SessionRef] = []
     for agent_id in agents:
-        info = store_reader.detect(ctx.paths, agent_id)
+        info = detect.detect(ctx.paths, agent_id)
         sdir = ctx.paths.sessions_dir(agent_id)
         if info.kind == "jsonl":
             for key, sid, session_file, label, seen in _listed(ctx, agent_id, info.location, kept):

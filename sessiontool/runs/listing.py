@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
-from sessiontool.runs import records
+from sessiontool.runs import records, schema
 from sessiontool.runs.submit import run_view, visible_run
 
 if TYPE_CHECKING:
@@ -19,9 +19,9 @@ USER_KINDS = ("send", "spawn")
 def parse_kinds(values: list[str]) -> set[str]:
     """`--kind send,spawn` (or repeated): the kinds asked for, each checked."""
     kinds = {k.strip() for v in values for k in v.split(",") if k.strip()}
-    bad = sorted(kinds - records.KINDS)
+    bad = sorted(kinds - schema.KINDS)
     if bad:
-        valid = ", ".join(sorted(records.KINDS))
+        valid = ", ".join(sorted(schema.KINDS))
         raise UsageError(f"unknown kind {bad[0]!r} (valid: {valid})")
     return kinds
 
@@ -38,8 +38,8 @@ def list_runs(
     """Runs newest first, at most `limit` of them. Steps are internal (one `--as` send is a
     run and two steps): shown only with `steps` (each right after its run) or when `kinds`
     names them."""
-    if status and status not in records.FINISHED_STATUSES | records.ACTIVE_STATUSES:
-        valid = ", ".join(sorted(records.FINISHED_STATUSES | records.ACTIVE_STATUSES))
+    if status and status not in schema.FINISHED_STATUSES | schema.ACTIVE_STATUSES:
+        valid = ", ".join(sorted(schema.FINISHED_STATUSES | schema.ACTIVE_STATUSES))
         raise UsageError(f"unknown status {status!r} (valid: {valid})")
     wanted = set(kinds) if kinds else set(USER_KINDS) | ({"step"} if steps else set())
     full = ctx.canonical(session) if session else None
@@ -89,7 +89,7 @@ def open_runs(ctx: Context, session: str) -> list[str]:
         if not visible_run(ctx, rec):
             continue
         rec = records.reconcile(ctx.paths, rec)
-        if rec.get("status") in records.ACTIVE_STATUSES:
+        if rec.get("status") in schema.ACTIVE_STATUSES:
             found.append(rec)
     found.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")))
     return [r["runId"] for r in found]

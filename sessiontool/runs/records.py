@@ -27,13 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
-from sessiontool.runs.schema import ACTIVE_STATUSES as ACTIVE_STATUSES  # one schema, re-exported
-from sessiontool.runs.schema import FINISHED_STATUSES as FINISHED_STATUSES
-from sessiontool.runs.schema import KINDS as KINDS
-from sessiontool.runs.schema import MAX_MS as MAX_MS
-from sessiontool.runs.schema import RECORD_VERSION
+from sessiontool.runs.schema import FINISHED_STATUSES, RECORD_VERSION, problem
 from sessiontool.runs.schema import is_ms as _is_ms
-from sessiontool.runs.schema import problem as problem
 from sessiontool.stores import flock
 from sessiontool.stores.jsonio import atomic_write, to_utf8
 from sessiontool.stores.paths import StatePaths, is_plain_name
@@ -42,8 +37,6 @@ if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.record_types import RunStatus
 
-# Kept for callers that still import it: liveness no longer waits out a grace period.
-LOST_GRACE_MS = 0
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -409,40 +402,3 @@ def abort(paths: StatePaths, run_id: str) -> Record:
         except (ProcessLookupError, PermissionError):
             pass
     return rec
-
-
-# -- kept entry points -----------------------------------------------------------------------
-
-
-def start_worker(
-    paths: StatePaths, run_id: str, *, mode: str = "run", config_path: str | None = None
-) -> None:
-    """Make sure the run gets done: its lane's worker for a queued run, a follow-up worker for
-    a finished one."""
-    from sessiontool.runs import lanes
-
-    rec = read_record(paths, run_id)
-    if mode == "run" and not is_finished(rec):
-        lanes.ensure_worker(paths, lanes.lane_id(rec["sessionKey"]), config_path)
-    else:
-        from sessiontool.runs.spawnproc import start_detached
-
-        start_detached(paths, ["follow", run_id], config_path=config_path)
-
-
-def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> Record:
-    from sessiontool.runs import wait
-
-    return wait.wait_for(paths, run_id, timeout)
-
-
-def lane_dir(paths: StatePaths, session_key: str) -> Path:
-    from sessiontool.runs import lanes
-
-    return lanes.lane_dir(paths, session_key)
-
-
-def remove_lane_marker(paths: StatePaths, rec: Record) -> None:
-    from sessiontool.runs import lanes
-
-    lanes.remove_marker(paths, rec)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context, context_for_session
 from sessiontool.errors import UsageError
-from sessiontool.runs import records
+from sessiontool.runs import records, schema
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
@@ -33,7 +33,7 @@ def rerun(ctx: Context, old: RunRecord) -> dict[str, Any]:
         raise UsageError(
             f"run {run_id} is {status}; only a run that failed, was lost, aborted or timed out "
             "is rerun",
-            hint=f"sessiontool wait {run_id}" if status in records.ACTIVE_STATUSES else None,
+            hint=f"sessiontool wait {run_id}" if status in schema.ACTIVE_STATUSES else None,
         )
     message = old.get("message")
     key = old.get("sessionKey")

@@ -161,7 +161,9 @@ def send(
         if a2a or (deliver and not writer.owns_delivery):
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
         return out, 0
-    return run_result(ctx, (wait or records.wait_for)(ctx.paths, rec["runId"], timeout))
+    from sessiontool.runs.wait import wait_for
+
+    return run_result(ctx, (wait or wait_for)(ctx.paths, rec["runId"], timeout))
 
 
 def _via(writer: SessionWriter) -> str | None:

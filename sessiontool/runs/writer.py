@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from sessiontool.stores.paths import StatePaths
 
 Entry = dict[str, Any]
-WRITER_KINDS = ("files", "gateway")
 
 
 class SessionWriter(Protocol):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from sessiontool.context import Context
 from sessiontool.sessions.reading import agent_ids_on_disk
 from sessiontool.stores import keys
+from sessiontool.stores.detect import gateway_url
 from sessiontool.stores.paths import is_plain_name
-from sessiontool.stores.reader import gateway_url
 
 
 def state_findings(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.flow import policy
@@ -16,7 +15,7 @@ from sessiontool.sessions.resolve import (
     resolve,
 )
 from sessiontool.stores.envelopes import strip_envelopes
-from sessiontool.stores.transcript import Message, ReadResult, is_tool_result_line
+from sessiontool.stores.transcript import Message, is_tool_result_line
 from sessiontool.structs import Value
 
 HISTORY_DEFAULT_LIMIT = 200
@@ -29,11 +28,6 @@ def is_tool_output(msg: Message) -> bool:
     if role == "toolResult":
         return True
     return role == "custom" and "tool" in str(msg.get("customType", ""))
-
-
-def _warn_bad(path: Path, res: ReadResult) -> None:
-    if res.bad_lines:
-        diag.warn(f"{path}: skipped {res.bad_lines} unreadable line(s)")
 
 
 class History(Value):

@@ -21,15 +21,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from sessiontool.errors import SessiontoolError
+from sessiontool.stores.detect import StoreInfo, detect, gateway_url, local_agent_ids
 from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.reader import (
-    JsonlReader,
-    SessionReader,
-    StoreInfo,
-    detect,
-    gateway_url,
-    local_agent_ids,
-)
+from sessiontool.stores.reader import JsonlReader, SessionReader
 from sessiontool.stores.sessions_json import Entry
 from sessiontool.stores.transcript import Message
 from sessiontool.structs import Value

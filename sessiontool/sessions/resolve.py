@@ -9,8 +9,7 @@ from pathlib import Path
 from sessiontool.context import Context
 from sessiontool.errors import NotFoundError, UsageError, session_not_found
 from sessiontool.sessions import reading
-from sessiontool.stores import keys
-from sessiontool.stores import reader as store_reader
+from sessiontool.stores import detect, keys
 from sessiontool.stores.jsonio import require_utf8
 from sessiontool.stores.paths import is_plain_name, transcript_path_for
 from sessiontool.stores.sessions_json import Entry, Folded, listable
@@ -34,7 +33,7 @@ class Resolved(Value):
     store_path: Path
     sessions_dir: Path
     stored_keys: list[str]
-    store: store_reader.StoreInfo | None
+    store: detect.StoreInfo | None
 
     def __init__(
         self,
@@ -44,7 +43,7 @@ class Resolved(Value):
         store_path: Path,
         sessions_dir: Path,
         stored_keys: list[str] | None = None,
-        store: store_reader.StoreInfo | None = None,
+        store: detect.StoreInfo | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.key = key
@@ -118,7 +117,7 @@ def _resolved(ctx: Context, agent_id: str, folded: Folded | None, key: str) -> R
         store_path=ctx.paths.store(agent_id),
         sessions_dir=ctx.paths.sessions_dir(agent_id),
         stored_keys=folded.stored_keys if folded else [],
-        store=store_reader.detect(ctx.paths, agent_id),
+        store=detect.detect(ctx.paths, agent_id),
     )
 
 

@@ -31,11 +31,6 @@ _UNSEGMENTED = (
 _unsegmented_re: re.Pattern[str] | None = None
 
 
-def is_unsegmented(ch: str) -> bool:
-    o = ord(ch)
-    return any(lo <= o <= hi for lo, hi in _UNSEGMENTED)
-
-
 def has_unsegmented(text: str) -> bool:
     """Asked of every indexed message: ASCII is answered at once, the rest by one character
     class in C (compiled on first use: a command that meets only ASCII never builds it)."""

@@ -30,8 +30,8 @@ from urllib.parse import quote
 
 from sessiontool.errors import BusyError, CorruptStateError
 from sessiontool.protocol import SILENT_REPLIES
+from sessiontool.stores.detect import StoreInfo
 from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.reader import StoreInfo
 from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
 from sessiontool.stores.transcript import Message, ReadResult
 
@@ -460,10 +460,6 @@ class SqliteReader:
                 marks.setdefault(str(sid), [0, None, 0, None])[2:] = [n, top]
             self._marks = {sid: ":".join(map(str, m)) for sid, m in marks.items()}
         return self._marks
-
-    def transcript_ref(self, entry: Entry) -> str | None:
-        sid = entry.get("sessionId")
-        return f"{self.db}#{sid}" if isinstance(sid, str) else None
 
     def counts(self) -> dict[str, int]:
         """For doctor/paths: sessions and transcript events in the snapshot."""

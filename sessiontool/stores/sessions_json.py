@@ -324,7 +324,7 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     that leaves the file's bytes as they are writes nothing."""
     root = path.parent.parent.parent.parent
     if path.parent.parent.parent.name == "agents":
-        from sessiontool.stores.reader import require_writable
+        from sessiontool.stores.detect import require_writable
 
         # Belt and braces: OpenClaw 2026.8+ refuses to start beside a legacy sessions.json, and
         # its database is written through its gateway only. No caller should get here.
@@ -417,10 +417,6 @@ def remove_entry(store: Store, agent_id: str, full_key: str) -> Entry | None:
     for stored in _present_forms(store, agent_id, full_key):
         del store[stored]
     return found
-
-
-def store_exists(path: Path) -> bool:
-    return os.path.isfile(path)
 
 
 def read_entry(paths: StatePaths, full_key: str, agent_id: str | None = None) -> Entry | None:

@@ -213,8 +213,8 @@ def append_entries(
     gets the lines instead of a fresh file no entry points to: whether the file is there is
     decided under the lock, so a turn is never split between the archive and a new file."""
     if path.parent.name == "sessions" and path.parent.parent.parent.name == "agents":
+        from sessiontool.stores.detect import require_writable
         from sessiontool.stores.paths import StatePaths
-        from sessiontool.stores.reader import require_writable
 
         # Never beside OpenClaw 2026.8+'s database: its transcripts are written by its gateway.
         agent_dir = path.parent.parent

@@ -1,31 +1,44 @@
 """Command modules; each registers its commands on the shared Typer app when imported.
 
-A run needs only its own command: `register_for(args)` finds the command name in the
-arguments, the module that defines it (by reading the modules' `@app.command("name")` lines,
-without importing them), and imports that module alone. Anything else (help, completion, an
-unknown name) registers every module, in order."""
+A run needs only its own command: `register_for(name)` looks the command up in COMMANDS and
+imports that module alone. Anything else (help, completion, an unknown name) registers every
+module, in order. COMMANDS is written out, not read from the sources: a test holds it equal to
+the registered Typer tree (tests/test_command_map.py)."""
 
 from __future__ import annotations
 
 import importlib
-import os
-import re
 
-# Help lists commands in registration order, so the order here is the order users see.
-MODULES = (
-    "read",
-    "insights",
-    "runcmd",
-    "spawncmd",
-    "subagents",
-    "policycmd",
-    "manage",
-    "mcpcmd",
-    "exportcmd",
-    "gatewaycmd",
-)
+# Every command → the module that registers it. Help lists commands in registration order,
+# so the order here (and MODULES, derived from it) is the order users see.
+COMMANDS: dict[str, str] = {
+    "list": "read",
+    "history": "read",
+    "search": "insights",
+    "usage": "insights",
+    "send": "runcmd",
+    "wait": "runcmd",
+    "runs": "runcmd",
+    "rerun": "runcmd",
+    "abort": "runcmd",
+    "spawn": "spawncmd",
+    "agents": "subagents",
+    "sweep": "subagents",
+    "policy": "policycmd",
+    "deliveries": "policycmd",
+    "label": "manage",
+    "reset": "manage",
+    "delete": "manage",
+    "paths": "manage",
+    "doctor": "manage",
+    "prune": "manage",
+    "completion": "manage",
+    "mcp": "mcpcmd",
+    "export": "exportcmd",
+    "gateway": "gatewaycmd",
+}
+MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 _registered: set[str] = set()
-_COMMAND_LINE = re.compile(rb'^@app\.command\(\s*"([^"]+)"', re.MULTILINE)
 
 
 def _import(name: str) -> None:
@@ -44,22 +57,8 @@ def register_all() -> None:
         _import(name)
 
 
-def module_of(command: str) -> str | None:
-    """The module whose source registers `command`, or None."""
-    here = os.path.dirname(__file__)
-    for name in MODULES:
-        try:
-            with open(os.path.join(here, name + ".py"), "rb") as fh:
-                source = fh.read()
-        except OSError:
-            continue
-        if os.fsencode(command) in _COMMAND_LINE.findall(source):
-            return name
-    return None
-
-
 def register_for(command: str | None) -> None:
-    module = module_of(command) if command else None
+    module = COMMANDS.get(command) if command else None
     if module is None:
         register_all()
     else:

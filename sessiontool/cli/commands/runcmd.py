@@ -109,8 +109,8 @@ def send_cmd(
     exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import session_not_found
-    from sessiontool.runs import records
     from sessiontool.runs.submit import run_result, send
+    from sessiontool.runs.wait import wait_for
     from sessiontool.sessions.resolve import resolve
 
     if label is not None and message is None:
@@ -141,7 +141,7 @@ def send_cmd(
     run_id = result["runId"]
     try:
         with _spinner("waiting for the reply…"):
-            rec = records.wait_for(ctx.paths, run_id, wait_s)
+            rec = wait_for(ctx.paths, run_id, wait_s)
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
     result, code = run_result(ctx, rec)
