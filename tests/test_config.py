@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sessiontool.errors import ConfigError
+from sessiontool.stores import config_models
 from sessiontool.stores.config import load_config
 from sessiontool.stores.paths import StatePaths
 
@@ -138,11 +139,11 @@ def test_default_agent_rules(tmp_path: Path) -> None:
 def test_model_object_and_known_models(tmp_path: Path) -> None:
     cfg = load_config(state_with(tmp_path, FIXTURE_STATE.joinpath("clawdbot.json").read_text()))
     assert cfg.defaults_model == ("fake/fake-model", ())
-    assert cfg.is_known_model("fake/fake-model")
-    assert cfg.is_known_model("fake-model")
-    assert cfg.is_known_model("echo")
-    assert not cfg.is_known_model("gpt-9")
-    assert cfg.model_cost("fake", "fake-model") == {"input": 0.0, "output": 0.0}
+    assert config_models.is_known_model(cfg, "fake/fake-model")
+    assert config_models.is_known_model(cfg, "fake-model")
+    assert config_models.is_known_model(cfg, "echo")
+    assert not config_models.is_known_model(cfg, "gpt-9")
+    assert config_models.model_cost(cfg, "fake", "fake-model") == {"input": 0.0, "output": 0.0}
 
 
 def test_unknown_keys_warn_with_their_names(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from sessiontool.sessions.history import history
 from sessiontool.sessions.listing import list_sessions
 from sessiontool.sessions.resolve import resolve
 from sessiontool.stores import config as config_mod
-from sessiontool.stores import keys, transcript
+from sessiontool.stores import config_models, keys, transcript
 from sessiontool.stores import sessions_json as store
 from sessiontool.stores.envelopes import strip_envelope_text
 from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
@@ -562,9 +562,9 @@ def exercise_config(cfg: config_mod.Config) -> None:
     ):
         getattr(cfg, attr)
     cfg.runner_for("main")
-    cfg.known_models()
-    cfg.is_known_model("x/y")
-    cfg.model_cost("p", "m")
+    config_models.known_models(cfg)
+    config_models.is_known_model(cfg, "x/y")
+    config_models.model_cost(cfg, "p", "m")
     cfg.known_agent_ids()
 
 

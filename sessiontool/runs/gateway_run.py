@@ -373,12 +373,13 @@ def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
     """A gateway spawn's announce message, the same text the file form injects: Status, Result
     (the child's final reply), Notes, Stats."""
     from sessiontool.flow import announce
+    from sessiontool.stores.config_models import model_cost
 
     stats = announce.stats_line(
         started_at=rec.get("startedAt"),
         ended_at=rec.get("endedAt"),
         usage=rec.get("usage"),
-        cost=cfg.model_cost(rec.get("modelProvider"), rec.get("model")),
+        cost=model_cost(cfg, rec.get("modelProvider"), rec.get("model")),
         child_key=rec["sessionKey"],
         session_id=rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None,
         transcript=None,  # in OpenClaw's database: `sessiontool history KEY` reads it

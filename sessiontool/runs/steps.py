@@ -284,6 +284,7 @@ class Advancer:
     def spawn_result(self, rec: Record, step: Record) -> str:
         from sessiontool.flow import announce
         from sessiontool.stores import keys
+        from sessiontool.stores.config_models import model_cost
         from sessiontool.stores.paths import transcript_path_for
         from sessiontool.stores.sessions_json import peek_entry
 
@@ -309,7 +310,7 @@ class Advancer:
             started_at=rec.get("startedAt"),
             ended_at=rec.get("endedAt"),
             usage=rec.get("usage"),
-            cost=self.cfg.model_cost(rec.get("modelProvider"), rec.get("model")),
+            cost=model_cost(self.cfg, rec.get("modelProvider"), rec.get("model")),
             child_key=child,
             session_id=sid if isinstance(sid, str) else None,
             # --cleanup delete archives the child right after this announce: name where to.

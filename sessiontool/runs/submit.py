@@ -368,7 +368,9 @@ def validate_model(config: Config, name: str, agent_id: str | None = None) -> st
     text = name.strip()
     if not text:
         raise UsageError("--model must not be empty")
-    if config.is_known_model(text):
+    from sessiontool.stores.config_models import is_known_model, known_models
+
+    if is_known_model(config, text):
         return text
     runner = config.runner_for(agent_id) if agent_id else {}
     if runner.get("type") == "llm":
@@ -382,7 +384,7 @@ def validate_model(config: Config, name: str, agent_id: str | None = None) -> st
                 f"unknown model '{text}': llm knows no such model id or alias",
                 hint="`llm models` and `llm aliases` list them; plugins add more",
             )
-    known = config.known_models()
+    known = known_models(config)
     raise UsageError(
         f"unknown model '{text}' (known: {', '.join(known)})",
         hint="add it to agents.defaults.models or to an agent's model in the config",

@@ -422,22 +422,6 @@ class Config(Value):
         v = self.get("models.providers", {})
         return v if isinstance(v, dict) else {}
 
-    # The models the config names and their prices: stores/config_models.py.
-    def model_cost(self, provider: str | None, model: str | None) -> dict[str, float] | None:
-        from sessiontool.stores import config_models
-
-        return config_models.model_cost(self, provider, model)
-
-    def known_models(self) -> list[str]:
-        from sessiontool.stores import config_models
-
-        return config_models.known_models(self)
-
-    def is_known_model(self, name: str) -> bool:
-        from sessiontool.stores import config_models
-
-        return config_models.is_known_model(self, name)
-
 
 def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
     """OpenClaw's config (if any) under sessiontool's (`--config` > SESSIONTOOL_CONFIG >
