@@ -397,7 +397,12 @@ print(json.dumps({"total": time.perf_counter() - t0, "spawn": t_spawn, "t0": t0_
 # `agent` turn to its final answer with the same params (system prompt, provenance, lane,
 # timeout: argv[2]), the announce turn accepted, sessions.delete), made by one
 # warm Python process on a connection opened before the clock starts: what the gateway itself
-# takes for them, with no sessiontool process, worker, record or lane in the time.
+# takes for them, with no sessiontool process, worker, record or lane in the time. Only the
+# handshake comes before the clock, as in the worker: the `sessions.list` this floor made
+# there until 2026-11-25 (2-7 s of the gateway's work at load 15-25) took work out of the turn
+# that follows it (gateway CPU during the turn, 6 alternated pairs: median 1.9 s after it,
+# 3.1 s without it, as in the worker's turn), so the floor's turns reported a smaller
+# durationMs than the worker's same turn.
 FLOOR_DRIVER = r"""
 import json, os, sys, time, uuid
 from pathlib import Path
@@ -407,7 +412,7 @@ from sessiontool.stores.paths import StatePaths
 p = StatePaths(Path(sys.argv[1]))
 key = "agent:main:subagent:" + str(uuid.uuid4()); rid = str(uuid.uuid4())
 gateway.expect(p, "sessions.delete", {"key": key})
-gateway.call(p, "sessions.list", {"limit": 1})  # connected, with the scopes of every call
+gateway.find(p).handshake(p)  # connected, with the scopes of every call, and nothing else
 t0 = time.perf_counter()
 gateway.call(p, "sessions.create", {"key": key, "parentSessionKey": "agent:main:main",
              "spawnDepth": 1, "label": "floor-" + rid[:8]})
@@ -495,7 +500,11 @@ def oc_spawn_through_gateway(bench: Bench) -> list[Row]:
             if rec.get("status") != "ok" or "gatewayDurationMs" not in rec:
                 raise RuntimeError(f"spawn did not end ok with the turn's durationMs: {rec}")
             _settle(bench, state, rec)
-            same_turn.append(json.dumps(turn_params(rec)))
+            # The params the worker sent: `model`/`modelProvider` are what the turn's answer
+            # reported, recorded after it (the spawn asked for no model). Sent by the floor,
+            # the model is an override the worker's turn never had.
+            sent = {k: v for k, v in rec.items() if k not in ("model", "modelProvider")}
+            same_turn.append(json.dumps(turn_params(sent)))
             return rep
 
         from sessiontool.runs.gateway_run import turn_params
