@@ -18,6 +18,17 @@ FIXTURE_STATE = FIXTURES / "state"
 AGENTS_DIR = Path(__file__).resolve().parent / "agents"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a user's terminal delivers it, whatever started the suite: a runner started in
+    the background by a non-interactive shell (`cmd &`) ignores SIGINT, every child inherits the
+    ignore, and a test that sends SIGINT to `sessiontool send` then waits for nothing (found when
+    the suite ran in the background: the Ctrl-C tests failed every time). A handled signal is
+    reset to the default by exec, so the CLI processes start with Python's own handler."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the package once, up front: the suite starts the CLI thousands of times, and where
     PYTHONDONTWRITEBYTECODE is set (CI machines) every start would compile it again (~80 s).
