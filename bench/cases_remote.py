@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 
-from harness import ROOT, Bench, Row, Sample, case, ms, ratio
+from harness import ROOT, Bench, Row, Sample, case, ms, pair_ratios, ratio, ratio_spread
 
 OPENCLAW_BIN = os.environ.get("OPENCLAW_BIN", "/opt/peers/openclaw-bin")
 
@@ -114,3 +115,77 @@ def remote_reads_through_gateway(bench: Bench) -> list[Row]:
                 pass
             p.wait()
     return rows
+
+
+@case
+def remote_send_namespace_vs_loopback(bench: Bench) -> list[Row]:
+    """`send` to the real gateway in another network namespace (over a veth pair, paired
+    device, its device token) vs the same gateway process on its own loopback (device-less
+    `cli` with the shared token): what leaving the machine costs. Both commands start through
+    `ip netns exec` (the near side is a namespace too), so neither pays for it alone."""
+    import re
+    import subprocess
+    import sys
+
+    label = "`send` to a gateway in another network namespace vs the same gateway on loopback"
+    sys.path.insert(0, str(ROOT))
+    os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
+    from tests.interop_openclaw.conftest import TOKEN
+    from tests.interop_openclaw.netns import Netns, why_not
+
+    reason = why_not()
+    if reason is not None:
+        return [Row(label, f"not measured: {reason}")]
+    base = bench.data / "oc-netns"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    net = Netns(base, client_ns=True)
+    saved = bench.env
+    try:
+        gw = net.start("gw")
+        gw.wait_listening()
+        bench.env = {**bench.env, "OPENCLAW_GATEWAY_TOKEN": TOKEN, "SESSIONTOOL_OPENCLAW_BIN": ""}
+        for name in ("OPENCLAW_CONFIG_PATH", "OPENCLAW_STATE_DIR", "SESSIONTOOL_GATEWAY_URL"):
+            bench.env.pop(name, None)
+        send = ("send", "main", "bench over the wire", "--timeout", "120", "--json")
+        far = [
+            *net.exec_prefix("client"),
+            *bench.sessiontool("--state-dir", str(base / "far"), "--gateway", gw.url, *send),
+        ]
+        near = [
+            *net.exec_prefix("gw"),
+            *bench.sessiontool(
+                "--state-dir", str(base / "near"), "--gateway", f"ws://127.0.0.1:{gw.port}", *send
+            ),
+        ]
+        for _ in range(3):  # pairing, then any scope upgrade the send asks for
+            first = subprocess.run(far, capture_output=True, text=True, env=bench.env)
+            if first.returncode == 0:
+                break
+            m = re.search(r"openclaw devices approve (\S+)", first.stderr)
+            if first.returncode != 4 or not m:
+                return [Row(label, f"not measured: {' '.join(first.stderr.split())[-300:]}")]
+            ok = gw.oc("devices", "approve", m.group(1))
+            if ok.returncode != 0:
+                return [Row(label, f"not measured: approve failed ({ok.stderr[-300:]})")]
+        else:
+            return [Row(label, "not measured: still not approved after three approvals")]
+        for cmd in (far, near):
+            assert bench.json_output(cmd)["status"] == "ok"
+        runs = bench.n(15, 3)
+        a, b = bench.compare(far, near, runs)
+        rs = pair_ratios(a, b)
+        r = statistics.median(rs)
+        return [
+            Row(
+                f"{label} (median of {runs}, pairwise)",
+                f"namespace {spread(a)}; loopback {spread(b)}: {r:.2f}× its time "
+                f"(pairs {ratio_spread(rs)}); CPU of the command {ms(a.median_cpu)} vs "
+                f"{ms(b.median_cpu)}",
+                "≤ 1.1×",
+                r <= 1.1,
+            )
+        ]
+    finally:
+        bench.env = saved
+        net.close()

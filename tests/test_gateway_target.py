@@ -4,6 +4,7 @@ OPENCLAW_GATEWAY_URL, OpenClaw's `gateway.remote.*`), what it authenticates with
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import socket
@@ -153,3 +154,29 @@ def test_reading_a_remote_gateway_that_does_not_answer_is_exit_4(state: Path) ->
         assert url in proc.stderr and ENV_SECRET not in proc.stderr
     # Nothing of the remote's was written beside the local store: only its own part.
     assert sorted(p.name for p in state.iterdir()) == ["gateways"]
+
+
+def test_gateway_forget_drops_the_identity_made_for_that_gateway(state: Path) -> None:
+    """The device key and token sessiontool keeps for a remote gateway (under its
+    `gateways/<hash>/`) go, so the next connection asks to be paired again; another gateway's
+    stay. The text names the device id for `openclaw devices remove` on the gateway's host."""
+    pub = bytes(range(32))
+    ids = {}
+    for url in ("ws://10.0.0.5:18789", "ws://10.0.0.6:18789"):
+        own = state / "gateways" / hashlib.sha256(url.encode()).hexdigest()[:16] / "sessiontool"
+        own.mkdir(parents=True)
+        data = {
+            "version": 1,
+            "privateKey": "cHJpdmF0ZQ",
+            "publicKey": base64.urlsafe_b64encode(pub).rstrip(b"=").decode(),
+            "tokens": {url: {"token": "dev-token", "scopes": []}},
+        }
+        (own / "gateway-device.json").write_text(json.dumps(data))
+        ids[url] = own / "gateway-device.json"
+    proc = run_cli("gateway", "forget", "WS://10.0.0.5:18789/")
+    assert proc.returncode == 0, proc.stderr
+    device_id = hashlib.sha256(pub).hexdigest()
+    assert "removed" in proc.stdout and f"openclaw devices remove {device_id}" in proc.stdout
+    assert not ids["ws://10.0.0.5:18789"].exists() and ids["ws://10.0.0.6:18789"].exists()
+    rc, got = run_json("gateway", "forget", "ws://10.0.0.5:18789")
+    assert rc == 0 and got["removed"] is False and got["deviceId"] is None

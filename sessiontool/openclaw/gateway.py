@@ -116,7 +116,8 @@ class Gateway:
     def client(self, paths: StatePaths) -> Client:
         from sessiontool.openclaw import wsclient
 
-        return wsclient.client(self.url, self.secret(), paths, self.loopback)
+        pin = self.remote.tls_fingerprint if self.remote is not None else None
+        return wsclient.client(self.url, self.secret(), paths, self.loopback, pin)
 
     def handshake(self, paths: StatePaths, scopes: frozenset[str] | None = None) -> Hello | None:
         """Connect (once per process; later calls reuse the connection) and return what

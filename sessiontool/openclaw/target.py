@@ -20,9 +20,10 @@ OPENCLAW_CONFIG_PATH names. Config secrets may be literal or the `${VAR}` shorth
 
 With a remote target, sessiontool's own files (run records, lanes, outbox, search index) live
 under `<state>/gateways/<urlhash>/` of the local state dir, so two gateways never share a run
-record; the session store is the gateway's. A device token the gateway issues for this client is
-kept in `<state>/sessiontool/gateway/<urlhash>.json` (0600); `sessiontool gateway forget URL`
-removes it. `<urlhash>` is `url_hash(URL)`: the first 16 hex digits of the SHA-256 of the
+record; the session store is the gateway's. The device identity sessiontool presents to that
+gateway, and the device token it issues, are kept in
+`<state>/gateways/<urlhash>/sessiontool/gateway-device.json` (0600); `sessiontool gateway forget
+URL` removes them (the next connection pairs again). `<urlhash>` is `url_hash(URL)`: the first 16 hex digits of the SHA-256 of the
 normalised URL.
 """
 
@@ -325,8 +326,10 @@ def device_token_path(base: StatePaths, url: str) -> Path:
 
 
 def forget(base: StatePaths, url: str) -> dict[str, Any]:
-    """Remove the stored device token for `url`; the device key itself stays (other gateways
-    may have paired it). The next connection pairs again."""
+    """Forget `url` on this machine: its device token, and the device identity sessiontool made
+    for that gateway (`gateways/<hash>/sessiontool/gateway-device.json`, a key only that gateway
+    ever saw), so the next connection asks to be paired again, as after a fresh install. A token
+    kept beside the state dir's own key (its local gateway's device) is dropped, that key stays."""
     norm = normalize_url(url)
     path = device_token_path(base, url)
     try:
@@ -335,7 +338,32 @@ def forget(base: StatePaths, url: str) -> dict[str, Any]:
     except FileNotFoundError:
         removed = False
     removed = _forget_in_identity_file(base, norm) or removed
-    return {"url": norm, "removed": removed, "path": str(path)}
+    own = gateway_root(base, Target(norm, "", None, None, None, None)) / "sessiontool"
+    device_id = _device_id(own / IDENTITY_FILE)
+    try:
+        (own / IDENTITY_FILE).unlink()
+        removed = True
+    except FileNotFoundError:
+        pass
+    return {
+        "url": norm,
+        "removed": removed,
+        "path": str(own / IDENTITY_FILE),
+        "deviceId": device_id,
+    }
+
+
+def _device_id(path: Path) -> str | None:
+    """The id the gateway knows the forgotten device by (for `openclaw devices remove ID`)."""
+    import base64
+    import hashlib
+    import json
+
+    try:
+        pub = json.loads(path.read_bytes()).get("publicKey")
+        return hashlib.sha256(base64.urlsafe_b64decode(pub + "==")).hexdigest()
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
 
 
 IDENTITY_FILE = "gateway-device.json"  # the device key file, when it also keeps tokens by URL

@@ -9,11 +9,14 @@ secret) → `hello-ok` (server version, granted scopes, maybe a device token) �
 by id, events in between (ignored). A device-less `cli` client with a good shared secret on
 loopback keeps its scopes (OpenClaw's own CLI relies on that); anywhere else (a remote gateway,
 no shared secret, scopes cleared) sessiontool presents its own Ed25519 device (device.py),
-silently paired on loopback, and keeps the device token the gateway issues.
+silently paired on loopback, and keeps the device token the gateway issues. `wss://` is TLS as
+OpenClaw's client does it (tls.py): the certificate checked, or pinned by
+`gateway.remote.tlsFingerprint`; a wrong one is refused (exit 4) before anything is sent.
 
 Failures, each with what to do: a protocol sessiontool does not speak → ProtocolMismatch (the
 caller may fall back to the `openclaw` CLI of that version); pairing required → exit 4 with the
-request id and the `openclaw devices approve` line; bad credentials → exit 4, naming where the
+request id and the `openclaw devices approve` line (a device approved for fewer scopes: the
+same, naming them); bad credentials → exit 4, naming where the
 secret came from, never its value; `UNAVAILABLE` + `retryAfterMs` → waited out and retried.
 An `agent` turn whose socket drops after the gateway accepted it is re-attached with
 `agent.wait {runId}` (the run id is the turn's idempotency key), never sent again.
@@ -125,6 +128,7 @@ class Client:
     wanted: set[str] = field(default_factory=set)
     connects: int = 0
     use_device: bool = False
+    tls_fingerprint: str | None = None  # as configured (gateway.remote.tlsFingerprint)
 
     def want(self, scopes: frozenset[str] | set[str]) -> None:
         """Scopes a later call of this process will need, asked for at the first connect, so
@@ -292,7 +296,9 @@ class Client:
         self, scopes: frozenset[str], use_device: bool, protocol: int = PROTOCOL
     ) -> Connection:
         self.connects += 1
-        return open_connection(self.url, self.secret, self.paths, scopes, use_device, protocol)
+        return open_connection(
+            self.url, self.secret, self.paths, scopes, use_device, protocol, self.tls_fingerprint
+        )
 
     def probe_version(self, protocol: int) -> str | None:
         """The version an older gateway states in its hello-ok when asked in its own protocol
@@ -311,10 +317,12 @@ class Client:
 _clients: dict[str, Client] = {}
 
 
-def client(url: str, secret: Secret | None, paths: StatePaths, loopback: bool) -> Client:
+def client(
+    url: str, secret: Secret | None, paths: StatePaths, loopback: bool, pin: str | None = None
+) -> Client:
     c = _clients.get(url)
     if c is None:
-        c = _clients[url] = Client(url, secret, paths, loopback)
+        c = _clients[url] = Client(url, secret, paths, loopback, tls_fingerprint=pin)
     return c
 
 

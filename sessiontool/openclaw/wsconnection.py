@@ -189,11 +189,13 @@ def open_connection(
     scopes: frozenset[str],
     use_device: bool,
     protocol: int = PROTOCOL,
+    pin: str | None = None,
 ) -> Connection:
     """A connection that has passed the handshake with these scopes, authenticated with the
     shared secret or (`use_device`) sessiontool's device. Raises RpcError when the gateway
     refuses the `connect` request (the caller decides whether to retry), the error to show when
-    it closes the socket on us, GatewayError when it cannot be reached."""
+    it closes the socket on us (or, wss://, when its certificate is not the one expected: tls.py,
+    before anything is sent), GatewayError when it cannot be reached."""
     import logging
 
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -212,12 +214,20 @@ def open_connection(
         # two ticks is a dead connection (Connection.request), as OpenClaw's client has it.
         "ping_interval": None,
     }
+    if url.startswith("wss://") or pin:
+        from sessiontool.openclaw import tls
+
+        opts["ssl"] = tls.context(url, pin)
     try:
         try:  # websockets 17 wants the direct (non-context-manager) form said explicitly
             ws = connect(url, legacy=True, **opts)
         except TypeError:
             ws = connect(url, **opts)
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+        if "ssl" in opts:
+            from sessiontool.openclaw import tls
+
+            tls.refuse(url, exc)  # a certificate not trusted, or not the pinned one: exit 4
         raise GatewayError(f"cannot connect to OpenClaw's gateway at {url}: {exc}") from exc
     try:
         return _hello(ws, url, secret, paths, sorted(scopes), use_device, protocol)
@@ -370,6 +380,16 @@ def refused(url: str, secret: Secret | None, exc: RpcError) -> SessiontoolError:
 
             m = re.search(r"requestId:\s*([A-Za-z0-9._:-]+)", msg)
             request_id = m.group(1) if m else None
+        if request_id and details.get("reason") == "scope-upgrade":
+            # Approved for fewer scopes than this command asks (a device paired by a read).
+            asked = _names(details.get("requestedScopes")) or "more scopes"
+            approved = _names(details.get("approvedScopes")) or "fewer scopes"
+            return ForbiddenError(
+                f"OpenClaw's gateway at {url} approved sessiontool's device for {approved}; "
+                f"this command needs {asked} (pairing request {request_id})",
+                hint=f"on the gateway's host run: openclaw devices approve {request_id}",
+                extra={"pairingRequestId": request_id},
+            )
         if request_id:
             return ForbiddenError(
                 f"OpenClaw's gateway at {url} has not approved sessiontool's device yet "
@@ -391,6 +411,10 @@ def refused(url: str, secret: Secret | None, exc: RpcError) -> SessiontoolError:
             "OPENCLAW_GATEWAY_PASSWORD",
         )
     return GatewayError(f"OpenClaw's gateway at {url} refused the connection: {msg}")
+
+
+def _names(scopes: Any) -> str:
+    return ", ".join(s for s in scopes or [] if isinstance(s, str))
 
 
 def code_extra(exc: RpcError) -> dict[str, Any]:

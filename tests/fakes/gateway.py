@@ -235,6 +235,8 @@ class Server:
         if busy:
             return err("UNAVAILABLE", "busy", retryable=True, retryAfterMs=50)
         ws.send(json.dumps({"type": "event", "event": "tick", "payload": {"ts": 1}}))
+        if method == "sessions.list":  # an empty store: enough for a read to get through
+            return res({"ts": int(time.time() * 1000), "count": 0, "sessions": []})
         if method == "status":
             return res({"runtimeVersion": self.cfg.get("version", "2026.9.6")})
         if method == "agent":
@@ -418,7 +420,21 @@ def main() -> None:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     cfg["path"] = sys.argv[1]
     srv = Server(cfg)
-    with serve(srv.handler, "127.0.0.1", int(cfg.get("port", 0)), compression=None) as ws_srv:
+    more: dict[str, Any] = {}
+    if cfg.get("tls"):  # {"cert": PEM, "key": PEM}: wss://, as gateway.tls.enabled serves it
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cfg["tls"]["cert"], cfg["tls"]["key"])
+        more["ssl"] = ctx
+
+    def upgrade(conn: Any, request: Any) -> None:
+        """Every HTTP upgrade that reached the server (what a client sends first after TLS)."""
+        srv.log({"method": "http-upgrade", "params": {"path": request.path}})
+
+    more["process_request"] = upgrade
+    port = int(cfg.get("port", 0))
+    with serve(srv.handler, "127.0.0.1", port, compression=None, **more) as ws_srv:
         port = ws_srv.socket.getsockname()[1]
         print(f"ready {port}", flush=True)
         if cfg.get("store") and cfg.get("own_writes"):
@@ -449,7 +465,8 @@ class FakeGateway:
         return [
             r
             for r in self.rows()
-            if r["method"] not in ("connect", FINAL) and (method is None or r["method"] == method)
+            if r["method"] not in ("connect", "http-upgrade", FINAL)
+            and (method is None or r["method"] == method)
         ]
 
     def finals(self) -> dict[str, dict[str, Any]]:
@@ -462,6 +479,48 @@ class FakeGateway:
     def readline(self) -> str:
         assert self.proc.stdout is not None
         return self.proc.stdout.readline().strip()
+
+
+def self_signed(dest: Path, host: str = "127.0.0.1") -> tuple[Path, Path, str]:
+    """A self-signed certificate for `host` (an IP SAN) as OpenClaw's autoGenerate makes one:
+    (cert PEM, key PEM, SHA-256 of the DER as OpenClaw prints it, AA:BB:...)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "openclaw-gateway")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    dest.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = dest / "cert.pem", dest / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    digest = cert.fingerprint(hashes.SHA256()).hex().upper()
+    return cert_path, key_path, ":".join(digest[i : i + 2] for i in range(0, 64, 2))
 
 
 @contextmanager

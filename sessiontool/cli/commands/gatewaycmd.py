@@ -66,6 +66,11 @@ def gateway_cmd(
         return
     if action == "forget":
         what = "removed" if result["removed"] else "no device token stored"
+        if result.get("deviceId"):
+            what += (
+                f" (device {result['deviceId'][:16]}; on the gateway's host, "
+                f"openclaw devices remove {result['deviceId']} revokes it there too)"
+            )
         render.write_out(f"{render.esc(result['url'])}: {what}\n")
         return
     lines = [f"{k}\t{render.esc(str(v))}" for k, v in result.items() if v is not None]
