@@ -81,9 +81,11 @@ def build_context(
     config_path: str | None = None,
     agent: str | None = None,
     as_key: str | None = None,
+    *,
+    cfg: Config | None = None,
 ) -> Context:
     paths = StatePaths(resolve_state_dir(state_dir))
-    cfg = load_config(paths, config_path)
+    cfg = cfg if cfg is not None else load_config(paths, config_path)
     as_key = as_key or os.environ.get("SESSIONTOOL_SESSION_KEY") or None
     if as_key:
         base_agent = keys.normalize_agent_id(agent) if agent else cfg.default_agent_id

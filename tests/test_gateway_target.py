@@ -180,3 +180,26 @@ def test_gateway_forget_drops_the_identity_made_for_that_gateway(state: Path) ->
     assert not ids["ws://10.0.0.5:18789"].exists() and ids["ws://10.0.0.6:18789"].exists()
     rc, got = run_json("gateway", "forget", "ws://10.0.0.5:18789")
     assert rc == 0 and got["removed"] is False and got["deviceId"] is None
+
+
+def test_a_worker_started_by_exec_reaches_the_same_remote_gateway(
+    state: Path, tmp_path: Path
+) -> None:
+    """A caller with threads (the MCP server) execs its run workers instead of forking them:
+    the worker binds its per-gateway state dir to the remote gateway again (from the URL in its
+    environment, never the secret) instead of looking for a gateway beside it."""
+    from .fakes import gateway as fake
+    from .runhelpers import reap
+
+    with fake.running(tmp_path / "gw", token=ENV_SECRET) as gw:
+        url = f"ws://127.0.0.1:{gw.port}"
+        env = {"OPENCLAW_GATEWAY_TOKEN": ENV_SECRET, "SESSIONTOOL_EXEC_WORKER": "1"}
+        rc, out = run_json("--gateway", url, "send", "room", "hello there", env=env, timeout=120)
+        for root in state.glob("gateways/*"):
+            reap(root)
+        turns = gw.calls("agent")
+    assert rc == 0 and out["status"] == "ok" and out["via"] == "gateway", out
+    assert [t["params"]["message"] for t in turns] == ["hello there"]
+    assert [t["params"]["sessionKey"] for t in turns] == ["agent:main:room"]
+    for log in state.rglob(".worker.log"):
+        assert ENV_SECRET not in log.read_text()

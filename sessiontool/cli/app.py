@@ -178,6 +178,16 @@ def remote_context(ctx: Context) -> Context:
     paths = target.select(ctx.paths)
     if paths is ctx.paths:
         return ctx
+    from sessiontool.context import build_context
+    from sessiontool.openclaw.gateway_reader import gateway_config
+    from sessiontool.stores.config import load_config
+
+    # The gateway's OpenClaw config in place of a local one: its agents, main key, scope and
+    # policies decide as they do on its host (unreachable or refused: the command says so).
+    remote_cfg = gateway_config(paths)
+    if remote_cfg is not None:
+        cfg = load_config(ctx.paths, G.config, gateway=remote_cfg)
+        ctx = build_context(G.state_dir, G.config, G.agent, G.as_key, cfg=cfg)
     return Context(paths, ctx.config, ctx.requester)
 
 

@@ -472,6 +472,17 @@ LOCK_FORM_TEXT = {
 }
 
 
+def doctor_agent_ids(paths: StatePaths, listing: Callable[[], list[str]]) -> list[str]:
+    """The agents doctor checks: all of them; none for a remote gateway that cannot be asked
+    (unreachable, refused: doctor's finding about the connection says why)."""
+    try:
+        return listing()
+    except SessiontoolError:
+        if find(paths).remote is None:
+            raise
+        return []
+
+
 def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     """For doctor: the gateway found, its version (from the handshake), the auth, identity and
     scopes used, which write mode applies (for the state dir's agents, `agent_ids`), and
@@ -480,6 +491,12 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     info = g.to_json(paths)
     from sessiontool.stores.detect import gateway_agents
 
+    if g.remote is not None:  # the gateway's own store: nothing to look for on disk
+        info["mode"], info["lockForm"] = "gateway (remote)", None
+        from sessiontool.openclaw.gateway_doctor import remote_checks
+
+        info["remote"], info["problems"] = remote_checks(g, info, paths)
+        return info
     sqlite = gateway_agents(paths, agent_ids)
     if sqlite:
         mode = "gateway (SQLite store)" if info["reachable"] else "read-only (no gateway)"

@@ -18,6 +18,7 @@ hidden (README, "Past one machine"):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from sessiontool.stores.detect import StoreInfo
@@ -71,6 +72,30 @@ ADDED_META = ("id", "seq", "recordTimestampMs", "transcriptPosition", "truncated
 # Every session row of the gateway, per state-dir root, for one read scope (one sessions.list
 # walk serves every agent's reader; the last reader to close drops it).
 _rows: dict[str, list[dict[str, Any]]] = {}
+# The last chat.history page read of a session (per root and key): the message ids it held and
+# its highest seq, where `history --follow` starts (gateway_follow.py). Outlives the read scope.
+_marks: dict[tuple[str, str], tuple[frozenset[str], int]] = {}
+
+
+def page_mark(page: dict[str, Any]) -> tuple[frozenset[str], int]:
+    """The ids of a chat.history page's messages and its highest `seq` (0 for none)."""
+    ids: set[str] = set()
+    top = 0
+    raw = page.get("messages")
+    for m in raw if isinstance(raw, list) else []:
+        meta = m.get("__openclaw") if isinstance(m, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        if isinstance(meta.get("id"), str):
+            ids.add(meta["id"])
+        seq = meta.get("seq")
+        if isinstance(seq, int) and not isinstance(seq, bool) and seq > top:
+            top = seq
+    return frozenset(ids), top
+
+
+def last_mark(paths: StatePaths, full_key: str) -> tuple[frozenset[str], int] | None:
+    return _marks.get((str(paths.root), full_key))
 
 
 def _call(paths: StatePaths, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +113,26 @@ def require_up(paths: StatePaths) -> None:
         from sessiontool.errors import ForbiddenError
 
         raise ForbiddenError(f"no OpenClaw gateway answers at {g.url}", hint=g.how_to_start())
+
+
+def gateway_config(paths: StatePaths) -> tuple[Path, dict[str, Any]] | None:
+    """The remote gateway's OpenClaw config (`config.get`, operator.read; secrets come back
+    redacted and are not used): where it lives on the gateway's host and its parsed content.
+    None when it cannot be asked; the command's own calls then say why."""
+    from sessiontool.errors import SessiontoolError
+    from sessiontool.openclaw import gateway
+
+    try:
+        if not gateway.find(paths).reachable():
+            return None
+        res = _call(paths, "config.get", {})
+    except SessiontoolError:
+        return None
+    parsed = res.get("parsed")
+    where = res.get("path")
+    if not isinstance(parsed, dict):
+        return None
+    return Path(f"{where if isinstance(where, str) else 'openclaw.json'} (gateway)"), parsed
 
 
 def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
@@ -224,6 +269,7 @@ class GatewayReader:
                     "maxChars": MAX_CHARS,
                 },
             )
+            _marks[(str(self.paths.root), full_key)] = page_mark(self._pages[full_key])
         return self._pages[full_key]
 
     def messages(

@@ -317,6 +317,23 @@ def bound_to(root: Path) -> Target | None:
     return _bound.get(str(root))
 
 
+WORKER_ENV = "SESSIONTOOL_WORKER_GATEWAY"  # the URL (never a secret) an exec'd worker rebinds
+
+
+def rebind_worker(paths: StatePaths) -> None:
+    """In a worker started by exec (not forked: the binding did not come along in memory), bind
+    its state dir, `<base>/gateways/<hash>`, to the remote gateway its command used, resolved
+    again from the same environment and the base state dir's config."""
+    url = os.environ.get(WORKER_ENV, "").strip()
+    if not url or paths.root.parent.name != "gateways":
+        return
+    global _explicit
+    _explicit = normalize_url(url)
+    t = resolve(StatePaths(paths.root.parent.parent))
+    if t is not None and t.key == paths.root.name:
+        bind(paths.root, t)
+
+
 # -- device tokens ---------------------------------------------------------------------------
 
 

@@ -71,6 +71,7 @@ ABORT_TIMEOUT_S = 5.0
 
 READ_METHODS = frozenset(
     {"status", "health", "sessions.list", "sessions.get", "sessions.search", "chat.history"}
+    | {"sessions.messages.subscribe", "sessions.usage", "agents.list", "config.get"}
 )
 PATCH_WRITE_FIELDS = frozenset(
     {"key", "agentId", "expectedSessionId", "label", "autoLabel", "icon", "color", "category"}

@@ -288,6 +288,7 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
 def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]:
     """Check the state dir and report; never write (reads never change the state dir, and a
     lost run is reconciled by `wait`/`runs`, not here)."""
+    from sessiontool.openclaw.gateway import describe, doctor_agent_ids
     from sessiontool.stores.detect import detect
 
     now = now_ms()
@@ -308,13 +309,12 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         problems.append(
             Problem(f["kind"], f["path"], f["detail"], severity="warning", hint=f.get("hint"))
         )
-    for agent_id in all_agent_ids(ctx):
+    for agent_id in doctor_agent_ids(ctx.paths, lambda: all_agent_ids(ctx)):
         if is_plain_name(agent_id):
             stores.append({"agent": agent_id, **detect(ctx.paths, agent_id).to_json()})
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
-    from sessiontool.openclaw.gateway import describe
     from sessiontool.operations import repair
     from sessiontool.sessions.reading import agent_ids_on_disk
 
@@ -322,7 +322,7 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         Problem(f.kind, f.path, f.detail, severity=f.severity, hint=f.hint)
         for f in repair.check(ctx.paths, ctx.config)
     )
-    gateway = describe(ctx.paths, agent_ids_on_disk(ctx.paths))
+    gateway = describe(ctx.paths, doctor_agent_ids(ctx.paths, lambda: agent_ids_on_disk(ctx.paths)))
     problems.extend(
         Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
         for p in gateway.pop("problems")

@@ -32,6 +32,11 @@ def _set_env(paths: StatePaths, config_path: str | None) -> dict[str, str]:
     env["SESSIONTOOL_STATE_DIR"] = str(paths.root)
     if config_path:
         env["SESSIONTOOL_CONFIG"] = str(Path(config_path).expanduser().absolute())
+    from sessiontool.openclaw.target import WORKER_ENV, bound_to
+
+    remote = bound_to(paths.root)
+    if remote is not None:  # an exec'd worker binds its state dir to the same gateway again
+        env[WORKER_ENV] = remote.url
     return env
 
 

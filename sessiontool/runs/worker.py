@@ -324,7 +324,11 @@ def main(argv: list[str] | None = None) -> int:
             "usage: python -m sessiontool.runs.worker STATE_DIR (lane LANE_ID | follow RUN_ID)\n"
         )
         return 2
-    return run_args(StatePaths(Path(args[0])), args[1:], lock_fd)
+    paths = StatePaths(Path(args[0]))
+    from sessiontool.openclaw.target import rebind_worker
+
+    rebind_worker(paths)
+    return run_args(paths, args[1:], lock_fd)
 
 
 if __name__ == "__main__":

@@ -423,14 +423,24 @@ class Config(Value):
         return v if isinstance(v, dict) else {}
 
 
-def load_config(paths: StatePaths, explicit: str | None = None) -> Config:
+def load_config(
+    paths: StatePaths,
+    explicit: str | None = None,
+    *,
+    gateway: tuple[Path, dict[str, Any]] | None = None,
+) -> Config:
     """OpenClaw's config (if any) under sessiontool's (`--config` > SESSIONTOOL_CONFIG >
-    <state>/sessiontool.json5). OpenClaw's file is only read, and only for shared keys."""
+    <state>/sessiontool.json5). OpenClaw's file is only read, and only for shared keys. With a
+    remote gateway, `gateway` is its config as its `config.get` returns it (where it lives there,
+    and its parsed content), in place of a local OpenClaw file."""
     merged: dict[str, Any] = {}
     files: list[Path] = []
     layers: list[tuple[Path, dict[str, Any]]] = []
     warnings: list[str] = []
-    oc = paths.openclaw_config()
+    oc = paths.openclaw_config() if gateway is None else None
+    if gateway is not None:
+        merged = {k: gateway[1][k] for k in SHARED_TOP_KEYS if k in gateway[1]}
+        layers.append((gateway[0], merged))
     if oc is not None:
         base = _load_file(oc)
         merged = {k: base[k] for k in SHARED_TOP_KEYS if k in base}

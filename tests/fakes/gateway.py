@@ -6,6 +6,11 @@ accepted a turn, a wrong token, device-less scopes cleared. It checks what it is
 per method, a device's v3 signature) and logs every frame's method and params (never a secret)
 to a JSON-lines file the tests read.
 
+For `history --follow` it serves `chat.history` from `history` (messages with `__openclaw`
+ids and seqs) and, on `sessions.messages.subscribe`, sends the next message of `events` as a
+`session.message` event (appending it to the history); a connection that has sent one is
+closed while `drop_after_event` lasts. `grant_scopes` caps the scopes hello-ok grants.
+
 A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`); `fail ...`
 makes the gateway refuse it. With `store` set it plays a lockless JSON-era gateway: it applies
 `sessions.patch` to that sessions.json itself and rewrites the file on its own meanwhile.
@@ -38,6 +43,7 @@ SCOPE = {
     "agent.wait": WRITE,
     "chat.abort": WRITE,
     "sessions.reset": ADMIN,
+    "sessions.messages.subscribe": READ,
 }
 
 
@@ -74,6 +80,9 @@ class Server:
         self.device_tokens: set[str] = set()
         self.store_stat: Any = None
         self.store_data: dict[str, Any] = {}
+        self.history: list[dict[str, Any]] = list(cfg.get("history", []))
+        self.events: list[dict[str, Any]] = list(cfg.get("events", []))
+        self.drop_after_event = int(cfg.get("drop_after_event", 0))
 
     def log(self, row: dict[str, Any]) -> None:
         with self.lock, open(self.cfg["log"], "a") as fh:
@@ -159,6 +168,8 @@ class Server:
                 self.device_tokens.add(issued)
         elif self.cfg.get("clear_deviceless_scopes"):
             scopes = []
+        if "grant_scopes" in self.cfg:
+            scopes = [x for x in scopes if x in self.cfg["grant_scopes"]]
         hello_auth: dict[str, Any] = {"role": "operator", "scopes": scopes, "method": "token"}
         if issued:
             hello_auth["deviceToken"] = issued
@@ -268,6 +279,11 @@ class Server:
             return res(
                 {"ok": True, "aborted": live, "runIds": [params.get("runId")] if live else []}
             )
+        if method == "chat.history":
+            return res(self.chat_history(params))
+        if method == "sessions.messages.subscribe":
+            res({"subscribed": True, "key": params["key"]})
+            return self.next_event(ws, params["key"])
         if method == "sessions.patch":
             if self.cfg.get("store"):
                 return res(self.patch_store(params))
@@ -280,6 +296,34 @@ class Server:
         if method == "sessions.reset":
             return res({"ok": True, "key": params["key"], "entry": {"sessionId": "same"}})
         return err("INVALID_REQUEST", f"unknown method: {method}")
+
+    def chat_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = params["sessionKey"]
+        info = {"key": key, "agentId": "main", "sessionId": "sid-follow", "updatedAt": 1}
+        with self.lock:
+            msgs = list(self.history)
+        return {"sessionKey": key, "sessionId": "sid-follow", "messages": msgs, "sessionInfo": info}
+
+    def next_event(self, ws: Any, key: str) -> None:
+        with self.lock:
+            if not self.events:
+                return
+            msg = self.events.pop(0)
+            self.history.append(msg)
+            drop = self.drop_after_event > 0
+            self.drop_after_event -= 1 if drop else 0
+        meta = msg.get("__openclaw") or {}
+        payload = {
+            "sessionKey": key,
+            "agentId": "main",
+            "message": msg,
+            "messageId": meta.get("id"),
+            "messageSeq": meta.get("seq"),
+            "sessionId": "sid-follow",
+        }
+        ws.send(json.dumps({"type": "event", "event": "session.message", "payload": payload}))
+        if drop:
+            ws.close(1012, "dropped by the test")
 
     def agent(self, ws: Any, n: int, params: dict[str, Any], res: Any, err: Any) -> None:
         # The gateway names the run itself (not by the idempotency key), as 2026.9.6 does.

@@ -193,23 +193,7 @@ def doctor_cmd(
             for s in result["stores"]
             if s["format"] != "jsonl"
         ]
-        gw = result.get("gateway") or {}
-        if gw.get("reachable"):
-            out.append(
-                f"gateway {gw['url']}: OpenClaw {gw.get('version') or '(version unknown)'}; "
-                f"writes: {gw.get('mode')}"
-                + (f"; store lock {gw['lockForm']}" if gw.get("lockForm") else "")
-                + "\n"
-            )
-            hs = gw.get("handshake") or {}
-            if hs.get("scopes") is not None:
-                out.append(
-                    f"  via {gw.get('transport')}: protocol {hs.get('protocol')}, auth "
-                    f"{gw.get('auth')}, {hs.get('identity')}, scopes "
-                    f"{', '.join(hs['scopes']) or 'none'}\n"
-                )
-            elif gw.get("transport"):
-                out.append(f"  via {gw['transport']}: {hs.get('refused')}\n")
+        out += _gateway_text(result.get("gateway") or {})
         for p in result["problems"]:
             head = "warning: " if p["severity"] == "warning" else ""
             out.append(
@@ -231,6 +215,38 @@ def doctor_cmd(
     if result["errors"]:
         return 1
     return 2 if result["warnings"] else 0
+
+
+def _gateway_text(gw: dict[str, Any]) -> list[str]:
+    """doctor's lines about the gateway: a remote one's connection, identity, pairing and
+    scopes; the state dir's own with its version, write mode and handshake."""
+    out: list[str] = []
+    rem = gw.get("remote")
+    if rem:  # a remote gateway: connection, identity, pairing, scopes, one line each
+        scopes = rem["scopes"]
+        out += [
+            f"gateway {gw['url']}: {render.esc(rem['connection'])}\n",
+            f"  identity: {render.esc(rem['identity'])}\n",
+            f"  pairing: {render.esc(rem['pairing'])}\n",
+            "  scopes: " + ("unknown" if scopes is None else ", ".join(scopes) or "none") + "\n",
+        ]
+    elif gw.get("reachable"):
+        out.append(
+            f"gateway {gw['url']}: OpenClaw {gw.get('version') or '(version unknown)'}; "
+            f"writes: {gw.get('mode')}"
+            + (f"; store lock {gw['lockForm']}" if gw.get("lockForm") else "")
+            + "\n"
+        )
+        hs = gw.get("handshake") or {}
+        if hs.get("scopes") is not None:
+            out.append(
+                f"  via {gw.get('transport')}: protocol {hs.get('protocol')}, auth "
+                f"{gw.get('auth')}, {hs.get('identity')}, scopes "
+                f"{', '.join(hs['scopes']) or 'none'}\n"
+            )
+        elif gw.get("transport"):
+            out.append(f"  via {gw['transport']}: {hs.get('refused')}\n")
+    return out
 
 
 @app.command("prune")

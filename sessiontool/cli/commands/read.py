@@ -186,13 +186,14 @@ def history_cmd(
         raw=raw,
         since_ms=parse_since(since) if since else None,
     )
-    if follow and h.resolved.gateway_written:
-        raise UsageError(
-            "--follow reads a transcript file; OpenClaw's SQLite store (and a session read "
-            "through its gateway) has none"
-        )
+    via_gateway = follow and h.resolved.gateway_written
+    if via_gateway:
+        # No transcript file: the gateway's session.message events (openclaw/gateway_follow.py).
+        from sessiontool.openclaw.gateway_reader import require_up
+
+        require_up(ctx.paths)
     _KEEP.append(h)
-    start = file_size(h.path) if (follow and h.path) else 0
+    start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
     fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
     text = _formatted(ctx, h, fmt, follow)
     if output is not None:
@@ -211,9 +212,18 @@ def history_cmd(
         render.history_rich(h.session_key, h.messages)
     else:
         render.write_out(render.history_plain(h.session_key, h.messages))
-    if not follow or h.path is None:
+    if not follow or (h.path is None and not via_gateway):
         return
-    _follow(h, h.path, start, include_tools=include_tools, raw=raw, fmt=fmt, rich_view=rich_view)
+    _follow(
+        ctx,
+        h,
+        start,
+        via_gateway,
+        include_tools=include_tools,
+        raw=raw,
+        fmt=fmt,
+        rich_view=rich_view,
+    )
 
 
 def _formatted(ctx: Context, h: History, fmt: str, follow: bool) -> str | bytes | None:
@@ -246,16 +256,35 @@ def _export(output: Path, body: str | bytes) -> None:
 
 
 def _follow(
-    h: History, path: Path, start: int, *, include_tools: bool, raw: bool, fmt: str, rich_view: bool
+    ctx: Context,
+    h: History,
+    start: int,
+    via_gateway: bool,
+    *,
+    include_tools: bool,
+    raw: bool,
+    fmt: str,
+    rich_view: bool,
 ) -> None:
-    """`history --follow`: each message appended after the first view, in the same format."""
+    """`history --follow`: each message that arrives after the first view, in the same format:
+    appended to the transcript file, or (no file: OpenClaw's SQLite store, a remote gateway)
+    reported by the gateway's events (openclaw/gateway_follow.py)."""
     import gc
 
     from sessiontool.stores.envelopes import strip_envelope
-    from sessiontool.stores.transcript import follow as follow_messages
 
     gc.enable()  # --follow runs for as long as the user likes
-    for msg in follow_messages(path, start):
+    if via_gateway:
+        from sessiontool.openclaw.gateway_follow import follow as follow_gateway
+
+        r = h.resolved
+        new = follow_gateway(ctx.paths, r.agent_id, r.key, r.session_id)
+    else:
+        from sessiontool.stores.transcript import follow as follow_messages
+
+        assert h.path is not None
+        new = follow_messages(h.path, start)
+    for msg in new:
         if not include_tools and msg.get("role") == "toolResult":
             continue
         m = msg if raw else strip_envelope(msg)
