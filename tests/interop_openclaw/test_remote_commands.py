@@ -306,3 +306,34 @@ def test_mcp_over_stdio_reaches_the_remote_gateway(
     assert seen["send"]["status"] == "ok" and "mcp remote" in seen["send"]["reply"]
     host = local(live, "--agent", "ops", "history", "main", "--limit", "2")["messages"]
     assert host[0]["content"] == "mcp remote"
+
+
+def test_history_follow_on_the_hosts_own_sqlite_store(
+    live: Live, remote: tuple[dict[str, str], Path]
+) -> None:
+    """On the gateway's host itself (its SQLite store, no transcript file): --follow goes
+    through its gateway's events as well, the same lines as history prints afterwards."""
+    env, _ = remote
+    key = "agent:main:cron:job-abc"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", "--state-dir", str(live.state), "history", key]
+        + ["--follow", "--json"],
+        env=live.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = Lines(proc)
+    try:
+        shown = len(local(live, "history", key)["messages"])
+        until("the printed history", lambda: len(lines.lines) >= shown)
+        time.sleep(1)
+        sent = st_json(env, live, "send", key, "follow on the host", "--timeout", "300")
+        until("the two new messages", lambda: len(lines.lines) >= shown + 2)
+        time.sleep(2)
+    finally:
+        rc, err = lines.stop(signal.SIGINT)
+    new = [json.loads(x) for x in lines.lines[shown:]]
+    assert new == local(live, "history", key, "--limit", "2")["messages"]
+    assert new[0]["content"] == "follow on the host" and sent["reply"] in json.dumps(new[1])
+    assert rc == 130 and err == ""
