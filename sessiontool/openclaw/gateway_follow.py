@@ -49,7 +49,6 @@ def follow(
     seen: set[str] = set(mark[0]) if mark else set()
     floor = mark[1] if mark else None
     lost_at: float | None = None
-    connected = False
     try:
         while True:
             try:
@@ -70,14 +69,14 @@ def follow(
                 continue
             except Answered:
                 raise
-            except wsclient.GatewayError as exc:
-                # Not there (yet) again after a drop: keep trying; at the start: the error.
-                if not connected or isinstance(exc, wsclient.ProtocolMismatch):
-                    raise
+            except wsclient.ProtocolMismatch:
+                raise
+            except wsclient.GatewayError:
+                # Not there (yet) again after a drop (it answered when the follow started,
+                # require_up): keep trying for the reconnect budget.
                 client.drop()
                 lost_at = _pause(g, lost_at)
                 continue
-            connected = True
             lost_at = None
             if floor is None:  # nothing printed came from the gateway: start at its tail
                 ids, floor = gateway_reader.page_mark(page)
