@@ -491,11 +491,8 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     info = g.to_json(paths)
     from sessiontool.stores.detect import gateway_agents
 
-    if g.remote is not None:  # the gateway's own store: nothing to look for on disk
-        info["mode"], info["lockForm"] = "gateway (remote)", None
-        from sessiontool.openclaw.gateway_doctor import remote_checks
-
-        info["remote"], info["problems"] = remote_checks(g, info, paths)
+    if g.remote is not None:  # the gateway's own store: gateway_doctor.remote_checks
+        info["mode"], info["lockForm"], info["problems"] = "gateway (remote)", None, []
         return info
     sqlite = gateway_agents(paths, agent_ids)
     if sqlite:

@@ -6,22 +6,21 @@ operator.write."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiontool.stores.paths import StatePaths
 
-if TYPE_CHECKING:
-    from sessiontool.openclaw.gateway import Gateway
-
 
 def remote_checks(
-    g: Gateway, info: dict[str, Any], paths: StatePaths
+    paths: StatePaths, info: dict[str, Any]
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """doctor on a remote gateway: the connection, sessiontool's identity there, the pairing
     and the scopes granted, each a line (and, when it stops commands from working, a problem).
     Reads the device key without creating one: doctor never writes."""
     from sessiontool.openclaw import wsclient
+    from sessiontool.openclaw.gateway import find
 
+    g = find(paths)  # its handshake, made by describe(), is what is reported
     where = g.url
     problems: list[dict[str, str]] = []
     dev_id = _device_id(paths)

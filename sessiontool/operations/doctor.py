@@ -323,6 +323,10 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         for f in repair.check(ctx.paths, ctx.config)
     )
     gateway = describe(ctx.paths, doctor_agent_ids(ctx.paths, lambda: agent_ids_on_disk(ctx.paths)))
+    if gateway.get("mode") == "gateway (remote)":
+        from sessiontool.openclaw.gateway_doctor import remote_checks
+
+        gateway["remote"], gateway["problems"] = remote_checks(ctx.paths, gateway)
     problems.extend(
         Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
         for p in gateway.pop("problems")
