@@ -337,3 +337,24 @@ def test_history_follow_on_the_hosts_own_sqlite_store(
     assert new == local(live, "history", key, "--limit", "2")["messages"]
     assert new[0]["content"] == "follow on the host" and sent["reply"] in json.dumps(new[1])
     assert rc == 130 and err == ""
+
+
+def test_doctor_checks_the_remote_gateway(live: Live, remote: tuple[dict[str, str], Path]) -> None:
+    """One line each for the connection, identity, pairing and scopes: on loopback with the
+    shared token the real gateway keeps a device-less cli client's scopes (no pairing)."""
+    env, _ = remote
+    proc = st(env, live, "doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    url = f"ws://127.0.0.1:{live.port}"
+    lines = proc.stdout.splitlines()
+    i = lines.index(next(x for x in lines if x.startswith(f"gateway {url}:")))
+    assert lines[i] == (
+        f"gateway {url}: connected: OpenClaw 2026.9.6, protocol 4, auth token "
+        "(env OPENCLAW_GATEWAY_TOKEN)"
+    )
+    assert lines[i + 1] == "  identity: device-less cli (loopback with a shared secret)"
+    assert lines[i + 2] == "  pairing: not needed (loopback with a shared secret)"
+    assert lines[i + 3].startswith("  scopes: ") and "operator.write" in lines[i + 3]
+    data = st_json(env, live, "doctor")["gateway"]["remote"]
+    assert "operator.write" in data["scopes"] and data["connection"].startswith("connected")
+    assert live.env["OPENCLAW_GATEWAY_TOKEN"] not in proc.stdout + proc.stderr
