@@ -40,3 +40,10 @@ def test_unknown_option_points_at_the_commands_help() -> None:
     assert proc.returncode == 2
     assert "No such option: --limt" in proc.stderr
     assert "hint: see: sessiontool list --help" in proc.stderr
+
+
+def test_bare_sessiontool_prints_help_and_exits_0() -> None:
+    proc = run_cli()
+    assert proc.returncode == 0
+    assert "Usage: sessiontool" in proc.stdout and "list" in proc.stdout
+    assert proc.stderr == ""

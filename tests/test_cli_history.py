@@ -6,12 +6,15 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import run_cli, run_json
+from .runhelpers import py_command, runner_config, sessiontool
 from .test_fixtures import EXPECTED, copy_state, expected, key_file_part, main_store
 
 # Every key of the main store (including the legacy bare one) and `main`.
@@ -332,3 +335,47 @@ def test_empty_results_one_rule_a_line_on_a_terminal_nothing_piped(state: Path) 
         shown = run_cli("--color", "always", *args)
         assert shown.returncode == 0 and shown.stdout == ""
         assert shown.stderr.startswith("No "), (args, shown.stderr)
+
+
+def test_failed_run_shows_its_error_in_history(state: Path) -> None:
+    runner_config(
+        state, py_command("import sys; sys.stdin.read(); sys.stderr.write('model down'); exit(3)")
+    )
+    proc = run_cli("send", "main", "hi")
+    assert proc.returncode == 1
+    text = run_cli("history", "main").stdout
+    assert "assistant:" in text
+    assert "[error: " in text and "model down" in text
+    md = run_cli("history", "main", "--format", "markdown").stdout
+    assert "model down" in md and "_(empty)_" not in md
+
+
+@pytest.mark.slow
+def test_history_follow_keeps_one_style(state: Path) -> None:
+    """The terminal view (forced with --color always) is kept for messages that arrive while
+    following, instead of switching to the plain `[time] role:` lines mid-stream."""
+    assert run_cli("send", "main", "before").returncode == 0
+    proc = sessiontool("--color", "always", "history", "main", "--follow")
+    try:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)  # raw reads: a text-mode read of an empty pipe raises
+        time.sleep(1.0)
+        assert run_cli("send", "main", "after").returncode == 0
+        raw, out = b"", ""
+        deadline = time.monotonic() + 20
+        while "echo: after" not in out and time.monotonic() < deadline:
+            time.sleep(0.1)
+            try:
+                raw += os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            out = raw.decode("utf-8", "replace")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    assert "echo: after" in out
+    tail = out[out.index("echo: before") :]
+    assert "] user:" not in tail and "] assistant:" not in tail  # never the plain style
+    assert out.count("\x1b[1;36muser") == 2  # both user turns in the same coloured view
+    assert "\x1b[1;32massistant" in tail

@@ -447,3 +447,12 @@ def test_tsv_follows_the_table_order_and_fields_picks_columns(fx_state: Path) ->
     assert bad.returncode == 2 and "unknown field 'nope'" in bad.stderr
     helptext = " ".join(run_cli("list", "--help").stdout.split())
     assert "key, kind, channel, label, updatedAt, model, totalTokens, sessionId" in helptext
+
+
+def test_list_message_limit_in_text_mode(state: Path) -> None:
+    assert run_cli("send", "main", "first words").returncode == 0
+    proc = run_cli("list", "--message-limit", "2", "--color", "always")
+    assert proc.returncode == 0
+    assert "first words" in proc.stdout and "echo: first words" in proc.stdout
+    proc = run_cli("list", "--message-limit", "2")  # piped: TSV cannot hold them
+    assert proc.returncode == 2 and "--json" in proc.stderr

@@ -529,3 +529,13 @@ def test_history_markdown_to_file(basic: Path, tmp_path: Path) -> None:
     assert [h[0] for h in headings] == ["user", "assistant"]
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", h[1]) for h in headings)
     assert "Middlemarch." in md
+
+
+@pytest.mark.slow
+def test_prune_quiet_and_dry_run_wording(state: Path) -> None:
+    assert run_cli("send", "main", "x").returncode == 0
+    proc = run_cli("prune", "--older-than", "0", "--dry-run")
+    assert "would delete 1 run record(s)" in proc.stdout and "dry run" in proc.stdout
+    proc = run_cli("prune", "--older-than", "0", "-q")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    assert run_cli("runs", "-q").stdout == ""

@@ -14,10 +14,13 @@ import pytest
 from tests.conftest import run_cli, run_json
 from tests.runhelpers import (
     py_command,
+    read_store,
     records,
     runner_config,
+    sessiontool,
     text_of,
     transcript_messages,
+    wait_until,
 )
 
 pytestmark = pytest.mark.usefixtures("reap_workers")
@@ -249,3 +252,40 @@ def test_a_typo_in_agent_does_not_create_an_agent(state: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert (state / "agents" / "ops" / "sessions").is_dir()
     assert run_cli("--agent", "ops", "send", "main", "again").returncode == 0  # on disk now
+
+
+def test_send_to_a_new_key_says_it_created_it(state: Path) -> None:
+    assert run_cli("send", "main", "hi").stderr == ""  # the main session always exists
+    proc = run_cli("send", "mian", "hello")
+    assert proc.returncode == 0
+    assert proc.stdout == "echo: hello\n"
+    assert proc.stderr == "created session agent:main:mian\n"
+    assert run_cli("send", "mian", "again").stderr == ""  # it exists now
+    proc = run_cli("send", "other", "x", "-q")
+    assert proc.returncode == 0 and proc.stderr == ""
+    proc = run_cli("send", "nosuch", "x", "--no-create")
+    assert proc.returncode == 3
+    assert "Session not found: nosuch" in proc.stderr
+    assert "agent:main:nosuch" not in read_store(state)
+    assert not [r for r in records(state) if r.get("sessionKey") == "agent:main:nosuch"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_during_send_names_the_run(state: Path, reap_workers: None, as_json: bool) -> None:
+    runner_config(state, py_command("import sys,time; sys.stdin.read(); time.sleep(20)"))
+    proc = sessiontool("send", "main", "slow", "--timeout", "60", *(["--json"] if as_json else []))
+    wait_until(lambda: bool(records(state)))
+    run_id = records(state)[0]["runId"]
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert f"sessiontool wait {run_id}" in err
+    if as_json:
+        data = json.loads(out)
+        assert data["runId"] == run_id and data["status"] == "interrupted"
+        assert data["code"] == 130
+    else:
+        assert out == ""
+    assert run_cli("abort", run_id[:8]).returncode == 0

@@ -21,6 +21,7 @@ REGEN = "scripts/regen-docs"
 COMPLETIONS = ROOT / "completions"
 MAN = ROOT / "man" / "sessiontool.1"
 SHELL_FILES = {"bash": "sessiontool.bash", "zsh": "_sessiontool", "fish": "sessiontool.fish"}
+GROUP = "agent:main:discord:group:42"
 KEYS = ["agent:main:main", "agent:main:cron:nightly", "agent:main:discord:group:42", "cron:legacy"]
 
 
@@ -488,3 +489,17 @@ def test_real_bash_completes_a_label_with_a_space_as_one_word(state: Path, tmp_p
     assert proc.stdout.splitlines() == ["1|tg seven", "1|tg seven"]
     proc = run_cli("history", "--label", "tg seven")  # and the label, so given, is found
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_completion_offers_main_once_and_option_values(state: Path) -> None:
+    assert run_cli("send", "main", "x").returncode == 0
+    assert run_cli("send", GROUP, "x").returncode == 0
+    keys = complete("sessiontool history ", 2)
+    assert keys.count("main") == 1 and "agent:main:main" not in keys
+    assert GROUP in keys
+    assert complete("sessiontool list --kinds g", 3) == ["group"]
+    assert complete("sessiontool history main --format j", 4) == ["json", "jsonl"]
+    assert sorted(complete("sessiontool --color a", 2)) == ["always", "auto"]
+    assert complete("sessiontool spawn x --cleanup ", 4) == ["keep", "delete"]
+    assert complete("sessiontool policy main ", 3) == ["allow", "deny", "inherit", "on", "off"]

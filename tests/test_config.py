@@ -273,3 +273,15 @@ def test_error_names_the_file_that_set_the_key(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"sessiontool\.json5: agents\.list\[1\]\.runner"):
         load_config(paths)
+
+
+def test_json5_config_error_names_the_right_line(state: Path) -> None:
+    state.mkdir()
+    (state / "sessiontool.json5").write_text(
+        "// sessiontool config\n{\n  agents: {\n    defaults: {\n      model: 'x',\n"
+        "      runner: {type: 'echo'} sandbox: {mode: 'off'},\n    },\n  },\n}\n"
+    )
+    proc = run_cli("list")
+    assert proc.returncode == 2
+    assert "line 6 column 30" in proc.stderr, proc.stderr  # where `sandbox` starts
+    assert "line 1 column 1" not in proc.stderr

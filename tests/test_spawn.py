@@ -21,11 +21,13 @@ from tests.runhelpers import (
     alive,
     outbox,
     poll,
+    read_store,
     records,
     requests,
     settle,
     text_of,
     transcript_messages,
+    wait_until,
 )
 
 MAIN = "agent:main:main"
@@ -544,3 +546,44 @@ def test_agent_id_refusal_says_what_to_configure(state: Path) -> None:
     assert "(allowed: none)" in proc.stderr  # OpenClaw's message, unchanged
     assert "may spawn only under itself" in proc.stderr
     assert "add it to subagents.allowAgents of agent 'main'" in proc.stderr
+
+
+def test_spawn_label_in_use_is_refused(state: Path, reap_workers: None) -> None:
+    proc = run_cli("spawn", "research X", "--label", "research", "-q")
+    assert proc.returncode == 0
+    run_id = proc.stdout.strip()
+    assert "\t" not in run_id and len(run_id) == 36  # -q: the run id only
+    holder = next(k for k, e in read_store(state).items() if e.get("label") == "research")
+    before = read_store(state)
+    proc = run_cli("spawn", "again", "--label", "research")
+    assert proc.returncode == 2
+    assert f"label already in use: research (by {holder})" in proc.stderr
+    assert set(read_store(state)) == set(before)
+    rc, data = run_json("history", "--label", "research")
+    assert rc == 0 and data["sessionKey"] == holder
+
+
+@pytest.mark.slow
+def test_announce_after_cleanup_delete_names_the_archive(state: Path, reap_workers: None) -> None:
+    rc, data = run_json("spawn", "do it", "--cleanup", "delete")
+    assert rc == 0
+    rc, done = run_json("wait", data["runId"], "--timeout", "30")
+    assert rc == 0
+    sdir = state / "agents" / "main" / "sessions"
+
+    def announced() -> str | None:
+        rc, hist = run_json("history", "main")
+        texts = [
+            b.get("text", "")
+            for m in (hist or {}).get("messages", [])
+            for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+        ]
+        return next((t for t in texts if "Stats:" in t), None)
+
+    wait_until(lambda: announced() is not None and list(sdir.glob("*.deleted.*")) != [])
+    text = announced()
+    assert text is not None
+    archived = next(sdir.glob("*.deleted.*"))
+    stem = archived.name.split(".deleted.")[0]
+    assert f"{stem}.deleted.<time> (archived: --cleanup delete)" in text
+    assert not (sdir / stem).exists()
