@@ -219,14 +219,6 @@ def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
     return poll(idle, timeout, "the workers to finish")
 
 
-def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
-    """An agent's sessions.json, read straight from disk."""
-    data: dict[str, Any] = json.loads(
-        (state / "agents" / agent / "sessions" / "sessions.json").read_text()
-    )
-    return data
-
-
 def sessiontool(*args: str, **kw: Any) -> subprocess.Popen[str]:
     """The real CLI as a live process, for tests that signal it or read it while it runs."""
     return subprocess.Popen(
@@ -243,3 +235,63 @@ def wait_until(cond: Any, timeout: float = 20.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+# -- session stores on disk ------------------------------------------------------------------
+
+NOW = 1_800_000_000_000  # 2027-01-15T08:00:00.000Z, pinned with SESSIONTOOL_NOW_MS
+PINNED = {"SESSIONTOOL_NOW_MS": str(NOW)}
+
+
+def sessions_dir(state: Path, agent: str = "main") -> Path:
+    return state / "agents" / agent / "sessions"
+
+
+def store_path(state: Path, agent: str = "main") -> Path:
+    return sessions_dir(state, agent) / "sessions.json"
+
+
+def write_store(state: Path, store: dict[str, Any], agent: str = "main") -> Path:
+    p = store_path(state, agent)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(store, indent=2))
+    return p
+
+
+def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
+    """An agent's sessions.json, read straight from disk."""
+    data: dict[str, Any] = json.loads(store_path(state, agent).read_text())
+    return data
+
+
+def write_transcript(
+    state: Path, session_id: str, texts: list[tuple[str, str, int]], agent: str = "main"
+) -> Path:
+    """A small OpenClaw-format transcript: header, then (role, text, ts) messages."""
+    p = sessions_dir(state, agent) / f"{session_id}.jsonl"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": session_id,
+            "timestamp": "2027-01-01T00:00:00.000Z",
+            "cwd": "/",
+        }
+    ]
+    parent = None
+    for i, (role, text, ts) in enumerate(texts):
+        eid = f"{i:08x}"
+        content: Any = text if role == "user" else [{"type": "text", "text": text}]
+        lines.append(
+            {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2027-01-01T00:00:00.000Z",
+                "message": {"role": role, "content": content, "timestamp": ts},
+            }
+        )
+        parent = eid
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return p

@@ -18,60 +18,9 @@ from typing import Any
 import pytest
 
 from .conftest import run_cli, run_json
+from .runhelpers import NOW, PINNED, read_store, sessions_dir, write_store, write_transcript
 
-NOW = 1_800_000_000_000  # 2027-01-15T08:00:00.000Z, pinned with SESSIONTOOL_NOW_MS
-PINNED = {"SESSIONTOOL_NOW_MS": str(NOW)}
 DAY = 86_400_000
-
-
-def sessions_dir(state: Path, agent: str = "main") -> Path:
-    return state / "agents" / agent / "sessions"
-
-
-def write_store(state: Path, store: dict[str, Any], agent: str = "main") -> Path:
-    d = sessions_dir(state, agent)
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / "sessions.json"
-    p.write_text(json.dumps(store, indent=2))
-    return p
-
-
-def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((sessions_dir(state, agent) / "sessions.json").read_text())
-    return data
-
-
-def write_transcript(
-    state: Path, session_id: str, texts: list[tuple[str, str, int]], agent: str = "main"
-) -> Path:
-    """A small OpenClaw-format transcript: header, then (role, text, ts) messages."""
-    p = sessions_dir(state, agent) / f"{session_id}.jsonl"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    lines = [
-        {
-            "type": "session",
-            "version": 3,
-            "id": session_id,
-            "timestamp": "2027-01-01T00:00:00.000Z",
-            "cwd": "/",
-        }
-    ]
-    parent = None
-    for i, (role, text, ts) in enumerate(texts):
-        eid = f"{i:08x}"
-        content: Any = text if role == "user" else [{"type": "text", "text": text}]
-        lines.append(
-            {
-                "type": "message",
-                "id": eid,
-                "parentId": parent,
-                "timestamp": "2027-01-01T00:00:00.000Z",
-                "message": {"role": role, "content": content, "timestamp": ts},
-            }
-        )
-        parent = eid
-    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return p
 
 
 @pytest.fixture

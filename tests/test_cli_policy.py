@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .conftest import run_cli, run_json, write_config
+from .runhelpers import read_store, store_path, write_store
 
 NOW = "1767225600000"
 GROUP = "agent:main:discord:group:1"
-
-
-def store_path(state: Path, agent: str = "main") -> Path:
-    return state / "agents" / agent / "sessions" / "sessions.json"
-
-
-def write_store(state: Path, store: dict[str, Any], agent: str = "main") -> None:
-    p = store_path(state, agent)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(store))
-
-
-def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(store_path(state, agent).read_text())
-    return data
 
 
 @pytest.fixture

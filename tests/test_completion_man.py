@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT, run_cli
-from .test_cli_manage import NOW, write_store
+from .runhelpers import NOW, write_store
 
 REGEN = "scripts/regen-docs"
 COMPLETIONS = ROOT / "completions"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .conftest import run_cli, run_json
-from .test_cli_manage import NOW, PINNED, sessions_dir, write_store, write_transcript
+from .runhelpers import NOW, PINNED, sessions_dir, write_store, write_transcript
 from .test_fixtures import copy_state, tree_digest
 
 SID_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"

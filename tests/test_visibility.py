@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import AGENTS_DIR, run_cli, run_json, write_config
-from tests.runhelpers import alive, records, text_of, transcript_messages
+from tests.runhelpers import alive, records, store_path, text_of, transcript_messages
 
 FINISHED = ("ok", "error", "timeout", "aborted", "lost")
 WORK = "agent:main:work"
@@ -24,10 +24,6 @@ TELEGRAM = "agent:main:telegram:group:9"
 
 
 pytestmark = pytest.mark.usefixtures("reap_workers")
-
-
-def store_path(state: Path, agent: str = "main") -> Path:
-    return state / "agents" / agent / "sessions" / "sessions.json"
 
 
 def seed(state: Path, entries: dict[str, dict[str, Any]], agent: str = "main") -> None:

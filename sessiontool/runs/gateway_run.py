@@ -27,6 +27,7 @@ from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import execute, lanes, records
+from sessiontool.stores.locks import pid_alive
 from sessiontool.stores.paths import StatePaths
 
 if TYPE_CHECKING:
@@ -341,7 +342,7 @@ def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
         if isinstance(cur.get("gatewayAborted"), bool):
             return bool(cur["gatewayAborted"])
         pid = cur.get("pid")
-        if not cur.get("gatewayRunId") or not (isinstance(pid, int) and _alive(pid)):
+        if not cur.get("gatewayRunId") or not (isinstance(pid, int) and pid_alive(pid)):
             break
         time.sleep(0.05)
     try:
@@ -354,16 +355,6 @@ def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
     except SessiontoolError:
         return False
     return data.get("aborted") is True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- a spawn's follow-up ---------------------------------------------------------------------

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 def _state_root(ctx: Any = None) -> Path:
@@ -24,21 +27,27 @@ def _state_root(ctx: Any = None) -> Path:
     return resolve_state_dir(explicit)
 
 
-def complete_keys(incomplete: str, ctx: Any = None) -> list[str]:
+def _stores(ctx: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each agent's sessions.json as read, skipping what is missing or damaged: completion
+    reads the files directly (no engine import) and must never fail."""
     root = _state_root(ctx) / "agents"
-    out: list[str] = []
     try:
         agents = os.listdir(root)
     except OSError:
-        return out
+        return
     for agent in agents:
         try:
             with open(root / agent / "sessions" / "sessions.json", "rb") as fh:
                 store = json.loads(fh.read())
         except (OSError, ValueError):
             continue
-        if not isinstance(store, dict):
-            continue
+        if isinstance(store, dict):
+            yield agent, store
+
+
+def complete_keys(incomplete: str, ctx: Any = None) -> list[str]:
+    out: list[str] = []
+    for agent, store in _stores(ctx):
         for key in store:
             legacy = not key.startswith("agent:") and key not in ("global", "unknown")
             full = f"agent:{agent}:{key}" if legacy else key
@@ -71,23 +80,12 @@ def complete_agent_ids(incomplete: str, ctx: Any = None) -> list[str]:
 
 
 def complete_labels(incomplete: str, ctx: Any = None) -> list[str]:
-    root = _state_root(ctx) / "agents"
     out: set[str] = set()
-    try:
-        agents = os.listdir(root)
-    except OSError:
-        return []
-    for agent in agents:
-        try:
-            with open(root / agent / "sessions" / "sessions.json", "rb") as fh:
-                store = json.loads(fh.read())
-        except (OSError, ValueError):
-            continue
-        if isinstance(store, dict):
-            for entry in store.values():
-                label = entry.get("label") if isinstance(entry, dict) else None
-                if isinstance(label, str) and label.startswith(incomplete):
-                    out.add(label)
+    for _agent, store in _stores(ctx):
+        for entry in store.values():
+            label = entry.get("label") if isinstance(entry, dict) else None
+            if isinstance(label, str) and label.startswith(incomplete):
+                out.add(label)
     return sorted(out)
 
 
