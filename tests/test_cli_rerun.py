@@ -12,19 +12,24 @@ from tests.runhelpers import py_command, records, runner_config
 pytestmark = pytest.mark.usefixtures("reap_workers")
 
 
-def test_rerun_a_failed_send_with_the_same_target_message_and_options(
-    state: Path, tmp_path: Path
-) -> None:
+def fails_once(state: Path, tmp_path: Path, then: str) -> None:
+    """A runner that fails its first run ('flaky backend') and runs `then` (Python, with the
+    message in `m`) on every run after it: what a rerun is for."""
     first_time = tmp_path / "failed-once"
     runner_config(
         state,
         py_command(
             "import os,sys; m=sys.stdin.read()\n"
             f"p={str(first_time)!r}\n"
-            "if not os.path.exists(p): open(p,'w').close(); sys.exit('flaky backend')\n"
-            "print('got: '+m)"
+            "if not os.path.exists(p): open(p,'w').close(); sys.exit('flaky backend')\n" + then
         ),
     )
+
+
+def test_rerun_a_failed_send_with_the_same_target_message_and_options(
+    state: Path, tmp_path: Path
+) -> None:
+    fails_once(state, tmp_path, "print('got: '+m)")
     rc, failed = run_json("send", "cron:job", "do the thing", "--deliver", "--timeout", "30")
     assert rc == 1 and failed["runStatus"] == "error", failed
     old = failed["runId"]
@@ -47,16 +52,7 @@ def test_rerun_a_failed_send_with_the_same_target_message_and_options(
 def test_rerun_a_failed_spawn_keeps_its_task_and_names_the_old_run(
     state: Path, tmp_path: Path
 ) -> None:
-    first_time = tmp_path / "failed-once"
-    runner_config(
-        state,
-        py_command(
-            "import os,sys; m=sys.stdin.read()\n"
-            f"p={str(first_time)!r}\n"
-            "if not os.path.exists(p): open(p,'w').close(); sys.exit('flaky backend')\n"
-            "print('done')"
-        ),
-    )
+    fails_once(state, tmp_path, "print('done')")
     rc, out = run_json("spawn", "research X", "--label", "research", "--run-timeout", "120")
     assert rc == 0, out
     rc, failed = run_json("wait", out["runId"], "--timeout", "60")

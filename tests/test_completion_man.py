@@ -63,6 +63,23 @@ def complete(words: str, cword: int, **extra: str) -> list[str]:
     return proc.stdout.split()
 
 
+def real_bash(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by bash itself, with `sessiontool` on PATH as a shell would find it."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "sessiontool"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sessiontool "$@"\n')
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+    return subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
 # -- the committed copies ----------------------------------------------------------------------
 
 
@@ -254,11 +271,6 @@ def test_completion_stays_on_the_fast_path(keyed: Path) -> None:
 def test_real_bash_completes_keys_despite_colon_word_breaks(keyed: Path, tmp_path: Path) -> None:
     """What bash itself does on Tab: COMP_WORDS split at ':' (COMP_WORDBREAKS), the script's
     function called, COMPREPLY holding what replaces the current word (after the last ':')."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    wrapper = bindir / "sessiontool"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sessiontool "$@"\n')
-    wrapper.chmod(0o755)
     script = (
         f'source "{COMPLETIONS / "sessiontool.bash"}"\n'
         'COMP_LINE="sessiontool history agent:main:c"; COMP_POINT=${#COMP_LINE}\n'
@@ -272,14 +284,7 @@ def test_real_bash_completes_keys_despite_colon_word_breaks(keyed: Path, tmp_pat
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
         "complete -p sessiontool\n"
     )
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
-    proc = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    proc = real_bash(tmp_path, script)
     assert proc.returncode == 0, proc.stderr
     first, second = proc.stdout.split("---\n")
     assert first.split() == ["cron:legacy", "cron:nightly"]
@@ -464,11 +469,6 @@ def test_real_bash_completes_a_label_with_a_space_as_one_word(state: Path, tmp_p
             "agent:main:cron:x": {"sessionId": "b", "updatedAt": NOW, "label": "nightly"},
         },
     )
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    wrapper = bindir / "sessiontool"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sessiontool "$@"\n')
-    wrapper.chmod(0o755)
     script = f'source "{COMPLETIONS / "sessiontool.bash"}"\n'
     for typed in ("sessiontool history --label tg", "sessiontool history --label tg\\ s"):
         script += (
@@ -477,14 +477,7 @@ def test_real_bash_completes_a_label_with_a_space_as_one_word(state: Path, tmp_p
             # what the line becomes once bash has put the completion in: one word for the label
             'eval "set -- ${COMPREPLY[0]}"; printf "%s|%s\\n" "$#" "$1"\n'
         )
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
-    proc = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    proc = real_bash(tmp_path, script)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["1|tg seven", "1|tg seven"]
     proc = run_cli("history", "--label", "tg seven")  # and the label, so given, is found
