@@ -20,6 +20,7 @@ from tests.runhelpers import (
     settle,
     text_of,
     transcript_messages,
+    write_store,
 )
 
 A = "agent:main:main"
@@ -218,18 +219,15 @@ def test_caller_timeout_is_still_announced(state: Path, tmp_path: Path) -> None:
 
 def test_prompts_are_the_spec_texts(state: Path, tmp_path: Path, agent_log: Path) -> None:
     target = "agent:main:discord:group:7"
-    sessions = state / "agents" / "main" / "sessions"
-    sessions.mkdir(parents=True)
-    (sessions / "sessions.json").write_text(
-        json.dumps(
-            {
-                A: {
-                    "sessionId": "req-1",
-                    "updatedAt": 1,
-                    "deliveryContext": {"channel": "whatsapp", "to": "+1555"},
-                }
+    write_store(
+        state,
+        {
+            A: {
+                "sessionId": "req-1",
+                "updatedAt": 1,
+                "deliveryContext": {"channel": "whatsapp", "to": "+1555"},
             }
-        )
+        },
     )
     scripted(
         state,

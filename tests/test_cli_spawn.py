@@ -28,6 +28,7 @@ from tests.runhelpers import (
     text_of,
     transcript_messages,
     wait_until,
+    write_store,
 )
 
 MAIN = "agent:main:main"
@@ -104,17 +105,15 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
     )
     # The requester has a channel, so the announce is delivered there (and not mirrored).
     sdir = state / "agents" / "main" / "sessions"
-    sdir.mkdir(parents=True)
-    (sdir / "sessions.json").write_text(
-        json.dumps(
-            {
-                MAIN: {
-                    "sessionId": "req-1",
-                    "updatedAt": 1,
-                    "deliveryContext": {"channel": "telegram", "to": "42"},
-                }
+    write_store(
+        state,
+        {
+            MAIN: {
+                "sessionId": "req-1",
+                "updatedAt": 1,
+                "deliveryContext": {"channel": "telegram", "to": "42"},
             }
-        )
+        },
     )
     rc, out = run_json("spawn", "Find the bugs", "--label", "bughunt")
     assert (
@@ -482,20 +481,17 @@ def test_worker_killed_mid_run_is_lost_and_still_announced(state: Path, tmp_path
 
 def test_announce_to_a_closed_requester_is_recorded_as_denied(state: Path, tmp_path: Path) -> None:
     scripted(state, tmp_path, {"spawn": "done", "announce": "report"})
-    sdir = state / "agents" / "main" / "sessions"
-    sdir.mkdir(parents=True)
-    (sdir / "sessions.json").write_text(
-        json.dumps(
-            {
-                MAIN: {
-                    "sessionId": "req-1",
-                    "updatedAt": 1,
-                    "sendPolicy": "deny",
-                    "lastChannel": "telegram",
-                    "lastTo": "42",
-                }
+    write_store(
+        state,
+        {
+            MAIN: {
+                "sessionId": "req-1",
+                "updatedAt": 1,
+                "sendPolicy": "deny",
+                "lastChannel": "telegram",
+                "lastTo": "42",
             }
-        )
+        },
     )
     rc, out = run_json("spawn", "task")
     assert rc == 0

@@ -17,6 +17,7 @@ from .runhelpers import (
     runner_config,
     text_of,
     transcript_messages,
+    write_store,
 )
 
 pytestmark = pytest.mark.usefixtures("reap_workers")
@@ -88,18 +89,15 @@ def test_wait_session_waits_for_its_open_runs(state: Path, tmp_path: Path) -> No
 
 
 def test_wait_reports_the_delivery_that_succeeded(state: Path) -> None:
-    d = state / "agents" / "main" / "sessions"
-    d.mkdir(parents=True)
-    (d / "sessions.json").write_text(
-        json.dumps(
-            {
-                GROUP_KEY: {
-                    "sessionId": "group-sess",
-                    "updatedAt": 1,
-                    "deliveryContext": {"channel": "discord", "to": "group:42"},
-                }
+    write_store(
+        state,
+        {
+            GROUP_KEY: {
+                "sessionId": "group-sess",
+                "updatedAt": 1,
+                "deliveryContext": {"channel": "discord", "to": "group:42"},
             }
-        )
+        },
     )
     rc, sent = run_json("send", GROUP_KEY, "hello", "--deliver", "--timeout", "30")
     assert rc == 0 and sent["delivery"]["status"] == "delivered", sent
