@@ -259,8 +259,9 @@ def write_store(state: Path, store: dict[str, Any], agent: str = "main") -> Path
 
 
 def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
-    """An agent's sessions.json, read straight from disk."""
-    data: dict[str, Any] = json.loads(store_path(state, agent).read_text())
+    """An agent's sessions.json, read straight from disk (an object, or the test fails)."""
+    data = json.loads(store_path(state, agent).read_text())
+    assert isinstance(data, dict), data
     return data
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.conftest import run_json
-from tests.runhelpers import alive, records
+from tests.runhelpers import alive, read_store, records, sessions_dir
 
 T = TypeVar("T")
 
@@ -253,10 +253,6 @@ def hold_lock(
 # -- invariants of a state dir ---------------------------------------------------------------
 
 
-def sessions_dir(state: Path, agent: str = "main") -> Path:
-    return state / "agents" / agent / "sessions"
-
-
 def parse_transcript(path: Path) -> list[dict[str, Any]]:
     """Every line is a JSON object, except at most an unterminated (torn) last line, which
     readers skip. Returns the parsed lines."""
@@ -283,12 +279,6 @@ def parse_transcript(path: Path) -> list[dict[str, Any]]:
 
 def check_transcripts(state: Path) -> dict[Path, list[dict[str, Any]]]:
     return {p: parse_transcript(p) for p in sorted((state / "agents").glob("*/sessions/*.jsonl"))}
-
-
-def read_store(state: Path, agent: str = "main") -> dict[str, Any]:
-    data = json.loads((sessions_dir(state, agent) / "sessions.json").read_text())
-    assert isinstance(data, dict)
-    return data
 
 
 def messages(state: Path, key: str, agent: str = "main") -> list[dict[str, Any]]:
