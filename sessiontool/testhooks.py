@@ -6,7 +6,8 @@ Points: `store-locked` (store.update_store, holding the store lock, before the w
 `before-user` (worker: session ensured, before the user line), `after-user` (the user line is
 written, the agent not started), `after-runner` (the agent is done, nothing recorded),
 `index-write` (inside the final index update, holding the store lock), `deliver` (a delivery
-recorded as started, before its command), `cleanup` (a spawn's cleanup step). The run points
+recorded as started, before its command), `cleanup` (a spawn's cleanup step), `run-created`
+(`send`: the run recorded, its worker not yet started). The run points
 also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes
 `sessiontool test pause: <point> pid=<pid>` to stderr (a worker's stderr is its run log), so
 the test knows where it is, then sleeps."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -289,3 +290,27 @@ def test_ctrl_c_during_send_names_the_run(state: Path, reap_workers: None, as_js
     else:
         assert out == ""
     assert run_cli("abort", run_id[:8]).returncode == 0
+
+
+def test_ctrl_c_after_the_run_is_recorded_names_it_and_the_run_goes_on(
+    state: Path, reap_workers: None
+) -> None:
+    """Ctrl-C between the run's record and its worker's start (under load that window is long)
+    is held until the worker is started: the run is named and runs, not left queued unnamed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", "send", "main", "hello", "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SESSIONTOOL_TEST_PAUSE": "run-created:3"},
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert line.startswith("sessiontool test pause: run-created"), line
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    run_id = records(state)[0]["runId"]
+    assert proc.returncode == 130, err
+    assert f"sessiontool wait {run_id}" in err and "error" not in err
+    rc, waited = run_json("wait", run_id, "--timeout", "60")
+    assert rc == 0 and waited["reply"] == "echo: hello"

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sessiontool import testhooks
 from sessiontool.context import Context
 from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageError
 from sessiontool.flow import policy
@@ -86,9 +87,12 @@ def send(
     timeout: float = 30.0,
     deliver: bool = False,
     wait: Callable[[Any, str, float], RunRecord] | None = None,
+    on_created: Callable[[str], None] | None = None,
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
-    its own way (the MCP server: in slices, with progress and cancellation)."""
+    its own way (the MCP server: in slices, with progress and cancellation). `on_created` gets
+    the run id as soon as the run exists (the CLI then names it if Ctrl-C comes before the
+    worker is started)."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -155,6 +159,9 @@ def send(
         deliver=True if (deliver and not a2a) else None,
         timeoutSeconds=timeout,
     )
+    if on_created is not None:
+        on_created(rec["runId"])
+    testhooks.pause("run-created")
     _start(ctx, rec)
     if timeout <= 0:
         out: dict[str, Any] = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}

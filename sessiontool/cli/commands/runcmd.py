@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -133,7 +134,12 @@ def send_cmd(
                 created = ctx.display(target.key)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
-    result, code = send(ctx, key, message, label=label, timeout=0, deliver=deliver)
+    with _ctrl_c_names_the_run() as interrupted:
+        result, code = send(
+            ctx, key, message, label=label, timeout=0, deliver=deliver, on_created=interrupted.arm
+        )
+    if interrupted.run_id is not None and interrupted.seen:
+        return _interrupted(interrupted.run_id, result.get("sessionKey"), as_json)
     if created and not quiet and result.get("runId"):
         render.err(f"created session {render.esc(created)}")
     if result.get("status") != "accepted" or wait_s <= 0:
@@ -150,6 +156,39 @@ def send_cmd(
         # what (if anything) is posted: there is no delivery of the reply to wait for.
         code = _report_delivery(ctx, result, rec, wait_s, code)
     return _print_result(result, code, as_json, ids_only=quiet)
+
+
+class _Interrupt:
+    """Ctrl-C during a send's start: before the run exists it stops the command at once; once
+    it exists (armed) it is held until the worker is started, so the run is named, not lost."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.seen = False
+
+    def arm(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def handle(self, signum: int, frame: Any) -> None:
+        if self.run_id is None:
+            raise KeyboardInterrupt
+        self.seen = True
+
+
+@contextmanager
+def _ctrl_c_names_the_run() -> Iterator[_Interrupt]:
+    import signal
+
+    state = _Interrupt()
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:  # ignored (a background job): leave it so
+        yield state
+        return
+    signal.signal(signal.SIGINT, state.handle)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
