@@ -265,9 +265,13 @@ def test_no_gateway_spawn_exits_4(tmp_path: Path) -> None:
 def test_deliver_and_requester_go_to_the_gateway_turn(fake_gateway: FakeGateway) -> None:
     """--deliver is the gateway's `deliver` (its delivery, not sessiontool's outbox); a send made
     as another session carries it as the turn's inputProvenance."""
+    t0 = time.monotonic()
     proc = fake_gateway.st("--json", "send", "discord:group:123", "hi", "--deliver")
     assert proc.returncode == 0, proc.stderr
     assert "delivery" not in json.loads(proc.stdout)
+    # The gateway's turn delivered it: no waiting for an outbox line that never comes (that
+    # wait took the whole 30 s --timeout).
+    assert time.monotonic() - t0 < 20
     assert not (fake_gateway.state / "sessiontool" / "deliveries.jsonl").exists()
     proc = fake_gateway.st(
         "--as", "agent:main:main", "--json", "send", "discord:group:123", "from main"

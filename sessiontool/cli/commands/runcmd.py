@@ -151,9 +151,11 @@ def send_cmd(
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
     result, code = run_result(ctx, rec)
-    if deliver and rec.get("deliver") and result.get("status") == "ok":
+    own_delivery = (result.get("delivery") or {}).get("mode") == "deliver"
+    if deliver and own_delivery and result.get("status") == "ok":
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
-        # what (if anything) is posted: there is no delivery of the reply to wait for.
+        # what (if anything) is posted: there is no delivery of the reply to wait for. Through
+        # OpenClaw's gateway the turn delivered it itself: no outbox line will come either.
         code = _report_delivery(ctx, result, rec, wait_s, code)
     return _print_result(result, code, as_json, ids_only=quiet)
 
