@@ -10,6 +10,8 @@ import os
 import shutil
 import sqlite3
 import statistics
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,33 +244,14 @@ def oc_history_big_vs_small(bench: Bench) -> list[Row]:
 # -- writes through the real gateway -----------------------------------------------------------
 
 
-@contextlib.contextmanager
-def live_gateway(bench: Bench) -> Iterator[tuple[Path, dict[str, str], int] | str]:
-    """The real gateway on a fresh fixture copy, answered by the fake LLM; yields (state dir,
-    environment, port), or why it could not be started. Both servers are stopped after."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    if not os.access(OPENCLAW_BIN, os.X_OK):
-        yield f"not measured: no openclaw at {OPENCLAW_BIN}"
-        return
-    sys.path.insert(0, str(ROOT))
-    from tests.interop_openclaw.conftest import FAKE_LLM, copy_fixture, free_port, oc_env
-
-    base = bench.data / "oc-gateway"
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    gw_port, llm_port = free_port(), free_port()
-    state = copy_fixture(base / "state", gw_port, llm_port)
-    home = base / "home"
-    home.mkdir()
-    os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
-    env = oc_env(state, home)  # no `openclaw` on sessiontool's PATH
+def start_gateway(
+    base: Path, env: dict[str, str], gw_port: int, llm_port: int
+) -> tuple[list[subprocess.Popen[bytes]], Path]:
+    """The fake model and the real gateway on loopback (its output in `base/gateway.log`, which
+    says "listening" once it is up): [model, gateway] and the log, for a case to wait on."""
     procs = [
         subprocess.Popen(
-            [sys.executable, str(FAKE_LLM), str(llm_port)],
+            [sys.executable, str(_fake_llm()), str(llm_port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -286,6 +269,40 @@ def live_gateway(bench: Bench) -> Iterator[tuple[Path, dict[str, str], int] | st
                 env=env,
             )
         )
+    return procs, log
+
+
+def _fake_llm() -> Path:
+    sys.path.insert(0, str(ROOT))
+    from tests.interop_openclaw.conftest import FAKE_LLM
+
+    return Path(FAKE_LLM)
+
+
+@contextlib.contextmanager
+def live_gateway(bench: Bench) -> Iterator[tuple[Path, dict[str, str], int] | str]:
+    """The real gateway on a fresh fixture copy, answered by the fake LLM; yields (state dir,
+    environment, port), or why it could not be started. Both servers are stopped after."""
+    import signal
+    import sys
+    import time
+
+    if not os.access(OPENCLAW_BIN, os.X_OK):
+        yield f"not measured: no openclaw at {OPENCLAW_BIN}"
+        return
+    sys.path.insert(0, str(ROOT))
+    from tests.interop_openclaw.conftest import copy_fixture, free_port, oc_env
+
+    base = bench.data / "oc-gateway"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    gw_port, llm_port = free_port(), free_port()
+    state = copy_fixture(base / "state", gw_port, llm_port)
+    home = base / "home"
+    home.mkdir()
+    os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
+    env = oc_env(state, home)  # no `openclaw` on sessiontool's PATH
+    procs, log = start_gateway(base, env, gw_port, llm_port)
     saved = bench.env
     try:
         deadline = time.monotonic() + 240

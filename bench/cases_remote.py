@@ -14,6 +14,7 @@ import os
 import shutil
 import statistics
 
+from cases_openclaw import start_gateway
 from harness import ROOT, Bench, Row, Sample, case, ms, pair_ratios, ratio, ratio_spread
 
 OPENCLAW_BIN = os.environ.get("OPENCLAW_BIN", "/opt/peers/openclaw-bin")
@@ -26,7 +27,6 @@ def spread(s: Sample) -> str:
 @case
 def remote_reads_through_gateway(bench: Bench) -> list[Row]:
     import signal
-    import subprocess
     import sys
     import time
 
@@ -34,7 +34,7 @@ def remote_reads_through_gateway(bench: Bench) -> list[Row]:
     if not os.access(OPENCLAW_BIN, os.X_OK):
         return [Row(label, f"not measured: no openclaw at {OPENCLAW_BIN}")]
     sys.path.insert(0, str(ROOT))
-    from tests.interop_openclaw.conftest import FAKE_LLM, copy_fixture, free_port, oc_env
+    from tests.interop_openclaw.conftest import copy_fixture, free_port, oc_env
 
     base = bench.data / "oc-remote"
     shutil.rmtree(base, ignore_errors=True)
@@ -47,26 +47,7 @@ def remote_reads_through_gateway(bench: Bench) -> list[Row]:
     home.mkdir()
     os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
     env = oc_env(state, home)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(FAKE_LLM), str(llm_port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
-    ]
-    log = base / "gateway.log"
-    with open(log, "wb") as out:
-        procs.append(
-            subprocess.Popen(
-                [OPENCLAW_BIN, "gateway", "--port", str(gw_port), "--bind", "loopback"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-            )
-        )
+    procs, log = start_gateway(base, env, gw_port, llm_port)
     saved = bench.env
     rows: list[Row] = []
     try:

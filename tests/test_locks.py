@@ -264,8 +264,8 @@ def test_zombie_counts_as_dead(tmp_path: Path) -> None:
         while time.monotonic() < deadline:
             try:
                 state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except FileNotFoundError:
-                pytest.skip("no /proc")
+            except FileNotFoundError:  # reaped already: gone, which the assert checks too
+                break
             if state == "Z":
                 break
             time.sleep(0.02)
