@@ -202,11 +202,17 @@ def poll(what: Any, timeout: float = 20.0, message: str = "condition") -> Any:
 
 
 def settle(state: Path, timeout: float = 20.0) -> list[dict[str, Any]]:
-    """Wait until every run is finished and every worker has exited; the final records."""
+    """Wait until every run is finished, its follow-up too (the reply turns and the announce are
+    records its worker creates after the run itself is finished: on a busy machine there is a
+    moment with no live worker between them), and every worker has exited; the final records."""
+
+    def follow_up_owed(r: dict[str, Any]) -> bool:
+        fu = r.get("followUp")
+        return isinstance(fu, dict) and fu.get("next") not in (None, "done")
 
     def idle() -> list[dict[str, Any]] | None:
         recs = records(state)
-        if any(r.get("status") not in FINISHED for r in recs):
+        if any(r.get("status") not in FINISHED or follow_up_owed(r) for r in recs):
             return None
         if any(isinstance(r.get("pid"), int) and alive(r["pid"]) for r in recs):
             return None
