@@ -425,7 +425,7 @@ import json, os, sys, time, uuid
 from pathlib import Path
 os.environ["SESSIONTOOL_WORKER"] = "1"
 from sessiontool.openclaw import gateway
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 p = StatePaths(Path(sys.argv[1]))
 key = "agent:main:subagent:" + str(uuid.uuid4()); rid = str(uuid.uuid4())
 gateway.expect(p, "sessions.delete", {"key": key})
@@ -458,7 +458,7 @@ def _settle(bench: Bench, state: Path, rec: dict[str, Any]) -> None:
         raise RuntimeError(f"no announce run id in the record: {rec}")
     code = (
         "import sys; from pathlib import Path; from sessiontool.openclaw import gateway; "
-        "from sessiontool.stores.paths import StatePaths; "
+        "from sessiontool.state.paths import StatePaths; "
         "gateway.call(StatePaths(Path(sys.argv[1])), 'agent.wait', "
         "{'runId': sys.argv[2], 'timeoutMs': 120000}, timeout_s=150)"
     )

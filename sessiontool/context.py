@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sessiontool.stores import keys
-from sessiontool.stores.config import Config, load_config
-from sessiontool.stores.paths import StatePaths, resolve_state_dir
+from sessiontool.state import keys
+from sessiontool.state.config import Config, load_config
+from sessiontool.state.paths import StatePaths, resolve_state_dir
 from sessiontool.structs import Value
 
 

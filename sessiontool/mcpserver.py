@@ -32,7 +32,7 @@ from sessiontool import __version__
 from sessiontool.context import Context
 from sessiontool.errors import SessiontoolError
 from sessiontool.runs import tools
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord

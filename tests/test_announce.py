@@ -24,8 +24,8 @@ from sessiontool.flow.announce import (
 )
 from sessiontool.protocol import is_announce_skip
 from sessiontool.runs.submit import validate_model
-from sessiontool.stores.config import Config, load_config
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.config import Config, load_config
+from sessiontool.state.paths import StatePaths
 
 from .conftest import write_config
 

@@ -12,7 +12,7 @@ import pytest
 
 from sessiontool.errors import UsageError
 from sessiontool.sessions.resolve import validate_key_input
-from sessiontool.stores import paths
+from sessiontool.state import paths
 
 from .conftest import run_cli, run_json, write_config
 from .test_fixtures import copy_state

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sessiontool.errors import ConfigError
-from sessiontool.stores import config_models
-from sessiontool.stores.config import load_config
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state import config_models
+from sessiontool.state.config import load_config
+from sessiontool.state.paths import StatePaths
 
 from .conftest import FIXTURE_STATE, run_cli, write_config
 

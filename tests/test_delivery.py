@@ -23,8 +23,8 @@ from sessiontool.flow.delivery import (
     read_deliveries,
     resolve_target,
 )
-from sessiontool.stores.config import Config
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.config import Config
+from sessiontool.state.paths import StatePaths
 
 from .conftest import run_cli, run_json
 

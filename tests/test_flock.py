@@ -1,4 +1,4 @@
-"""stores/flock.py: sessiontool's own locks, as another process sees them."""
+"""state/flock.py: sessiontool's own locks, as another process sees them."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from sessiontool.errors import StorageError
-from sessiontool.stores import flock
+from sessiontool.state import flock
 
 # A child that takes the lock, says so, and holds it until its stdin closes.
 _HOLDER = """
 import sys
 from pathlib import Path
-from sessiontool.stores import flock
+from sessiontool.state import flock
 with flock.held(Path(sys.argv[1]), "test"):
     print("held", flush=True)
     sys.stdin.read()

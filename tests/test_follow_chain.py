@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sessiontool.flow import follow
 from sessiontool.flow.delivery import append_outbox, outbox_lock, rewrite_outbox
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 OLD = "2020-01-01T00:00:00.000Z"
 NEW = "2099-01-01T00:00:00.000Z"

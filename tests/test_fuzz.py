@@ -37,11 +37,11 @@ from sessiontool.errors import ConfigError, CorruptStateError, SessiontoolError,
 from sessiontool.sessions.history import history
 from sessiontool.sessions.listing import list_sessions
 from sessiontool.sessions.resolve import resolve
-from sessiontool.stores import config as config_mod
-from sessiontool.stores import config_models, keys, transcript
-from sessiontool.stores import sessions_json as store
-from sessiontool.stores.envelopes import strip_envelope_text
-from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
+from sessiontool.state import config as config_mod
+from sessiontool.state import config_models, keys, transcript
+from sessiontool.state import sessions_json as store
+from sessiontool.state.envelopes import strip_envelope_text
+from sessiontool.state.paths import StatePaths, is_plain_name, transcript_path_for
 from tests.conftest import run_cli
 from tests.reliability.util import reap_state, snapshot
 

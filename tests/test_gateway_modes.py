@@ -104,7 +104,7 @@ def test_lockless_gateway_routes_spawn_and_refuses_file_writes(lockless: Any) ->
     # guard the command layer installs (openclaw.install_store_guard) is in place.
     from sessiontool.errors import ForbiddenError
     from sessiontool.openclaw import install_store_guard
-    from sessiontool.stores.sessions_json import set_write_guard, update_store
+    from sessiontool.state.sessions_json import set_write_guard, update_store
 
     install_store_guard()
     try:
@@ -138,7 +138,7 @@ def test_gateway_is_found_from_config_and_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sessiontool.openclaw import gateway
-    from sessiontool.stores.paths import StatePaths
+    from sessiontool.state.paths import StatePaths
 
     state = tmp_path / "st"
     state.mkdir()

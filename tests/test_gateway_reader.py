@@ -17,8 +17,8 @@ import pytest
 from sessiontool.context import build_context
 from sessiontool.openclaw import gateway, gateway_reader
 from sessiontool.sessions.listing import build_row
-from sessiontool.stores.detect import StoreInfo, detect
-from sessiontool.stores.openclaw_sqlite import SqliteReader
+from sessiontool.state.detect import StoreInfo, detect
+from sessiontool.state.openclaw_sqlite import SqliteReader
 
 OC = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6"
 CAPTURED = OC / "expected" / "gateway"

@@ -338,8 +338,8 @@ def test_no_file_write_lands_beside_openclaws_database(tmp_path: Path) -> None:
     """Belt and braces under every caller: a sessions.json update or a transcript append for an
     agent whose store is OpenClaw's SQLite database is refused (exit 4) and creates nothing."""
     from sessiontool.errors import ForbiddenError
-    from sessiontool.stores import transcript
-    from sessiontool.stores.sessions_json import update_store
+    from sessiontool.state import transcript
+    from sessiontool.state.sessions_json import update_store
 
     state = tmp_path / "state"
     shutil.copytree(OC_STATE, state)

@@ -17,16 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontool.errors import ConfigError, CorruptStateError
-from sessiontool.stores import sessions_json as store
-from sessiontool.stores.config import load_config
-from sessiontool.stores.jsonio import (
+from sessiontool.state import sessions_json as store
+from sessiontool.state.config import load_config
+from sessiontool.state.jsonio import (
     compact_utf8,
     json5_to_json,
     loads_tolerant,
     store_bytes,
     to_utf8,
 )
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 from .conftest import FIXTURE_STATE, ROOT, run_cli
 
@@ -253,7 +253,7 @@ def test_json5_config_does_not_import_json5(tmp_path: Path) -> None:
     parses on the fast path: json5 is never imported."""
     probe = (
         "import sys\n"
-        "from sessiontool.stores.jsonio import loads_tolerant\n"
+        "from sessiontool.state.jsonio import loads_tolerant\n"
         f"v = loads_tolerant(open({str(FIXTURE_STATE / 'clawdbot.json')!r}).read())\n"
         "assert isinstance(v, dict) and v\n"
         "print('json5' in sys.modules)\n"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessiontool.stores import keys
+from sessiontool.state import keys
 
 AGENT_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
 

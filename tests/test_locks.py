@@ -16,7 +16,7 @@ import pytest
 
 from sessiontool.clock import parse_iso_ms
 from sessiontool.errors import BusyError
-from sessiontool.stores import locks
+from sessiontool.state import locks
 
 
 @pytest.fixture
@@ -286,7 +286,7 @@ def test_many_processes_take_turns(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from sessiontool.stores.locks import store_lock\n"
+        "from sessiontool.state.locks import store_lock\n"
         "sp, c = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "for _ in range(20):\n"
         "    with store_lock(sp, 30):\n"

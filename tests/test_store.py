@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sessiontool.errors import CorruptStateError
-from sessiontool.stores import sessions_json as store
+from sessiontool.state import sessions_json as store
 
 from .test_fixtures import MAIN_STORE
 
@@ -221,7 +221,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from sessiontool.stores.sessions_json import update_store
+    from sessiontool.state.sessions_json import update_store
 
     path, who, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(n):
@@ -281,7 +281,7 @@ _STORED = _KEY_PARTS + [
 
 def _by_scan_get(s: dict[str, Any], agent: str, full: str) -> Any:
     """The scan over every stored key that get_entry replaced: the reference."""
-    from sessiontool.stores.keys import stored_to_full
+    from sessiontool.state.keys import stored_to_full
 
     sub = {k: v for k, v in s.items() if stored_to_full(k, agent) == full}
     f = store.fold(sub, agent).get(full)
@@ -295,7 +295,7 @@ def test_one_keys_lookup_set_and_remove_match_a_scan_of_every_key() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from sessiontool.stores.keys import stored_to_full
+    from sessiontool.state.keys import stored_to_full
 
     entry = st.fixed_dictionaries(
         {"sessionId": st.sampled_from(["a", "b", "c"]), "updatedAt": st.integers(0, 3)}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sessiontool.errors import BusyError
-from sessiontool.stores import transcript
+from sessiontool.state import transcript
 
 from .test_fixtures import FIXTURE_STATE
 

@@ -15,7 +15,7 @@ from sessiontool import __version__, diag
 from sessiontool.cli import render
 from sessiontool.cli.commands.completers import choices, complete_agent_ids
 from sessiontool.errors import ExitCode, SessiontoolError, from_os_error
-from sessiontool.stores import perms
+from sessiontool.state import perms
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
@@ -149,7 +149,7 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
     neither configured nor on disk (exit 3): a typo must not look like an empty store.
     `check=False` is for `doctor` and `paths`, which report these instead."""
     from sessiontool.context import build_context
-    from sessiontool.stores import detect
+    from sessiontool.state import detect
 
     detect.set_override(G.store)
     install_store_guard()
@@ -180,7 +180,7 @@ def remote_context(ctx: Context) -> Context:
         return ctx
     from sessiontool.context import build_context
     from sessiontool.openclaw.gateway_reader import gateway_config
-    from sessiontool.stores.config import load_config
+    from sessiontool.state.config import load_config
 
     # The gateway's OpenClaw config in place of a local one: its agents, main key, scope and
     # policies decide as they do on its host (unreachable or refused: the command says so).
@@ -193,7 +193,7 @@ def remote_context(ctx: Context) -> Context:
 
 def check_state_dir_is_dir() -> None:
     from sessiontool.errors import UsageError
-    from sessiontool.stores.paths import resolve_state_dir
+    from sessiontool.state.paths import resolve_state_dir
 
     root = resolve_state_dir(G.state_dir)
     if root.exists() and not root.is_dir():
@@ -224,7 +224,7 @@ def check_new_agent(ctx: Context) -> None:
 def check_writable(ctx: Context) -> None:
     """Before a command starts background work: refuse (exit 5) when a link planted in the state
     dir would redirect its writes, instead of failing later inside the worker."""
-    from sessiontool.stores import safefs
+    from sessiontool.state import safefs
 
     dirs, files = ctx.paths.written_paths()
     safefs.preflight(ctx.paths.root, dirs, files)

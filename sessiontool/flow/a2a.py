@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from sessiontool.protocol import ANNOUNCE_SKIP, REPLY_SKIP
-from sessiontool.stores import keys
+from sessiontool.state import keys
 
 ANNOUNCE_STEP_MESSAGE = "Agent-to-agent announce step."
 NOT_AVAILABLE = "(not available)"

@@ -19,17 +19,17 @@ from typing import Any, Literal
 from sessiontool.clock import iso_now, now_ms, parse_iso_ms
 from sessiontool.errors import SessiontoolError, StorageError
 from sessiontool.flow import policy
-from sessiontool.stores import keys
-from sessiontool.stores.config import Config
-from sessiontool.stores.jsonio import compact_utf8
-from sessiontool.stores.paths import (
+from sessiontool.state import keys
+from sessiontool.state.config import Config
+from sessiontool.state.jsonio import compact_utf8
+from sessiontool.state.paths import (
     FILE_MODE,
     StatePaths,
     is_plain_name,
     transcript_path_for,
 )
-from sessiontool.stores.sessions_json import read_entry
-from sessiontool.stores.transcript import append_message
+from sessiontool.state.sessions_json import read_entry
+from sessiontool.state.transcript import append_message
 
 Mode = Literal["announce", "deliver", "spawn-announce"]
 MODES: tuple[str, ...] = ("announce", "deliver", "spawn-announce")
@@ -154,7 +154,7 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 def outbox_lock(paths: StatePaths) -> Iterator[None]:
     """The one lock every outbox writer takes: appenders and prune's rewrite. A flock, so a
     killed holder never blocks anyone and a live one is simply waited for."""
-    from sessiontool.stores.flock import held
+    from sessiontool.state.flock import held
 
     with held(paths.tool_dir / ".deliveries.lock", str(paths.deliveries), FILE_MODE):
         yield
@@ -201,7 +201,7 @@ def rewrite_outbox(paths: StatePaths, data: bytes) -> None:
     outbox_lock. Followers are told which file replaced which (flow/follow.py), so a follower
     that missed a rewrite still reads every line the files in between received."""
     from sessiontool.flow.follow import link_successor
-    from sessiontool.stores.jsonio import atomic_write
+    from sessiontool.state.jsonio import atomic_write
 
     def link(new: Path) -> None:
         try:
@@ -252,7 +252,7 @@ def _mirror(
         return False
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
     if resume:
-        from sessiontool.stores.transcript import read_tail
+        from sessiontool.state.transcript import read_tail
 
         def same(m: dict[str, Any]) -> bool:
             c = m.get("content")

@@ -49,7 +49,7 @@ def _successor_prefix(st: os.stat_result) -> str:
 def link_successor(chain: Path, replaced: Path, new: Path) -> None:
     """For a rewriter holding the outbox lock, just before it renames `new` over `replaced`:
     record that `new` follows `replaced`, and drop entries older than SUCCESSOR_KEEP_SECONDS."""
-    from sessiontool.stores.safefs import ensure_dir
+    from sessiontool.state.safefs import ensure_dir
 
     try:
         old = os.lstat(replaced)

@@ -8,7 +8,7 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.errors import ForbiddenError
-from sessiontool.stores import keys
+from sessiontool.state import keys
 from sessiontool.structs import Value
 
 OPERATOR_ONLY = "is only available to the operator, not to agent sessions"

@@ -1,6 +1,6 @@
 """Living beside today's OpenClaw: its running gateway (finding it, its version, which write
 mode applies, writes in their gateway form) and exporting its SQLite store as a state dir.
-Reading that store is `stores.openclaw_sqlite`, one reader among the store readers."""
+Reading that store is `state.openclaw_sqlite`, one reader among the store readers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def install_store_guard() -> None:
     (`gateway.guard_store_write`: refused beside a lock-ignoring gateway, else its lock payload).
     The store module knows nothing of gateways: the command layer and the worker install this,
     and the gateway module is imported only when a write to an OpenClaw state dir asks."""
-    from sessiontool.stores import sessions_json
+    from sessiontool.state import sessions_json
 
     sessions_json.set_write_guard(_guard)
 

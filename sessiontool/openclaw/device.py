@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 FILE_NAME = "gateway-device.json"
 VERSION = 1
@@ -94,7 +94,7 @@ class Device:
             self._save()
 
     def _save(self) -> None:
-        from sessiontool.stores.jsonio import atomic_write
+        from sessiontool.state.jsonio import atomic_write
 
         data = {
             "version": VERSION,

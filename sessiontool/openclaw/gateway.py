@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import ForbiddenError, SessiontoolError
 from sessiontool.openclaw.wsclient import GatewayError  # noqa: F401 - re-exported
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.openclaw.secrets import Secret
@@ -225,7 +225,7 @@ def find(paths: StatePaths) -> Gateway:
     gw: dict[str, Any] = {}
     raw: dict[str, Any] = {}
     if cfg_path is not None:
-        from sessiontool.stores.config import _load_file
+        from sessiontool.state.config import _load_file
 
         try:
             raw = _load_file(cfg_path)
@@ -369,7 +369,7 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     when neither is safe. `routable`: the command has a gateway form. A `gateway` answer has
     already connected (the handshake a refusal would come from, exit 4 before anything is
     submitted); the command's calls reuse that connection."""
-    from sessiontool.stores.detect import gateway_agents
+    from sessiontool.state.detect import gateway_agents
 
     g = find(paths)
     sqlite = gateway_agents(paths, agent_ids)
@@ -489,7 +489,7 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     `problems`: whatever stops writes from working."""
     g = find(paths)
     info = g.to_json(paths)
-    from sessiontool.stores.detect import gateway_agents
+    from sessiontool.state.detect import gateway_agents
 
     if g.remote is not None:  # the gateway's own store: gateway_doctor.remote_checks
         info["mode"], info["lockForm"], info["problems"] = "gateway (remote)", None, []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 
 def remote_checks(

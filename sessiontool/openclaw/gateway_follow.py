@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from sessiontool.openclaw.wsclient import GatewayError
-from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.transcript import Message
+from sessiontool.state.paths import StatePaths
+from sessiontool.state.transcript import Message
 
 EVENT = "session.message"
 RECONNECT_S = 60.0  # how long a dropped follow keeps trying to connect again

@@ -1,10 +1,10 @@
-"""The store reader (stores/reader.py's `SessionReader`) answered by OpenClaw's gateway instead of
+"""The store reader (state/reader.py's `SessionReader`) answered by OpenClaw's gateway instead of
 files: `sessions.list` for the sessions, `chat.history` for a transcript. Used for a remote gateway
 (`--gateway URL`, openclaw/target.py) and, on a local state dir, for an OpenClaw database whose
 schema sessiontool cannot read (the gateway reads it with OpenClaw's own code).
 
 What comes back is mapped to what the local read of the same state gives (the same entry fields,
-the same chat view: the gateway's chat.history applies the display rules stores/openclaw_sqlite.py
+the same chat view: the gateway's chat.history applies the display rules state/openclaw_sqlite.py
 copies). Where the gateway shows less than the database holds, the difference is named, never
 hidden (README, "Past one machine"):
 - chat.history cuts a text at `maxChars` (8,000 by default; sessiontool asks for the maximum,
@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sessiontool.stores.detect import StoreInfo
-from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
-from sessiontool.stores.transcript import Message, ReadResult
+from sessiontool.state.detect import StoreInfo
+from sessiontool.state.paths import StatePaths
+from sessiontool.state.sessions_json import Entry, Folded, normalize_entry
+from sessiontool.state.transcript import Message, ReadResult
 
 PAGE = 1000  # sessions.list rows per call
 HISTORY_MAX = 1000  # chat.history's largest page (CHAT_HISTORY_MAX_ENTRIES)
@@ -163,7 +163,7 @@ def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
 def agent_ids(paths: StatePaths) -> list[str]:
     """The agents the gateway has sessions for, sorted."""
     ids = {r["agentId"] for r in all_rows(paths) if isinstance(r.get("agentId"), str)}
-    from sessiontool.stores.paths import is_plain_name
+    from sessiontool.state.paths import is_plain_name
 
     return sorted(a for a in ids if is_plain_name(a))
 

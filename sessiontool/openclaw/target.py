@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.errors import UsageError
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 ENV_URL = "SESSIONTOOL_GATEWAY_URL"
 SHORTHAND = re.compile(r"^\$\{?([A-Z][A-Z0-9_]{0,127})\}?$")
@@ -166,7 +166,7 @@ def _config(paths: StatePaths) -> dict[str, Any]:
     except OSError:
         return {}
     from sessiontool.errors import SessiontoolError
-    from sessiontool.stores.config import _load_file
+    from sessiontool.state.config import _load_file
 
     try:
         raw = _load_file(cfg_path)
@@ -294,7 +294,7 @@ def gateway_root(base: StatePaths, t: Target) -> Path:
 def bind(root: Path, t: Target) -> None:
     """`root` (a gateway_root) belongs to remote target `t`: `gateway.find` asks `bound_to`, the
     store detection `detect.gateway_url`."""
-    from sessiontool.stores import detect
+    from sessiontool.state import detect
 
     _bound[str(root)] = t
     detect.bind_gateway(root, t.url)
@@ -306,7 +306,7 @@ def select(base: StatePaths) -> StatePaths:
     t = resolve(base)
     if t is None:
         return base
-    from sessiontool.stores.paths import ensure_dir
+    from sessiontool.state.paths import ensure_dir
 
     root = ensure_dir(gateway_root(base, t))
     bind(root, t)
@@ -404,7 +404,7 @@ def _forget_in_identity_file(base: StatePaths, norm: str) -> bool:
         return False
     for k in gone:
         del tokens[k]
-    from sessiontool.stores.jsonio import atomic_write
+    from sessiontool.state.jsonio import atomic_write
 
     atomic_write(path, json.dumps(data, indent=2).encode(), mode=0o600)
     return True

@@ -47,7 +47,7 @@ from sessiontool.openclaw.wsconnection import (
     open_connection,
     refused,
 )
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 __all__ = [
     "ADMIN",

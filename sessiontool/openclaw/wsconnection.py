@@ -18,7 +18,7 @@ from typing import Any
 
 from sessiontool.errors import ExitCode, ForbiddenError, SessiontoolError
 from sessiontool.openclaw.secrets import Secret
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 PROTOCOL = 4
 CLIENT_ID = "cli"

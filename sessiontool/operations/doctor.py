@@ -20,8 +20,8 @@ from sessiontool.errors import (
 from sessiontool.sessions.findings import state_findings
 from sessiontool.sessions.listing import total_tokens
 from sessiontool.sessions.resolve import all_agent_ids
-from sessiontool.stores.paths import StatePaths, is_plain_name, transcript_path_for
-from sessiontool.stores.sessions_json import (
+from sessiontool.state.paths import StatePaths, is_plain_name, transcript_path_for
+from sessiontool.state.sessions_json import (
     Entry,
     fold,
     read_store,
@@ -102,7 +102,7 @@ def _stale_lock_detail(path: Path, now: int) -> str | None:
     """Why a lock file is stale under OpenClaw's rules, or None while it may still be held.
     A live holder on this host is never stale; a dead one is. The age rules (store lock 30 s,
     transcript lock without a readable pid 30 min) cover locks whose pid cannot be checked."""
-    from sessiontool.stores.locks import (
+    from sessiontool.state.locks import (
         STORE_LOCK_STALE_MS,
         TRANSCRIPT_NO_PID_STALE_MS,
         other_host,
@@ -168,7 +168,7 @@ def _check_sqlite_agent(paths: StatePaths, agent_id: str) -> Iterator[Problem]:
 
 
 def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem]:
-    from sessiontool.stores.detect import detect
+    from sessiontool.state.detect import detect
 
     if detect(paths, agent_id).gateway_written:
         yield from _check_sqlite_agent(paths, agent_id)
@@ -289,7 +289,7 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
     """Check the state dir and report; never write (reads never change the state dir, and a
     lost run is reconciled by `wait`/`runs`, not here)."""
     from sessiontool.openclaw.gateway import describe, doctor_agent_ids
-    from sessiontool.stores.detect import detect
+    from sessiontool.state.detect import detect
 
     now = now_ms()
     problems: list[Problem] = []

@@ -21,11 +21,11 @@ from typing import Any
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.sessions.reading import read_scope, reader_for
-from sessiontool.stores.detect import sqlite_path
-from sessiontool.stores.jsonio import atomic_write, compact_utf8
-from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name
-from sessiontool.stores.safefs import resolves_inside
-from sessiontool.stores.sessions_json import read_store, update_store
+from sessiontool.state.detect import sqlite_path
+from sessiontool.state.jsonio import atomic_write, compact_utf8
+from sessiontool.state.paths import StatePaths, ensure_dir, is_plain_name
+from sessiontool.state.safefs import resolves_inside
+from sessiontool.state.sessions_json import read_store, update_store
 
 
 def _transcript_bytes(session_id: str, entry: dict[str, Any], messages: list[Any]) -> bytes:

@@ -26,10 +26,10 @@ from sessiontool.errors import (
 from sessiontool.flow import policy
 from sessiontool.runs.writer import SessionWriter
 from sessiontool.sessions.resolve import Resolved, all_agent_ids, resolve
-from sessiontool.stores import keys
-from sessiontool.stores.jsonio import require_utf8
-from sessiontool.stores.paths import StatePaths, is_plain_name
-from sessiontool.stores.sessions_json import (
+from sessiontool.state import keys
+from sessiontool.state.jsonio import require_utf8
+from sessiontool.state.paths import StatePaths, is_plain_name
+from sessiontool.state.sessions_json import (
     fold,
     read_store,
 )
@@ -103,7 +103,7 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
 
 def state_paths(ctx: Context) -> dict[str, Any]:
     """Where everything is, for people and scripts (`paths --json`)."""
-    from sessiontool.stores.detect import detect
+    from sessiontool.state.detect import detect
 
     p = ctx.paths
     agents = []

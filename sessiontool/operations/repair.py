@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiontool.stores import safefs
-from sessiontool.stores.locks import pid_alive, read_lock
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state import safefs
+from sessiontool.state.locks import pid_alive, read_lock
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 # `<name>.<pid>.<8 hex>.tmp` (jsonio.atomic_write) and `<lock>.<pid>.<8 hex>.stale` (a lock
 # moved aside by a breaker).
@@ -61,7 +61,7 @@ def _dirs(paths: StatePaths) -> list[Path]:
 def _ours(paths: StatePaths, d: Path, base: str, kind: str) -> bool:
     """Whether a leftover's name is one sessiontool makes in that directory: only those are
     ever removed (a user's `notes.2024.abcdef12.tmp` has the same shape)."""
-    from sessiontool.stores.paths import is_plain_name
+    from sessiontool.state.paths import is_plain_name
 
     if kind == "stale":  # a lock moved aside by a breaker (locks.PidLock._break)
         return d != paths.runs_dir and (

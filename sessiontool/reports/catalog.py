@@ -18,10 +18,10 @@ from sessiontool.flow import policy
 from sessiontool.sessions import reading
 from sessiontool.sessions.listing import list_agent_ids
 from sessiontool.sessions.resolve import agent_sessions
-from sessiontool.stores import detect, sessions_json
-from sessiontool.stores.paths import is_plain_name, transcript_path_for
-from sessiontool.stores.search_index import VIRTUAL_SEP, Index, Virtual
-from sessiontool.stores.sessions_json import Entry, listable
+from sessiontool.state import detect, sessions_json
+from sessiontool.state.paths import is_plain_name, transcript_path_for
+from sessiontool.state.search_index import VIRTUAL_SEP, Index, Virtual
+from sessiontool.state.sessions_json import Entry, listable
 
 # `<id>.jsonl.deleted.<stamp>` (delete, archive) and `<id>.jsonl.reset.<stamp>` (reset).
 _ARCHIVED = re.compile(r"^(?P<sid>.+?)\.jsonl\.(?P<why>deleted|reset)\.")

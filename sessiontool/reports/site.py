@@ -24,9 +24,9 @@ from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.reports import html as H
 from sessiontool.reports import htmlbase as B
-from sessiontool.stores import keys
-from sessiontool.stores.envelopes import strip_envelopes
-from sessiontool.stores.paths import is_plain_name
+from sessiontool.state import keys
+from sessiontool.state.envelopes import strip_envelopes
+from sessiontool.state.paths import is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.sessions.history import History
@@ -76,7 +76,7 @@ def page_name(full_key: str) -> str:
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:
-    from sessiontool.stores.jsonio import atomic_write
+    from sessiontool.state.jsonio import atomic_write
 
     try:
         if path.read_bytes() == data:
@@ -148,8 +148,8 @@ def export_html(
     from sessiontool.reports.usage import configured_prices, cost_function
     from sessiontool.sessions.reading import read_scope
     from sessiontool.sessions.resolve import all_agent_ids
-    from sessiontool.stores.paths import ensure_dir
-    from sessiontool.stores.safefs import resolves_inside
+    from sessiontool.state.paths import ensure_dir
+    from sessiontool.state.safefs import resolves_inside
 
     out_root = Path(dest).expanduser().absolute()
     if resolves_inside(out_root, ctx.paths.root):

@@ -18,7 +18,7 @@ from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
-from sessiontool.stores import search_index as si
+from sessiontool.state import search_index as si
 
 GROUPS = ("session", "agent", "model", "day", "label")
 COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")

@@ -17,11 +17,11 @@ from sessiontool import diag
 from sessiontool.clock import archive_stamp, now_ms
 from sessiontool.context import Context
 from sessiontool.errors import SessiontoolError, StorageError
-from sessiontool.stores import keys
-from sessiontool.stores.jsonio import atomic_write
-from sessiontool.stores.locks import transcript_lock
-from sessiontool.stores.paths import StatePaths, ensure_dir, is_plain_name, transcript_path_for
-from sessiontool.stores.sessions_json import (
+from sessiontool.state import keys
+from sessiontool.state.jsonio import atomic_write
+from sessiontool.state.locks import transcript_lock
+from sessiontool.state.paths import StatePaths, ensure_dir, is_plain_name, transcript_path_for
+from sessiontool.state.sessions_json import (
     Entry,
     fold,
     get_entry,

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import UsageError
-from sessiontool.stores.paths import is_plain_name
+from sessiontool.state.paths import is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.context import Context

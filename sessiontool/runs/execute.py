@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from sessiontool import testhooks
 from sessiontool.clock import now_ms
 from sessiontool.runs import lanes, records, steps
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.record_types import RunStatus
     from sessiontool.runs.worker import Worker
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 _current: dict[str, Any] = {"runId": None, "paths": None}
 
@@ -113,9 +113,9 @@ def run_in_files(w: Worker, rec: Record) -> None:
 def open_session(paths: StatePaths, rec: Record) -> Session:
     """The session's entry as the run starts; created (index entry; the transcript header
     comes with the first line) only when the key is new, as OpenClaw's sessions_send does."""
-    from sessiontool.stores import keys
-    from sessiontool.stores import sessions_json as store
-    from sessiontool.stores.paths import is_plain_name, transcript_path_for
+    from sessiontool.state import keys
+    from sessiontool.state import sessions_json as store
+    from sessiontool.state.paths import is_plain_name, transcript_path_for
 
     key = rec["sessionKey"]
     agent_id = rec.get("agentId") or keys.agent_of(key)
@@ -168,14 +168,14 @@ def start(paths: StatePaths, rec: Record, session: Session) -> bool:
 
 
 def history_for(path: Path) -> list[dict[str, Any]]:
-    from sessiontool.stores.envelopes import strip_envelopes
-    from sessiontool.stores.transcript import read_tail
+    from sessiontool.state.envelopes import strip_envelopes
+    from sessiontool.state.transcript import read_tail
 
     return strip_envelopes(read_tail(path, 200).messages)
 
 
 def append_user(rec: Record, session: Session) -> None:
-    from sessiontool.stores import transcript
+    from sessiontool.state import transcript
 
     msg: dict[str, Any] = {
         "role": "user",
@@ -190,7 +190,7 @@ def append_user(rec: Record, session: Session) -> None:
 def resolve_model(cfg: Config, session: Session) -> tuple[str | None, str]:
     """Session override, then the sub-agent model, then the agent's and the defaults', then
     the runner's, then the runner type's name (spec §6). `provider/model` splits at '/'."""
-    from sessiontool.stores import keys
+    from sessiontool.state import keys
 
     entry = session.entry
     override = entry.get("modelOverride")
@@ -315,7 +315,7 @@ def _usage(out: Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def append_reply(session: Session, out: Outcome) -> None:
-    from sessiontool.stores import transcript
+    from sessiontool.state import transcript
 
     res = out.result
     _, last = _usage(out)
@@ -342,7 +342,7 @@ def append_reply(session: Session, out: Outcome) -> None:
 def record_in_index(paths: StatePaths, session: Session, out: Outcome) -> None:
     """The run's end in the index, only while the entry is still the session the run started
     in: a deleted entry is not brought back, a reset one gets no foreign tokens."""
-    from sessiontool.stores import sessions_json as store
+    from sessiontool.state import sessions_json as store
 
     current = store.peek_entry(paths, session.key)
     if current is None or current.get("sessionId") != session.session_id:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import now_ms
 from sessiontool.errors import UsageError, session_not_found
-from sessiontool.stores import sessions_json as store
-from sessiontool.stores.sessions_json import Entry, Store, fold
+from sessiontool.state import sessions_json as store
+from sessiontool.state.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
-    from sessiontool.stores.config import Config
-    from sessiontool.stores.paths import StatePaths
+    from sessiontool.state.config import Config
+    from sessiontool.state.paths import StatePaths
 
 
 # Per-conversation state that a reset clears. Everything else in the entry (label, levels,
@@ -181,7 +181,7 @@ class FilesWriter:
         it), and the requester's when it is new. The index is written once for the child (and
         the requester, in the same write when they share a store): a spawn and its announce
         write sessions.json at most four times."""
-        from sessiontool.stores import keys
+        from sessiontool.state import keys
 
         req_agent = keys.agent_of(requester, ctx.agent_id)
 
@@ -244,8 +244,8 @@ class FilesWriter:
         """The announce message in the requester's transcript, once (looked for by its
         timestamp before it is appended again); the requester's entry is created or touched in
         the same single index write. No turn runs for it: no run id."""
-        from sessiontool.stores import keys, transcript
-        from sessiontool.stores.paths import transcript_path_for
+        from sessiontool.state import keys, transcript
+        from sessiontool.state.paths import transcript_path_for
 
         fu = rec.get("followUp") or {}
         ts = fu.get("injectAt") if isinstance(fu.get("injectAt"), int) else now_ms()
@@ -283,7 +283,7 @@ class FilesWriter:
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:
         from sessiontool.runs.archive import archive_session
-        from sessiontool.stores import keys
+        from sessiontool.state import keys
 
         if rec.get("cleanup") == "delete":
             archive_session(paths, keys.agent_of(rec["sessionKey"]), rec["sessionKey"])
@@ -294,7 +294,7 @@ class FilesWriter:
     def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
         """`abortedLastRun`, only while the entry is still the session the run started in (a
         deleted or reset session is left alone)."""
-        from sessiontool.stores import keys
+        from sessiontool.state import keys
 
         key = rec["sessionKey"]
         agent_id = rec.get("agentId") or keys.agent_of(key)
@@ -320,8 +320,8 @@ class FilesWriter:
         import os
 
         from sessiontool.errors import SessiontoolError
-        from sessiontool.stores import keys
-        from sessiontool.stores.locks import transcript_lock
+        from sessiontool.state import keys
+        from sessiontool.state.locks import transcript_lock
 
         try:
             sdir = paths.sessions_dir(rec.get("agentId") or keys.agent_of(rec["sessionKey"]))

@@ -27,13 +27,13 @@ from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import execute, lanes, records
-from sessiontool.stores.locks import pid_alive
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.locks import pid_alive
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.worker import Worker
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
@@ -364,7 +364,7 @@ def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
     """A gateway spawn's announce message, the same text the file form injects: Status, Result
     (the child's final reply), Notes, Stats."""
     from sessiontool.flow import announce
-    from sessiontool.stores.config_models import model_cost
+    from sessiontool.state.config_models import model_cost
 
     stats = announce.stats_line(
         started_at=rec.get("startedAt"),

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
-    from sessiontool.stores.config import Config
-    from sessiontool.stores.paths import StatePaths
+    from sessiontool.state.config import Config
+    from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
 ANNOUNCE_CALL_TIMEOUT_S = 60.0
@@ -110,7 +110,7 @@ class GatewayWriter:
 
     def requester_entry(self, ctx: Context, key: str) -> Entry | None:
         from sessiontool.sessions.reading import read_scope, reader_for
-        from sessiontool.stores import keys
+        from sessiontool.state import keys
 
         try:
             with read_scope():

@@ -24,8 +24,8 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from sessiontool.errors import StorageError
-from sessiontool.stores.flock import is_held, open_lock_file, try_flock, wait_flock
-from sessiontool.stores.paths import StatePaths, ensure_dir
+from sessiontool.state.flock import is_held, open_lock_file, try_flock, wait_flock
+from sessiontool.state.paths import StatePaths, ensure_dir
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord

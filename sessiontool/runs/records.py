@@ -29,9 +29,9 @@ from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
 from sessiontool.runs.schema import FINISHED_STATUSES, RECORD_VERSION, problem
 from sessiontool.runs.schema import is_ms as _is_ms
-from sessiontool.stores import flock
-from sessiontool.stores.jsonio import atomic_write, to_utf8
-from sessiontool.stores.paths import StatePaths, is_plain_name
+from sessiontool.state import flock
+from sessiontool.state.jsonio import atomic_write, to_utf8
+from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record

@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import now_ms
-from sessiontool.stores.paths import StatePaths, is_plain_name
+from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
@@ -35,8 +35,8 @@ def _text(msg: dict[str, Any]) -> str | None:
 
 
 def _transcript(paths: StatePaths, rec: Record) -> Any:
-    from sessiontool.stores import keys
-    from sessiontool.stores.transcript import archived_of
+    from sessiontool.state import keys
+    from sessiontool.state.transcript import archived_of
 
     sid = rec.get("sessionId")
     if not isinstance(sid, str) or not is_plain_name(sid):
@@ -50,7 +50,7 @@ def reply_on_disk(paths: StatePaths, rec: Record) -> dict[str, Any] | None:
     """The assistant message this run appended, when its worker got that far; else None."""
     if rec.get("outcome") not in ENDED or rec.get("via") == "gateway":
         return None
-    from sessiontool.stores.transcript import read_tail
+    from sessiontool.state.transcript import read_tail
 
     try:
         path = _transcript(paths, rec)
@@ -125,8 +125,8 @@ def end_from(r: Record, msg: dict[str, Any]) -> None:
 def record_in_index(paths: StatePaths, rec: Record) -> None:
     """The index update the worker did not get to: only while the entry is still the session
     the run started in (as execute.record_in_index)."""
-    from sessiontool.stores import keys
-    from sessiontool.stores import sessions_json as store
+    from sessiontool.state import keys
+    from sessiontool.state import sessions_json as store
 
     if rec.get("skipIndex") or rec.get("via") == "gateway":
         return

@@ -10,7 +10,7 @@ from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.flow import policy
 from sessiontool.sessions.resolve import Resolved, resolve
-from sessiontool.stores.sessions_json import Entry
+from sessiontool.state.sessions_json import Entry
 
 # Every spelling a user may type, and the override it means (None: follow the rules).
 ACTIONS: dict[str, str | None] = {

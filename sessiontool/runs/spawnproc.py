@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from sessiontool.errors import StorageError
-from sessiontool.stores.paths import StatePaths, ensure_dir
+from sessiontool.state.paths import StatePaths, ensure_dir
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAX_FD = 65536

@@ -29,12 +29,12 @@ from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
 from sessiontool.protocol import ANNOUNCE_SKIP, is_announce_skip, is_reply_skip
 from sessiontool.runs import records
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import FollowUp
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 DONE = "done"
 WAIT = "wait"
@@ -93,7 +93,7 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
 
 
 def try_lock(paths: StatePaths, run_id: str, *, block: bool) -> int | None:
-    from sessiontool.stores.flock import open_lock_file, try_flock, wait_flock
+    from sessiontool.state.flock import open_lock_file, try_flock, wait_flock
 
     fd = open_lock_file(paths.run_lock(run_id))
     if block:
@@ -171,7 +171,7 @@ class Advancer:
                 return WAIT
             if "next" in fields:  # skipped: straight to the given step
                 return self.record(rec, fields)
-            from sessiontool.stores import keys
+            from sessiontool.state import keys
 
             fields = {k: v for k, v in fields.items() if v is not None}
             step = records.create_record(
@@ -283,10 +283,10 @@ class Advancer:
 
     def spawn_result(self, rec: Record, step: Record) -> str:
         from sessiontool.flow import announce
-        from sessiontool.stores import keys
-        from sessiontool.stores.config_models import model_cost
-        from sessiontool.stores.paths import transcript_path_for
-        from sessiontool.stores.sessions_json import peek_entry
+        from sessiontool.state import keys
+        from sessiontool.state.config_models import model_cost
+        from sessiontool.state.paths import transcript_path_for
+        from sessiontool.state.sessions_json import peek_entry
 
         step_ok = step.get("status") == "ok"
         step_reply = (step.get("reply") or "").strip() if step_ok else None
@@ -438,7 +438,7 @@ def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:
     """A session's entry as its store has it, through the read interface (OpenClaw's
     database for a SQLite-era agent, not a leftover sessions.json); None when unreadable."""
     from sessiontool.sessions.reading import read_scope, reader_for
-    from sessiontool.stores import keys
+    from sessiontool.state import keys
 
     try:
         with read_scope():
@@ -459,10 +459,10 @@ def inter_session(source_key: str, source_channel: str | None) -> dict[str, Any]
 
 
 def last_assistant_reply(paths: StatePaths, key: str) -> str | None:
-    from sessiontool.stores import keys
-    from sessiontool.stores.paths import transcript_path_for
-    from sessiontool.stores.sessions_json import peek_entry
-    from sessiontool.stores.transcript import read_tail
+    from sessiontool.state import keys
+    from sessiontool.state.paths import transcript_path_for
+    from sessiontool.state.sessions_json import peek_entry
+    from sessiontool.state.transcript import read_tail
 
     entry = peek_entry(paths, key)
     if not entry or not isinstance(entry.get("sessionId"), str):

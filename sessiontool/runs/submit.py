@@ -15,11 +15,11 @@ from sessiontool.flow import policy
 from sessiontool.runs import records
 from sessiontool.runs.writer import SessionWriter
 from sessiontool.sessions.resolve import resolve
-from sessiontool.stores import keys
-from sessiontool.stores.jsonio import require_utf8
+from sessiontool.state import keys
+from sessiontool.state.jsonio import require_utf8
 
 if TYPE_CHECKING:
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
@@ -249,8 +249,8 @@ def _check_transcripts(
 ) -> None:
     """The transcripts a run will append to (the target's; a requester's, for reply turns and
     announces) must not be planted links: refused before anything starts (exit 5)."""
-    from sessiontool.stores.sessions_json import peek_entry
-    from sessiontool.stores.transcript import check_writable
+    from sessiontool.state.sessions_json import peek_entry
+    from sessiontool.state.transcript import check_writable
 
     if target is not None:
         check_writable(ctx.paths, *target)
@@ -375,7 +375,7 @@ def validate_model(config: Config, name: str, agent_id: str | None = None) -> st
     text = name.strip()
     if not text:
         raise UsageError("--model must not be empty")
-    from sessiontool.stores.config_models import is_known_model, known_models
+    from sessiontool.state.config_models import is_known_model, known_models
 
     if is_known_model(config, text):
         return text

@@ -24,7 +24,7 @@ from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
-    from sessiontool.stores.paths import StatePaths
+    from sessiontool.state.paths import StatePaths
 
 TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
 READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
@@ -514,9 +514,9 @@ def execute_tool(ctx: Context, name: str, arguments: Any) -> tuple[dict[str, Any
 def tool_context(env: Mapping[str, str]) -> Context:
     """The run's own session as requester: its sandbox, policies and sub-agent limits apply."""
     from sessiontool.context import _sandboxed
-    from sessiontool.stores import keys
-    from sessiontool.stores.config import load_config
-    from sessiontool.stores.paths import StatePaths, resolve_state_dir
+    from sessiontool.state import keys
+    from sessiontool.state.config import load_config
+    from sessiontool.state.paths import StatePaths, resolve_state_dir
 
     paths = StatePaths(resolve_state_dir(env.get("SESSIONTOOL_STATE_DIR")))
     cfg = load_config(paths, env.get("SESSIONTOOL_CONFIG") or os.environ.get("SESSIONTOOL_CONFIG"))

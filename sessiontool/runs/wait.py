@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiontool.runs import records
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord

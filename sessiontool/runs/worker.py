@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
 from sessiontool.runs import lanes, records, steps
-from sessiontool.stores import flock
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state import flock
+from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -41,7 +41,7 @@ class Worker:
     @property
     def cfg(self) -> Config:
         if self._cfg is None:
-            from sessiontool.stores.config import load_config
+            from sessiontool.state.config import load_config
 
             self._cfg = load_config(self.paths)
         return self._cfg

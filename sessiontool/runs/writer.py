@@ -1,5 +1,5 @@
 """One write interface over the two ways a session store is written, the mirror of
-`stores/reader.py`.
+`state/reader.py`.
 
 - `files` (`runs/files_writer.py`): sessiontool's own format and OpenClaw's up to 2026.7
   while no lock-ignoring gateway runs: `sessions.json` under OpenClaw's store lock, transcripts
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
-    from sessiontool.stores.config import Config
-    from sessiontool.stores.paths import StatePaths
+    from sessiontool.state.config import Config
+    from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from sessiontool.context import Context
 from sessiontool.sessions.reading import agent_ids_on_disk
-from sessiontool.stores import keys
-from sessiontool.stores.detect import gateway_url
-from sessiontool.stores.paths import is_plain_name
+from sessiontool.state import keys
+from sessiontool.state.detect import gateway_url
+from sessiontool.state.paths import is_plain_name
 
 
 def state_findings(

@@ -14,8 +14,8 @@ from sessiontool.sessions.resolve import (
     Resolved,
     resolve,
 )
-from sessiontool.stores.envelopes import strip_envelopes
-from sessiontool.stores.transcript import Message, is_tool_result_line
+from sessiontool.state.envelopes import strip_envelopes
+from sessiontool.state.transcript import Message, is_tool_result_line
 from sessiontool.structs import Value
 
 HISTORY_DEFAULT_LIMIT = 200

@@ -17,11 +17,11 @@ from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
     all_agent_ids,
 )
-from sessiontool.stores import keys
-from sessiontool.stores.envelopes import strip_envelopes
-from sessiontool.stores.paths import is_plain_name, transcript_path_for
-from sessiontool.stores.sessions_json import Entry, listable
-from sessiontool.stores.transcript import Message, is_tool_result_line
+from sessiontool.state import keys
+from sessiontool.state.envelopes import strip_envelopes
+from sessiontool.state.paths import is_plain_name, transcript_path_for
+from sessiontool.state.sessions_json import Entry, listable
+from sessiontool.state.transcript import Message, is_tool_result_line
 
 LIST_DEFAULT_LIMIT = 200
 MESSAGE_LIMIT_MAX = 20

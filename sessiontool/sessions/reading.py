@@ -1,6 +1,6 @@
 """Which reader an agent's sessions are read through, and one snapshot per command.
 
-`stores/reader.py` declares the read interface and the file formats' readers; the reader of a
+`state/reader.py` declares the read interface and the file formats' readers; the reader of a
 remote or schema-foreign store is OpenClaw's gateway (`openclaw/gateway_reader.py`), which
 sits above the stores, so the choice among them is made here, above both. The whole interface
 for the commands, runs and reports:
@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from sessiontool.errors import SessiontoolError
-from sessiontool.stores.detect import StoreInfo, detect, gateway_url, local_agent_ids
-from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.reader import JsonlReader, SessionReader
-from sessiontool.stores.sessions_json import Entry
-from sessiontool.stores.transcript import Message
+from sessiontool.state.detect import StoreInfo, detect, gateway_url, local_agent_ids
+from sessiontool.state.paths import StatePaths
+from sessiontool.state.reader import JsonlReader, SessionReader
+from sessiontool.state.sessions_json import Entry
+from sessiontool.state.transcript import Message
 from sessiontool.structs import Value
 
 
@@ -80,7 +80,7 @@ def _sqlite_or_gateway(paths: StatePaths, info: StoreInfo) -> SessionReader:
     """OpenClaw's database read directly; when its schema is one sessiontool cannot read and
     the state dir's gateway runs, the same store read through the gateway (OpenClaw's own code
     reads any schema it wrote), with one warning naming the schema. No gateway: exit 5."""
-    from sessiontool.stores.openclaw_sqlite import SqliteReader, UnsupportedStoreError
+    from sessiontool.state.openclaw_sqlite import SqliteReader, UnsupportedStoreError
 
     direct = SqliteReader(paths, info)
     try:

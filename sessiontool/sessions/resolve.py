@@ -9,10 +9,10 @@ from pathlib import Path
 from sessiontool.context import Context
 from sessiontool.errors import NotFoundError, UsageError, session_not_found
 from sessiontool.sessions import reading
-from sessiontool.stores import detect, keys
-from sessiontool.stores.jsonio import require_utf8
-from sessiontool.stores.paths import is_plain_name, transcript_path_for
-from sessiontool.stores.sessions_json import Entry, Folded, listable
+from sessiontool.state import detect, keys
+from sessiontool.state.jsonio import require_utf8
+from sessiontool.state.paths import is_plain_name, transcript_path_for
+from sessiontool.state.sessions_json import Entry, Folded, listable
 from sessiontool.structs import Value
 
 

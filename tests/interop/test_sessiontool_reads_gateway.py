@@ -108,7 +108,7 @@ HOLDER = r"""
 import json, os, sys, time
 from pathlib import Path
 from sessiontool.clock import now_ms
-from sessiontool.stores.locks import transcript_lock
+from sessiontool.state.locks import transcript_lock
 path, hold = Path(sys.argv[1]), float(sys.argv[2])
 lock = path.with_name(path.name + ".lock")
 with transcript_lock(path, timeout=10):

@@ -250,7 +250,7 @@ APPENDER = r"""
 import sys
 from pathlib import Path
 from sessiontool.flow.delivery import append_outbox
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.paths import StatePaths
 paths = StatePaths(Path(sys.argv[1]))
 tag, n = sys.argv[2], int(sys.argv[3])
 for i in range(n):

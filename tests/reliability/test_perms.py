@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontool.stores import perms
+from sessiontool.state import perms
 from tests.conftest import run_cli, run_json
 from tests.reliability.util import FINISHED, wait_until
 from tests.runhelpers import records

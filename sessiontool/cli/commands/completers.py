@@ -16,7 +16,7 @@ def _state_root(ctx: Any = None) -> Path:
     """The state dir the command line being completed names: its `--state-dir` (completion
     parses it without running the global callback, so `G` does not have it), else the env."""
     from sessiontool.cli.app import G
-    from sessiontool.stores.paths import resolve_state_dir
+    from sessiontool.state.paths import resolve_state_dir
 
     explicit = G.state_dir
     if ctx is not None:

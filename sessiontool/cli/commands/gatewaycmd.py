@@ -17,7 +17,7 @@ ACTIONS = ("show", "forget")
 
 def _show() -> dict[str, Any]:
     from sessiontool.openclaw import gateway, target
-    from sessiontool.stores.paths import StatePaths, resolve_state_dir
+    from sessiontool.state.paths import StatePaths, resolve_state_dir
 
     target.set_explicit(G.gateway)
     base = StatePaths(resolve_state_dir(G.state_dir))
@@ -58,7 +58,7 @@ def gateway_cmd(
         if url is None:
             raise UsageError("gateway forget needs the gateway's URL")
         from sessiontool.openclaw import target
-        from sessiontool.stores.paths import StatePaths, resolve_state_dir
+        from sessiontool.state.paths import StatePaths, resolve_state_dir
 
         result = target.forget(StatePaths(resolve_state_dir(G.state_dir)), url)
     if want_json(json_):

@@ -265,7 +265,7 @@ def prune_cmd(
     from sessiontool.durations import parse_duration
     from sessiontool.operations.manage import prune
     from sessiontool.sessions.resolve import all_agent_ids
-    from sessiontool.stores.detect import require_writable
+    from sessiontool.state.detect import require_writable
 
     seconds = parse_duration(older_than, option="--older-than")
     ctx = get_ctx()

@@ -77,7 +77,7 @@ def mcp_cmd(
     from sessiontool.cli import render
     from sessiontool.cli.app import remote_context
     from sessiontool.context import Context, build_context
-    from sessiontool.stores import perms
+    from sessiontool.state import perms
 
     install_store_guard()
     key = as_key or G.as_key

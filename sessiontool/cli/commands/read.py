@@ -25,7 +25,7 @@ def _without_cyclic_gc() -> None:
     what it read freed piece by piece before the exit (see reader.keep_until_exit)."""
     import gc
 
-    from sessiontool.stores import reader
+    from sessiontool.state import reader
 
     gc.disable()
     reader.keep_until_exit()
@@ -161,7 +161,7 @@ def history_cmd(
     """Show a session's transcript."""
     from sessiontool.durations import parse_since
     from sessiontool.sessions.history import history
-    from sessiontool.stores.transcript import file_size
+    from sessiontool.state.transcript import file_size
 
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
@@ -245,7 +245,7 @@ def _formatted(ctx: Context, h: History, fmt: str, follow: bool) -> str | bytes 
 def _export(output: Path, body: str | bytes) -> None:
     """`-o FILE`: written owner-only and whole, or not at all."""
     from sessiontool.errors import from_os_error
-    from sessiontool.stores.safefs import write_private_file
+    from sessiontool.state.safefs import write_private_file
 
     try:
         write_private_file(
@@ -271,7 +271,7 @@ def _follow(
     reported by the gateway's events (openclaw/gateway_follow.py)."""
     import gc
 
-    from sessiontool.stores.envelopes import strip_envelope
+    from sessiontool.state.envelopes import strip_envelope
 
     gc.enable()  # --follow runs for as long as the user likes
     if via_gateway:
@@ -280,7 +280,7 @@ def _follow(
         r = h.resolved
         new = follow_gateway(ctx.paths, r.agent_id, r.key, r.session_id)
     else:
-        from sessiontool.stores.transcript import follow as follow_messages
+        from sessiontool.state.transcript import follow as follow_messages
 
         assert h.path is not None
         new = follow_messages(h.path, start)

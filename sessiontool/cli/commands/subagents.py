@@ -55,7 +55,7 @@ def sweep_cmd(
     ctx = get_ctx()
     policy.require_operator(ctx, "sweep")
     from sessiontool.sessions.resolve import all_agent_ids
-    from sessiontool.stores.detect import require_writable
+    from sessiontool.state.detect import require_writable
 
     require_writable(ctx.paths, all_agent_ids(ctx), "sweep")
     result = sweep(ctx, dry_run=dry_run)

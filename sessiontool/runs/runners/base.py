@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sessiontool.errors import SessiontoolError
-from sessiontool.stores.config import RUNNER_TYPES  # the config checks the same names
+from sessiontool.state.config import RUNNER_TYPES  # the config checks the same names
 
 # What a reply or tool result that said nothing reads as, to a model and to the announce.
 NO_OUTPUT = "(no output)"

@@ -32,7 +32,7 @@ from sessiontool.runs.runners.base import (
     text_of,
     usage_from,
 )
-from sessiontool.stores.jsonio import dumps_compact
+from sessiontool.state.jsonio import dumps_compact
 
 STDERR_TAIL = 2000
 MAX_STDOUT = 32 * 1024 * 1024

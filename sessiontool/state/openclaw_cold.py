@@ -2,7 +2,7 @@
 `sessions/cold/<sha256>.jsonl.zst` (or the archive row's blob), a zstd frame of JSONL records of
 kind header/event/active/....
 
-Apart from the SQLite reader (stores/openclaw_sqlite.py) because it is another format, read from
+Apart from the SQLite reader (state/openclaw_sqlite.py) because it is another format, read from
 another file: the reader finds the archive's row, this reads the archive. `zstandard` is
 imported only when an event or archive is compressed."""
 

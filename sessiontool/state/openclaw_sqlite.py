@@ -30,10 +30,10 @@ from urllib.parse import quote
 
 from sessiontool.errors import BusyError, CorruptStateError
 from sessiontool.protocol import SILENT_REPLIES
-from sessiontool.stores.detect import StoreInfo
-from sessiontool.stores.paths import StatePaths
-from sessiontool.stores.sessions_json import Entry, Folded, normalize_entry
-from sessiontool.stores.transcript import Message, ReadResult
+from sessiontool.state.detect import StoreInfo
+from sessiontool.state.paths import StatePaths
+from sessiontool.state.sessions_json import Entry, Folded, normalize_entry
+from sessiontool.state.transcript import Message, ReadResult
 
 BUSY_TIMEOUT_S = 5.0
 KNOWN_SCHEMA = 23
@@ -347,7 +347,7 @@ class SqliteReader:
             if text is not None:
                 return json.loads(text)
             if blob is not None:
-                from sessiontool.stores.openclaw_cold import decompress
+                from sessiontool.state.openclaw_cold import decompress
 
                 return json.loads(decompress(bytes(blob)))
         except Exception:  # noqa: BLE001 - a bad row is skipped and counted
@@ -367,7 +367,7 @@ class SqliteReader:
         )
         if not rows:
             return []
-        from sessiontool.stores.openclaw_cold import cold_events
+        from sessiontool.state.openclaw_cold import cold_events
 
         name, storage, blob = rows[0]
         texts = cold_events(self.db, session_id, name, storage, blob)

@@ -3,7 +3,7 @@
 - `jsonl`: sessiontool's own format, OpenClaw's up to 2026.7 (`agents/<id>/sessions/sessions.json`
   plus one `<sessionId>.jsonl` transcript per session).
 - `openclaw-sqlite`: OpenClaw 2026.8+ (`agents/<id>/agent/openclaw-agent.sqlite`), read by
-  `stores/openclaw_sqlite.py`, never written.
+  `state/openclaw_sqlite.py`, never written.
 
 - `gateway`: a remote OpenClaw gateway's store (`--gateway URL`, openclaw/target.py), read by
   `openclaw/gateway_reader.py` through `sessions.list` and `chat.history`.
@@ -14,7 +14,7 @@ migration), read through the state dir's running gateway when its schema is one 
 cannot read; otherwise `jsonl`. The global `--store` option (or SESSIONTOOL_STORE) overrides it
 for every agent of a local state dir.
 
-The read interface and the JSONL reader are in `stores/reader.py`; the reader chosen per agent,
+The read interface and the JSONL reader are in `state/reader.py`; the reader chosen per agent,
 the read scope and `iter_sessions`/`read_messages` in `sessions/reading.py`. Here too:
 `require_writable(paths, agent_ids, command)`, which refuses (exit 4) a write to an agent whose
 store is written through OpenClaw's gateway; the store writers ask it, so it imports no reader.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.errors import ForbiddenError, UsageError
-from sessiontool.stores.paths import StatePaths, is_plain_name
+from sessiontool.state.paths import StatePaths, is_plain_name
 from sessiontool.structs import Value
 
 STORE_CHOICES = ("auto", "jsonl", "openclaw-sqlite")

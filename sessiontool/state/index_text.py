@@ -132,7 +132,7 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
     rows: list[tuple[int, str, str]] = []
     turn = None
     if role == "user":
-        from sessiontool.stores.envelopes import strip_envelope_text
+        from sessiontool.state.envelopes import strip_envelope_text
 
         text = "\n".join(strip_envelope_text(t) for t in _texts(msg.get("content")))
         if not text and isinstance(msg.get("text"), str):

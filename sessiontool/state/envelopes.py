@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from sessiontool.stores.transcript import Message
+from sessiontool.state.transcript import Message
 
 _ENVELOPE = re.compile(r"^\[([^\]]+)\]\s*")
 _ENVELOPE_CHANNELS = (

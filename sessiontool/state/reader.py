@@ -1,7 +1,7 @@
 """The read interface over every session-store format (`SessionReader`) and the reader of
 sessiontool's own format, sessions.json + JSONL (`JsonlReader`). Which format an agent's
-sessions are in is `stores/detect.py`; the reader chosen per agent (OpenClaw's SQLite store in
-`stores/openclaw_sqlite.py`, a gateway's in `openclaw/gateway_reader.py`) and the read scope
+sessions are in is `state/detect.py`; the reader chosen per agent (OpenClaw's SQLite store in
+`state/openclaw_sqlite.py`, a gateway's in `openclaw/gateway_reader.py`) and the read scope
 are `sessions/reading.py`."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from sessiontool.stores.detect import StoreInfo
-from sessiontool.stores.paths import StatePaths, is_plain_name
-from sessiontool.stores.sessions_json import Entry, Folded, Store, fold, lookup, read_store
-from sessiontool.stores.transcript import Message, ReadResult, read_tail
+from sessiontool.state.detect import StoreInfo
+from sessiontool.state.paths import StatePaths, is_plain_name
+from sessiontool.state.sessions_json import Entry, Folded, Store, fold, lookup, read_store
+from sessiontool.state.transcript import Message, ReadResult, read_tail
 
 
 class SessionReader(Protocol):
@@ -73,7 +73,7 @@ class JsonlReader:
         return lookup(self._read(), self.info.agent_id, full_key)
 
     def _path(self, entry: Entry) -> Path | None:
-        from sessiontool.stores.paths import transcript_path_for
+        from sessiontool.state.paths import transcript_path_for
 
         sid = entry.get("sessionId")
         if not isinstance(sid, str) or not is_plain_name(sid):

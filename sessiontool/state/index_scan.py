@@ -2,7 +2,7 @@
 (message text) and turns (token usage), the digest that proves the bytes before an offset did not
 change, and the forked workers that parse many files at once on a first build.
 
-Kept apart from the index file (stores/index_db.py) because this half runs in worker processes
+Kept apart from the index file (state/index_db.py) because this half runs in worker processes
 too: plain data in, plain data out, no SQLite connection."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessiontool.stores.index_text import (
+from sessiontool.state.index_text import (
     Extracted,
     extract,
     has_unsegmented,

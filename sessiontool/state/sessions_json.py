@@ -14,15 +14,15 @@ from typing import Any, TypeVar
 
 from sessiontool import testhooks
 from sessiontool.errors import CorruptStateError, SessiontoolError, StorageError
-from sessiontool.stores.jsonio import (
+from sessiontool.state.jsonio import (
     atomic_write,
     float_flags,
     loads_noting_floats,
     store_bytes,
 )
-from sessiontool.stores.keys import RESERVED_KEYS, stored_to_full
-from sessiontool.stores.locks import store_lock
-from sessiontool.stores.paths import StatePaths, ensure_dir
+from sessiontool.state.keys import RESERVED_KEYS, stored_to_full
+from sessiontool.state.locks import store_lock
+from sessiontool.state.paths import StatePaths, ensure_dir
 from sessiontool.structs import Value
 
 T = TypeVar("T")
@@ -324,7 +324,7 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
     that leaves the file's bytes as they are writes nothing."""
     root = path.parent.parent.parent.parent
     if path.parent.parent.parent.name == "agents":
-        from sessiontool.stores.detect import require_writable
+        from sessiontool.state.detect import require_writable
 
         # Belt and braces: OpenClaw 2026.8+ refuses to start beside a legacy sessions.json, and
         # its database is written through its gateway only. No caller should get here.
@@ -421,7 +421,7 @@ def remove_entry(store: Store, agent_id: str, full_key: str) -> Entry | None:
 
 def read_entry(paths: StatePaths, full_key: str, agent_id: str | None = None) -> Entry | None:
     """The current entry of one session, read from its agent's store (raises like read_store)."""
-    from sessiontool.stores.keys import agent_of
+    from sessiontool.state.keys import agent_of
 
     agent = agent_id or agent_of(full_key)
     return get_entry(read_store(paths.store(agent)), agent, full_key)

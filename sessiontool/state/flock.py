@@ -4,7 +4,7 @@ A flock dies with its holder (the kernel drops it when the last descriptor close
 process never blocks anyone and liveness is a question the lock itself answers: no pid files,
 no timers. Lock files are opened without following a symlink planted in their place and are not
 inherited by children, except where a worker is handed its lane's lock on purpose
-(runs/spawnproc.py). OpenClaw's own `.lock` files (pid and time inside) are stores/locks.py.
+(runs/spawnproc.py). OpenClaw's own `.lock` files (pid and time inside) are state/locks.py.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def unlock(fd: int) -> None:
 def held(path: Path, what: str, mode: int = 0o600) -> Iterator[int]:
     """Hold the lock of `path` (created with its folder) for the block, waiting for a live
     holder. A lock that cannot be opened is a StorageError naming `what` it guards."""
-    from sessiontool.stores.paths import ensure_dir
+    from sessiontool.state.paths import ensure_dir
 
     try:
         ensure_dir(path.parent)

@@ -290,7 +290,7 @@ def atomic_write(
     the fsync for files only sessiontool reads, whose loss to a power cut is detected and
     reported, never trusted (run records); `temp_prefix` names the temp file as that
     directory's cleaners expect it (repair.py)."""
-    from sessiontool.stores import safefs
+    from sessiontool.state import safefs
 
     safefs.ensure_dir(path.parent)  # confined: no link leads the temp file or the rename out
     tmp = path.with_name(f"{temp_prefix}{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")

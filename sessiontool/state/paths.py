@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from sessiontool.errors import UsageError
-from sessiontool.stores import safefs
+from sessiontool.state import safefs
 from sessiontool.structs import Value
 
 DIR_MODE = 0o700

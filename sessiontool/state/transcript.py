@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.clock import iso, now_ms
 from sessiontool.errors import StorageError
-from sessiontool.stores import safefs
-from sessiontool.stores.jsonio import compact_utf8
-from sessiontool.stores.locks import transcript_lock
-from sessiontool.stores.paths import ensure_dir
+from sessiontool.state import safefs
+from sessiontool.state.jsonio import compact_utf8
+from sessiontool.state.locks import transcript_lock
+from sessiontool.state.paths import ensure_dir
 from sessiontool.structs import Value
 
 if TYPE_CHECKING:
-    from sessiontool.stores.paths import StatePaths
+    from sessiontool.state.paths import StatePaths
 
 SESSION_VERSION = 3
 BLOCK = 64 * 1024
@@ -213,8 +213,8 @@ def append_entries(
     gets the lines instead of a fresh file no entry points to: whether the file is there is
     decided under the lock, so a turn is never split between the archive and a new file."""
     if path.parent.name == "sessions" and path.parent.parent.parent.name == "agents":
-        from sessiontool.stores.detect import require_writable
-        from sessiontool.stores.paths import StatePaths
+        from sessiontool.state.detect import require_writable
+        from sessiontool.state.paths import StatePaths
 
         # Never beside OpenClaw 2026.8+'s database: its transcripts are written by its gateway.
         agent_dir = path.parent.parent
@@ -257,7 +257,7 @@ def check_writable(paths: StatePaths, agent_id: str, entry: Mapping[str, Any] | 
     """Refuse now (exit 5, in the foreground) when a session's transcript or its lock is a
     planted link: the run's worker would refuse it anyway, as the run's error, after the
     command had already said the run started."""
-    from sessiontool.stores.paths import is_plain_name, transcript_path_for
+    from sessiontool.state.paths import is_plain_name, transcript_path_for
 
     sid = entry.get("sessionId") if entry is not None else None
     if entry is None or not isinstance(sid, str) or not is_plain_name(sid):

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.errors import ConfigError
-from sessiontool.stores.jsonio import loads_tolerant
-from sessiontool.stores.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize_agent_id
-from sessiontool.stores.paths import StatePaths
+from sessiontool.state.jsonio import loads_tolerant
+from sessiontool.state.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize_agent_id
+from sessiontool.state.paths import StatePaths
 from sessiontool.structs import Value
 
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")

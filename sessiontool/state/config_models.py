@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessiontool.stores.config import model_primary
+from sessiontool.state.config import model_primary
 
 if TYPE_CHECKING:
-    from sessiontool.stores.config import Config
+    from sessiontool.state.config import Config
 
 
 def model_cost(cfg: Config, provider: str | None, model: str | None) -> dict[str, float] | None:

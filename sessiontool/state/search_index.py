@@ -12,8 +12,8 @@ one can set it back. When no transcript changed (one stat each), nothing is writ
 lock is taken. A missing index is rebuilt, an unreadable one is deleted and rebuilt (the
 caller is told, to warn). OpenClaw never reads it.
 
-The index's file (schema, opening, writing rows) is stores/index_db.py; parsing the transcripts
-(also in worker processes) is stores/index_scan.py; this module decides what to read again and
+The index's file (schema, opening, writing rows) is state/index_db.py; parsing the transcripts
+(also in worker processes) is state/index_scan.py; this module decides what to read again and
 keeps the index in step with the transcripts."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from sessiontool import diag
 from sessiontool.errors import BusyError, StorageError
-from sessiontool.stores.index_db import (
+from sessiontool.state.index_db import (
     DAY_MS,
     INDEX_NAME,
     IndexCorrupt,
@@ -39,7 +39,7 @@ from sessiontool.stores.index_db import (
     remove_index,
     trigram_available,
 )
-from sessiontool.stores.index_scan import (
+from sessiontool.state.index_scan import (
     FULL_DIGEST_MAX,
     PARALLEL_MAX_FILE,
     Job,
@@ -54,7 +54,7 @@ from sessiontool.stores.index_scan import (
     same_prefix,
     worker_count,
 )
-from sessiontool.stores.index_text import HIT, extract_message, has_unsegmented
+from sessiontool.state.index_text import HIT, extract_message, has_unsegmented
 
 __all__ = [
     "DAY_MS",

@@ -24,7 +24,7 @@ from typing import Any
 
 from sessiontool.clock import iso, parse_iso_ms
 from sessiontool.errors import BusyError, StorageError
-from sessiontool.stores import safefs
+from sessiontool.state import safefs
 
 POLL_SECONDS = 0.025
 

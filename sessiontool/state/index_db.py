@@ -1,6 +1,6 @@
 """The search index's file, `<state>/sessiontool/index.sqlite`: its schema, opening (or
 creating) it safely, writing parsed rows into its tables, and deleting it. The catch-up logic
-that decides what to write lives in stores/search_index.py; this module owns what SQLite sees,
+that decides what to write lives in state/search_index.py; this module owns what SQLite sees,
 so a schema change touches one file (and bumps SCHEMA_VERSION: an index of another version is
 rebuilt, never migrated — it is disposable)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.errors import BusyError, CorruptStateError, StorageError, UnsafePathError
-from sessiontool.stores.index_scan import Row
-from sessiontool.stores.paths import ensure_dir
+from sessiontool.state.index_scan import Row
+from sessiontool.state.paths import ensure_dir
 
 SCHEMA_VERSION = 6
 INDEX_NAME = "index.sqlite"

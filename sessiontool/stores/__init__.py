@@ -1,1 +1,0 @@
-"""On-disk formats: paths, keys, config, sessions.json + JSONL transcripts, locks."""
