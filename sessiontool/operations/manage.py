@@ -117,7 +117,7 @@ def state_paths(ctx: Context) -> dict[str, Any]:
                 "sessionsDir": str(p.sessions_dir(a)),
                 "store": str(info.location),
                 "exists": info.location.is_file(),
-                "format": info.kind,
+                "format": info.format,
                 "why": info.reason,
             }
         )

@@ -119,7 +119,7 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
     for agent_id in agents:
         info = detect.detect(ctx.paths, agent_id)
         sdir = ctx.paths.sessions_dir(agent_id)
-        if info.kind == "jsonl":
+        if info.format == "jsonl":
             for key, sid, session_file, label, seen in _listed(ctx, agent_id, info.location, kept):
                 if policy.visible(ctx, key, seen):
                     path = transcript_path_for(sdir, sid, session_file)

@@ -216,7 +216,7 @@ def _list_in_scope(
         rd = reading.reader_for(ctx.paths, agent_id)
         if rd.info.gateway_written:
             gateway.add(agent_id)
-        if rd.info.kind in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
+        if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             sqlite_agents.add(agent_id)
         for full_key, f in rd.sessions(LIST_FIELDS).items():
             if not listable(full_key):

@@ -63,11 +63,11 @@ def reader_for(paths: StatePaths, agent_id: str) -> SessionReader:
     if _scopes and cache_key in _scopes[0]:
         return _scopes[0][cache_key]
     reader: SessionReader
-    if info.kind == "gateway":
+    if info.format == "gateway":
         from sessiontool.openclaw.gateway_reader import GatewayReader
 
         reader = GatewayReader(paths, info)
-    elif info.kind == "openclaw-sqlite":
+    elif info.format == "openclaw-sqlite":
         reader = _sqlite_or_gateway(paths, info)
     else:
         reader = JsonlReader(paths, info)

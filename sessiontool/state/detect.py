@@ -31,7 +31,7 @@ from sessiontool.errors import ForbiddenError, UsageError
 from sessiontool.state.paths import StatePaths, is_plain_name
 from sessiontool.structs import Value
 
-STORE_CHOICES = ("auto", "jsonl", "openclaw-sqlite")
+FORMAT_CHOICES = ("auto", "jsonl", "openclaw-sqlite")
 SQLITE_NAME = "openclaw-agent.sqlite"
 
 _override: str | None = None
@@ -40,8 +40,8 @@ _override: str | None = None
 def set_override(value: str | None) -> None:
     """The `--store` global option: auto (None), jsonl or openclaw-sqlite."""
     global _override
-    if value is not None and value not in STORE_CHOICES:
-        raise UsageError(f"unknown store {value!r} (valid: {', '.join(STORE_CHOICES)})")
+    if value is not None and value not in FORMAT_CHOICES:
+        raise UsageError(f"unknown store {value!r} (valid: {', '.join(FORMAT_CHOICES)})")
     _override = None if value in (None, "auto") else value
 
 
@@ -50,9 +50,9 @@ def override() -> str | None:
         return _override
     env = os.environ.get("SESSIONTOOL_STORE", "").strip()
     if env and env != "auto":
-        if env not in STORE_CHOICES:
+        if env not in FORMAT_CHOICES:
             raise UsageError(
-                f"SESSIONTOOL_STORE={env!r} is not a store (valid: {', '.join(STORE_CHOICES)})"
+                f"SESSIONTOOL_STORE={env!r} is not a store (valid: {', '.join(FORMAT_CHOICES)})"
             )
         return env
     return None
@@ -65,26 +65,26 @@ def sqlite_path(paths: StatePaths, agent_id: str) -> Path:
 class StoreInfo(Value):
     """Which format an agent's sessions are read from, where, and why."""
 
-    __slots__ = ("agent_id", "kind", "location", "reason")
+    __slots__ = ("agent_id", "format", "location", "reason")
 
     agent_id: str
-    kind: str  # "jsonl" | "openclaw-sqlite" | "gateway" (a remote gateway's store)
+    format: str  # "jsonl" | "openclaw-sqlite" | "gateway" (a remote gateway's store)
     location: Path  # sessions.json, the database, or the gateway's URL
     reason: str
 
-    def __init__(self, agent_id: str, kind: str, location: Path, reason: str) -> None:
+    def __init__(self, agent_id: str, format: str, location: Path, reason: str) -> None:
         self.agent_id = agent_id
-        self.kind = kind
+        self.format = format
         self.location = location
         self.reason = reason
 
     @property
     def gateway_written(self) -> bool:
         """Writes to this store go through OpenClaw's gateway, never through files."""
-        return self.kind in ("openclaw-sqlite", "gateway")
+        return self.format in ("openclaw-sqlite", "gateway")
 
     def to_json(self) -> dict[str, str]:
-        return {"format": self.kind, "location": str(self.location), "reason": self.reason}
+        return {"format": self.format, "location": str(self.location), "reason": self.reason}
 
 
 # State-dir roots whose session store is a remote gateway (`--gateway URL`; openclaw/target.py
