@@ -174,7 +174,7 @@ def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem
         yield from _check_sqlite_agent(paths, agent_id)
         return
     sessions_dir = paths.sessions_dir(agent_id)
-    store_path = paths.store(agent_id)
+    store_path = paths.sessions_json(agent_id)
     if not sessions_dir.is_dir():
         return
     referenced: set[Path] | None = None

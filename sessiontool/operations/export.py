@@ -127,7 +127,7 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
             who_of = getattr(rd, "participants", None)
             who: dict[str, list[Any]] = who_of() if who_of is not None else {}
             counts["agents"] += 1
-            store_path = out.store(agent_id)
+            store_path = out.sessions_json(agent_id)
             try:
                 old = read_store(store_path)
             except FileNotFoundError:  # pragma: no cover - read_store returns {}

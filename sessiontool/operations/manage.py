@@ -152,7 +152,7 @@ def _child_in_index(ctx: Context, rec: RunRecord, cache: dict[str, set[str] | No
     agent_id = keys.normalize_agent_id(str(agent_id))
     if agent_id not in cache:
         try:
-            cache[agent_id] = set(fold(read_store(ctx.paths.store(agent_id)), agent_id))
+            cache[agent_id] = set(fold(read_store(ctx.paths.sessions_json(agent_id)), agent_id))
         except Exception:  # noqa: BLE001 - unreadable: be conservative
             cache[agent_id] = None
     present = cache[agent_id]

@@ -81,7 +81,7 @@ def expired_subagents(ctx: Context, now: int, *, quiet: bool = False) -> list[tu
     out: list[tuple[str, str]] = []
     for agent_id in sorted(by_agent):
         try:
-            sessions = fold(read_store(ctx.paths.store(agent_id)), agent_id)
+            sessions = fold(read_store(ctx.paths.sessions_json(agent_id)), agent_id)
         except SessiontoolError as exc:
             # One unreadable store must not stop the others being swept; it is never written.
             if not quiet:
@@ -138,7 +138,7 @@ def _archive(
     timeout: float | None = None,
 ) -> tuple[bool, Path | None]:
     """(whether the entry was removed by us, the archived transcript or None)."""
-    store_path = paths.store(agent_id)
+    store_path = paths.sessions_json(agent_id)
     sessions_dir = paths.sessions_dir(agent_id)
     current = get_entry(read_store(store_path), agent_id, full_key)
     if current is None or (only_if is not None and not only_if(current)):

@@ -137,7 +137,7 @@ def open_session(paths: StatePaths, rec: Record) -> Session:
                 store.set_entry(s, agent_id, key, e)
             return dict(e)  # type: ignore[arg-type]
 
-        entry = store.update_store(paths.store(agent_id), mutate)
+        entry = store.update_store(paths.sessions_json(agent_id), mutate)
     assert entry is not None
     sid = entry["sessionId"]
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
@@ -369,7 +369,7 @@ def record_in_index(paths: StatePaths, session: Session, out: Outcome) -> None:
         store.set_entry(s, session.agent_id, session.key, e)
         testhooks.pause("index-write")
 
-    store.update_store(paths.store(session.agent_id), mutate)
+    store.update_store(paths.sessions_json(session.agent_id), mutate)
 
 
 def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> None:

@@ -212,8 +212,8 @@ class FilesWriter:
             store.set_entry(s, agent_id, child, entry)
 
         if req_agent != agent_id and store.peek_entry(ctx.paths, requester) is None:
-            store.update_store(ctx.paths.store(req_agent), ensure_requester)
-        store.update_store(ctx.paths.store(agent_id), write_child)
+            store.update_store(ctx.paths.sessions_json(req_agent), ensure_requester)
+        store.update_store(ctx.paths.sessions_json(agent_id), write_child)
 
     def run(self, w: Worker, rec: Record) -> None:
         from sessiontool.runs import execute
@@ -260,7 +260,7 @@ class FilesWriter:
             store.set_entry(s, agent_id, requester, e)
             return e
 
-        entry = store.update_store(paths.store(agent_id), mutate)
+        entry = store.update_store(paths.sessions_json(agent_id), mutate)
         sid = entry["sessionId"]
         path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
 
@@ -312,7 +312,7 @@ class FilesWriter:
         current = store.peek_entry(paths, key)
         if current is None or current.get("sessionId") != sid:
             return
-        store.update_store(paths.store(agent_id), mutate)
+        store.update_store(paths.sessions_json(agent_id), mutate)
 
     def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
         """The transcript locks a lost worker may have held in its agent's sessions dir (only

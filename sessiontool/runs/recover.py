@@ -162,4 +162,4 @@ def record_in_index(paths: StatePaths, rec: Record) -> None:
         e["systemSent"] = True
         store.set_entry(s, agent_id, key, e)
 
-    store.update_store(paths.store(agent_id), mutate)
+    store.update_store(paths.sessions_json(agent_id), mutate)

@@ -114,7 +114,7 @@ def _resolved(ctx: Context, agent_id: str, folded: Folded | None, key: str) -> R
         agent_id=agent_id,
         key=key,
         entry=folded.entry if folded else None,
-        store_path=ctx.paths.store(agent_id),
+        store_path=ctx.paths.sessions_json(agent_id),
         sessions_dir=ctx.paths.sessions_dir(agent_id),
         stored_keys=folded.stored_keys if folded else [],
         store=detect.detect(ctx.paths, agent_id),

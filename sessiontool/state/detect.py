@@ -110,15 +110,18 @@ def detect(paths: StatePaths, agent_id: str) -> StoreInfo:
     if forced == "openclaw-sqlite":
         return StoreInfo(agent_id, forced, db, "--store openclaw-sqlite")
     if forced == "jsonl":
-        return StoreInfo(agent_id, forced, paths.store(agent_id), "--store jsonl")
+        return StoreInfo(agent_id, forced, paths.sessions_json(agent_id), "--store jsonl")
     if db.is_file():
-        legacy = paths.store(agent_id)
+        legacy = paths.sessions_json(agent_id)
         why = f"{db.relative_to(paths.root)} present"
         if legacy.is_file():
             why += " (the old sessions.json beside it is OpenClaw's pre-migration copy)"
         return StoreInfo(agent_id, "openclaw-sqlite", db, why)
     return StoreInfo(
-        agent_id, "jsonl", paths.store(agent_id), "no OpenClaw SQLite database for this agent"
+        agent_id,
+        "jsonl",
+        paths.sessions_json(agent_id),
+        "no OpenClaw SQLite database for this agent",
     )
 
 

@@ -70,7 +70,8 @@ class StatePaths(Value):
     def sessions_dir(self, agent_id: str) -> Path:
         return self.agents_dir / require_plain_name(agent_id, "agent id") / "sessions"
 
-    def store(self, agent_id: str) -> Path:
+    def sessions_json(self, agent_id: str) -> Path:
+        """The agent's store in the JSON era (in the SQLite era a stale pre-migration copy)."""
         return self.sessions_dir(agent_id) / "sessions.json"
 
     def transcript(self, agent_id: str, session_id: str) -> Path:

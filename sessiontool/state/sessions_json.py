@@ -424,7 +424,7 @@ def read_entry(paths: StatePaths, full_key: str, agent_id: str | None = None) ->
     from sessiontool.state.keys import agent_of
 
     agent = agent_id or agent_of(full_key)
-    return get_entry(read_store(paths.store(agent)), agent, full_key)
+    return get_entry(read_store(paths.sessions_json(agent)), agent, full_key)
 
 
 def peek_entry(paths: StatePaths, full_key: str) -> Entry | None:
