@@ -69,7 +69,7 @@ def run_result(ctx: Context, rec: RunRecord) -> Result:
     from sessiontool.runs.writer import writer_of
 
     writer = writer_of(rec)
-    own = rec.get("deliver") and not writer.owns_delivery  # else the store delivers it
+    own = rec.get("deliver") and not writer.owns_delivery  # else OpenClaw's gateway delivers it
     mode = "announce" if rec.get("a2a") else "deliver" if own else None
     if writer.kind != "files":
         out["via"] = writer.kind  # the turn is OpenClaw's (its delivery too, with --deliver)

@@ -36,7 +36,7 @@ class SessionWriter(Protocol):
     """What a write command, the run worker and the follow-up steps ask of a store."""
 
     kind: str  # "files" | "gateway"; a run's record keeps it as `via`
-    # The store delivers on the session's channel itself: OpenClaw's gateway carries out a
+    # The writer delivers on the session's channel itself: OpenClaw's gateway carries out a
     # `--deliver` send's delivery (`deliver: true`), and what sessiontool's outbox delivers is
     # not mirrored into OpenClaw's transcript (not sessiontool's to write). Files: False.
     owns_delivery: bool
@@ -60,7 +60,7 @@ class SessionWriter(Protocol):
 
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
-        """Housekeeping a send or spawn does first (the file store's archive sweep)."""
+        """Housekeeping a send or spawn does first (the files writer's archive sweep)."""
         ...
 
     def requester_entry(self, ctx: Context, key: str) -> Entry | None:
@@ -102,7 +102,7 @@ class SessionWriter(Protocol):
 
     def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
         """After `abort` ended a started run: stop the turn where it runs. True/False: the
-        store says it stopped something or not; None: nothing to ask (the process is gone)."""
+        gateway says it stopped something or not; None: nothing to ask (the process is gone)."""
         ...
 
     def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
@@ -110,7 +110,7 @@ class SessionWriter(Protocol):
         ...
 
     def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
-        """Locks a lost worker may have left in the store (only those nobody holds)."""
+        """Locks a lost worker may have left on disk (only those nobody holds)."""
         ...
 
 
