@@ -3,7 +3,7 @@
 The query language is SQLite FTS5's (phrases, `prefix*`, AND/OR/NOT, parentheses), with one
 kindness: a bare word FTS5 would reject (`fixture-exec-ok`, `user@host`) is searched as the
 phrase it spells. Queries in unsegmented scripts (CJK, Thai, ...) go to a trigram table; where
-that cannot answer (a term under three characters, or no FTS5 at all) the stored text is scanned
+that cannot answer (a term under three characters, or no FTS5 at all) the indexed text is scanned
 with the same query semantics."""
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class Query:
     tree: Node
     terms: list[Term]  # every term not under a NOT's right side: what a snippet highlights
     # A term with no letter or digit (`✓`, `—`): FTS5's tokenizer keeps none of it, so such a
-    # query is answered by a scan of the stored text.
+    # query is answered by a scan of the indexed text.
     symbols: bool = False
 
     @property
@@ -419,9 +419,9 @@ class _Texts:
         self.paths = paths
         self.files: dict[int, BinaryIO] = {}
 
-    def get(self, file_id: int, off: int, part: int, stored: str | None) -> str | None:
-        if stored is not None:
-            return stored
+    def get(self, file_id: int, off: int, part: int, indexed: str | None) -> str | None:
+        if indexed is not None:
+            return indexed
         fh = self.files.get(file_id)
         if fh is None:
             try:
@@ -454,10 +454,10 @@ def _match(
         f"WHERE {table} MATCH ?{where} ORDER BY r, m.ts DESC, m.id DESC LIMIT ?"
     )
     out: list[tuple[Any, ...]] = []
-    for file_id, ts, role, off, part, stored, r in idx.conn.execute(
+    for file_id, ts, role, off, part, indexed, r in idx.conn.execute(
         sql, [q.fts, *args, limit]
     ).fetchall():
-        text = texts.get(file_id, off, part, stored)
+        text = texts.get(file_id, off, part, indexed)
         if text is not None:  # the line is gone: the file changed since the catch-up
             out.append((file_id, ts, role, scan_snippet(text, q.terms), r))
     return out
@@ -484,8 +484,8 @@ def _scan(
         "ORDER BY m.ts DESC, m.id DESC",
         args,
     )
-    for file_id, ts, role, off, part, stored in cur:
-        text = texts.get(file_id, off, part, stored)
+    for file_id, ts, role, off, part, indexed in cur:
+        text = texts.get(file_id, off, part, indexed)
         if text is not None and _matches(q.tree, text):
             out.append((file_id, ts, role, scan_snippet(text, q.terms), None))
             if len(out) >= limit:

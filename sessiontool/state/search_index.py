@@ -340,11 +340,11 @@ class Index:
         ):
             done: set[int] = set()
             for got in read_forked(pool_jobs, worker_count()):
-                self._store(got)
+                self._save_read(got)
                 done.add(got.job.file_id)
             jobs = [j for j in jobs if j.file_id not in done]  # what a dead worker left
         for j in jobs:
-            self._store(read_job(j))
+            self._save_read(read_job(j))
         if self.fts and sum(j.size - j.off for j in all_jobs) >= parallel_min():
             # A big catch-up leaves FTS5 a few big segments beside the small ones later
             # catch-ups add; when those pile up, FTS5 merges them all in one commit (16 s for
@@ -353,7 +353,7 @@ class Index:
             if self.trigram:
                 self.conn.execute("INSERT INTO fts_cjk(fts_cjk, rank) VALUES ('optimize', 0)")
 
-    def _store(self, got: Read) -> None:
+    def _save_read(self, got: Read) -> None:
         job = got.job
         if got.error is not None:
             self.unreadable[job.path] = OSError(got.errno or 0, got.error, job.path)
