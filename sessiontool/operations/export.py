@@ -1,4 +1,4 @@
-"""`sessiontool export --to DIR`: an OpenClaw SQLite-era store's sessions written as a
+"""`sessiontool export --to DIR`: an OpenClaw SQLite-era state dir's sessions written as a
 sessiontool state dir (`agents/<id>/sessions/sessions.json` + `<sessionId>.jsonl`), readable by
 sessiontool and by Clawdbot-era tools, for archiving and offline work.
 

@@ -1,4 +1,4 @@
-"""`export`: an OpenClaw SQLite-era store as a sessions.json + JSONL state dir."""
+"""`export`: an OpenClaw SQLite-era state dir as a sessions.json + JSONL one."""
 
 from __future__ import annotations
 
