@@ -1,5 +1,5 @@
 """`doctor`: what stops this state dir from working, found without changing anything (the
-stores, locks, transcripts, runs, outbox and gateway); `repair --fix` (repair.py) removes what
+stores, locks, transcripts, runs, outbox and gateway); `doctor --fix` (repair.py) removes what
 is safe to remove of it. Returns plain data for the CLI to render; nothing here prints."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def _stale_lock_detail(path: Path, now: int) -> str | None:
         read_lock,
     )
 
-    is_store = path.name == "sessions.json.lock"
+    is_store_lock = path.name == "sessions.json.lock"
     info = read_lock(path)
     pid = info.get("pid") if info else None
     stamp: int | None = None
@@ -131,13 +131,13 @@ def _stale_lock_detail(path: Path, now: int) -> str | None:
     age_s = max(0, now - stamp) // 1000
     if isinstance(pid, int) and not isinstance(pid, bool):
         if other_host(info):
-            if is_store and now - stamp > STORE_LOCK_STALE_MS:
+            if is_store_lock and now - stamp > STORE_LOCK_STALE_MS:
                 return f"held on another host for {age_s}s (store locks go stale after 30s)"
             return None
         if not pid_alive(pid):
             return f"held by pid {pid}, which is not running (age {age_s}s)"
         return None
-    limit = STORE_LOCK_STALE_MS if is_store else TRANSCRIPT_NO_PID_STALE_MS
+    limit = STORE_LOCK_STALE_MS if is_store_lock else TRANSCRIPT_NO_PID_STALE_MS
     if now - stamp > limit:
         return f"no readable pid, {age_s}s old"
     return None

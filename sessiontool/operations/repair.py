@@ -1,4 +1,4 @@
-"""What `doctor` checks beyond the stores and runs (admin.doctor), and what `doctor --fix` may
+"""What `doctor` checks beyond the stores and runs (doctor.py), and what `doctor --fix` may
 remove: temp files of writers that died mid-write, lock files of dead pids, and, only with
 `--yes`, quarantined records (malformed outbox lines, unreadable run records) and links planted
 in the state dir that lead outside it. Never anything a live process may still be using."""
@@ -104,7 +104,7 @@ def leftovers(paths: StatePaths) -> Iterator[Finding]:
 
 def dead_locks(paths: StatePaths, *, sessions_dirs: bool = True) -> Iterator[Finding]:
     """Lock files (store, transcript, outbox) whose holder pid is not running. Those of the
-    sessions dirs are reported by admin.doctor as stale locks already."""
+    sessions dirs are reported by doctor.py as stale locks already."""
     dirs = _dirs(paths) if sessions_dirs else _dirs(paths)[:4]
     for d in dirs:
         for name in _listdir(d):
@@ -217,7 +217,7 @@ def config_problems(config: Config) -> Iterator[Finding]:
 
 
 def check(paths: StatePaths, config: Config) -> list[Finding]:
-    """doctor's extra findings (admin.doctor reports stores, transcripts, session locks and
+    """doctor's extra findings (doctor.py reports stores, transcripts, session locks and
     run records itself)."""
     out: list[Finding] = []
     for gen in (
