@@ -5,7 +5,7 @@ when it is not is one environment lookup.
 Points: `store-locked` (store.update_store, holding the store lock, before the write),
 `before-user` (worker: session ensured, before the user line), `after-user` (the user line is
 written, the agent not started), `after-runner` (the agent is done, nothing recorded),
-`index-write` (inside the final index update, holding the store lock), `deliver` (a delivery
+`index-write` (inside the final store update, holding the store lock), `deliver` (a delivery
 recorded as started, before its command), `cleanup` (a spawn's cleanup step), `run-created`
 (`send`: the run recorded, its worker not yet started). The run points
 also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes

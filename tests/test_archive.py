@@ -26,7 +26,7 @@ def _child_key(agent: str = "main") -> str:
 
 
 def add_session(state: Path, key: str, *, updated_at: int, agent: str = "main") -> Path:
-    """An index entry with a one-message transcript; returns the transcript path."""
+    """A store entry with a one-message transcript; returns the transcript path."""
     sessions = state / "agents" / agent / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
     store_path = sessions / "sessions.json"

@@ -144,7 +144,7 @@ def _stale_lock_detail(path: Path, now: int) -> str | None:
 
 
 def _entry_had_messages(entry: Entry) -> bool:
-    """Whether an entry's transcript should exist. A session can be in the index with no
+    """Whether an entry's transcript should exist. A session can be in its store with no
     transcript by design (after `reset`, or created by `policy`/`spawn` before its first run),
     so only an entry with a `sessionFile` or with tokens counted (a model call happened) is
     expected to have one."""
@@ -226,7 +226,7 @@ def _check_agent(paths: StatePaths, agent_id: str, now: int) -> Iterator[Problem
             yield Problem(
                 "orphan-transcript",
                 str(tp),
-                "no index entry points to this transcript (a reset keeps the old one)",
+                "no store entry points to this transcript (a reset keeps the old one)",
                 severity="warning",
                 hint=f"archive it to clear this: mv '{tp}' '{tp}.reset.{now}'",
             )

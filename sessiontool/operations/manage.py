@@ -3,7 +3,7 @@ is in doctor.py, `repair` in repair.py). Every function returns plain data for t
 and raises SessiontoolError subclasses; nothing here prints or exits.
 
 The writes follow OpenClaw's sessions.patch / sessions.reset / sessions.delete, so a state dir
-shared with a running gateway stays consistent: index changes happen under the store lock with an
+shared with a running gateway stays consistent: store changes happen under the store lock with an
 atomic replace, and a deleted session's transcript is archived (renamed), never unlinked.
 """
 
@@ -90,7 +90,7 @@ def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[
 
 
 def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
-    """Remove the session from its index and archive its transcript. A main session is refused
+    """Remove the session from its store and archive its transcript. A main session is refused
     (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land."""
     r, writer = _locate(ctx, "delete", value, label)
     if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
@@ -142,8 +142,8 @@ def _ms(v: Any) -> int | None:
     return None
 
 
-def _child_in_index(ctx: Context, rec: RunRecord, cache: dict[str, set[str] | None]) -> bool:
-    """Whether a spawn record's child session is still in its agent's index (the archive rule
+def _child_in_store(ctx: Context, rec: RunRecord, cache: dict[str, set[str] | None]) -> bool:
+    """Whether a spawn record's child session is still in its agent's store (the archive rule
     needs the record while it is). An unreadable store counts as "still there": keep."""
     key = rec.get("sessionKey")
     if not isinstance(key, str):
@@ -263,7 +263,7 @@ def _prune_unusable(paths: StatePaths, counts: dict[str, int], dry_run: bool) ->
 
 def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[str, Any]:
     """Delete finished run records and their logs, and outbox lines, older than a duration.
-    The one place sessiontool deletes anything: spawn records whose child is still in an index
+    The one place sessiontool deletes anything: spawn records whose child is still in a store
     are kept (the sub-agent archive rule looks for them), and so is anything unfinished or
     still owes follow-up steps. Run records that cannot be used (malformed, out of range) go
     whatever their age, with stray lane markers and wait FIFOs."""
@@ -282,7 +282,7 @@ def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[s
     cutoff = now - int(older_than_s * 1000)
     paths = ctx.paths
     counts = {"runs": 0, "logs": 0, "deliveries": 0}
-    index_cache: dict[str, set[str] | None] = {}
+    store_keys: dict[str, set[str] | None] = {}
     for rec in sorted(iter_records(paths), key=lambda r: str(r.get("runId"))):
         run_id = rec.get("runId")
         if not isinstance(run_id, str) or not is_plain_name(run_id):
@@ -292,7 +292,7 @@ def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[s
         when = _ms(rec.get("endedAt")) or _ms(rec.get("createdAt"))
         if when is None or when >= cutoff:
             continue
-        if rec.get("kind") == "spawn" and _child_in_index(ctx, rec, index_cache):
+        if rec.get("kind") == "spawn" and _child_in_store(ctx, rec, store_keys):
             continue
         if pending(rec):
             continue

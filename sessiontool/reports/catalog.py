@@ -30,7 +30,7 @@ _ARCHIVED = re.compile(r"^(?P<sid>.+?)\.jsonl\.(?P<why>deleted|reset)\.")
 @dataclass(frozen=True)
 class SessionRef:
     """One transcript and the session it belongs to. `key` is None for an archived or orphaned
-    transcript (no index entry names it any more)."""
+    transcript (no store entry names it any more)."""
 
     agent_id: str
     key: str | None

@@ -1,4 +1,4 @@
-"""Archiving sub-agent sessions: a session leaves its index and its transcript is renamed to
+"""Archiving sub-agent sessions: a session leaves its store and its transcript is renamed to
 `<file>.deleted.<time>`, never unlinked, so an archive can always be undone by hand.
 
 Only sub-agents that sessiontool spawned (a spawn run record names them) are swept: OpenClaw's
@@ -170,7 +170,7 @@ def _archive(
 def archive_session(
     paths: StatePaths, agent_id: str, full_key: str, *, timeout: float | None = None
 ) -> Path | None:
-    """Remove a session from its agent's index and rename its transcript aside. Returns the
+    """Remove a session from its agent's store and rename its transcript aside. Returns the
     archived transcript's new path, or None when there was no entry or no transcript. Used by
     sweep and by `spawn --cleanup delete`."""
     return _archive(paths, agent_id, full_key, timeout=timeout)[1]

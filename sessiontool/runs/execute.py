@@ -1,14 +1,14 @@
 """Running one queued record (a send, a spawn or an agent step), step by step:
 
 1. take a run slot (the global cap) — `execute`
-2. the session it runs in, fixed now: its entry (created only when missing: index write 1) —
+2. the session it runs in, fixed now: its entry (created only when missing: store write 1) —
    `open_session`
 3. `running`, with the sessionId, in the record — `start`
 4. the user line — `append_user`
 5. the agent — `run_agent`
 6. the end decided under the record lock (an abort that came first wins) — `decide`
 7. the assistant line, in the transcript the run started in (archived or not) — `append_reply`
-8. the index, only while the entry is still that session (index write 2) — `record_in_index`
+8. the store, only while the entry is still that session (store write 2) — `record_in_store`
 9. `status` published and every waiter woken — `publish`
 """
 
@@ -103,7 +103,7 @@ def run_in_files(w: Worker, rec: Record) -> None:
         out.status, out.error = decide(paths, rec, out)
         append_reply(session, out)
         if not rec.get("skipIndex"):
-            record_in_index(paths, session, out)
+            record_in_store(paths, session, out)
         publish(paths, rec, session, out)
     finally:
         if slot is not None:
@@ -111,7 +111,7 @@ def run_in_files(w: Worker, rec: Record) -> None:
 
 
 def open_session(paths: StatePaths, rec: Record) -> Session:
-    """The session's entry as the run starts; created (index entry; the transcript header
+    """The session's entry as the run starts; created (store entry; the transcript header
     comes with the first line) only when the key is new, as OpenClaw's sessions_send does."""
     from sessiontool.state import keys
     from sessiontool.state import sessions_json as store
@@ -339,8 +339,8 @@ def append_reply(session: Session, out: Outcome) -> None:
     transcript.append_entries(session.path, session.session_id, entries)
 
 
-def record_in_index(paths: StatePaths, session: Session, out: Outcome) -> None:
-    """The run's end in the index, only while the entry is still the session the run started
+def record_in_store(paths: StatePaths, session: Session, out: Outcome) -> None:
+    """The run's end in the store, only while the entry is still the session the run started
     in: a deleted entry is not brought back, a reset one gets no foreign tokens."""
     from sessiontool.state import sessions_json as store
 

@@ -2,7 +2,7 @@
 OpenClaw writes them, so a state dir shared with a running gateway that honours the store lock
 stays consistent.
 
-Index changes happen under `sessions.json.lock` with a re-read and an atomic replace
+Store changes happen under `sessions.json.lock` with a re-read and an atomic replace
 (sessions_json.update_store); a deleted session's transcript is archived (renamed), never
 unlinked; a run's turn is carried out by sessiontool's runner in the run engine
 (runs/execute.py), and its follow-up writes the requester's transcript and the outbox.
@@ -121,7 +121,7 @@ class FilesWriter:
     def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
         from sessiontool.runs.archive import archive_session
 
-        # The transcript lock, then the index entry, then the rename (archive.py's order,
+        # The transcript lock, then the store entry, then the rename (archive.py's order,
         # shared with sweep): no append can start a fresh transcript between the two.
         archived = archive_session(ctx.paths, r.agent_id, r.key)
         return {
@@ -178,7 +178,7 @@ class FilesWriter:
         model: str | None,
     ) -> None:
         """The child's entry (`spawnedBy` = the requester, as OpenClaw's sessions_spawn links
-        it), and the requester's when it is new. The index is written once for the child (and
+        it), and the requester's when it is new. The store is written once for the child (and
         the requester, in the same write when they share a store): a spawn and its announce
         write sessions.json at most four times."""
         from sessiontool.state import keys
@@ -243,7 +243,7 @@ class FilesWriter:
     ) -> str | None:
         """The announce message in the requester's transcript, once (looked for by its
         timestamp before it is appended again); the requester's entry is created or touched in
-        the same single index write. No turn runs for it: no run id."""
+        the same single store write. No turn runs for it: no run id."""
         from sessiontool.state import keys, transcript
         from sessiontool.state.paths import transcript_path_for
 

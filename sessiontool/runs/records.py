@@ -5,7 +5,7 @@ them true.
   it. Nobody polls: a waiter blocks on the run's FIFO (wait.py).
 - A run ends exactly once. Every change to a record is a read-modify-write under the records
   lock, and the end is decided there: the worker first records the `outcome` it reached, then
-  writes the transcript and the index, then publishes `status = outcome`. `abort` decides under
+  writes the transcript and the store, then publishes `status = outcome`. `abort` decides under
   the same lock, so whichever comes first is the one answer `abort`, `wait`, `runs` and the
   transcript all give.
 - Liveness comes from locks, not timers: the worker holds the run's flock (`<runId>.lock`) from

@@ -1,7 +1,7 @@
 """A run whose worker died after it wrote the reply: ended, not lost.
 
 The worker records the outcome it reached (`outcome`), then appends the reply to the transcript,
-then writes the index and publishes the end. Killed between the append and the end, it leaves a
+then writes the store and publishes the end. Killed between the append and the end, it leaves a
 `running` record nobody holds, whose reply is on disk: calling it `lost` would contradict the
 transcript (and `abortedLastRun` would say the session's last run failed). The reconciler looks
 for the reply first: the last assistant message after the run's own user line (a lane runs one
@@ -92,12 +92,12 @@ def end_dead(paths: StatePaths, r: Record) -> bool:
 
 
 def after_end(paths: StatePaths, rec: Record, recovered: bool) -> None:
-    """What follows a dead worker's end outside the records lock: the index update it did not
+    """What follows a dead worker's end outside the records lock: the store update it did not
     get to, or the session's `abortedLastRun`."""
     from sessiontool.runs import records
 
     if recovered:
-        record_in_index(paths, rec)
+        record_in_store(paths, rec)
     else:
         records.flag_aborted(paths, rec)
 
@@ -122,9 +122,9 @@ def end_from(r: Record, msg: dict[str, Any]) -> None:
     r["recoveredAt"] = r["endedAt"]
 
 
-def record_in_index(paths: StatePaths, rec: Record) -> None:
-    """The index update the worker did not get to: only while the entry is still the session
-    the run started in (as execute.record_in_index)."""
+def record_in_store(paths: StatePaths, rec: Record) -> None:
+    """The store update the worker did not get to: only while the entry is still the session
+    the run started in (as execute.record_in_store)."""
     from sessiontool.state import keys
     from sessiontool.state import sessions_json as store
 

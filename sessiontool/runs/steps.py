@@ -424,7 +424,7 @@ def spawn_announce_fields(paths: StatePaths, rec: Record) -> dict[str, Any]:
         ),
         "announce": {"childReply": child_reply},
         # The child is archived right after: its entry need not record this turn (a spawn
-        # and its announce write the index at most four times).
+        # and its announce write the store at most four times).
         "skipIndex": True if rec.get("cleanup") == "delete" else None,
         "provenance": {
             "kind": "inter_session",

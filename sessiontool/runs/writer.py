@@ -51,7 +51,7 @@ class SessionWriter(Protocol):
         ...
 
     def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
-        """The session gone from its index, its transcript archived."""
+        """The session gone from its store, its transcript archived."""
         ...
 
     def set_send_policy(self, ctx: Context, r: Resolved, wanted: str | None) -> Entry | None:

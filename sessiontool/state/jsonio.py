@@ -252,7 +252,7 @@ def store_bytes(obj: Any, *, exact: bool = False, plain: bool = False) -> bytes:
 def require_utf8(value: str, what: str) -> str:
     """Refuse text with no UTF-8 form. An argument or stdin holding undecodable bytes arrives
     as lone surrogates; written anyway it would become `\\udcff` escapes that OpenClaw shows
-    as garbage, so it is a usage error instead (transcripts and the index are UTF-8)."""
+    as garbage, so it is a usage error instead (transcripts and stores are UTF-8)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -82,7 +82,7 @@ def test_sessiontool_reads_a_turn_the_gateway_appended(cb: Harness) -> None:
 
 
 def test_gateway_turn_in_an_entry_sessiontool_created(cb: Harness) -> None:
-    """An index entry made by sessiontool with no transcript yet (as `policy` leaves it): the real
+    """A store entry made by sessiontool with no transcript yet (as `policy` leaves it): the real
     program keeps its sessionId and fields, starts the transcript, and sessiontool reads it."""
     key = "agent:main:dm:interop-dave"
     out = cb.st_json("policy", key, "allow", "--create")

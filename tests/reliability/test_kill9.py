@@ -1,5 +1,5 @@
 """kill -9 of a worker at chosen and at random points of a run. Afterwards every transcript
-parses, sessions.json parses, no other writer's index update is lost, and the run is `lost` or
+parses, sessions.json parses, no other writer's store update is lost, and the run is `lost` or
 finished (never stuck `running`) once `runs`/`wait` have reconciled it.
 
 Chosen points use the test hook SESSIONTOOL_TEST_PAUSE (sessiontool/testhooks.py): the worker

@@ -97,7 +97,7 @@ def delete_cmd(
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Delete a session: remove it from the index and archive its transcript (operator only).
+    """Delete a session: remove it from its store and archive its transcript (operator only).
 
     The transcript is renamed to <file>.deleted.<time>, never removed. A main session cannot
     be deleted."""
@@ -261,7 +261,7 @@ def prune_cmd(
 ) -> None:
     """Delete finished run records, their logs and outbox lines older than D (operator only).
 
-    Spawn records whose child session is still in an index are kept."""
+    Spawn records whose child session is still in a store are kept."""
     from sessiontool.durations import parse_duration
     from sessiontool.operations.manage import prune
     from sessiontool.sessions.resolve import all_agent_ids
