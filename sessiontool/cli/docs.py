@@ -241,7 +241,7 @@ ENVIRONMENT = [
 FILES = [
     (
         "\\fI<state>\\fR/agents/\\fI<agentId>\\fR/sessions/sessions.json",
-        "The index of an agent's sessions (OpenClaw's format; written under "
+        "An agent's session store (OpenClaw's format; written under "
         "sessions.json.lock, replaced atomically).",
     ),
     (
