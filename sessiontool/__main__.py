@@ -1,3 +1,3 @@
-from sessiontool.cli.app import main
+from sessiontool.cli.main import main
 
 main()

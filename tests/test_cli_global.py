@@ -1,4 +1,4 @@
-"""The program as a whole (cli/app.py): global options wherever they stand, the state dir,
+"""The program as a whole (cli/main.py, cli/app.py): global options wherever they stand, the state dir,
 `--agent`, colour and SIGTERM, as the real CLI shows them."""
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ def test_completion_stays_on_the_fast_path(keyed: Path) -> None:
         "atexit.register(lambda: sys.stderr.write('LOADED:' + ','.join(sorted("
         "m for m in sys.modules "
         "if m.split('.')[0] in ('rich', 'json5'))) + '\\n'))\n"
-        "from sessiontool.cli import main\n"
+        "from sessiontool.cli.main import main\n"
         "main()\n"
     )
     for words, cword in (
@@ -299,7 +299,7 @@ def _command_tree() -> dict[str, list[str]]:
     """Command name → its option names, from the live Typer app."""
     import typer
 
-    from sessiontool.cli import app
+    from sessiontool.cli.app import app
     from sessiontool.cli.commands import register_all
 
     register_all()

@@ -1,12 +1,4 @@
-"""Entry point of the `sessiontool` console script. `main` registers only the command it is
-asked to run; whoever needs the whole command tree (docs, tests) calls
-`sessiontool.cli.commands.register_all()` first."""
-
-from __future__ import annotations
-
-from sessiontool.cli.app import app, main
-
-__all__ = ["app", "main"]
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+"""The command line: `main.py` is the program (the console script and `python -m sessiontool`),
+`app.py` the Typer app and its global options, `commands/` the commands that register on it,
+`render.py` the one renderer. Nothing is imported here, so importing one of them loads only what
+it needs."""

@@ -3,13 +3,17 @@ terminal table's order, then what only scripts want), documents them in `--help`
 `--fields` pick them, as `gh --json FIELDS` and `kubectl -o custom-columns` do.
 
 The rule for every TSV sessiontool prints: no header row (`cut -f1` is a key, never a title),
-columns in the order `--help` lists; `--fields a,b` prints exactly those, in that order."""
+columns in the order `--help` lists; `--fields a,b` prints exactly those, in that order.
+
+It sits above `render.py`: its cells are render's formats (times, `[match]` snippets), and the
+TSV of `list` and `search` is built here from them; render never asks for a column."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from sessiontool.cli import render
 from sessiontool.errors import UsageError
 
 Getter = Callable[[Mapping[str, Any]], Any]
@@ -17,9 +21,7 @@ Getter = Callable[[Mapping[str, Any]], Any]
 
 def _iso(key: str) -> Getter:
     def get(r: Mapping[str, Any]) -> Any:
-        from sessiontool.cli.render import iso_or_dash
-
-        return iso_or_dash(r.get(key))
+        return render.iso_or_dash(r.get(key))
 
     return get
 
@@ -33,12 +35,6 @@ def _run_result(r: Mapping[str, Any]) -> str:
     s = v if isinstance(v, str) else str(v)
     s = s.replace("\n", " ")
     return s if len(s) <= 60 else s[:59] + "…"
-
-
-def _snippet(h: Mapping[str, Any]) -> str:
-    from sessiontool.cli.render import marked_snippet
-
-    return marked_snippet(h)
 
 
 SESSIONS: dict[str, Getter] = {
@@ -68,7 +64,7 @@ SEARCH: dict[str, Getter] = {
     "sessionId": _plain("sessionId"),
     "timestamp": _iso("timestamp"),
     "role": _plain("role"),
-    "snippet": _snippet,
+    "snippet": render.marked_snippet,
     "label": _plain("label"),
 }
 SEARCH_DEFAULT = ("key", "sessionId", "timestamp", "role", "snippet")
@@ -89,6 +85,16 @@ def pick(spec: Mapping[str, Getter], fields: str | None, default: Iterable[str])
 
 def rows(spec: Mapping[str, Getter], names: list[str], records: Iterable[Mapping[str, Any]]) -> Any:
     return ([spec[n](r) for n in names] for r in records)
+
+
+def sessions_tsv(result: Mapping[str, Any], fields: list[str] | None = None) -> str:
+    """The table's columns in its order, then sessionId; or the `--fields` asked for."""
+    return render.tsv(rows(SESSIONS, fields or list(SESSIONS), result["sessions"]))
+
+
+def search_tsv(result: Mapping[str, Any], fields: list[str] | None = None) -> str:
+    """key, sessionId, time, role, snippet with each match as `[match]`; or the `--fields`."""
+    return render.tsv(rows(SEARCH, fields or list(SEARCH_DEFAULT), result["hits"]))
 
 
 def help_text(names: Iterable[str]) -> str:

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sessiontool.errors import ExitCode, UsageError
+from sessiontool.cli.completers import PROG, completion_script
+from sessiontool.errors import ExitCode
 
-PROG = "sessiontool"
-COMPLETE_VAR = "_SESSIONTOOL_COMPLETE"
 REGEN_COMMAND = "scripts/regen-docs"
 
 # Shell → file name under completions/ (the names each shell's loader looks for).
@@ -29,33 +28,16 @@ MAN_FILE = Path("man") / "sessiontool.1"
 
 
 def _root_command() -> Any:
+    """The whole command tree: this module sits above the commands (nothing in the program
+    imports it), so it may register them all."""
     import typer
 
-    from sessiontool.cli import app
+    from sessiontool.cli.app import app
     from sessiontool.cli.commands import register_all
 
     register_all()
 
     return typer.main.get_command(app)
-
-
-# -- completion --------------------------------------------------------------------------------
-
-
-def completion_script(shell: str) -> str:
-    """Exactly what `_SESSIONTOOL_COMPLETE=source_<shell> sessiontool` prints: Typer's completion
-    protocol, with the scripts of `commands/completers.py`."""
-    from typer._click.shell_completion import get_completion_class
-
-    from sessiontool.cli.commands.completers import register_shell_classes
-
-    if shell not in COMPLETION_FILES:
-        raise UsageError(f"unknown shell {shell!r} (valid: {', '.join(COMPLETION_FILES)})")
-    register_shell_classes()
-    cls = get_completion_class(shell)
-    if cls is None:  # pragma: no cover - registered just above
-        raise UsageError(f"no completion support for {shell}")
-    return str(cls(_root_command(), {}, PROG, COMPLETE_VAR).source()).strip() + "\n"
 
 
 # -- man page ----------------------------------------------------------------------------------
@@ -408,8 +390,9 @@ def man_page() -> str:
 
 def generated_files() -> dict[Path, str]:
     """Relative path → content of every generated file."""
+    root = _root_command()
     files = {
-        Path("completions") / name: completion_script(shell)
+        Path("completions") / name: completion_script(shell, root)
         for shell, name in COMPLETION_FILES.items()
     }
     files[MAN_FILE] = man_page()
@@ -459,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     if what == "man":
         sys.stdout.write(man_page())
     elif what == "completion" and len(args) == 2:
-        sys.stdout.write(completion_script(args[1]))
+        sys.stdout.write(completion_script(args[1], _root_command()))
     elif what == "write":
         for rel in write_files(root):
             print(f"wrote {rel}", file=sys.stderr)

@@ -337,14 +337,6 @@ def _tokens_cell(r: dict[str, Any]) -> str:
     return compact_count(total)
 
 
-def sessions_tsv(result: dict[str, Any], fields: list[str] | None = None) -> str:
-    """The table's columns in its order, then sessionId (cli/columns.py names them)."""
-    from sessiontool.cli import columns
-
-    names = fields or list(columns.SESSIONS)
-    return tsv(columns.rows(columns.SESSIONS, names, result["sessions"]))
-
-
 # -- messages ----------------------------------------------------------------------------------
 
 
@@ -461,14 +453,6 @@ def _marked(snippet: str, spans: list[list[int]], left: str, right: str) -> str:
 def marked_snippet(h: Mapping[str, Any]) -> str:
     """A hit's snippet with each match as `[match]`."""
     return _marked(h["snippet"], h["highlights"], "[", "]")
-
-
-def search_tsv(result: dict[str, Any], fields: list[str] | None = None) -> str:
-    """key, sessionId, time, role, snippet with each match as `[match]` (cli/columns.py)."""
-    from sessiontool.cli import columns
-
-    names = fields or list(columns.SEARCH_DEFAULT)
-    return tsv(columns.rows(columns.SEARCH, names, result["hits"]))
 
 
 def search_rich(result: dict[str, Any]) -> None:

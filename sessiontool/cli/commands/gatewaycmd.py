@@ -9,7 +9,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import G, app, command, want_json
-from sessiontool.cli.commands.completers import choices
+from sessiontool.cli.completers import choices
 from sessiontool.errors import UsageError
 
 ACTIONS = ("show", "forget")

@@ -6,7 +6,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import complete_keys
+from sessiontool.cli.completers import complete_keys
 from sessiontool.errors import ExitCode, UsageError
 
 ROLES = ("user", "assistant", "tool")
@@ -94,11 +94,11 @@ def search_cmd(
     elif not result["hits"]:
         render.empty("No matches.")
     elif names:
-        render.write_out(render.search_tsv(result, names))
+        render.write_out(columns.search_tsv(result, names))
     elif render.is_terminal():
         render.search_rich(result)
     else:
-        render.write_out(render.search_tsv(result))
+        render.write_out(columns.search_tsv(result))
 
 
 @app.command("usage")

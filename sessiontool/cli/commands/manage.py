@@ -10,11 +10,10 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import complete_keys, complete_labels
+from sessiontool.cli.completers import SHELLS, complete_keys, complete_labels
 
 KEY_HELP = "Session key, bare key, 'main' or sessionId."
 LABEL_HELP = "Pick the session by its label instead of KEY."
-SHELLS = ("bash", "zsh", "fish")
 
 
 def _complete_shells(incomplete: str) -> list[str]:
@@ -299,6 +298,6 @@ def completion_cmd(
     zsh: `sessiontool completion zsh > ~/.zfunc/_sessiontool` with ~/.zfunc in $fpath.
 
     fish: `sessiontool completion fish > ~/.config/fish/completions/sessiontool.fish`."""
-    from sessiontool.cli.docs import completion_script
+    from sessiontool.cli.completers import completion_script
 
-    render.write_out(completion_script(shell))
+    render.write_out(completion_script(shell, typer.main.get_command(app)))

@@ -9,7 +9,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
+from sessiontool.cli.completers import choices, complete_keys, complete_labels
 
 if TYPE_CHECKING:
     from sessiontool.context import Context

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx, want_json
-from sessiontool.cli.commands.completers import choices, complete_keys, complete_labels
+from sessiontool.cli.completers import choices, complete_keys, complete_labels
 from sessiontool.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,6 +32,22 @@ def _without_cyclic_gc() -> None:
 
 
 _KEEP: list[object] = []  # results outlive the command: the process exit frees them at once
+
+
+def _picked(fields: str | None) -> list[str] | None:
+    """`--fields`, checked against list's columns. cli/columns.py is loaded only when a column
+    is asked for: cron's `list --json` every minute does without it."""
+    if not fields:
+        return None
+    from sessiontool.cli import columns
+
+    return columns.pick(columns.SESSIONS, fields, columns.SESSIONS)
+
+
+def _sessions_tsv(result: dict[str, Any], names: list[str] | None) -> str:
+    from sessiontool.cli import columns
+
+    return columns.sessions_tsv(result, names)
 
 
 def parse_limit(value: str) -> int | None:
@@ -84,12 +100,11 @@ def list_cmd(
     Piped: TSV without a header, one session per line: key, kind, channel, label, updatedAt,
     model, totalTokens, sessionId (the table's columns, then the sessionId); --fields picks
     and orders them."""
-    from sessiontool.cli import columns
     from sessiontool.durations import parse_since
     from sessiontool.sessions.listing import list_sessions
 
     as_json = want_json(json_)
-    names = columns.pick(columns.SESSIONS, fields, columns.SESSIONS) if fields else None
+    names = _picked(fields)
     if message_limit and not as_json and not quiet and not render.is_terminal():
         raise UsageError(
             "--message-limit needs --json when the output is piped (TSV is one line per session)",
@@ -113,7 +128,7 @@ def list_cmd(
     elif as_json:
         render.emit_json_rows({"count": result["count"]}, "sessions", result["sessions"])
     elif names:
-        render.write_out(render.sessions_tsv(result, names))
+        render.write_out(_sessions_tsv(result, names))
     elif quiet:
         render.write_out("".join(render.esc(r["key"]) + "\n" for r in result["sessions"]))
     elif render.is_terminal():
@@ -121,7 +136,7 @@ def list_cmd(
         if message_limit:
             render.sessions_messages(result)
     else:
-        render.write_out(render.sessions_tsv(result))
+        render.write_out(_sessions_tsv(result, None))
 
 
 FORMATS = ("text", "markdown", "json", "jsonl", "html")

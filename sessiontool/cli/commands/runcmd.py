@@ -11,7 +11,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
-from sessiontool.cli.commands.completers import (
+from sessiontool.cli.completers import (
     choices,
     complete_keys,
     complete_labels,

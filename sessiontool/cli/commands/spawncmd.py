@@ -6,7 +6,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
-from sessiontool.cli.commands.completers import choices, complete_agent_ids
+from sessiontool.cli.completers import choices, complete_agent_ids
 
 
 @app.command("spawn")

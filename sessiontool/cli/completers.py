@@ -1,5 +1,7 @@
 """Shell completion of session keys and run ids, straight from the state dir: this runs on every
-Tab, so it reads the stores with the standard json module and never loads rich."""
+Tab, so it reads the stores with the standard json module and never loads rich. Also the
+completion scripts themselves (`completion_script`), which the `completion` command prints and
+`docs.py` writes to completions/. Below the app and the commands, which both use it."""
 
 from __future__ import annotations
 
@@ -13,15 +15,15 @@ if TYPE_CHECKING:
 
 
 def _state_root(ctx: Any = None) -> Path:
-    """The state dir the command line being completed names: its `--state-dir` (completion
-    parses it without running the global callback, so `G` does not have it), else the env."""
-    from sessiontool.cli.app import G
+    """The state dir the command line being completed names: its `--state-dir`, read from the
+    parsed line (completion parses it without running the global callback, so the app's
+    globals never hold it: this module sits below the app and does not ask it), else the env."""
     from sessiontool.state.paths import resolve_state_dir
 
-    explicit = G.state_dir
+    explicit = None
     if ctx is not None:
         try:
-            explicit = ctx.find_root().params.get("state_dir") or explicit
+            explicit = ctx.find_root().params.get("state_dir")
         except AttributeError:
             pass
     return resolve_state_dir(explicit)
@@ -99,6 +101,30 @@ def complete_run_ids(incomplete: str, ctx: Any = None) -> list[str]:
 
 
 # -- shell scripts -----------------------------------------------------------------------------
+
+PROG = "sessiontool"
+COMPLETE_VAR = "_SESSIONTOOL_COMPLETE"
+SHELLS = ("bash", "zsh", "fish")
+
+
+def completion_script(shell: str, root: Any) -> str:
+    """Exactly what `_SESSIONTOOL_COMPLETE=source_<shell> sessiontool` prints: Typer's completion
+    protocol, with the scripts below. `root` is the program's Click command; the script names
+    only the program and its variable (each Tab asks the program), so any part of the command
+    tree gives the same script."""
+    from typer._click.shell_completion import get_completion_class
+
+    from sessiontool.errors import UsageError
+
+    if shell not in SHELLS:
+        raise UsageError(f"unknown shell {shell!r} (valid: {', '.join(SHELLS)})")
+    register_shell_classes()
+    cls = get_completion_class(shell)
+    if cls is None:  # pragma: no cover - registered just above
+        raise UsageError(f"no completion support for {shell}")
+    return str(cls(root, {}, PROG, COMPLETE_VAR).source()).strip() + "\n"
+
+
 # The protocol is Typer's (`_SESSIONTOOL_COMPLETE=source_<shell>` prints a script,
 # `complete_<shell>` answers one Tab); these templates replace two of its scripts:
 # - bash splits words at ':' (COMP_WORDBREAKS), and session keys are made of colons: the line is
