@@ -120,6 +120,20 @@ def test_check_command_reports_stale_copies(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
 
 
+def test_check_without_root_checks_this_checkout(tmp_path: Path) -> None:
+    """`python -m sessiontool.cli.docs check` as its docstring shows it (no --root, run from
+    anywhere) checks the committed copies of the checkout the module is in."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessiontool.cli.docs", "check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
 def test_regen_script_exists_and_is_executable() -> None:
     script = ROOT / REGEN
     assert script.is_file() and os.access(script, os.X_OK)

@@ -400,7 +400,9 @@ def generated_files() -> dict[Path, str]:
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    """The checkout this module is in (sessiontool/cli/docs.py: three levels up), where
+    completions/ and man/ are committed; `--root` names another."""
+    return Path(__file__).resolve().parents[2]
 
 
 def stale_files(root: Path) -> list[Path]:
