@@ -1,8 +1,9 @@
 """The program: `main` is the console script and `python -m sessiontool`. It reads the command
 line, registers only the command it names (`commands.register_for`; help, completion and an
 unknown name register them all), runs it on the app and ends the process with its exit code.
-It sits above the app and the commands, which never import it: the app only builds the Typer
-object and the global options, the command modules register on it."""
+It sits above the app and the commands, which never import it: the app builds the Typer object,
+its global options and what every command shares, and knows no command; the command modules
+register on it."""
 
 from __future__ import annotations
 
