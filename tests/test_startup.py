@@ -106,7 +106,7 @@ def test_probe_sees_json5_when_the_config_needs_it(state: Path, tmp_path: Path) 
 def test_only_the_command_run_is_registered(populated: Path, tmp_path: Path) -> None:
     probe_out = tmp_path / "modules.txt"
     env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(populated))
-    for args, module in ((("list", "--json"), "read"), (("--json", "paths"), "manage")):
+    for args, module in ((("list", "--json"), "read"), (("--json", "paths"), "managecmd")):
         proc = subprocess.run(
             [sys.executable, "-c", PROBE, str(probe_out), *args],
             capture_output=True,
