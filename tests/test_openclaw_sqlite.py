@@ -1,7 +1,8 @@
 """OpenClaw 2026.9.6's SQLite session store (the real fixture): `list` and `history` agree with
 the real program's own outputs, reads never change a byte of the database, its WAL or its
 shared-memory index (even while another process holds a write transaction), and no command
-creates anything under agents/ (writes exit 4)."""
+creates anything under agents/ (writes exit 4); `history --limit` of a long session steps
+through its newest events only."""
 
 from __future__ import annotations
 
@@ -445,3 +446,99 @@ def test_cold_stored_transcript_is_read(tmp_path: Path) -> None:
     assert n == 0
     rc, cold = run_json("--state-dir", str(state), "history", "main", "--include-tools")
     assert rc == 0 and cold == warm
+
+
+# -- a long session --------------------------------------------------------------------------
+
+# Counts SQLite's virtual-machine steps (one tick per 100 instructions) in every connection the
+# command opens, written at exit: how many rows a read stepped through, whatever the timing.
+STEPS_SITE = r"""
+import atexit, os
+_log = os.environ.get("SQLITE_STEPS_LOG")
+if _log:
+    import sqlite3
+    _connect, _steps = sqlite3.connect, [0]
+
+    def _tick():
+        _steps[0] += 1
+        return 0
+
+    def _counting_connect(*a, **kw):
+        conn = _connect(*a, **kw)
+        conn.set_progress_handler(_tick, 100)
+        return conn
+
+    sqlite3.connect = _counting_connect
+    atexit.register(lambda: open(_log, "w").write(str(_steps[0])))
+"""
+
+MAIN_SID = "792f111c-3bb9-4b35-afcd-c0f4605431d4"
+
+
+def _append_messages(db: Path, sid: str, n: int) -> None:
+    """`n` messages at the end of the session's active branch, the newest reading the same
+    whatever `n` ("message 0" is the last)."""
+    conn = sqlite3.connect(db)
+    # OpenClaw's CHECK constraints use SQLite 3.43's octet_length; older SQLites lack it.
+    conn.create_function(
+        "octet_length", 1, lambda v: None if v is None else len(str(v).encode()), deterministic=True
+    )
+    try:
+        seq, created = conn.execute(
+            "SELECT max(seq) + 1, max(created_at) + 1 FROM transcript_events WHERE session_id=?",
+            (sid,),
+        ).fetchone()
+        pos = conn.execute(
+            "SELECT max(active_position) + 1 FROM session_transcript_active_events "
+            "WHERE session_id=?",
+            (sid,),
+        ).fetchone()[0]
+        events, active = [], []
+        for i in range(n):
+            age = n - 1 - i
+            msg = {"role": "user", "content": f"message {age}", "timestamp": created - age}
+            event = {"type": "message", "id": f"m{age}", "parentId": None, "message": msg}
+            events.append((sid, seq + i, json.dumps(event), created))
+            active.append((sid, pos + i, seq + i))
+        conn.executemany(
+            "INSERT INTO transcript_events(session_id, seq, event_json, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            events,
+        )
+        conn.executemany(
+            "INSERT INTO session_transcript_active_events(session_id, active_position, "
+            "event_seq) VALUES (?, ?, ?)",
+            active,
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _history_steps(state: Path, tmp_path: Path) -> tuple[list[Any], int]:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(STEPS_SITE)
+    log = tmp_path / f"steps-{state.name}.log"
+    env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
+        "SQLITE_STEPS_LOG": str(log),
+    }
+    rc, got = run_json("--state-dir", str(state), "history", "main", "--limit", "20", env=env)
+    assert rc == 0, got
+    return got["messages"], int(log.read_text())
+
+
+def test_history_limit_steps_through_the_newest_events_only(tmp_path: Path) -> None:
+    """`history --limit 20` fetches rows newest first only until it has 20 messages: a session
+    10,000 events longer costs no more SQLite steps (fetching the whole branch before looking
+    at it made 100,000 events 3x the time of 100: bench `oc_history_big_vs_small`)."""
+    short, long_ = copy_oc(tmp_path / "short"), copy_oc(tmp_path / "long")
+    _append_messages(short / MAIN_DB, MAIN_SID, 20)
+    _append_messages(long_ / MAIN_DB, MAIN_SID, 10_000)
+    short_msgs, short_steps = _history_steps(short, tmp_path)
+    long_msgs, long_steps = _history_steps(long_, tmp_path)
+    assert [m["content"] for m in long_msgs] == [f"message {i}" for i in range(19, -1, -1)]
+    assert long_msgs == short_msgs
+    assert short_steps > 0
+    assert long_steps < 2 * short_steps, (long_steps, short_steps)
