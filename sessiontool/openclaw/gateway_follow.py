@@ -130,9 +130,8 @@ class _Feed:
         self.heard = time.monotonic()
 
     def _frame(self, until: float) -> dict[str, Any] | None:
-        from websockets.exceptions import ConnectionClosed
-
         from sessiontool.openclaw import wsconnection
+        from sessiontool.openclaw.websocket import ConnectionClosed
 
         silence = 2 * self.conn.hello.tick_s + 5
         while True:
@@ -155,9 +154,8 @@ class _Feed:
         import json
         import uuid
 
-        from websockets.exceptions import ConnectionClosed
-
         from sessiontool.openclaw import wsclient, wsconnection
+        from sessiontool.openclaw.websocket import ConnectionClosed
 
         rid = f"follow:{uuid.uuid4()}"
         frame_out = {"type": "req", "id": rid, "method": method, "params": params}

@@ -2,7 +2,7 @@
 `websocket-transport`): without a pin, the certificate checked against the system's trust store
 (SSL_CERT_FILE adds one) and the host name; with `gateway.remote.tlsFingerprint`, OpenClaw's
 rule: the chain is not checked, the leaf certificate's SHA-256 must equal the pin. The pin is
-compared inside the TLS wrap, before websockets sends its HTTP upgrade, so a wrong certificate
+compared inside the TLS wrap, before websocket.py sends its HTTP upgrade, so a wrong certificate
 never receives a token, a password, a device token or a device signature.
 
 Imported only to connect to a wss:// URL (or one with a pin): `list` on a local state dir never

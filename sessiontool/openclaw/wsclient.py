@@ -22,7 +22,8 @@ An `agent` turn whose socket drops after the gateway accepted it is re-attached 
 `agent.wait {runId}` (the run id is the turn's idempotency key), never sent again.
 
 The wire itself (handshake, frames, the errors worded for the user) is wsconnection.py; this
-module is the policy over it. `websockets` is imported inside functions: reads never load it.
+module is the policy over it (websocket.py the WebSocket under both, imported inside functions:
+reads of a local state dir never load it).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 requests and their answers on it, and the errors either ends in, worded for the user.
 
 Apart from the per-process client (wsclient.py), which decides when to connect, with which
-scopes, and what to retry or re-attach: this module speaks the wire, that one keeps the policy.
-`websockets` is imported inside functions: reads never load it."""
+scopes, and what to retry or re-attach: this module speaks the gateway's protocol, that one
+keeps the policy. The WebSocket under it is websocket.py, imported inside functions: reads of a
+local state dir never load it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sessiontool import __version__
 from sessiontool.errors import ExitCode, ForbiddenError, SessiontoolError
 from sessiontool.openclaw.secrets import Secret
 from sessiontool.state.paths import StatePaths
@@ -28,6 +30,9 @@ OPEN_TIMEOUT_S = 10.0
 CHALLENGE_TIMEOUT_S = 15.0
 HELLO_TIMEOUT_S = 30.0
 MAX_RETRY_AFTER_S = 10.0
+# hello-ok.policy.maxPayload (25 MiB on 2026.9.6) bounds the gateway's frames; a message past
+# this is no answer of the gateway's: the connection is closed rather than read.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
 class GatewayError(SessiontoolError):
@@ -127,7 +132,7 @@ class Connection:
     ) -> dict[str, Any]:
         """One call: its (final) payload. With `expect_final`, an `accepted` answer first goes
         to `on_accepted` (it carries the gateway's own run id). Raises Dropped."""
-        from websockets.exceptions import ConnectionClosed
+        from sessiontool.openclaw.websocket import ConnectionClosed, PayloadTooBig
 
         self._n += 1
         rid = f"{self._n}:{uuid.uuid4()}"
@@ -150,6 +155,8 @@ class Connection:
                 raw = self.ws.recv(timeout=min(remaining, silence))
             except TimeoutError:
                 continue
+            except PayloadTooBig as exc:
+                raise GatewayError(f"gateway {method}: {exc}") from None
             except ConnectionClosed as exc:
                 raise Dropped() from exc
             heard = time.monotonic()
@@ -196,35 +203,26 @@ def open_connection(
     refuses the `connect` request (the caller decides whether to retry), the error to show when
     it closes the socket on us (or, wss://, when its certificate is not the one expected: tls.py,
     before anything is sent), GatewayError when it cannot be reached."""
-    import logging
+    from sessiontool.openclaw.websocket import ConnectionClosed, WebSocketError, connect
 
-    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-    from websockets.sync.client import connect
-
-    # websockets logs whole frames at DEBUG, and the connect frame carries the secret.
-    logging.getLogger("websockets").setLevel(logging.INFO)
-
-    opts: dict[str, Any] = {
-        "open_timeout": OPEN_TIMEOUT_S,
-        "compression": None,  # the gateway never negotiates permessage-deflate
-        "max_size": None,  # hello-ok.policy.maxPayload bounds frames, server-side
-        "user_agent_header": f"sessiontool/{_version()}",
-        "close_timeout": 1,
-        # No keepalive thread of ours: the gateway pings and ticks; a silence longer than
-        # two ticks is a dead connection (Connection.request), as OpenClaw's client has it.
-        "ping_interval": None,
-    }
+    # No keepalive of ours: the gateway pings (answered as we read) and ticks; a silence
+    # longer than two ticks is a dead connection (Connection.request), as OpenClaw's client
+    # has it. No compression offered: the gateway never negotiates permessage-deflate.
+    ctx = None
     if url.startswith("wss://") or pin:
         from sessiontool.openclaw import tls
 
-        opts["ssl"] = tls.context(url, pin)
+        ctx = tls.context(url, pin)
     try:
-        try:  # websockets 17 wants the direct (non-context-manager) form said explicitly
-            ws = connect(url, legacy=True, **opts)
-        except TypeError:
-            ws = connect(url, **opts)
-    except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-        if "ssl" in opts:
+        ws = connect(
+            url,
+            ssl_context=ctx,
+            open_timeout=OPEN_TIMEOUT_S,
+            max_size=MAX_MESSAGE_BYTES,
+            user_agent=f"sessiontool/{__version__}",
+        )
+    except (OSError, TimeoutError, WebSocketError) as exc:
+        if ctx is not None:
             from sessiontool.openclaw import tls
 
             tls.refuse(url, exc)  # a certificate not trusted, or not the pinned one: exit 4
@@ -233,8 +231,9 @@ def open_connection(
         return _hello(ws, url, secret, paths, sorted(scopes), use_device, protocol)
     except ConnectionClosed as exc:
         ws.close()
-        reason = exc.rcvd.reason if exc.rcvd is not None else ""
-        raise refused(url, secret, RpcError({"message": reason or "connection closed"})) from None
+        raise refused(
+            url, secret, RpcError({"message": exc.reason or "connection closed"})
+        ) from None
     except BaseException:
         ws.close()
         raise
@@ -266,7 +265,7 @@ def _hello(
         "maxProtocol": protocol,
         "client": {
             "id": CLIENT_ID,
-            "version": _version(),
+            "version": __version__,
             "platform": platform,
             "deviceFamily": family,
             "mode": CLIENT_MODE,
@@ -422,17 +421,3 @@ def code_extra(exc: RpcError) -> dict[str, Any]:
     if exc.code:
         out["gatewayCode"] = exc.code
     return out
-
-
-_VERSION: list[str] = []
-
-
-def _version() -> str:
-    if not _VERSION:
-        try:
-            from importlib.metadata import version
-
-            _VERSION.append(version("sessiontool"))
-        except Exception:  # noqa: BLE001
-            _VERSION.append("0")
-    return _VERSION[0]

@@ -1,0 +1,393 @@
+"""The client side of RFC 6455 over `socket` + `ssl`, as much of it as OpenClaw's gateway needs:
+the HTTP/1.1 upgrade (Sec-WebSocket-Accept checked), masked client frames, text and binary
+messages (fragmented ones reassembled), pings answered, the close handshake, a bound on the size
+of a message, and timeouts. No extension is offered (the gateway never negotiates compression).
+
+Why not `websockets`: importing it (and, through it, urllib.request, http.client, email,
+logging, importlib.metadata) took ~110 ms of a ~290 ms `list --json` through the gateway, which
+is a third of the command; this module costs what `socket`, `ssl` and `hashlib` cost.
+
+Single-threaded: pings are answered whenever the caller reads (wsconnection.py reads through
+every call); a connection left idle past the gateway's pong deadline is closed by it, and the
+next call reconnects (wsclient.py). Nothing here logs: the `connect` frame carries a secret."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import struct
+import time
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+MAX_HEADERS = 65536
+CHUNK = 65536
+SEND_TIMEOUT_S = 30.0
+OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+DATA_OPS = (OP_CONT, OP_TEXT, OP_BINARY)
+CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_BAD_DATA, CLOSE_TOO_BIG = 1000, 1002, 1007, 1009
+
+
+class WebSocketError(Exception):
+    """Anything that ends a WebSocket connection or keeps one from opening."""
+
+
+class InvalidURL(WebSocketError):
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(f"{url} isn't a valid URI: {why}")
+
+
+class HandshakeError(WebSocketError):
+    """The server did not accept the upgrade (an HTTP status other than 101, a wrong
+    Sec-WebSocket-Accept, a malformed answer)."""
+
+
+class ConnectionClosed(WebSocketError):
+    """The connection is closed: `code` and `reason` of the server's close frame (code None
+    when none came: the socket ended, or a protocol error of the server's closed it)."""
+
+    def __init__(self, code: int | None, reason: str = "", why: str = "") -> None:
+        said = f"code {code}" + (f" ({reason})" if reason else "") if code else "no close frame"
+        super().__init__(why or f"connection closed: {said}")
+        self.code = code
+        self.reason = reason
+
+
+class PayloadTooBig(ConnectionClosed):
+    """A message longer than the limit: the connection is closed (1009) rather than read."""
+
+
+def accept_key(key: str) -> str:
+    return base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+
+
+def mask(data: bytes, key: bytes) -> bytes:
+    """`data` XOR the repeated 4-byte key, as one big-integer operation (linear, no loop in
+    Python: a 1 MB frame takes ~1 ms)."""
+    n = len(data)
+    if not n:
+        return b""
+    keys = (key * (n // 4 + 1))[:n]
+    return (int.from_bytes(data, "big") ^ int.from_bytes(keys, "big")).to_bytes(n, "big")
+
+
+def frame(opcode: int, payload: bytes, fin: bool = True) -> bytes:
+    """One masked client frame."""
+    n = len(payload)
+    head = bytes([(0x80 if fin else 0) | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 1 << 16:
+        head += bytes([0x80 | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack("!Q", n)
+    key = os.urandom(4)
+    return head + key + mask(payload, key)
+
+
+class WebSocket:
+    """An open client connection over a connected (maybe TLS-wrapped) socket. `recv` keeps a
+    partial frame or message across a timeout, so a TimeoutError loses nothing."""
+
+    def __init__(self, sock: Any, buffered: bytes = b"", max_size: int | None = None) -> None:
+        self.sock = sock
+        self.buf = bytearray(buffered)
+        self.max_size = max_size
+        self.parts: list[bytes] = []  # a fragmented message read so far
+        self.part_op = 0
+        self.part_len = 0
+        self.closed: ConnectionClosed | None = None
+        self.close_sent = False
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def send(self, message: str | bytes) -> None:
+        """One message in one frame: text for a str, binary for bytes."""
+        if isinstance(message, str):
+            self._send(frame(OP_TEXT, message.encode()))
+        else:
+            self._send(frame(OP_BINARY, bytes(message)))
+
+    def _send(self, data: bytes) -> None:
+        if self.closed is not None:
+            raise self.closed
+        try:
+            self.sock.settimeout(SEND_TIMEOUT_S)
+            self.sock.sendall(data)
+        except OSError as exc:  # timeouts included: a frame half sent leaves no stream to use
+            raise self._abort(ConnectionClosed(None, why=f"connection lost: {exc}")) from exc
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        """The next message (str for text, bytes for binary). Raises TimeoutError when none
+        is complete in `timeout` seconds, ConnectionClosed when the connection ends."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.closed is not None:
+                raise self.closed
+            got = self._parse()
+            if got is not None:
+                op, payload = got
+                msg = self._handle(op, payload)
+                if msg is not None:
+                    return msg
+                continue
+            self._fill(deadline)
+
+    def _fill(self, deadline: float | None) -> None:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise TimeoutError("no message in time")
+        try:
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(CHUNK)
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            raise self._abort(ConnectionClosed(None, why=f"connection lost: {exc}")) from exc
+        if not data:
+            raise self._abort(ConnectionClosed(None, why="connection closed: no close frame"))
+        self.buf += data
+
+    def _parse(self) -> tuple[int, bytes] | None:
+        """One whole frame off the buffer (opcode, payload), or None until more bytes come."""
+        buf = self.buf
+        if len(buf) < 2:
+            return None
+        b0, b1 = buf[0], buf[1]
+        fin, op, n, pos = b0 & 0x80, b0 & 0x0F, b1 & 0x7F, 2
+        if b0 & 0x70:
+            self._fail(CLOSE_PROTOCOL, "reserved bits set (no extension was negotiated)")
+        if b1 & 0x80:
+            self._fail(CLOSE_PROTOCOL, "a masked frame from the server")
+        if op not in DATA_OPS and op not in (OP_CLOSE, OP_PING, OP_PONG):
+            self._fail(CLOSE_PROTOCOL, f"unknown opcode {op}")
+        if op >= OP_CLOSE and (not fin or n > 125):
+            self._fail(CLOSE_PROTOCOL, "a fragmented or long control frame")
+        if n == 126:
+            if len(buf) < 4:
+                return None
+            n, pos = struct.unpack_from("!H", buf, 2)[0], 4
+        elif n == 127:
+            if len(buf) < 10:
+                return None
+            n, pos = struct.unpack_from("!Q", buf, 2)[0], 10
+        if op in DATA_OPS and self.max_size is not None and self.part_len + n > self.max_size:
+            self._fail(
+                CLOSE_TOO_BIG,
+                f"a message over {self.max_size} bytes",
+                PayloadTooBig(None, why=f"message larger than {self.max_size} bytes"),
+            )
+        if len(buf) < pos + n:
+            return None
+        payload = bytes(buf[pos : pos + n])
+        del buf[: pos + n]
+        if op in DATA_OPS:
+            return self._fragment(op, payload, bool(fin))
+        return op, payload
+
+    def _fragment(self, op: int, payload: bytes, fin: bool) -> tuple[int, bytes] | None:
+        if op == OP_CONT and not self.part_op:
+            self._fail(CLOSE_PROTOCOL, "a continuation frame with no message to continue")
+        if op != OP_CONT and self.part_op:
+            self._fail(CLOSE_PROTOCOL, "a new message inside a fragmented one")
+        if op != OP_CONT:
+            self.part_op = op
+        self.parts.append(payload)
+        self.part_len += len(payload)
+        if not fin:
+            return None
+        whole, kind = b"".join(self.parts), self.part_op
+        self.parts, self.part_op, self.part_len = [], 0, 0
+        return kind, whole
+
+    def _handle(self, op: int, payload: bytes) -> str | bytes | None:
+        """A data message as the caller gets it; control frames answered here (None)."""
+        if op == OP_TEXT:
+            try:
+                return payload.decode()
+            except UnicodeDecodeError:
+                self._fail(CLOSE_BAD_DATA, "a text message that is not UTF-8")
+        if op == OP_BINARY:
+            return payload
+        if op == OP_PING:
+            self._send(frame(OP_PONG, payload))
+        elif op == OP_CLOSE:
+            self._closed_by_server(payload)
+        return None
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def _closed_by_server(self, payload: bytes) -> NoReturn:
+        code: int | None = None
+        reason = ""
+        if len(payload) == 1:
+            self._fail(CLOSE_PROTOCOL, "a close frame of one byte")
+        if len(payload) >= 2:
+            code = struct.unpack_from("!H", payload)[0]
+            reason = payload[2:].decode("utf-8", "replace")
+        if not self.close_sent:
+            self.close_sent = True
+            try:  # the close handshake: echo the code
+                self.sock.settimeout(SEND_TIMEOUT_S)
+                self.sock.sendall(frame(OP_CLOSE, payload[:2]))
+            except OSError:
+                pass
+        raise self._abort(ConnectionClosed(code, reason))
+
+    def _fail(self, code: int, why: str, exc: ConnectionClosed | None = None) -> NoReturn:
+        """The server broke the protocol: close with `code` and raise (RFC 6455 7.1.7)."""
+        self._send_close(code, why)
+        raise self._abort(exc or ConnectionClosed(None, why=f"protocol error: {why}"))
+
+    def _send_close(self, code: int, reason: str = "") -> None:
+        if self.close_sent or self.closed is not None:
+            return
+        self.close_sent = True
+        try:
+            self.sock.settimeout(SEND_TIMEOUT_S)
+            self.sock.sendall(frame(OP_CLOSE, struct.pack("!H", code) + reason.encode()[:123]))
+        except OSError:
+            pass
+
+    def _abort(self, exc: ConnectionClosed) -> ConnectionClosed:
+        """The socket closed; the first reason kept (and returned) for every later call."""
+        if self.closed is None:
+            self.closed = exc
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        return self.closed
+
+    def close(self, code: int = CLOSE_NORMAL, timeout: float = 1.0) -> None:
+        """The close handshake: our close frame, then the server's (data read meanwhile is
+        dropped) for at most `timeout` seconds, then the socket closed."""
+        if self.closed is not None:
+            return
+        self._send_close(code)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                got = self._parse()
+                if got is not None:
+                    if got[0] == OP_CLOSE:
+                        break
+                    continue
+                self._fill(deadline)
+        except (TimeoutError, ConnectionClosed):
+            pass
+        self._abort(ConnectionClosed(code, why="connection closed by sessiontool"))
+
+
+def connect(
+    url: str,
+    *,
+    ssl_context: Any = None,
+    open_timeout: float = 10.0,
+    max_size: int | None = None,
+    user_agent: str | None = None,
+) -> WebSocket:
+    """An open WebSocket to a ws:// or wss:// URL. Raises InvalidURL, OSError (socket and TLS
+    errors as they come: a TLS context that refuses the peer raises inside the wrap, before
+    anything is sent), TimeoutError, HandshakeError."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidURL(url, str(exc)) from None
+    if parts.scheme not in ("ws", "wss"):
+        raise InvalidURL(url, "scheme isn't ws or wss")
+    if not parts.hostname:
+        raise InvalidURL(url, "no host")
+    secure = parts.scheme == "wss"
+    if ssl_context is None and secure:
+        import ssl
+
+        ssl_context = ssl.create_default_context()
+    host = parts.hostname
+    port = port or (443 if secure else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host_header = f"[{host}]" if ":" in host else host
+    if port != (443 if secure else 80):
+        host_header += f":{port}"
+    deadline = time.monotonic() + open_timeout
+    try:
+        sock = socket.create_connection((host, port), timeout=open_timeout)
+    except TimeoutError:
+        raise TimeoutError("timed out during opening handshake") from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock = ssl_context.wrap_socket(sock, server_hostname=host)
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [
+            f"GET {path} HTTP/1.1",
+            f"Host: {host_header}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+        ]
+        if user_agent:
+            lines.append(f"User-Agent: {user_agent}")
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head, rest = _read_head(sock, deadline)
+        _check_answer(head, key)
+    except TimeoutError:
+        sock.close()
+        raise TimeoutError("timed out during opening handshake") from None
+    except BaseException:
+        sock.close()
+        raise
+    return WebSocket(sock, rest, max_size)
+
+
+def _read_head(sock: Any, deadline: float) -> tuple[bytes, bytes]:
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        if len(buf) > MAX_HEADERS:
+            raise HandshakeError("the server's HTTP answer has headers over 64 KiB")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("timed out during opening handshake")
+        sock.settimeout(remaining)
+        data = sock.recv(CHUNK)
+        if not data:
+            raise HandshakeError("the server closed the connection during the opening handshake")
+        buf += data
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _check_answer(head: bytes, key: str) -> None:
+    lines = head.decode("iso-8859-1").split("\r\n")
+    status = lines[0].split(" ", 2)
+    if len(status) < 2 or not status[0].startswith("HTTP/1.") or not status[1].isdigit():
+        raise HandshakeError(f"invalid HTTP status line: {lines[0][:80]!r}")
+    if status[1] != "101":
+        raise HandshakeError(f"server rejected WebSocket connection: HTTP {status[1]}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise HandshakeError(f"invalid HTTP header line: {line[:80]!r}")
+        name = name.strip().lower()
+        headers[name] = f"{headers[name]}, {value.strip()}" if name in headers else value.strip()
+    if headers.get("upgrade", "").lower() != "websocket":
+        raise HandshakeError(f"invalid Upgrade header: {headers.get('upgrade')!r}")
+    if "upgrade" not in [t.strip().lower() for t in headers.get("connection", "").split(",")]:
+        raise HandshakeError(f"invalid Connection header: {headers.get('connection')!r}")
+    if headers.get("sec-websocket-accept") != accept_key(key):
+        raise HandshakeError(
+            f"invalid Sec-WebSocket-Accept header: {headers.get('sec-websocket-accept')!r}"
+        )
+    for name in ("sec-websocket-extensions", "sec-websocket-protocol"):
+        if headers.get(name):
+            raise HandshakeError(f"the server chose {name} {headers[name]!r}, never offered")
