@@ -154,7 +154,8 @@ class WebSocket:
         self.buf += data
 
     def _parse(self) -> tuple[int, bytes] | None:
-        """One whole frame off the buffer (opcode, payload), or None until more bytes come."""
+        """One whole frame off the buffer, or None until more bytes come: (opcode, payload)
+        of a control frame or of a whole message, (OP_CONT, b"") for a fragment kept."""
         buf = self.buf
         if len(buf) < 2:
             return None
@@ -190,7 +191,7 @@ class WebSocket:
             return self._fragment(op, payload, bool(fin))
         return op, payload
 
-    def _fragment(self, op: int, payload: bytes, fin: bool) -> tuple[int, bytes] | None:
+    def _fragment(self, op: int, payload: bytes, fin: bool) -> tuple[int, bytes]:
         if op == OP_CONT and not self.part_op:
             self._fail(CLOSE_PROTOCOL, "a continuation frame with no message to continue")
         if op != OP_CONT and self.part_op:
@@ -200,13 +201,14 @@ class WebSocket:
         self.parts.append(payload)
         self.part_len += len(payload)
         if not fin:
-            return None
+            return OP_CONT, b""
         whole, kind = b"".join(self.parts), self.part_op
         self.parts, self.part_op, self.part_len = [], 0, 0
         return kind, whole
 
     def _handle(self, op: int, payload: bytes) -> str | bytes | None:
-        """A data message as the caller gets it; control frames answered here (None)."""
+        """A data message as the caller gets it; control frames answered here, fragments
+        kept (None)."""
         if op == OP_TEXT:
             try:
                 return payload.decode()
@@ -232,9 +234,9 @@ class WebSocket:
             reason = payload[2:].decode("utf-8", "replace")
         if not self.close_sent:
             self.close_sent = True
-            try:  # the close handshake: echo the code
+            try:  # the close handshake: its code and reason echoed
                 self.sock.settimeout(SEND_TIMEOUT_S)
-                self.sock.sendall(frame(OP_CLOSE, payload[:2]))
+                self.sock.sendall(frame(OP_CLOSE, payload))
             except OSError:
                 pass
         raise self._abort(ConnectionClosed(code, reason))
