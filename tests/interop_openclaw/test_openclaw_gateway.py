@@ -200,6 +200,7 @@ def _roles_match(live: Live, key: str, n: int = 12) -> list[tuple[str, str]]:
 
     theirs = _gw(live, "chat.history", {"sessionKey": key, "limit": n})["messages"]
     proc = st(live.env, live.state, "--json", "history", key, "--limit", str(n))
+    assert proc.returncode == 0, proc.stderr
     ours = json.loads(proc.stdout)["messages"]
     a = [(m["role"], text(m.get("content"))) for m in theirs][-n:]
     b = [(m["role"], text(m.get("content"))) for m in ours][-n:]
