@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,56 @@ def write_transcript(
         parent = eid
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return p
+
+
+MODULES_PROBE = """
+import atexit, runpy, sys
+out = sys.argv[1]
+def dump():
+    with open(out, "w") as fh:
+        fh.write("\\n".join(sorted(sys.modules)))
+atexit.register(dump)
+sys.argv = ["sessiontool", *sys.argv[2:]]
+runpy.run_module("sessiontool", run_name="__main__", alter_sys=True)
+"""
+"""`python -c MODULES_PROBE OUT ARGS...` runs `sessiontool ARGS...` and writes the names of
+every module it loaded to OUT (one per line)."""
+
+
+def append_openclaw_events(
+    db: Path, sid: str, build: Callable[[int, int], list[dict[str, Any]]]
+) -> None:
+    """Append events to a session's active branch of an OpenClaw SQLite database as OpenClaw
+    does mid-turn (the session entry and its updatedAt left alone). `build(seq, created)` gives
+    the events; they get the next free seqs and active positions, created at `created`."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    # OpenClaw's CHECK constraints use SQLite 3.43's octet_length; older SQLites lack it.
+    conn.create_function(
+        "octet_length", 1, lambda v: None if v is None else len(str(v).encode()), deterministic=True
+    )
+    try:
+        seq, created = conn.execute(
+            "SELECT max(seq) + 1, max(created_at) + 1 FROM transcript_events WHERE session_id=?",
+            (sid,),
+        ).fetchone()
+        pos = conn.execute(
+            "SELECT max(active_position) + 1 FROM session_transcript_active_events "
+            "WHERE session_id=?",
+            (sid,),
+        ).fetchone()[0]
+        events = build(seq, created)
+        conn.executemany(
+            "INSERT INTO transcript_events(session_id, seq, event_json, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            [(sid, seq + i, json.dumps(e), created) for i, e in enumerate(events)],
+        )
+        conn.executemany(
+            "INSERT INTO session_transcript_active_events(session_id, active_position, "
+            "event_seq) VALUES (?, ?, ?)",
+            [(sid, pos + i, seq + i) for i in range(len(events))],
+        )
+        conn.commit()
+    finally:
+        conn.close()

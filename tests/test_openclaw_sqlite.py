@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.runhelpers import append_openclaw_events
+
 from .conftest import run_cli, run_json
 
 OC = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6"
@@ -478,41 +480,16 @@ MAIN_SID = "792f111c-3bb9-4b35-afcd-c0f4605431d4"
 def _append_messages(db: Path, sid: str, n: int) -> None:
     """`n` messages at the end of the session's active branch, the newest reading the same
     whatever `n` ("message 0" is the last)."""
-    conn = sqlite3.connect(db)
-    # OpenClaw's CHECK constraints use SQLite 3.43's octet_length; older SQLites lack it.
-    conn.create_function(
-        "octet_length", 1, lambda v: None if v is None else len(str(v).encode()), deterministic=True
-    )
-    try:
-        seq, created = conn.execute(
-            "SELECT max(seq) + 1, max(created_at) + 1 FROM transcript_events WHERE session_id=?",
-            (sid,),
-        ).fetchone()
-        pos = conn.execute(
-            "SELECT max(active_position) + 1 FROM session_transcript_active_events "
-            "WHERE session_id=?",
-            (sid,),
-        ).fetchone()[0]
-        events, active = [], []
+
+    def build(seq: int, created: int) -> list[dict[str, Any]]:
+        events = []
         for i in range(n):
             age = n - 1 - i
             msg = {"role": "user", "content": f"message {age}", "timestamp": created - age}
-            event = {"type": "message", "id": f"m{age}", "parentId": None, "message": msg}
-            events.append((sid, seq + i, json.dumps(event), created))
-            active.append((sid, pos + i, seq + i))
-        conn.executemany(
-            "INSERT INTO transcript_events(session_id, seq, event_json, created_at) "
-            "VALUES (?, ?, ?, ?)",
-            events,
-        )
-        conn.executemany(
-            "INSERT INTO session_transcript_active_events(session_id, active_position, "
-            "event_seq) VALUES (?, ?, ?)",
-            active,
-        )
-        conn.commit()
-    finally:
-        conn.close()
+            events.append({"type": "message", "id": f"m{age}", "parentId": None, "message": msg})
+        return events
+
+    append_openclaw_events(db, sid, build)
 
 
 def _history_steps(state: Path, tmp_path: Path) -> tuple[list[Any], int]:

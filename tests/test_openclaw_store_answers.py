@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_cli, run_json
+from tests.runhelpers import append_openclaw_events
 from tests.test_openclaw_sqlite import MAIN_DB, copy_oc
 
 MAIN_SID = "792f111c-3bb9-4b35-afcd-c0f4605431d4"
@@ -28,21 +29,8 @@ def _search(state: Path, *args: str) -> dict[str, Any]:
 def _append_event(db: Path, sid: str, text: str, role: str = "user") -> None:
     """Append one message event to the session's active branch as OpenClaw does mid-turn:
     the session entry (and its updatedAt) is left alone."""
-    conn = sqlite3.connect(db)
-    # OpenClaw's CHECK constraints use SQLite 3.43's octet_length; older SQLites lack it.
-    conn.create_function(
-        "octet_length", 1, lambda v: None if v is None else len(str(v).encode()), deterministic=True
-    )
-    try:
-        seq, created = conn.execute(
-            "SELECT max(seq) + 1, max(created_at) + 1 FROM transcript_events WHERE session_id=?",
-            (sid,),
-        ).fetchone()
-        pos = conn.execute(
-            "SELECT max(active_position) + 1 FROM session_transcript_active_events "
-            "WHERE session_id=?",
-            (sid,),
-        ).fetchone()[0]
+
+    def build(seq: int, created: int) -> list[dict[str, Any]]:
         msg: dict[str, Any] = {"role": role, "content": text, "timestamp": created}
         if role == "assistant":
             msg = {
@@ -52,26 +40,17 @@ def _append_event(db: Path, sid: str, text: str, role: str = "user") -> None:
                 "model": "fake-model",
                 "usage": {"input": 1000, "output": 7, "cacheRead": 0, "cacheWrite": 0},
             }
-        event = {
-            "type": "message",
-            "id": f"added-{seq}",
-            "parentId": None,
-            "timestamp": "2026-11-22T19:00:00.000Z",
-            "message": msg,
-        }
-        conn.execute(
-            "INSERT INTO transcript_events(session_id, seq, event_json, created_at) "
-            "VALUES (?, ?, ?, ?)",
-            (sid, seq, json.dumps(event), created),
-        )
-        conn.execute(
-            "INSERT INTO session_transcript_active_events(session_id, active_position, "
-            "event_seq) VALUES (?, ?, ?)",
-            (sid, pos, seq),
-        )
-        conn.commit()
-    finally:
-        conn.close()
+        return [
+            {
+                "type": "message",
+                "id": f"added-{seq}",
+                "parentId": None,
+                "timestamp": "2026-11-22T19:00:00.000Z",
+                "message": msg,
+            }
+        ]
+
+    append_openclaw_events(db, sid, build)
 
 
 def test_events_appended_without_an_updated_at_bump_are_found(tmp_path: Path) -> None:

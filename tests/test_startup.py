@@ -12,20 +12,9 @@ from pathlib import Path
 import pytest
 
 from .conftest import write_config
+from .runhelpers import MODULES_PROBE
 
 HEAVY = ("rich", "json5", "websockets", "cryptography")
-
-
-PROBE = """
-import atexit, runpy, sys
-out = sys.argv[1]
-def dump():
-    with open(out, "w") as fh:
-        fh.write("\\n".join(sorted(sys.modules)))
-atexit.register(dump)
-sys.argv = ["sessiontool", *sys.argv[2:]]
-runpy.run_module("sessiontool", run_name="__main__", alter_sys=True)
-"""
 
 
 def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
@@ -35,7 +24,7 @@ def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
     out = tmp / "modules.txt"
     env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(state))
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(out), *args],
+        [sys.executable, "-c", MODULES_PROBE, str(out), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -108,7 +97,7 @@ def test_only_the_command_run_is_registered(populated: Path, tmp_path: Path) -> 
     env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(populated))
     for args, module in ((("list", "--json"), "read"), (("--json", "paths"), "managecmd")):
         proc = subprocess.run(
-            [sys.executable, "-c", PROBE, str(probe_out), *args],
+            [sys.executable, "-c", MODULES_PROBE, str(probe_out), *args],
             capture_output=True,
             text=True,
             env=env,

@@ -34,6 +34,7 @@ from sessiontool.openclaw.websocket import (
 
 from .conftest import run_cli
 from .fakes import gateway as fake
+from .runhelpers import MODULES_PROBE
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TOKEN = "s3cret-WS-t0ken"
@@ -554,18 +555,6 @@ def test_a_wrong_pin_sends_not_one_byte_after_the_tls_handshake(tmp_path: Path) 
         t.join(10)
 
 
-PROBE = """
-import atexit, runpy, sys
-out = sys.argv[1]
-def dump():
-    with open(out, "w") as fh:
-        fh.write("\\n".join(sorted(sys.modules)))
-atexit.register(dump)
-sys.argv = ["sessiontool", *sys.argv[2:]]
-runpy.run_module("sessiontool", run_name="__main__", alter_sys=True)
-"""
-
-
 def test_cli_a_read_through_the_gateway_loads_no_http_or_logging_stack(
     tmp_path: Path, state: Path
 ) -> None:
@@ -579,7 +568,7 @@ def test_cli_a_read_through_the_gateway_loads_no_http_or_logging_stack(
         out = tmp_path / "modules.txt"
         url = f"ws://127.0.0.1:{gw.port}"
         proc = subprocess.run(
-            [sys.executable, "-c", PROBE, str(out), "--gateway", url, "list", "--json"],
+            [sys.executable, "-c", MODULES_PROBE, str(out), "--gateway", url, "list", "--json"],
             capture_output=True,
             text=True,
             env={**os.environ, **_env(tmp_path), "SESSIONTOOL_STATE_DIR": str(state)},
