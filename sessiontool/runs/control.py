@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import UsageError
-from sessiontool.state.paths import is_plain_name
+from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
@@ -59,14 +59,13 @@ def show_run(ctx: Context, given: str, *, log: bool = False) -> dict[str, Any]:
 
 
 def abort_run(ctx: Context, given: str) -> dict[str, Any]:
-    """End a run as `aborted` (records.abort) and, where its turn runs elsewhere (OpenClaw's
+    """End a run as `aborted` (`abort`) and, where its turn runs elsewhere (OpenClaw's
     gateway), ask that to stop it too: `gatewayAborted` says whether it stopped something."""
-    from sessiontool.runs import records
     from sessiontool.runs.submit import get_run
 
     run_id = full_run_id(ctx, given)
     get_run(ctx, run_id)
-    rec = records.abort(ctx.paths, run_id)
+    rec = abort(ctx.paths, run_id)
     result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
     if rec.get("status") == "aborted" and rec.get("startedAt"):
         from sessiontool.runs.writer import writer_of
@@ -75,6 +74,74 @@ def abort_run(ctx: Context, given: str) -> dict[str, Any]:
         if stopped is not None:
             result["gatewayAborted"] = stopped
     return result
+
+
+def abort(paths: StatePaths, run_id: str) -> Record:
+    """End the run as `aborted` unless its end is already decided; then kill what runs it (the
+    agent's process group, and a signal to the worker for an in-process runner). Returns the
+    record as everyone will see it: `status` is the one outcome."""
+    import signal
+
+    from sessiontool.clock import now_ms
+    from sessiontool.runs import lanes, steps
+    from sessiontool.runs.reconcile import reconcile
+    from sessiontool.runs.records import (
+        is_finished,
+        lock_held,
+        notify,
+        read_record,
+        update_record,
+    )
+    from sessiontool.runs.wait import wait_for
+
+    rec = reconcile(paths, read_record(paths, run_id))
+    if is_finished(rec):
+        return rec
+    state: dict[str, Any] = {}
+
+    def mark(r: Record) -> bool:
+        if is_finished(r):
+            return False
+        if r.get("outcome"):
+            state["decided"] = r["outcome"]
+            return False
+        state["was"] = r.get("status")
+        r.update(
+            {
+                "status": "aborted",
+                "outcome": "aborted",
+                "error": "aborted by user",
+                "endedAt": now_ms(),
+            }
+        )
+        if state["was"] == "queued":
+            steps.init_follow_up(r)
+        return True
+
+    rec = update_record(paths, run_id, mark)
+    if "decided" in state:
+        # The worker reached its end first: that is the answer, published in a moment.
+        view = rec.copy()
+        view["status"] = state["decided"]
+        done = wait_for(paths, run_id, 30.0)
+        return done if is_finished(done) else view
+    notify(paths, run_id)
+    if state.get("was") == "queued":
+        lanes.remove_marker(paths, rec)
+        return reconcile(paths, read_record(paths, run_id))  # a spawn's announce is still owed
+    agent_pid = rec.get("agentPid")
+    if isinstance(agent_pid, int) and agent_pid > 0:
+        try:
+            os.killpg(agent_pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    worker_pid = rec.get("pid")
+    if isinstance(worker_pid, int) and worker_pid > 0 and lock_held(paths, run_id):
+        try:
+            os.kill(worker_pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return rec
 
 
 def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[str, Any]] | None:

@@ -1,12 +1,14 @@
-"""Running one queued record (a send, a spawn or an agent step), step by step:
+"""Running one queued record's turn (a send, a spawn or an agent step) over the files, with
+sessiontool's runner, step by step (a gateway run's turn is gateway_run.py's; what both share,
+turn.py):
 
-1. take a run slot (the global cap) — `execute`
+1. take a run slot (the global cap) — `run_in_files`
 2. the session it runs in, fixed now: its entry (created only when missing: store write 1) —
    `open_session`
 3. `running`, with the sessionId, in the record — `start`
 4. the user line — `append_user`
 5. the agent — `run_agent`
-6. the end decided under the record lock (an abort that came first wins) — `decide`
+6. the end decided under the record lock (an abort that came first wins) — `decide` (turn.py)
 7. the assistant line, in the transcript the run started in (archived or not) — `append_reply`
 8. the store, only while the entry is still that session (store write 2) — `record_in_store`
 9. `status` published and every waiter woken — `publish`
@@ -17,39 +19,19 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sessiontool import testhooks
 from sessiontool.clock import now_ms
 from sessiontool.runs import lanes, records, steps
+from sessiontool.runs.turn import Outcome, RunAborted, Worker, abortable, decide
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.record_types import RunStatus
-    from sessiontool.runs.worker import Worker
     from sessiontool.state.config import Config
-
-_current: dict[str, Any] = {"runId": None, "paths": None}
-
-
-class RunAborted(Exception):
-    """Raised inside the runner call when `abort` signals this worker."""
-
-
-def on_abort_signal(signum: int, frame: FrameType | None) -> None:
-    run_id, paths = _current["runId"], _current["paths"]
-    if run_id is None or paths is None:
-        return
-    try:
-        rec = records.read_record(paths, run_id)
-    except Exception:  # noqa: BLE001
-        return
-    if rec.get("status") == "aborted":
-        raise RunAborted()
 
 
 @dataclass
@@ -61,31 +43,13 @@ class Session:
     path: Path
 
 
-@dataclass
-class Outcome:
-    status: RunStatus = "ok"
-    reply: str = ""
-    error: str | None = None
-    result: Any = None
-    model: str | None = None
-    provider: str | None = None
-    extra: list[dict[str, Any]] = field(default_factory=list)
-
-
 def _points(name: str, rec: Record) -> tuple[str, ...]:
     what = rec.get("step") or rec.get("kind")
     return (name, f"{name}:{what}")
 
 
-def execute(w: Worker, rec: Record) -> None:
-    """The record's turn, carried out by the writer its command chose (runs/writer.py): the
-    steps below for files, OpenClaw's gateway otherwise (runs/gateway_run.py)."""
-    from sessiontool.runs.writer import writer_of
-
-    writer_of(rec).run(w, rec)
-
-
 def run_in_files(w: Worker, rec: Record) -> None:
+    """The record's turn when its command chose the files writer (worker.carry_out)."""
     paths: StatePaths = w.paths
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
@@ -256,16 +220,16 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
     def on_pid(pid: int) -> None:
         records.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
 
-    _current.update(runId=rec["runId"], paths=paths)
     try:
-        runner = get_runner(cfg.runner_for(session.agent_id))
-        out.result = runner.run(
-            request,
-            env=agent_env(paths, cfg, rec, session),
-            on_agent_pid=on_pid,
-            deadline=deadline,
-        )
-        out.reply = out.result.reply
+        with abortable(paths, rec["runId"]):
+            runner = get_runner(cfg.runner_for(session.agent_id))
+            out.result = runner.run(
+                request,
+                env=agent_env(paths, cfg, rec, session),
+                on_agent_pid=on_pid,
+                deadline=deadline,
+            )
+            out.reply = out.result.reply
     except RunAborted:
         out.status, out.error = "aborted", "aborted by user"
     except RunnerTimeout as exc:
@@ -276,33 +240,12 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
         from sessiontool.errors import describe
 
         out.status, out.error = "error", describe(exc)
-    finally:
-        _current.update(runId=None, paths=None)
     res = out.result
     if res is not None:
         out.model = res.model or model
         out.provider = res.provider or provider
         out.extra = list(res.extra_messages)
     return out
-
-
-def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[RunStatus, str | None]:
-    """Record the end this run reached, unless an abort got there first: the one answer."""
-    got: dict[str, Any] = {}
-
-    def mark(r: Record) -> bool:
-        if r.get("status") == "aborted" or r.get("outcome") == "aborted":
-            got["aborted"] = r.get("error") or "aborted by user"
-            return False
-        if r.get("status") != "running":
-            return False
-        r["outcome"] = out.status
-        return True
-
-    records.update_record(paths, rec["runId"], mark)
-    if "aborted" in got:
-        return "aborted", str(got["aborted"])
-    return out.status, out.error
 
 
 def _usage(out: Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -373,8 +316,6 @@ def record_in_store(paths: StatePaths, session: Session, out: Outcome) -> None:
 
 
 def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> None:
-    from sessiontool.runs import wait
-
     usage, _ = _usage(out)
 
     def mark(r: Record) -> None:
@@ -388,4 +329,4 @@ def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> N
         steps.init_follow_up(r)
 
     records.update_record(paths, rec["runId"], mark)
-    wait.notify(paths, rec["runId"])
+    records.notify(paths, rec["runId"])

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
@@ -214,11 +213,6 @@ class FilesWriter:
         if req_agent != agent_id and store.peek_entry(ctx.paths, requester) is None:
             store.update_store(ctx.paths.sessions_json(req_agent), ensure_requester)
         store.update_store(ctx.paths.sessions_json(agent_id), write_child)
-
-    def run(self, w: Worker, rec: Record) -> None:
-        from sessiontool.runs import execute
-
-        execute.run_in_files(w, rec)
 
     def first_follow_up(self, rec: Record) -> FollowUp | None:
         kind = rec.get("kind")

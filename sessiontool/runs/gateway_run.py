@@ -26,18 +26,16 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
-from sessiontool.runs import execute, lanes, records
-from sessiontool.state.locks import pid_alive
+from sessiontool.runs import lanes, records, steps
+from sessiontool.runs.gateway_writer import ABORT_CALL_TIMEOUT_S
+from sessiontool.runs.turn import Outcome, RunAborted, Worker, abortable, decide
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.worker import Worker
-    from sessiontool.state.config import Config
 
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
-ABORT_CALL_TIMEOUT_S = 30.0
 
 
 def turn_params(rec: Record) -> dict[str, Any]:
@@ -81,14 +79,15 @@ def _wait_s(rec: Record) -> float:
 
 
 def execute_run(w: Worker, rec: Record) -> None:
-    """The worker's execute() for a gateway run: the same steps, minus every file of OpenClaw's."""
+    """The record's turn when its command chose the gateway writer (worker.carry_out): the
+    steps of execute.py's, minus every file of OpenClaw's."""
     paths: StatePaths = w.paths
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())
     try:
         if not _start(paths, rec):
             return
         out = _turn(paths, rec)
-        out.status, out.error = execute.decide(paths, rec, out)
+        out.status, out.error = decide(paths, rec, out)
         _publish(paths, rec, out)
     finally:
         if slot is not None:
@@ -110,8 +109,8 @@ def _start(paths: StatePaths, rec: Record) -> bool:
     return done.get("status") == "running"
 
 
-def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
-    out = execute.Outcome()
+def _turn(paths: StatePaths, rec: Record) -> Outcome:
+    out = Outcome()
 
     def on_pid(pid: int) -> None:
         records.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
@@ -131,29 +130,29 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
             paths, rec["runId"], lambda r: r.__setitem__("gatewayAborted", stopped)
         )
 
-    execute._current.update(runId=rec["runId"], paths=paths)
     try:
-        if rec.get("cleanup") == "delete":  # one connection for the turn and the cleanup
-            gateway.expect(paths, "sessions.delete", {"key": rec["sessionKey"]})
-        if rec.get("kind") == "spawn":
-            create_child(paths, rec)
-        result = gateway.call(
-            paths,
-            "agent",
-            turn_params(rec),
-            timeout_s=_wait_s(rec),
-            expect_final=True,
-            on_pid=on_pid,
-            abort_turn=True,
-            on_accepted=on_accepted,
-            on_aborted=on_aborted,
-        )
+        with abortable(paths, rec["runId"]):
+            if rec.get("cleanup") == "delete":  # one connection for the turn and the cleanup
+                gateway.expect(paths, "sessions.delete", {"key": rec["sessionKey"]})
+            if rec.get("kind") == "spawn":
+                create_child(paths, rec)
+            result = gateway.call(
+                paths,
+                "agent",
+                turn_params(rec),
+                timeout_s=_wait_s(rec),
+                expect_final=True,
+                on_pid=on_pid,
+                abort_turn=True,
+                on_accepted=on_accepted,
+                on_aborted=on_aborted,
+            )
         out.result = result
         status = result.get("status")
         if status == "ok" and _ran_out(rec, result):
             status = "timeout"
         if status == "ok":
-            out.reply = gateway_reply(result)
+            out.reply = reply_text(result)
         elif status in ("timeout", "timed_out"):
             out.status, out.error = "timeout", "the gateway's run timed out"
         elif status in ("aborted", "cancelled"):
@@ -164,7 +163,7 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
             out.error = f"the gateway's run ended with status {status}" + (
                 f": {summary}" if isinstance(summary, str) and summary else ""
             )
-    except execute.RunAborted:
+    except RunAborted:
         out.status, out.error = "aborted", "aborted by user"
     except SessiontoolError as exc:
         if "no answer in" in exc.message or "timeout" in exc.message.lower():
@@ -176,8 +175,6 @@ def _turn(paths: StatePaths, rec: Record) -> execute.Outcome:
         from sessiontool.errors import describe
 
         out.status, out.error = "error", describe(exc)
-    finally:
-        execute._current.update(runId=None, paths=None)
     limit = _run_timeout(rec)
     if out.status == "timeout" and limit is not None:
         out.error = f"run timed out after {limit:g}s (--run-timeout)"
@@ -256,10 +253,15 @@ def create_child(paths: StatePaths, rec: Record) -> None:
         gateway.call(paths, "sessions.patch", {"key": rec["sessionKey"], "label": rec["label"]})
 
 
-def gateway_reply(result: dict[str, Any]) -> str:
-    from sessiontool.runs.gateway_writer import reply_text
-
-    return reply_text(result)
+def reply_text(result: dict[str, Any]) -> str:
+    """The reply of an `agent` final answer: its payloads' text, joined."""
+    res = result.get("result") if isinstance(result.get("result"), dict) else result
+    payloads = res.get("payloads") if isinstance(res, dict) else None
+    texts = []
+    for p in payloads if isinstance(payloads, list) else []:
+        if isinstance(p, dict) and isinstance(p.get("text"), str):
+            texts.append(p["text"])
+    return "\n\n".join(texts)
 
 
 def agent_meta(result: Any) -> dict[str, Any]:
@@ -301,9 +303,7 @@ def _usage(meta: dict[str, Any]) -> dict[str, Any] | None:
     return out or None
 
 
-def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
-    from sessiontool.runs import steps, wait
-
+def _publish(paths: StatePaths, rec: Record, out: Outcome) -> None:
     meta = agent_meta(out.result)
 
     def mark(r: Record) -> None:
@@ -323,62 +323,4 @@ def _publish(paths: StatePaths, rec: Record, out: execute.Outcome) -> None:
         steps.init_follow_up(r)
 
     records.update_record(paths, rec["runId"], mark)
-    wait.notify(paths, rec["runId"])
-
-
-def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
-    """After `abort` ended a started gateway run (the record `aborted`, its worker signalled),
-    the gateway is asked to stop the turn. OpenClaw lets only the run's owner connection (or an
-    operator.admin one) stop it, so the worker does it on its own connection when the signal
-    interrupts its wait, and records the answer (`gatewayAborted`); this waits for that. A
-    worker that is gone (or a turn through the CLI): `chat.abort` from here, best effort.
-    True when the gateway says it stopped something."""
-    import time
-
-    cur = rec
-    deadline = time.monotonic() + ABORT_CALL_TIMEOUT_S
-    while time.monotonic() < deadline:
-        cur = records.read_record(paths, rec["runId"])
-        if isinstance(cur.get("gatewayAborted"), bool):
-            return bool(cur["gatewayAborted"])
-        pid = cur.get("pid")
-        if not cur.get("gatewayRunId") or not (isinstance(pid, int) and pid_alive(pid)):
-            break
-        time.sleep(0.05)
-    try:
-        data = gateway.call(
-            paths,
-            "chat.abort",
-            {"sessionKey": rec["sessionKey"], "runId": cur.get("gatewayRunId") or rec["runId"]},
-            timeout_s=ABORT_CALL_TIMEOUT_S,
-        )
-    except SessiontoolError:
-        return False
-    return data.get("aborted") is True
-
-
-# -- a spawn's follow-up ---------------------------------------------------------------------
-
-
-def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
-    """A gateway spawn's announce message, the same text the file form injects: Status, Result
-    (the child's final reply), Notes, Stats."""
-    from sessiontool.flow import announce
-    from sessiontool.state.config_models import model_cost
-
-    stats = announce.stats_line(
-        started_at=rec.get("startedAt"),
-        ended_at=rec.get("endedAt"),
-        usage=rec.get("usage"),
-        cost=model_cost(cfg, rec.get("modelProvider"), rec.get("model")),
-        child_key=rec["sessionKey"],
-        session_id=rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None,
-        transcript=None,  # in OpenClaw's database: `sessiontool history KEY` reads it
-    )
-    ok = rec.get("status") == "ok"
-    return announce.announce_message(
-        status=str(rec.get("status")),
-        result=announce.pick_result(None, not ok, rec.get("reply") if ok else None),
-        notes=rec.get("error") or "none",
-        stats=stats,
-    )
+    records.notify(paths, rec["runId"])

@@ -14,7 +14,8 @@ What each operation is, checked against the real 2026.9.6 gateway's `sessions.li
   `sessions.create {key, parentSessionKey, spawnDepth: 1, label}`, so OpenClaw links it to its
   requester (`parentSessionKey`, the requester's `childSessions`) as its own sessions_spawn does.
 - a spawn's announce: an `agent` turn of the requester carrying the announce message.
-- abort: `chat.abort {sessionKey, runId}` (the run id is the turn's idempotency key).
+- abort: `chat.abort {sessionKey, runId}` (the run id is the turn's idempotency key), by the
+  run's worker on its own connection, else from here (`abort_in_gateway`).
 """
 
 from __future__ import annotations
@@ -23,18 +24,20 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import SessiontoolError, UsageError
 from sessiontool.openclaw import gateway
+from sessiontool.runs import records
+from sessiontool.state.locks import pid_alive
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
 ANNOUNCE_CALL_TIMEOUT_S = 60.0
+ABORT_CALL_TIMEOUT_S = 30.0
 
 
 def _entry(data: dict[str, Any]) -> Entry | None:
@@ -132,11 +135,6 @@ class GatewayWriter:
         if label:
             refuse_label_in_use(ctx, agent_id, label)
 
-    def run(self, w: Worker, rec: Record) -> None:
-        from sessiontool.runs import gateway_run
-
-        gateway_run.execute_run(w, rec)
-
     def first_follow_up(self, rec: Record) -> FollowUp | None:
         """A spawn announces back through the gateway; a send between two sessions gets the
         same reply-back turns and announce step as on files (their turns are gateway runs
@@ -186,8 +184,6 @@ class GatewayWriter:
 
     def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
         """Best effort: the record says `aborted` whatever the gateway answers."""
-        from sessiontool.runs.gateway_run import abort_in_gateway
-
         return abort_in_gateway(paths, rec)
 
     def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
@@ -197,12 +193,32 @@ class GatewayWriter:
         return None  # no lock of sessiontool's lives in OpenClaw's store
 
 
-def reply_text(result: dict[str, Any]) -> str:
-    """The reply of an `agent` final answer: its payloads' text, joined."""
-    res = result.get("result") if isinstance(result.get("result"), dict) else result
-    payloads = res.get("payloads") if isinstance(res, dict) else None
-    texts = []
-    for p in payloads if isinstance(payloads, list) else []:
-        if isinstance(p, dict) and isinstance(p.get("text"), str):
-            texts.append(p["text"])
-    return "\n\n".join(texts)
+def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
+    """After `abort` ended a started gateway run (the record `aborted`, its worker signalled),
+    the gateway is asked to stop the turn. OpenClaw lets only the run's owner connection (or an
+    operator.admin one) stop it, so the worker does it on its own connection when the signal
+    interrupts its wait, and records the answer (`gatewayAborted`); this waits for that. A
+    worker that is gone (or a turn through the CLI): `chat.abort` from here, best effort.
+    True when the gateway says it stopped something."""
+    import time
+
+    cur = rec
+    deadline = time.monotonic() + ABORT_CALL_TIMEOUT_S
+    while time.monotonic() < deadline:
+        cur = records.read_record(paths, rec["runId"])
+        if isinstance(cur.get("gatewayAborted"), bool):
+            return bool(cur["gatewayAborted"])
+        pid = cur.get("pid")
+        if not cur.get("gatewayRunId") or not (isinstance(pid, int) and pid_alive(pid)):
+            break
+        time.sleep(0.05)
+    try:
+        data = gateway.call(
+            paths,
+            "chat.abort",
+            {"sessionKey": rec["sessionKey"], "runId": cur.get("gatewayRunId") or rec["runId"]},
+            timeout_s=ABORT_CALL_TIMEOUT_S,
+        )
+    except SessiontoolError:
+        return False
+    return data.get("aborted") is True

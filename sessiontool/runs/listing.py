@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.runs import records, schema
+from sessiontool.runs.reconcile import reconcile
 from sessiontool.runs.submit import run_view, visible_run
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def list_runs(
     for rec in records.iter_records(ctx.paths):
         if rec.get("kind") not in wanted or not visible_run(ctx, rec):
             continue
-        rec = records.reconcile(ctx.paths, rec)
+        rec = reconcile(ctx.paths, rec)
         if status and rec.get("status") != status:
             continue
         if full and rec.get("sessionKey") != full:
@@ -88,7 +89,7 @@ def open_runs(ctx: Context, session: str) -> list[str]:
             continue
         if not visible_run(ctx, rec):
             continue
-        rec = records.reconcile(ctx.paths, rec)
+        rec = reconcile(ctx.paths, rec)
         if rec.get("status") in schema.ACTIVE_STATUSES:
             found.append(rec)
     found.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")))

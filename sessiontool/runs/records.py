@@ -2,7 +2,8 @@
 them true.
 
 - A record is created `queued` with a fixed lane position (lanes.py); its lane's one worker runs
-  it. Nobody polls: a waiter blocks on the run's FIFO (wait.py).
+  it. Nobody polls: a waiter blocks on the run's FIFO (wait.py), and whoever ends the run wakes
+  it after writing the end (`notify`).
 - A run ends exactly once. Every change to a record is a read-modify-write under the records
   lock, and the end is decided there: the worker first records the `outcome` it reached, then
   writes the transcript and the store, then publishes `status = outcome`. `abort` decides under
@@ -255,150 +256,20 @@ def lost_fields(rec: Record) -> Record:
     return cast("Record", {"status": "lost", "outcome": "lost", "error": "worker died"})
 
 
-def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
-    """Bring a record up to date with reality: a started run whose worker died is `lost` now
-    (and its session flagged, its follow-up resumed); a queued run gets a live lane worker; a
-    finished run whose follow-up stalled is resumed in the background."""
-    status = rec.get("status")
-    if status == "queued":
-        if resume:
-            _ensure_lane(paths, rec)
-        return rec
-    if status == "running":
-        if lock_held(paths, rec["runId"]):
-            return rec
-        marked = {"now": False, "recovered": False}
-
-        def mark(r: Record) -> bool:
-            if r.get("status") != "running" or lock_held(paths, r["runId"]):
-                return False
-            from sessiontool.runs import recover, steps
-
-            # Ended with its reply when that is on disk (it died after writing it), else lost.
-            marked["recovered"] = recover.end_dead(paths, r)
-
-            steps.init_follow_up(r)
-            marked["now"] = True
-            return True
-
-        try:
-            rec = update_record(paths, rec["runId"], mark)
-        except (NotFoundError, CorruptStateError, StorageError):
-            return rec
-        if marked["now"]:
-            from sessiontool.runs import lanes, wait
-
-            wait.notify(paths, rec["runId"])
-            _unlink(paths.run_lock(rec["runId"]))
-            lanes.remove_marker(paths, rec)
-            try:
-                from sessiontool.runs import recover
-
-                recover.after_end(paths, rec, marked["recovered"])
-            except Exception:  # noqa: BLE001 - best effort; the record already says its end
-                pass
-            from sessiontool.runs.writer import writer_of
-
-            writer_of(rec).clear_stale_locks(paths, rec)
-            if resume:
-                _ensure_lane(paths, rec)
-    if resume and is_finished(rec):
-        _clear_stale_lock(paths, rec["runId"])
-    if resume and is_finished(rec) and ("followUp" in rec or status == "running"):
-        from sessiontool.runs import steps
-
-        try:
-            steps.maybe_resume(paths, rec)
-            parent = rec.get("parentRunId") if status == "running" else None
-            if isinstance(parent, str) and is_plain_name(parent):
-                # A step that ended without its worker advancing the parent (it died).
-                steps.maybe_resume(paths, read_record(paths, parent))
-        except Exception:  # noqa: BLE001 - a reconciler never fails on someone else's run
-            pass
-    return rec
+# -- the end, told -----------------------------------------------------------------------------
 
 
-def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
-    """Remove the lock file a worker killed after the run's end left behind (nobody holds it)."""
-    flock.remove_if_free(paths.run_lock(run_id))
+def fifo_path(paths: StatePaths, run_id: str) -> Path:
+    """The run's FIFO, on which its waiters sleep (wait.py)."""
+    return paths.run_lock(run_id).with_suffix(".fifo")
 
 
-def _ensure_lane(paths: StatePaths, rec: Record) -> None:
-    from sessiontool.runs import lanes
-
+def notify(paths: StatePaths, run_id: str) -> None:
+    """Wake every waiter of the run (call after its end is in the record): open and close the
+    FIFO's write end, and every reader wakes with POLLHUP."""
+    path = fifo_path(paths, run_id)
     try:
-        lanes.ensure_worker(paths, lanes.lane_id(rec["sessionKey"]))
-    except (OSError, StorageError):
-        pass
-
-
-def flag_aborted(paths: StatePaths, rec: Record) -> None:
-    """The session of an aborted or lost run flagged as such, the writer's way."""
-    from sessiontool.runs.writer import writer_of
-
-    writer_of(rec).mark_aborted(paths, rec)
-
-
-# -- abort -----------------------------------------------------------------------------------
-
-
-def abort(paths: StatePaths, run_id: str) -> Record:
-    """End the run as `aborted` unless its end is already decided; then kill what runs it (the
-    agent's process group, and a signal to the worker for an in-process runner). Returns the
-    record as everyone will see it: `status` is the one outcome."""
-    import signal
-
-    rec = reconcile(paths, read_record(paths, run_id))
-    if is_finished(rec):
-        return rec
-    state: dict[str, Any] = {}
-
-    def mark(r: Record) -> bool:
-        if is_finished(r):
-            return False
-        if r.get("outcome"):
-            state["decided"] = r["outcome"]
-            return False
-        state["was"] = r.get("status")
-        r.update(
-            {
-                "status": "aborted",
-                "outcome": "aborted",
-                "error": "aborted by user",
-                "endedAt": now_ms(),
-            }
-        )
-        if state["was"] == "queued":
-            from sessiontool.runs import steps as steps_mod
-
-            steps_mod.init_follow_up(r)
-        return True
-
-    rec = update_record(paths, run_id, mark)
-    if "decided" in state:
-        # The worker reached its end first: that is the answer, published in a moment.
-        from sessiontool.runs import wait
-
-        view = rec.copy()
-        view["status"] = state["decided"]
-        done = wait.wait_for(paths, run_id, 30.0)
-        return done if is_finished(done) else view
-    from sessiontool.runs import lanes, wait
-
-    wait.notify(paths, run_id)
-    if state.get("was") == "queued":
-        lanes.remove_marker(paths, rec)
-        return reconcile(paths, read_record(paths, run_id))  # a spawn's announce is still owed
-    agent_pid = rec.get("agentPid")
-    if isinstance(agent_pid, int) and agent_pid > 0:
-        try:
-            os.killpg(agent_pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    worker_pid = rec.get("pid")
-    if isinstance(worker_pid, int) and worker_pid > 0 and lock_held(paths, run_id):
-        try:
-            os.kill(worker_pid, signal.SIGUSR1)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return rec
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
+    except OSError:
+        return  # no FIFO or no reader: nobody is waiting
+    os.close(fd)

@@ -94,12 +94,17 @@ def end_dead(paths: StatePaths, r: Record) -> bool:
 def after_end(paths: StatePaths, rec: Record, recovered: bool) -> None:
     """What follows a dead worker's end outside the records lock: the store update it did not
     get to, or the session's `abortedLastRun`."""
-    from sessiontool.runs import records
-
     if recovered:
         record_in_store(paths, rec)
     else:
-        records.flag_aborted(paths, rec)
+        flag_aborted(paths, rec)
+
+
+def flag_aborted(paths: StatePaths, rec: Record) -> None:
+    """The session of an aborted or lost run flagged as such, the writer's way."""
+    from sessiontool.runs.writer import writer_of
+
+    writer_of(rec).mark_aborted(paths, rec)
 
 
 def end_from(r: Record, msg: dict[str, Any]) -> None:

@@ -6,6 +6,11 @@ once and a long-lived caller collects no zombies. It is forked from the running 
 exec: the modules are already imported, so a worker costs a fork, not a Python start-up. When
 the caller has threads (a spinner), fork without exec is unsafe, so the worker is exec'd as
 `python -m sessiontool.runs.worker STATE ARGS... --lock-fd 3` instead.
+
+Either way the worker is a program started by its name (`WORKER`), never imported here: it is
+the top of the engine (it runs turns, whose session tools send and spawn, which start workers
+through this module), so an import of it here would close a loop through the whole engine. The
+forked child looks it up by that name as `python -m` would, and calls the same `run_args`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from sessiontool.state.paths import StatePaths, ensure_dir
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAX_FD = 65536
+WORKER = "sessiontool.runs.worker"  # the worker program: `python -m WORKER STATE ARGS...`
 
 
 def worker_log(paths: StatePaths) -> Path:
@@ -99,7 +105,7 @@ def start_detached(
                     os.environ.update(env)
                     code = _run_here(paths, args, keep if lock_fd is not None else None)
                 else:
-                    argv = [sys.executable, "-m", "sessiontool.runs.worker", str(paths.root), *args]
+                    argv = [sys.executable, "-m", WORKER, str(paths.root), *args]
                     if lock_fd is not None:
                         argv += ["--lock-fd", str(keep)]
                     os.execve(sys.executable, argv, env)
@@ -124,11 +130,12 @@ def _run_here(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    import importlib
+
     from sessiontool import diag
-    from sessiontool.runs.worker import run_args
 
     diag.drain()
-    code = run_args(paths, args, lock_fd)
+    code: int = importlib.import_module(WORKER).run_args(paths, args, lock_fd)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -13,7 +13,7 @@ step name, queued in their session's lane like any run; the lane worker that fin
 advances the parent. The other steps run in whoever advances. Every step is recorded in the
 parent's record after it is done (and a delivery also before it starts), so a worker killed at
 any point leaves the run resumable from the last finished step: by the lane's next worker, by
-`sweep`, or by any command that reconciles runs (they start a follow-up worker). Each step is
+`sweep`, or by any command that reconciles runs (reconcile.py starts a follow-up worker). Each step is
 idempotent: a step record is created once (its id is fixed), a delivery carries the id
 `<runId>:<mode>` and is never written twice, an injected or mirrored message is looked for
 before it is appended again.
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 DONE = "done"
 WAIT = "wait"
-RETRY_MS = 5_000
 
 
 def init_follow_up(rec: Record) -> None:
@@ -62,34 +61,8 @@ def step_id(run_id: str, name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sessiontool:{run_id}:{name}"))
 
 
-def _is_agent_step(name: str) -> bool:
+def is_agent_step(name: str) -> bool:
     return name == "announce" or name.startswith("reply:")
-
-
-def maybe_resume(paths: StatePaths, rec: Record) -> None:
-    """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
-    lock, no agent step of it is queued or running, and no attempt was made in the last few
-    seconds (a delivery that cannot be written is retried, not hammered)."""
-    if not pending(rec) or records.lock_held(paths, rec["runId"]):
-        return
-    fu = rec["followUp"]
-    name = str(fu.get("next"))
-    if _is_agent_step(name):
-        try:
-            step = records.read_record(paths, step_id(rec["runId"], name))
-        except NotFoundError:
-            step = None
-        except CorruptStateError:
-            return
-        if step is not None and not records.is_finished(step):
-            records.reconcile(paths, step)  # lost now, or given a lane worker
-            return
-    attempt = fu.get("attemptAt")
-    if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
-        return
-    from sessiontool.runs.spawnproc import start_detached
-
-    start_detached(paths, ["follow", rec["runId"]])
 
 
 def try_lock(paths: StatePaths, run_id: str, *, block: bool) -> int | None:
@@ -130,7 +103,7 @@ class Advancer:
             if not pending(rec):
                 return
             name = str(rec["followUp"]["next"])
-            if _is_agent_step(name):
+            if is_agent_step(name):
                 result = self.agent_step(rec, name)
             elif name == "inject":
                 result = self.inject(rec)
@@ -383,7 +356,6 @@ class Advancer:
     def gateway_announce(self, rec: Record) -> str:
         """A gateway spawn's announce: the announce message as a turn of the requester session.
         A failure is recorded and retried later (the announce's idempotency key is fixed)."""
-        from sessiontool.runs.gateway_run import announce_text
         from sessiontool.runs.writer import writer_of
 
         try:
@@ -432,6 +404,30 @@ def spawn_announce_fields(paths: StatePaths, rec: Record) -> dict[str, Any]:
             "sourceTool": "sessions_spawn",
         },
     }
+
+
+def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
+    """A gateway spawn's announce message, the same text the file form injects: Status, Result
+    (the child's final reply), Notes, Stats."""
+    from sessiontool.flow import announce
+    from sessiontool.state.config_models import model_cost
+
+    stats = announce.stats_line(
+        started_at=rec.get("startedAt"),
+        ended_at=rec.get("endedAt"),
+        usage=rec.get("usage"),
+        cost=model_cost(cfg, rec.get("modelProvider"), rec.get("model")),
+        child_key=rec["sessionKey"],
+        session_id=rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None,
+        transcript=None,  # in OpenClaw's database: `sessiontool history KEY` reads it
+    )
+    ok = rec.get("status") == "ok"
+    return announce.announce_message(
+        status=str(rec.get("status")),
+        result=announce.pick_result(None, not ok, rec.get("reply") if ok else None),
+        notes=rec.get("error") or "none",
+        stats=stats,
+    )
 
 
 def entry_of(paths: StatePaths, key: str) -> dict[str, Any] | None:

@@ -356,8 +356,9 @@ def visible_run(ctx: Context, rec: RunRecord) -> bool:
 
 def get_run(ctx: Context, run_id: str) -> RunRecord:
     from sessiontool.errors import NotFoundError
+    from sessiontool.runs.reconcile import reconcile
 
-    rec = records.reconcile(ctx.paths, records.read_record(ctx.paths, run_id))
+    rec = reconcile(ctx.paths, records.read_record(ctx.paths, run_id))
     if not visible_run(ctx, rec):
         raise NotFoundError(f"Run not found: {run_id}")
     return rec
@@ -381,7 +382,7 @@ def validate_model(config: Config, name: str, agent_id: str | None = None) -> st
         return text
     runner = config.runner_for(agent_id) if agent_id else {}
     if runner.get("type") == "llm":
-        from sessiontool.runs.runners.llm import knows_model
+        from sessiontool.runs.llm_models import knows_model
 
         known_to_llm = knows_model(text)
         if known_to_llm:

@@ -3,8 +3,8 @@
 A waiter makes the run's FIFO (`runs/<runId>.fifo`), opens its read end without blocking and
 then reads the record: a run already over is returned at once. Otherwise it sleeps in poll() on
 the FIFO. Whoever ends the run (its worker, `abort`, a reconciler marking it lost) writes the
-record first and then opens and closes the FIFO's write end: every reader wakes with POLLHUP
-within microseconds. The sleep is cut every half second to reconcile (a worker killed mid-run
+record first and then opens and closes the FIFO's write end (records.notify): every reader wakes
+with POLLHUP within microseconds. The sleep is cut every half second to reconcile (a worker killed mid-run
 cannot say goodbye), which costs a record read, not a spin.
 """
 
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiontool.runs import records
+from sessiontool.runs.reconcile import reconcile
+from sessiontool.runs.records import fifo_path
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
@@ -26,20 +28,6 @@ if TYPE_CHECKING:
 CHECK_SECONDS = 0.5
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-def fifo_path(paths: StatePaths, run_id: str) -> Path:
-    return paths.run_lock(run_id).with_suffix(".fifo")
-
-
-def notify(paths: StatePaths, run_id: str) -> None:
-    """Wake every waiter of the run (call after its end is in the record)."""
-    path = fifo_path(paths, run_id)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
-    except OSError:
-        return  # no FIFO or no reader: nobody is waiting
-    os.close(fd)
 
 
 def _open(path: Path) -> int | None:
@@ -57,6 +45,22 @@ def _open(path: Path) -> int | None:
         return None
 
 
+# The line a worker leaves in a run's log when it withdrew the run (worker.withdraw).
+WITHDRAWN = "sessiontool worker: withdrawn: "
+
+
+def withdrawn_reason(paths: StatePaths, run_id: str) -> str | None:
+    """Why a run was withdrawn, from its log; None when it was not."""
+    try:
+        with open(paths.run_log(run_id), "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 8192))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = [ln[len(WITHDRAWN) :] for ln in tail.splitlines() if ln.startswith(WITHDRAWN)]
+    return found[-1] if found else None
+
+
 def _read(paths: StatePaths, run_id: str, seen: bool) -> RunRecord:
     """The record; a run its worker withdrew (it could record nothing: a full disk) is the
     failure it was, not "not found"."""
@@ -65,8 +69,6 @@ def _read(paths: StatePaths, run_id: str, seen: bool) -> RunRecord:
     try:
         return records.read_record(paths, run_id)
     except NotFoundError:
-        from sessiontool.runs.worker import withdrawn_reason
-
         why = withdrawn_reason(paths, run_id)
         if why is None and not seen:
             raise
@@ -85,7 +87,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> RunRecord
     rec: RunRecord | None = None
     try:
         while True:
-            rec = records.reconcile(paths, _read(paths, run_id, rec is not None))
+            rec = reconcile(paths, _read(paths, run_id, rec is not None))
             if records.is_finished(rec):
                 return rec
             wait = CHECK_SECONDS
@@ -102,7 +104,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> RunRecord
             poller.register(fd, select.POLLIN | select.POLLHUP)
             if poller.poll(int(wait * 1000) + 1):
                 # Woken: read the record again (first); a fresh descriptor for a later wait.
-                rec = records.reconcile(paths, _read(paths, run_id, rec is not None))
+                rec = reconcile(paths, _read(paths, run_id, rec is not None))
                 if records.is_finished(rec):
                     return rec
                 os.close(fd)

@@ -1,7 +1,8 @@
 """The background worker: one per lane (session) while the lane has queued runs.
 
 It holds the lane's worker lock, takes the lane's runs one at a time in queue order, runs each
-(run_one, execute.py), advances its follow-up (steps.py), and exits once the lane is empty.
+(run_one: its turn over the files, execute.py, or through OpenClaw's gateway, gateway_run.py),
+advances its follow-up (steps.py), and exits once the lane is empty.
 A `follow` worker only resumes one finished run's follow-up.
 
 Started by lanes.ensure_worker (forked from the caller, with the lane lock already held), or as
@@ -21,36 +22,15 @@ from typing import TYPE_CHECKING
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
 from sessiontool.runs import lanes, records, steps
+from sessiontool.runs.turn import Worker, on_abort_signal
+from sessiontool.runs.writer import writer_of
 from sessiontool.state import flock
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.state.config import Config
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
-
-class Worker:
-    """What one worker process knows: where the state is and the config (read once)."""
-
-    def __init__(self, paths: StatePaths) -> None:
-        self.paths = paths
-        self._cfg: Config | None = None
-
-    @property
-    def cfg(self) -> Config:
-        if self._cfg is None:
-            from sessiontool.state.config import load_config
-
-            self._cfg = load_config(self.paths)
-        return self._cfg
-
-    def max_concurrent(self) -> int:
-        try:
-            return int(self.cfg.max_concurrent_runs)
-        except (SessiontoolError, AttributeError):
-            return lanes.DEFAULT_MAX_CONCURRENT
 
 
 # -- the run log -----------------------------------------------------------------------------
@@ -128,8 +108,6 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
 
 def run_one(w: Worker, rec: Record) -> None:
     """Run one record (if still queued) and advance what follows it, holding its run lock."""
-    from sessiontool.runs import execute
-
     run_id = rec["runId"]
     fd = steps.try_lock(w.paths, run_id, block=True)
     assert fd is not None
@@ -140,7 +118,7 @@ def run_one(w: Worker, rec: Record) -> None:
             end_lost(w.paths, rec)
         elif rec.get("status") == "queued":
             log_to(w.paths.run_log(run_id))
-            execute.execute(w, rec)
+            carry_out(w, rec)
         advance(w, run_id)
         parent = records.read_record(w.paths, run_id).get("parentRunId")
     finally:
@@ -154,6 +132,19 @@ def run_one(w: Worker, rec: Record) -> None:
                 steps.release_lock(w.paths, parent, pfd)
 
 
+def carry_out(w: Worker, rec: Record) -> None:
+    """The record's turn, where its command chose (the writer named in its record, `via`):
+    sessiontool's runner over the files (execute.py) or OpenClaw's gateway (gateway_run.py)."""
+    if writer_of(rec).kind == "gateway":
+        from sessiontool.runs.gateway_run import execute_run
+
+        execute_run(w, rec)
+    else:
+        from sessiontool.runs.execute import run_in_files
+
+        run_in_files(w, rec)
+
+
 def advance(w: Worker, run_id: str) -> None:
     try:
         steps.Advancer(w.paths, w.cfg).advance(run_id)
@@ -164,7 +155,7 @@ def advance(w: Worker, run_id: str) -> None:
 def end_lost(paths: StatePaths, rec: Record) -> None:
     """A `running` run whose worker died (we hold its lock now): ended with its reply when
     that is on disk, else lost (runs/recover.py)."""
-    from sessiontool.runs import recover, wait
+    from sessiontool.runs import recover
 
     recovered = {"now": False}
 
@@ -176,7 +167,7 @@ def end_lost(paths: StatePaths, rec: Record) -> None:
         return True
 
     rec = records.update_record(paths, rec["runId"], mark)
-    wait.notify(paths, rec["runId"])
+    records.notify(paths, rec["runId"])
     try:
         recover.after_end(paths, rec, recovered["now"])
     except SessiontoolError:
@@ -186,8 +177,6 @@ def end_lost(paths: StatePaths, rec: Record) -> None:
 def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
     """A bug or an unwritable disk inside a run: record it as an error if we can. False when
     the run is still unfinished afterwards."""
-    from sessiontool.runs import wait
-
     sys.stderr.write(f"sessiontool worker: {problem}\n")
     if os.environ.get("SESSIONTOOL_DEBUG") == "1":
         import traceback
@@ -205,11 +194,8 @@ def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
         rec = records.update_record(paths, run_id, mark)
     except Exception:  # noqa: BLE001
         return False
-    wait.notify(paths, run_id)
+    records.notify(paths, run_id)
     return records.is_finished(rec)
-
-
-WITHDRAWN = "sessiontool worker: withdrawn: "
 
 
 def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
@@ -217,7 +203,7 @@ def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
     record (an unlink needs no space) rather than leave it queued to run at some later time
     nobody asked for. The reason goes to its log, which its waiter reads (wait.wait_for).
     False when the record could not be removed (a read-only disk)."""
-    from sessiontool.runs import wait
+    from sessiontool.runs.wait import WITHDRAWN
 
     try:
         with records.records_lock(paths):
@@ -236,20 +222,8 @@ def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
             os.close(fd)
     except OSError:
         pass  # a full disk may refuse even this: the waiter then says the run vanished
-    wait.notify(paths, run_id)
+    records.notify(paths, run_id)
     return True
-
-
-def withdrawn_reason(paths: StatePaths, run_id: str) -> str | None:
-    """Why a run was withdrawn, from its log; None when it was not."""
-    try:
-        with open(paths.run_log(run_id), "rb") as fh:
-            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 8192))
-            tail = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    found = [ln[len(WITHDRAWN) :] for ln in tail.splitlines() if ln.startswith(WITHDRAWN)]
-    return found[-1] if found else None
 
 
 def follow(w: Worker, run_id: str) -> int:
@@ -289,9 +263,7 @@ def run_args(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(143)
 
-    from sessiontool.runs import execute
-
-    signal.signal(signal.SIGUSR1, execute.on_abort_signal)
+    signal.signal(signal.SIGUSR1, on_abort_signal)
     signal.signal(signal.SIGTERM, on_term)
     w = Worker(paths)
     try:

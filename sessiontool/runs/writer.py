@@ -14,6 +14,11 @@ gateway's version facts in `openclaw/gateway.py`), recorded in a run's record (`
 found again from it by `writer_of` in the worker and the follow-up steps. Every operation is
 written once per writer; nothing below the commands asks which store it is on. A new OpenClaw
 release means a reader/writer pair and a line in the version table, not a new branch here.
+
+A run's turn is carried out beside this interface, not by it: the lane worker picks the turn by
+the same writer kind (`worker.carry_out`: execute.py over the files, gateway_run.py through the
+gateway), because a turn runs a runner whose session tools call `send` and `spawn`, which
+choose a writer here (the interface stays below the turns that use it).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.worker import Worker
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
@@ -79,10 +83,6 @@ class SessionWriter(Protocol):
     ) -> None:
         """What a spawn writes before its run is queued: the child's entry linked to its
         requester (files), or only the label check (gateway: the worker creates the child)."""
-        ...
-
-    def run(self, w: Worker, rec: Record) -> None:
-        """Carry out a queued record's turn (the lane worker calls it, holding the run lock)."""
         ...
 
     def first_follow_up(self, rec: Record) -> FollowUp | None:

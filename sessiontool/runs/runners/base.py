@@ -1,6 +1,7 @@
 """The runner interface: one request in, one `RunnerResult` out, whatever answers (the built-in
-echo agent, any program, or an OpenAI-compatible endpoint). The worker only ever sees this
-module's names, so a new runner type never changes the worker."""
+echo agent, any program, or an OpenAI-compatible endpoint). The engine only ever sees this
+module's names (and `get_runner` in the package, which picks the implementation), so a new runner
+type never changes the worker."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sessiontool.errors import SessiontoolError
-from sessiontool.state.config import RUNNER_TYPES  # the config checks the same names
 
 # What a reply or tool result that said nothing reads as, to a model and to the announce.
 NO_OUTPUT = "(no output)"
@@ -54,31 +54,6 @@ class Runner(Protocol):
         on_agent_pid: Callable[[int], object],
         deadline: float | None,
     ) -> RunnerResult: ...
-
-
-def get_runner(cfg: Mapping[str, Any]) -> Runner:
-    """The runner for a runner config object (`{"type": "echo"|"command"|"openai"|"llm", ...}`).
-
-    The runner modules are imported here, not at module level: most commands never run an agent
-    and should not pay for urllib or subprocess set-up at start-up."""
-    rtype = cfg.get("type", "echo")
-    if rtype == "echo":
-        from sessiontool.runs.runners.echo import EchoRunner
-
-        return EchoRunner(cfg)
-    if rtype == "command":
-        from sessiontool.runs.runners.command import CommandRunner
-
-        return CommandRunner(cfg)
-    if rtype == "openai":
-        from sessiontool.runs.runners.openai import OpenAIRunner
-
-        return OpenAIRunner(cfg)
-    if rtype == "llm":
-        from sessiontool.runs.runners.llm import LLMRunner
-
-        return LLMRunner(cfg)
-    raise RunnerError(f"runner.type: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}")
 
 
 # -- usage ---------------------------------------------------------------------------------

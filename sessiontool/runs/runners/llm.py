@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sessiontool.runs.llm_models import resolve
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -67,36 +68,13 @@ def import_llm() -> Any:
 
 
 def get_model(llm: Any, name: str | None) -> Any:
-    """The model as `llm` resolves the name (ids and aliases; None = llm's default model).
-
-    An OpenClaw-style `provider/model` name that `llm` does not know is tried once more without
-    the provider (`openai/gpt-4o-mini` -> `gpt-4o-mini`); the error names the name as given."""
+    """The model as `llm` resolves the name (runs/llm_models.py: ids, aliases, `provider/`
+    tried off; None = llm's default model); the error names the name as given."""
     try:
-        return llm.get_model(name)
+        return resolve(llm, name)
     except llm.UnknownModelError as exc:
-        if name and "/" in name:
-            rest = name.split("/", 1)[1]
-            if rest:
-                try:
-                    return llm.get_model(rest)
-                except llm.UnknownModelError:
-                    pass
         message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
         raise RunnerError(f"{message} (`llm models` lists the models llm knows)") from exc
-
-
-def knows_model(name: str) -> bool | None:
-    """Whether `llm` resolves the name (as `get_model` does, `provider/` tried off); None when
-    the llm library is not installed, so the caller falls back to the config's model list."""
-    try:
-        llm = import_llm()
-    except RunnerError:
-        return None
-    try:
-        get_model(llm, name)
-    except RunnerError:
-        return False
-    return True
 
 
 def provider_of(model: Any) -> str:

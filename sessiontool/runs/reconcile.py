@@ -1,0 +1,128 @@
+"""Bringing a run record up to date with reality, which only locks tell (records.py): a started
+run whose worker died is ended now, a queued run gets a live lane worker, a finished run whose
+follow-up stalled gets a follow-up worker. Every command that reads runs (`wait`, `runs`,
+`abort`, a send's wait) reconciles what it reads, so a killed worker costs a moment, not a run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sessiontool.clock import now_ms
+from sessiontool.errors import CorruptStateError, NotFoundError, StorageError
+from sessiontool.runs import lanes, recover, steps
+from sessiontool.runs.records import (
+    is_finished,
+    lock_held,
+    notify,
+    read_record,
+    update_record,
+)
+from sessiontool.runs.spawnproc import start_detached
+from sessiontool.runs.writer import writer_of
+from sessiontool.state import flock
+from sessiontool.state.paths import StatePaths, is_plain_name
+
+if TYPE_CHECKING:
+    from sessiontool.runs.record_types import RunRecord as Record
+
+# A follow-up step attempted this recently (a delivery that failed) is not resumed again yet.
+RETRY_MS = 5_000
+
+
+def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
+    """Bring a record up to date with reality: a started run whose worker died is `lost` now
+    (and its session flagged, its follow-up resumed); a queued run gets a live lane worker; a
+    finished run whose follow-up stalled is resumed in the background."""
+    status = rec.get("status")
+    if status == "queued":
+        if resume:
+            _ensure_lane(paths, rec)
+        return rec
+    if status == "running":
+        if lock_held(paths, rec["runId"]):
+            return rec
+        marked = {"now": False, "recovered": False}
+
+        def mark(r: Record) -> bool:
+            if r.get("status") != "running" or lock_held(paths, r["runId"]):
+                return False
+            # Ended with its reply when that is on disk (it died after writing it), else lost.
+            marked["recovered"] = recover.end_dead(paths, r)
+
+            steps.init_follow_up(r)
+            marked["now"] = True
+            return True
+
+        try:
+            rec = update_record(paths, rec["runId"], mark)
+        except (NotFoundError, CorruptStateError, StorageError):
+            return rec
+        if marked["now"]:
+            notify(paths, rec["runId"])
+            _unlink(paths.run_lock(rec["runId"]))
+            lanes.remove_marker(paths, rec)
+            try:
+                recover.after_end(paths, rec, marked["recovered"])
+            except Exception:  # noqa: BLE001 - best effort; the record already says its end
+                pass
+            writer_of(rec).clear_stale_locks(paths, rec)
+            if resume:
+                _ensure_lane(paths, rec)
+    if resume and is_finished(rec):
+        _clear_stale_lock(paths, rec["runId"])
+    if resume and is_finished(rec) and ("followUp" in rec or status == "running"):
+        try:
+            maybe_resume(paths, rec)
+            parent = rec.get("parentRunId") if status == "running" else None
+            if isinstance(parent, str) and is_plain_name(parent):
+                # A step that ended without its worker advancing the parent (it died).
+                maybe_resume(paths, read_record(paths, parent))
+        except Exception:  # noqa: BLE001 - a reconciler never fails on someone else's run
+            pass
+    return rec
+
+
+def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
+    """Remove the lock file a worker killed after the run's end left behind (nobody holds it)."""
+    flock.remove_if_free(paths.run_lock(run_id))
+
+
+def _ensure_lane(paths: StatePaths, rec: Record) -> None:
+    try:
+        lanes.ensure_worker(paths, lanes.lane_id(rec["sessionKey"]))
+    except (OSError, StorageError):
+        pass
+
+
+def maybe_resume(paths: StatePaths, rec: Record) -> None:
+    """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
+    lock, no agent step of it is queued or running, and no attempt was made in the last few
+    seconds (a delivery that cannot be written is retried, not hammered)."""
+    if not steps.pending(rec) or lock_held(paths, rec["runId"]):
+        return
+    fu = rec["followUp"]
+    name = str(fu.get("next"))
+    if steps.is_agent_step(name):
+        try:
+            step = read_record(paths, steps.step_id(rec["runId"], name))
+        except NotFoundError:
+            step = None
+        except CorruptStateError:
+            return
+        if step is not None and not is_finished(step):
+            reconcile(paths, step)  # lost now, or given a lane worker
+            return
+    attempt = fu.get("attemptAt")
+    if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
+        return
+    start_detached(paths, ["follow", rec["runId"]])
+
+
+def _unlink(p: Path) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
