@@ -13,8 +13,8 @@ step name, queued in their session's lane like any run; the lane worker that fin
 advances the parent. The other steps run in whoever advances. Every step is recorded in the
 parent's record after it is done (and a delivery also before it starts), so a worker killed at
 any point leaves the run resumable from the last finished step: by the lane's next worker, by
-`sweep`, or by any command that reconciles runs (reconcile.py starts a follow-up worker). Each step is
-idempotent: a step record is created once (its id is fixed), a delivery carries the id
+`sweep`, or by any command that reconciles runs (reconcile.py starts a follow-up worker). Each
+step is idempotent: a step record is created once (its id is fixed), a delivery carries the id
 `<runId>:<mode>` and is never written twice, an injected or mirrored message is looked for
 before it is appended again.
 """

@@ -3,9 +3,9 @@
 A waiter makes the run's FIFO (`runs/<runId>.fifo`), opens its read end without blocking and
 then reads the record: a run already over is returned at once. Otherwise it sleeps in poll() on
 the FIFO. Whoever ends the run (its worker, `abort`, a reconciler marking it lost) writes the
-record first and then opens and closes the FIFO's write end (records.notify): every reader wakes
-with POLLHUP within microseconds. The sleep is cut every half second to reconcile (a worker killed mid-run
-cannot say goodbye), which costs a record read, not a spin.
+record first and then opens and closes the FIFO's write end (records.notify): every reader
+wakes with POLLHUP within microseconds. The sleep is cut every half second to reconcile (a
+worker killed mid-run cannot say goodbye), which costs a record read, not a spin.
 """
 
 from __future__ import annotations
