@@ -4,8 +4,9 @@ The worker is not our child (double fork), has its own session, stdin from /dev/
 inherited descriptors but the lock it is handed, so `$(sessiontool send ...)` and cron return at
 once and a long-lived caller collects no zombies. It is forked from the running process without
 exec: the modules are already imported, so a worker costs a fork, not a Python start-up. When
-the caller has threads (a spinner), fork without exec is unsafe, so the worker is exec'd as
-`python -m sessiontool.runs.worker STATE ARGS... --lock-fd 3` instead.
+the caller has threads (a spinner) or an SQLite database open (state/sqlite_conn.py), fork
+without exec is unsafe, so the worker is exec'd as `python -m sessiontool.runs.worker STATE
+ARGS... --lock-fd 3` instead.
 
 Either way the worker is a program started by its name (`WORKER`), never imported here: it is
 the top of the engine (it runs turns, whose session tools send and spawn, which start workers
@@ -64,7 +65,11 @@ def start_detached(
     gw = sys.modules.get("sessiontool.openclaw.wsclient")
     if gw is not None:  # no gateway socket, nor its reader thread, into the worker
         gw.close_all()
-    in_process = threading.active_count() == 1 and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
+    in_process = (
+        threading.active_count() == 1
+        and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
+        and not _sqlite_open()
+    )
     import gc
 
     try:
@@ -121,6 +126,13 @@ def start_detached(
         os.waitpid(pid, 0)
     finally:
         os.close(log_fd)
+
+
+def _sqlite_open() -> bool:
+    """Whether this process has an SQLite database open (state/sqlite_conn.py says why a
+    forked worker must then be exec'd). Nothing to ask when no database was ever opened."""
+    conns = sys.modules.get("sessiontool.state.sqlite_conn")
+    return conns is not None and bool(conns.any_open())
 
 
 def _run_here(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:

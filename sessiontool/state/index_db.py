@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.errors import BusyError, CorruptStateError, StorageError, UnsafePathError
+from sessiontool.state import sqlite_conn
 from sessiontool.state.index_scan import Row
 from sessiontool.state.paths import ensure_dir
 
@@ -116,7 +117,7 @@ def open_index(root: Path, fts: bool, trigram: bool) -> sqlite3.Connection:
         check_index_files(root)  # a link or a directory planted meanwhile
         raise StorageError(f"cannot create {path}: {exc.strerror}") from exc
     try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite_conn.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
         raise IndexCorrupt(str(exc)) from exc
     try:

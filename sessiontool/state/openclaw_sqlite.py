@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from sessiontool.errors import BusyError, CorruptStateError
 from sessiontool.protocol import SILENT_REPLIES
+from sessiontool.state import sqlite_conn
 from sessiontool.state.detect import StoreInfo
 from sessiontool.state.paths import StatePaths
 from sessiontool.state.sessions_json import Entry, Folded, normalize_entry
@@ -208,7 +209,7 @@ class SqliteReader:
             raise CorruptStateError(f"no OpenClaw session database at {self.db}")
         try:
             uri, self._tmpdir = open_uri(self.db)
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn = sqlite_conn.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise CorruptStateError(f"cannot open {self.db} read-only: {exc}") from exc
         try:
