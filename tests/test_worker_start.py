@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sessiontool.state import flock
+
 from .runhelpers import poll, reap
 
 HOLDER = """
@@ -114,7 +116,7 @@ def test_a_worker_started_with_a_database_open_leaves_it_and_its_lock_alone(
         wal = os.stat(f"{db}-wal")
         _caller(db, state, "open")
         # The exec'd worker drains its (empty) lane and exits, releasing the lane lock.
-        poll(lambda: not _lock_held(state / "lane.lock"), message="the worker to exit")
+        poll(lambda: not flock.is_held(state / "lane.lock"), message="the worker to exit")
         forked = state / "forked.txt"
         # A forked one reports "50 closed": it read the database, then lost its lane lock.
         assert not forked.exists(), f"forked with SQLite state inherited: {forked.read_text()}"
@@ -143,16 +145,3 @@ def test_with_no_database_open_the_worker_is_forked_and_keeps_its_lock(tmp_path:
     finally:
         _stop(holder)
         reap(state)
-
-
-def _lock_held(path: Path) -> bool:
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
