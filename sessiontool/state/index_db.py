@@ -73,7 +73,7 @@ class IndexStale(IndexCorrupt):
 
 def _probe(sql: str) -> bool:
     try:
-        with closing(sqlite3.connect(":memory:")) as c:
+        with closing(sqlite_conn.connect(":memory:")) as c:
             c.execute(sql)
         return True
     except sqlite3.Error:
