@@ -6,10 +6,11 @@ wrong-typed run records, stores, configs, transcripts and index files.
 The contract: an exit code the README documents, one clear line (never a traceback or an
 `internal error`), and nothing written outside the state dir.
 
-The slow fuzz runs `SESSIONTOOL_FUZZ_SECONDS` (default 90; the red team's 10-minute run is
-`SESSIONTOOL_FUZZ_SECONDS=600`), seeded by `SESSIONTOOL_FUZZ_SEED` (default: a fixed seed, so
-a failure reproduces; every failing case prints its seed, mutations and command). A case is
-about 1-2 s (a fixture copy and one CLI run), so the default is some 50-90 cases."""
+The slow fuzz runs `SESSIONTOOL_FUZZ_CASES` cases (default 60; CI's landing gate sets a fixed
+larger count) from `SESSIONTOOL_FUZZ_SEED` (default: a fixed seed), so the same commit always
+passes or always fails it; every failing case prints its seed, mutations and command, and a seed
+found once joins FOUND_SEEDS, run in the default suite. `SESSIONTOOL_FUZZ_SECONDS` runs as many
+cases as fit instead, to hunt fresh seeds (`SESSIONTOOL_FUZZ_SEED=$RANDOM`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ from tests.reliability.util import snapshot, worker_pids
 from tests.test_openclaw_sqlite import MAIN_DB, OC_STATE
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 75, 124, 130, 143}
+# Case seeds the slow fuzz failed on once, run in the default suite (each ~0.5 s).
+FOUND_SEEDS = [20261185789195]
 
 
 def _raw(*args: bytes, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -80,6 +84,53 @@ def test_a_non_utf8_command_word_is_a_usage_error(state: Path, word: bytes) -> N
     proc = _raw(word, b"--json")
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["code"] == 2
+
+
+def _rename_in_schema(db: Path, table: str) -> None:
+    """Give `table` a name that is not UTF-8 and a definition SQLite cannot parse: SQLite's
+    error then quotes the name, and Python's sqlite3 fails decoding the message."""
+    with closing(sqlite3.connect(db)) as c:
+        c.execute("PRAGMA writable_schema=ON")
+        c.execute(
+            "UPDATE sqlite_master SET name = CAST(x'736388ff' AS TEXT), sql = 'CREATE TABLE'"
+            " WHERE name = ?",
+            (table,),
+        )
+        c.commit()
+
+
+@pytest.mark.parametrize("cmd", [["list"], ["search", "x", "--session", "main"], ["doctor"]])
+def test_a_non_utf8_schema_name_in_openclaws_database_is_a_corrupt_store(
+    state: Path, cmd: list[str]
+) -> None:
+    """Seed 20261185789195 of CI's fuzz (a corrupt page of OpenClaw's database): 'internal
+    error: UnicodeDecodeError' from reading sqlite_master; exit 5 like every corrupt store."""
+    shutil.copytree(OC_STATE, state)
+    _rename_in_schema(state / MAIN_DB, "schema_meta")
+    proc = run_cli(*cmd)
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    if cmd[0] == "doctor":  # reports it and goes on
+        assert proc.returncode != 0 and "not UTF-8" in proc.stdout + proc.stderr
+        return
+    assert proc.returncode == 5, proc.stderr
+    assert "unreadable OpenClaw database" in proc.stderr and "not UTF-8" in proc.stderr
+
+
+def test_a_non_utf8_schema_name_in_the_search_index_rebuilds_it(state: Path) -> None:
+    shutil.copytree(FIXTURE_STATE, state)
+    assert run_cli("search", "book").returncode == 0
+    _rename_in_schema(state / "sessiontool" / "index.sqlite", "meta")
+    proc = run_cli("search", "book", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "was unreadable (malformed database schema" in proc.stderr
+    assert json.loads(proc.stdout)["count"] > 0
+
+
+@pytest.mark.parametrize("case_seed", FOUND_SEEDS)
+def test_cases_the_fuzz_found_stay_fixed(tmp_path: Path, case_seed: int) -> None:
+    names, argv, code, problem = _one_case(random.Random(case_seed), tmp_path)
+    assert not problem, f"seed {case_seed}: {names} {argv} -> {problem}"
+    assert code in DOCUMENTED
 
 
 # -- the slow fuzz -----------------------------------------------------------------------------
@@ -376,12 +427,18 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
 
 @pytest.mark.slow
 def test_hostile_state_dir_fuzz() -> None:
-    budget = float(os.environ.get("SESSIONTOOL_FUZZ_SECONDS", "90"))
+    """The landing gate runs a fixed number of cases (`SESSIONTOOL_FUZZ_CASES`) from a fixed
+    seed, so one commit always passes or always fails it, on a quiet machine or a busy one
+    (a time budget let a quiet machine reach cases a busy one never ran).
+    `SESSIONTOOL_FUZZ_SECONDS` instead runs as many cases as fit, for hunting fresh seeds."""
+    seconds = os.environ.get("SESSIONTOOL_FUZZ_SECONDS")
+    count = int(os.environ.get("SESSIONTOOL_FUZZ_CASES", "60"))
     seed = int(os.environ.get("SESSIONTOOL_FUZZ_SEED", "20261125"))
-    deadline = time.monotonic() + budget
+    deadline = time.monotonic() + float(seconds) if seconds else None
     failures: list[str] = []
     cases = 0
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    while time.monotonic() < deadline if deadline is not None else cases < count:
         case_seed = seed * 1_000_003 + cases
         rng = random.Random(case_seed)
         with tempfile.TemporaryDirectory(prefix="st-fuzz-") as tmp:
@@ -389,6 +446,9 @@ def test_hostile_state_dir_fuzz() -> None:
         cases += 1
         if problem:
             failures.append(f"seed {case_seed}: {names} {argv} -> {problem}")
-    print(f"hostile-state fuzz: {cases} cases in {budget:g}s, {len(failures)} failures")
+    took = time.monotonic() - started
+    print(
+        f"hostile-state fuzz: {cases} cases (seed {seed}) in {took:.0f}s, {len(failures)} failures"
+    )
     assert cases >= 5
     assert not failures, "\n".join(failures[:10])

@@ -118,8 +118,8 @@ def open_index(root: Path, fts: bool, trigram: bool) -> sqlite3.Connection:
         raise StorageError(f"cannot create {path}: {exc.strerror}") from exc
     try:
         conn = sqlite_conn.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise IndexCorrupt(str(exc)) from exc
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        raise IndexCorrupt(sqlite_conn.reason(exc)) from exc
     try:
         # SQLite opens the -wal/-shm/-journal files by name and follows links: checked
         # again now that they exist (WAL mode creates them at the first read).
@@ -148,9 +148,9 @@ def open_index(root: Path, fts: bool, trigram: bool) -> sqlite3.Connection:
         if "locked" in str(exc).lower() or "busy" in str(exc).lower():
             raise BusyError(f"the search index {path} is busy") from exc
         raise IndexCorrupt(str(exc)) from exc
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         conn.close()
-        raise IndexCorrupt(str(exc)) from exc
+        raise IndexCorrupt(sqlite_conn.reason(exc)) from exc
     except IndexCorrupt:
         conn.close()
         raise

@@ -222,9 +222,11 @@ class SqliteReader:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise BusyError(f"{self.db} stayed locked for {BUSY_TIMEOUT_S:g}s") from exc
             raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
+        except sqlite_conn.UNREADABLE as exc:
             self.close()
-            raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
+            raise CorruptStateError(
+                f"unreadable OpenClaw database {self.db}: {sqlite_conn.reason(exc)}"
+            ) from exc
         return conn
 
     def _q(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
@@ -242,8 +244,10 @@ class SqliteReader:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise BusyError(f"{self.db} stayed locked for {BUSY_TIMEOUT_S:g}s") from exc
             raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise CorruptStateError(f"unreadable OpenClaw database {self.db}: {exc}") from exc
+        except sqlite_conn.UNREADABLE as exc:
+            raise CorruptStateError(
+                f"unreadable OpenClaw database {self.db}: {sqlite_conn.reason(exc)}"
+            ) from exc
 
     def schema_version(self) -> int | None:
         self.conn()
@@ -257,7 +261,7 @@ class SqliteReader:
         if self._conn is not None:
             try:
                 self._conn.execute("COMMIT")
-            except sqlite3.Error:
+            except (sqlite3.Error, UnicodeDecodeError):
                 pass
             self._conn.close()
             self._conn = None

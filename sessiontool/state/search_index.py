@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from sessiontool import diag
 from sessiontool.errors import BusyError, StorageError
+from sessiontool.state import sqlite_conn
 from sessiontool.state.index_db import (
     DAY_MS,
     INDEX_NAME,
@@ -452,16 +453,18 @@ def using_index(root: Path, fn: Callable[[Index], T]) -> T:
         try:
             with Index(root) as idx:
                 return fn(idx)
-        except (IndexCorrupt, sqlite3.DatabaseError) as exc:
+        except (IndexCorrupt, *sqlite_conn.UNREADABLE) as exc:
             if isinstance(exc, sqlite3.OperationalError) and not is_corruption(exc):
                 if "locked" in str(exc).lower() or "busy" in str(exc).lower():
                     raise BusyError(f"the search index {root / INDEX_NAME} is busy") from exc
                 raise StorageError(f"search index {root / INDEX_NAME}: {exc}") from exc
             if attempt:
                 raise StorageError(
-                    f"the search index {root / INDEX_NAME} cannot be rebuilt: {exc}"
+                    f"the search index {root / INDEX_NAME} cannot be rebuilt: {sqlite_conn.reason(exc)}"
                 ) from exc
             if not isinstance(exc, IndexStale):
-                diag.warn(f"the search index {root / INDEX_NAME} was unreadable ({exc}): rebuilt")
+                diag.warn(
+                    f"the search index {root / INDEX_NAME} was unreadable ({sqlite_conn.reason(exc)}): rebuilt"
+                )
             remove_index(root)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -19,6 +19,20 @@ import sqlite3
 import weakref
 from typing import Any
 
+# SQLite quotes a malformed schema's own text in its error message; where that text is not
+# UTF-8, Python's sqlite3 raises UnicodeDecodeError (building the message) instead of
+# DatabaseError. A corrupt file can do that on any statement, so every handler of an unreadable
+# database catches both (the fuzz found it in `sqlite_master` of a page-corrupted database).
+UNREADABLE: tuple[type[Exception], ...] = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
+def reason(exc: Exception) -> str:
+    """What went wrong, for an error line: SQLite's message, or what a message that could not
+    be decoded was about."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "malformed database schema (a name that is not UTF-8)"
+    return str(exc)
+
 
 class Connection(sqlite3.Connection):
     """A plain sqlite3 connection that this module can count (the base type takes no weak
