@@ -318,6 +318,56 @@ def test_secret_refs_env_file_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         secrets.resolve({"auth": {"token": {"source": "env", "id": "MY_GW_TOKEN"}}}, {}, None)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("timeoutMs", float("inf")),
+        ("timeoutMs", float("nan")),
+        ("timeoutMs", 1e308),
+        ("timeoutMs", -5),
+        ("timeoutMs", "5000"),
+        ("env", 5),
+        ("args", "--token"),
+    ],
+    ids=["Infinity", "NaN", "1e308", "negative", "string", "env-number", "args-string"],
+)
+def test_a_bad_exec_provider_setting_is_a_config_error_naming_the_key(
+    make: Any, tmp_path: Path, key: str, value: Any
+) -> None:
+    """JSON5 lets OpenClaw's config hold `timeoutMs: Infinity` (NaN, 1e308): every command
+    that resolves the exec SecretRef said "internal error: OverflowError" (ValueError for NaN).
+    Now one line, exit 2, naming the file and the key; doctor reports it as the gateway's
+    problem; nothing is sent and the resolver never runs."""
+    script = tmp_path / "resolver.py"
+    ran = tmp_path / "resolver-ran"
+    script.write_text(
+        f"import json, sys, pathlib\npathlib.Path({str(ran)!r}).touch()\n"
+        "req = json.load(sys.stdin)\n"
+        f"print(json.dumps({{'values': {{i: {TOKEN!r} for i in req['ids']}}}}))\n"
+    )
+    env = make(auth={"token": {"source": "exec", "provider": "vault", "id": "gw/token"}})
+    conf = json.loads((env.state / "openclaw.json").read_text())
+    provider = {"source": "exec", "command": sys.executable, "args": [str(script)], key: value}
+    conf["secrets"] = {"providers": {"vault": provider}}
+    (env.state / "openclaw.json").write_text(json.dumps(conf))  # Infinity/NaN: JSON5, not JSON
+    where = f"{env.state / 'openclaw.json'}: secrets.providers.vault.{key}"
+    for args in (["label", "main", "lbl"], ["send", "main", "hello"], ["--json", "send", "main"]):
+        proc = env.st(*args, *(["hi"] if args[0] == "--json" else []))
+        assert proc.returncode == 2, (args, proc.stderr)
+        if args[0] == "--json":
+            assert where in json.loads(proc.stdout)["error"]
+        else:
+            assert proc.stderr.startswith(f"sessiontool: error: {where}: expected "), proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    doctor = env.st("doctor")
+    assert doctor.returncode == 1 and where in doctor.stdout, doctor.stdout
+    assert not ran.exists()
+    assert env.gw.calls() == [] and env.gw.connects() == []
+    provider.update(args=[str(script)], env={}, timeoutMs=2000)  # well-formed: it resolves
+    (env.state / "openclaw.json").write_text(json.dumps(conf))
+    assert env.st("label", "main", "lbl").returncode == 0 and ran.exists()
+
+
 def test_reads_never_load_the_client(make: Any, tmp_path: Path) -> None:
     """`list` and `history` of a state whose gateway runs start as fast as before: neither
     websockets nor cryptography is loaded (test_startup.py's probe of the real entry point)."""

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessiontool.errors import ForbiddenError
+from sessiontool.errors import ConfigError, ForbiddenError
 
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
 SHORTHAND = re.compile(r"^\$\{?([A-Z][A-Z0-9_]{0,127})\}?$")
 EXEC_TIMEOUT_S = 5.0
+EXEC_TIMEOUT_MAX_MS = 120_000  # OpenClaw's own bound on an exec provider's timeoutMs
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def _value(raw: Any, where: str, cfg: dict[str, Any], config_path: Path | None) 
     if not isinstance(ref_id, str) or not ref_id:
         raise ForbiddenError(f"{where}: a SecretRef without an id")
     provider_name = raw.get("provider") if isinstance(raw.get("provider"), str) else None
+    provider_name = _alias(cfg, str(source), provider_name)
     provider = _provider(cfg, str(source), provider_name)
     if source == "env":
         allow = provider.get("allowlist") if provider else None
@@ -99,21 +101,28 @@ def _value(raw: Any, where: str, cfg: dict[str, Any], config_path: Path | None) 
     if source == "exec":
         if provider is None:
             raise ForbiddenError(f"{where}: no `exec` provider in secrets.providers")
-        return _exec(provider, provider_name or "default", ref_id, where)
+        setting = _ExecSetting(provider_name, config_path)
+        return _exec(provider, provider_name, ref_id, where, setting)
     raise ForbiddenError(
         f"{where} is a SecretRef of source {source!r}, which only OpenClaw itself reads; "
         "set OPENCLAW_GATEWAY_TOKEN (or OPENCLAW_GATEWAY_PASSWORD) for sessiontool"
     )
 
 
-def _provider(cfg: dict[str, Any], source: str, name: str | None) -> dict[str, Any] | None:
-    sec = cfg.get("secrets") if isinstance(cfg.get("secrets"), dict) else {}
-    assert isinstance(sec, dict)
-    providers = sec.get("providers") if isinstance(sec.get("providers"), dict) else {}
-    defaults = sec.get("defaults") if isinstance(sec.get("defaults"), dict) else {}
-    assert isinstance(providers, dict) and isinstance(defaults, dict)
-    alias = name or defaults.get(source) or "default"
-    p = providers.get(alias)
+def _section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    sec = cfg.get("secrets")
+    value = sec.get(name) if isinstance(sec, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _alias(cfg: dict[str, Any], source: str, name: str | None) -> str:
+    """The provider a SecretRef names: its own `provider`, else `secrets.defaults.<source>`."""
+    default = _section(cfg, "defaults").get(source)
+    return name or (default if isinstance(default, str) and default else "default")
+
+
+def _provider(cfg: dict[str, Any], source: str, alias: str) -> dict[str, Any] | None:
+    p = _section(cfg, "providers").get(alias)
     if isinstance(p, dict) and p.get("source") == source:
         return p
     return None
@@ -157,19 +166,67 @@ def _file(provider: dict[str, Any], ref_id: str, where: str, config_path: Path |
     return node
 
 
-def _exec(provider: dict[str, Any], name: str, ref_id: str, where: str) -> str:
+@dataclass(frozen=True)
+class _ExecSetting:
+    """Words a bad setting of an exec provider as a config error (exit 2) naming the file and
+    the key (`<file>: secrets.providers.<name>.<key>`): JSON5 lets `timeoutMs` be Infinity, NaN
+    or 1e308, and `args`, `env` or `passEnv` be anything at all."""
+
+    provider: str
+    config_path: Path | None
+
+    def bad(self, key: str, expected: str, value: Any) -> ConfigError:
+        file = f"{self.config_path}: " if self.config_path is not None else ""
+        return ConfigError(
+            f"{file}secrets.providers.{self.provider}.{key}: expected {expected}, got {value!r}"
+        )
+
+    def strings(self, provider: dict[str, Any], key: str) -> list[str]:
+        value = provider.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+            raise self.bad(key, "an array of strings", value)
+        return value
+
+    def timeout_s(self, provider: dict[str, Any]) -> float:
+        value = provider.get("timeoutMs")
+        if value is None:
+            return EXEC_TIMEOUT_S
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or isinstance(value, float)
+            and not value.is_integer()  # NaN and the infinities too
+            or not 1 <= value <= EXEC_TIMEOUT_MAX_MS
+        ):
+            raise self.bad(
+                "timeoutMs",
+                f"a whole number of milliseconds from 1 to {EXEC_TIMEOUT_MAX_MS}",
+                value,
+            )
+        return value / 1000
+
+
+def _exec(
+    provider: dict[str, Any], name: str, ref_id: str, where: str, setting: _ExecSetting
+) -> str:
     import subprocess
 
     command = provider.get("command")
     if not isinstance(command, str) or not os.path.isabs(command):
         raise ForbiddenError(f"{where}: its exec provider needs an absolute `command`")
-    args = [a for a in provider.get("args") or [] if isinstance(a, str)]
-    env = {k: v for k, v in (provider.get("env") or {}).items() if isinstance(v, str)}
-    for k in provider.get("passEnv") or []:
-        if isinstance(k, str) and k in os.environ:
+    args = setting.strings(provider, "args")
+    raw_env = provider.get("env")
+    if raw_env is not None and not (
+        isinstance(raw_env, dict) and all(isinstance(v, str) for v in raw_env.values())
+    ):
+        raise setting.bad("env", "an object of strings", raw_env)
+    env = dict(raw_env or {})
+    for k in setting.strings(provider, "passEnv"):
+        if k in os.environ:
             env[k] = os.environ[k]
-    timeout = provider.get("timeoutMs")
-    timeout_s = timeout / 1000 if isinstance(timeout, int | float) else EXEC_TIMEOUT_S
+    timeout_s = setting.timeout_s(provider)
     request = json.dumps({"protocolVersion": 1, "provider": name, "ids": [ref_id]})
     try:
         proc = subprocess.run(
