@@ -209,7 +209,7 @@ def history_cmd(
         require_up(ctx.paths)
     _KEEP.append(h)
     start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
-    fmt = fmt or ("text" if render.is_terminal() or output is not None else "text")
+    fmt = fmt or "text"
     text = _formatted(ctx, h, fmt, follow)
     if output is not None:
         body = text if text is not None else render.history_plain(h.session_key, h.messages)
