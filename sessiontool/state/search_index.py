@@ -453,7 +453,7 @@ def using_index(root: Path, fn: Callable[[Index], T]) -> T:
         try:
             with Index(root) as idx:
                 return fn(idx)
-        except (IndexCorrupt, *sqlite_conn.UNREADABLE) as exc:
+        except (IndexCorrupt, sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             if isinstance(exc, sqlite3.OperationalError) and not is_corruption(exc):
                 if "locked" in str(exc).lower() or "busy" in str(exc).lower():
                     raise BusyError(f"the search index {root / INDEX_NAME} is busy") from exc
