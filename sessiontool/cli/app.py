@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from sessiontool import __version__, diag
+from sessiontool import TESTED_WITH, __version__, diag
 from sessiontool.cli import render
 from sessiontool.cli.completers import choices, complete_agent_ids
 from sessiontool.errors import ExitCode, SessiontoolError, from_os_error
@@ -59,7 +59,7 @@ G = Globals()
 
 def _version(value: bool) -> None:
     if value:
-        render.write_out(f"sessiontool {__version__}\n")
+        render.write_out(f"sessiontool {__version__} (tested against {TESTED_WITH})\n")
         raise typer.Exit(0)
 
 
