@@ -14,7 +14,7 @@ import pytest
 from .conftest import write_config
 from .runhelpers import MODULES_PROBE
 
-HEAVY = ("rich", "json5", "websockets", "cryptography")
+HEAVY = ("rich", "json5", "websockets", "cryptography", "textual")
 
 
 def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:

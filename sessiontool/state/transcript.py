@@ -310,13 +310,19 @@ def append_message(path: Path, session_id: str, message: Message, **kw: Any) -> 
     return append_entries(path, session_id, [{"type": "message", "message": message}], **kw)[0]
 
 
-def follow(path: Path, start_offset: int, poll: float = 0.25) -> Iterator[Message]:
-    """New messages appended after `start_offset`, as they arrive (a partial line waits)."""
+def follow(
+    path: Path,
+    start_offset: int,
+    poll: float = 0.25,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[Message]:
+    """New messages appended after `start_offset`, as they arrive (a partial line waits).
+    `stop`, asked before each look, ends it (`top`'s transcript view, closed)."""
     import time
 
     offset = start_offset
     pending = b""
-    while True:
+    while stop is None or not stop():
         try:
             with open(path, "rb") as fh:
                 fh.seek(offset)

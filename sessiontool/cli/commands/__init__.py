@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcpcmd",
     "export": "exportcmd",
     "gateway": "gatewaycmd",
+    "top": "top",
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 _registered: set[str] = set()

@@ -1,0 +1,492 @@
+"""`top`'s screen: the sessions, runs and deliveries panes over a footer, kept live by a change
+marker (watch.py) looked at twice a second, and the keys that act on the selected row through
+the functions the commands call (`abort`, `send`, `wait`, `history --follow`).
+
+Whatever may block (a listing, a run's end, a reply, the gateway's TCP connect, the index
+behind today's cost) runs in a daemon thread and hands its result back to the screen's own
+thread: the screen never waits, and leaving never waits for a run."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Input, Label, Static
+
+from sessiontool.clock import now_ms
+from sessiontool.context import Context
+from sessiontool.errors import SessiontoolError, from_os_error
+from sessiontool.tui import fmt, model, watch
+from sessiontool.tui.screens import (
+    DIALOG_CSS,
+    ConfirmScreen,
+    MessageScreen,
+    PromptScreen,
+    TranscriptScreen,
+)
+
+TICK_S = 0.5  # how often the change marker is looked at: a change shows within a second
+GATEWAY_EVERY_S = 10.0
+COST_EVERY_S = 30.0
+REMOTE_EVERY_S = 5.0  # a remote gateway's store has no file to stat: listed again this often
+
+CSS = (
+    """
+#sessions { height: 1fr; }
+#runs { height: 25%; min-height: 4; }
+#deliveries { height: 15%; min-height: 3; }
+.title { background: $boost; width: 100%; text-style: bold; }
+#filter { display: none; height: 1; border: none; padding: 0 1; }
+#filter.shown { display: block; }
+#status { height: 1; background: $panel; }
+#status.over { color: $error; }
+"""
+    + DIALOG_CSS
+)
+
+SESSION_COLUMNS = ("KEY", "KIND", "LABEL", "MODEL", "TOKENS", "COST", "UPDATED")
+RUN_COLUMNS = ("RUN", "KIND", "STATUS", "SESSION", "STEP", "ELAPSED", "RSS", "RESULT")
+DELIVERY_COLUMNS = ("WHEN", "MODE", "STATUS", "SESSION", "TO", "TEXT")
+
+
+class TopApp(App[int]):
+    """The live view. `exit` value: 0 (q, Ctrl-C)."""
+
+    CSS = CSS
+    TITLE = "sessiontool top"
+    BINDINGS = [
+        Binding("q", "leave", "quit"),
+        Binding("ctrl+c", "leave", "quit", show=False, priority=True),
+        Binding("slash", "filter", "filter"),
+        Binding("a", "abort", "abort run"),
+        Binding("s", "send", "send"),
+        Binding("w", "wait", "wait run"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+    ]
+
+    def __init__(self, ctx: Context, opts: model.Options) -> None:
+        super().__init__()
+        self.ctx, self.opts = ctx, opts
+        self.snap = model.Snapshot()
+        self.agents: list[str] = []
+        self.filter = ""
+        self.mark: watch.Marker | None = None
+        self.reading = False
+        self.rss: dict[str, int | None] = {}
+        self.cost: model.Cost | None = None
+        self.cost_at = 0.0
+        self.cost_due = True
+        self.gateway = "…"
+        self.gateway_at = 0.0
+        self.ticks = 0
+        self.remote = False
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Label("Sessions", classes="title", id="sessions-title")
+        yield Input(placeholder="filter sessions (Enter: keep, Esc: clear)", id="filter")
+        yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield Label("Runs", classes="title")
+        yield DataTable(id="runs", cursor_type="row")
+        yield Label("Deliveries", classes="title")
+        yield DataTable(id="deliveries", cursor_type="row", show_cursor=False)
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for name, cols in (
+            ("sessions", SESSION_COLUMNS),
+            ("runs", RUN_COLUMNS),
+            ("deliveries", DELIVERY_COLUMNS),
+        ):
+            self.table(name).add_columns(*cols)
+        self.table("sessions").focus()
+        self.agents = model.agent_ids(self.ctx, self.opts)
+        self.remote = _remote(self.ctx)
+        self.tick()
+        self.set_interval(TICK_S, self.tick)
+
+    def table(self, name: str) -> DataTable[Any]:
+        return self.query_one(f"#{name}", DataTable)
+
+    # -- live --------------------------------------------------------------------------------
+
+    def current_marker(self) -> watch.Marker:
+        mark = watch.marker(self.ctx.paths, self.agents)
+        if self.remote:
+            mark += ((int(time.monotonic() // REMOTE_EVERY_S), 0, 0),)
+        return mark
+
+    def tick(self) -> None:
+        """Twice a second: re-read when the marker moved; once a second the running runs'
+        clocks; every other second their memory; now and then the gateway and the cost."""
+        self.ticks += 1
+        mark = self.current_marker()
+        if mark != self.mark and not self.reading:
+            self.reading = True
+            self.mark = mark
+            self.background(lambda: model.read_snapshot(self.ctx, self.opts), self.apply)
+        active = [r["runId"] for r in self.snap.runs if r.get("status") in model.ACTIVE]
+        if active and self.ticks % 2 == 0:
+            self.draw_runs()
+            if self.ticks % 4 == 0:
+                self.background(lambda: self.read_rss(active), self.apply_rss)
+        now = time.monotonic()
+        if now - self.gateway_at >= GATEWAY_EVERY_S:
+            self.gateway_at = now
+            self.background(lambda: model.gateway_state(self.ctx), self.apply_gateway)
+        if self.cost_due and now - self.cost_at >= COST_EVERY_S:
+            self.cost_at, self.cost_due = now, False
+            self.background(lambda: model.cost_today(self.ctx, self.opts), self.apply_cost)
+
+    def apply(self, snap: model.Snapshot | BaseException) -> None:
+        self.reading = False
+        if isinstance(snap, BaseException):
+            self.snap.error = getattr(snap, "message", str(snap))
+            self.draw_status()
+            return
+        self.snap = snap
+        self.cost_due = True
+        self.agents = model.agent_ids(self.ctx, self.opts)
+        self.draw_sessions()
+        self.draw_runs()
+        self.draw_deliveries()
+        self.draw_status()
+
+    def read_rss(self, run_ids: list[str]) -> dict[str, int | None]:
+        out: dict[str, int | None] = {}
+        for rid in run_ids:
+            pgid = model.run_pgid(self.ctx, rid)
+            out[rid] = watch.group_rss(pgid) if pgid is not None else None
+        return out
+
+    def apply_rss(self, rss: dict[str, int | None] | BaseException) -> None:
+        if isinstance(rss, dict):
+            self.rss = rss
+            self.draw_runs()
+
+    def apply_gateway(self, state: str | BaseException) -> None:
+        self.gateway = state if isinstance(state, str) else "?"
+        self.draw_status()
+
+    def apply_cost(self, cost: model.Cost | BaseException) -> None:
+        if isinstance(cost, model.Cost):
+            self.cost = cost
+            self.draw_sessions()
+        self.draw_status()
+
+    # -- drawing -----------------------------------------------------------------------------
+
+    def shown_sessions(self) -> list[dict[str, Any]]:
+        if not self.filter:
+            return self.snap.sessions
+        needle = self.filter.casefold()
+        fields = ("key", "kind", "label", "displayName", "model", "channel")
+        return [
+            r
+            for r in self.snap.sessions
+            if any(needle in str(r.get(f) or "").casefold() for f in fields)
+        ]
+
+    def draw_sessions(self) -> None:
+        now = now_ms()
+        by_session = self.cost.by_session if self.cost else {}
+        rows = [
+            (
+                r["key"],
+                [
+                    fmt.esc(r["key"]),
+                    r.get("kind", ""),
+                    fmt.esc(r.get("label") or r.get("displayName") or ""),
+                    fmt.esc(r.get("model", "")),
+                    fmt.count(r.get("totalTokens")),
+                    fmt.money(by_session.get(r["key"])) if r["key"] in by_session else "",
+                    fmt.ago(r.get("updatedAt"), now),
+                ],
+            )
+            for r in self.shown_sessions()
+        ]
+        _fill(self.table("sessions"), rows)
+        title = f"Sessions ({len(rows)}"
+        title += f" of {len(self.snap.sessions)} matching /{self.filter})" if self.filter else ")"
+        self.query_one("#sessions-title", Label).update(Text(fmt.esc(title)))
+
+    def draw_runs(self) -> None:
+        now = now_ms()
+        rows = []
+        for r in self.snap.runs:
+            rid = r["runId"]
+            rows.append(
+                (
+                    rid,
+                    [
+                        rid[:8],
+                        r.get("kind", ""),
+                        r.get("status", ""),
+                        fmt.esc(r.get("sessionKey", "")),
+                        fmt.esc(r.get("step") or ""),
+                        fmt.span(_elapsed_ms(r, now) / 1000),
+                        fmt.size(self.rss.get(rid)) if r.get("status") == "running" else "",
+                        fmt.esc((r.get("reply") or r.get("error") or "")[:80]),
+                    ],
+                )
+            )
+        _fill(self.table("runs"), rows)
+
+    def draw_deliveries(self) -> None:
+        now = now_ms()
+        rows = [
+            (
+                None,
+                [
+                    fmt.ago(d.get("ts"), now),
+                    fmt.esc(d.get("mode", "")),
+                    fmt.esc(d.get("status", "")),
+                    fmt.esc(self.ctx.display(d["sessionKey"]) if d.get("sessionKey") else ""),
+                    fmt.esc(d.get("to") or d.get("channel") or ""),
+                    fmt.esc((d.get("text") or d.get("error") or "")[:80]),
+                ],
+            )
+            for d in self.snap.deliveries
+        ]
+        _fill(self.table("deliveries"), rows)
+
+    def draw_status(self) -> None:
+        parts = [f"store: {', '.join(self.snap.formats) or '-'}", f"gateway: {self.gateway}"]
+        running = sum(1 for r in self.snap.runs if r.get("status") == "running")
+        queued = sum(1 for r in self.snap.runs if r.get("status") == "queued")
+        parts.append(f"runs: {running} running, {queued} queued")
+        over = False
+        if self.cost is not None:
+            today = f"today: {fmt.money(self.cost.total, self.cost.currency)}"
+            if self.opts.budget is not None:
+                today += f" of {fmt.money(self.opts.budget, self.cost.currency)}"
+                over = self.cost.total > self.opts.budget
+                today += " OVER BUDGET" if over else ""
+            parts.append(today)
+        if self.snap.error:
+            parts.append(f"error: {self.snap.error}")
+        status = self.query_one("#status", Static)
+        status.set_class(over, "over")
+        status.update(Text(fmt.esc(" · ".join(parts))))
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def selected(self, name: str) -> str | None:
+        t = self.table(name)
+        if t.row_count == 0:
+            return None
+        key = t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value
+        return str(key) if key is not None else None
+
+    def action_leave(self) -> None:
+        self.exit(0)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.table("sessions").focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.filter = event.value.strip()
+            self.draw_sessions()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            if not event.value.strip():
+                event.input.remove_class("shown")
+            self.table("sessions").focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a session: its transcript, followed live."""
+        if event.data_table.id == "sessions" and event.row_key.value is not None:
+            self.push_screen(TranscriptScreen(self.ctx, str(event.row_key.value), self.post))
+
+    def action_abort(self) -> None:
+        rid = self.selected("runs")
+        run = next((r for r in self.snap.runs if r["runId"] == rid), None)
+        if rid is None or run is None or run.get("status") not in model.ACTIVE:
+            self.notify("select a running or queued run (Tab to the runs pane)", severity="warning")
+            return
+        question = f"Abort run {rid[:8]} of {run.get('sessionKey')}? Its agent is killed."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.background(lambda: _abort(self.ctx, rid), self.aborted)
+
+        self.push_screen(ConfirmScreen(fmt.esc(question)), answered)
+
+    def aborted(self, result: dict[str, Any] | BaseException) -> None:
+        if self.reported(result):
+            return
+        assert isinstance(result, dict)
+        self.notify(f"run {result['runId'][:8]}: {result['status']}")
+        self.mark = None  # re-read at the next tick
+
+    def action_send(self) -> None:
+        key = self.selected("sessions")
+        if key is None:
+            self.notify("no session selected", severity="warning")
+            return
+
+        def typed(text: str | None) -> None:
+            if text and text.strip():
+                self.notify(f"sending to {fmt.esc(key)}…")
+                self.background(lambda: _send_and_wait(self.ctx, key, text), self.replied)
+
+        self.push_screen(PromptScreen(fmt.esc(f"Message to {key} (Enter: send)")), typed)
+
+    def replied(self, result: dict[str, Any] | BaseException) -> None:
+        if self.reported(result):
+            return
+        assert isinstance(result, dict)
+        self.push_screen(MessageScreen(*_result_text(result)))
+
+    def action_wait(self) -> None:
+        rid = self.selected("runs")
+        if rid is None:
+            self.notify("no run selected (Tab to the runs pane)", severity="warning")
+            return
+        self.notify(f"waiting for run {rid[:8]}…")
+        self.background(lambda: _wait(self.ctx, rid), self.replied)
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def reported(self, result: object) -> bool:
+        """An expected failure (SessiontoolError, OSError) is a notice; anything else is a bug
+        and is raised here, so it ends the app as any bug does."""
+        if isinstance(result, SessiontoolError):
+            self.notify(fmt.esc(result.message), severity="error")
+            return True
+        if isinstance(result, BaseException):
+            raise result
+        return False
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the screen's thread (from another thread); dropped once gone."""
+        try:
+            self.call_from_thread(fn, *args)
+        except RuntimeError:
+            pass
+
+    def background(self, work: Callable[[], Any], done: Callable[[Any], None]) -> None:
+        def run() -> None:
+            try:
+                result = work()
+            except OSError as exc:
+                result = from_os_error(exc)
+            except BaseException as exc:  # handed to `done`, which raises a bug again
+                result = exc
+            self.post(done, result)
+
+        threading.Thread(target=run, name="top-work", daemon=True).start()
+
+
+def _remote(ctx: Context) -> bool:
+    from sessiontool.state.detect import gateway_url
+
+    return gateway_url(ctx.paths) is not None
+
+
+def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -> None:
+    """Replace the rows, keeping the cursor on the same row key where it still is."""
+    keep = None
+    if table.row_count:
+        keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+    table.clear()
+    for key, cells in rows:
+        table.add_row(*(Text(c) for c in cells), key=key)
+    if keep is not None:
+        try:
+            table.move_cursor(row=table.get_row_index(keep), animate=False)
+        except Exception:  # noqa: BLE001 - the row is gone: the cursor stays where clear left it
+            pass
+
+
+def _elapsed_ms(r: dict[str, Any], now: int) -> float:
+    start = r.get("startedAt") or r.get("createdAt") or now
+    end = r.get("endedAt") if r.get("status") not in model.ACTIVE else None
+    if r.get("status") == "queued":
+        start = r.get("createdAt") or now
+    return float((end or now) - start)
+
+
+def _abort(ctx: Context, run_id: str) -> dict[str, Any]:
+    """`sessiontool abort RUN_ID`."""
+    from sessiontool.runs.control import abort_run
+
+    return abort_run(ctx, run_id)
+
+
+def _send_and_wait(ctx: Context, key: str, text: str) -> dict[str, Any]:
+    """`sessiontool send KEY TEXT --timeout 0`, then `sessiontool wait RUN_ID`."""
+    from sessiontool.runs.submit import send
+    from sessiontool.state import safefs
+
+    dirs, files = ctx.paths.written_paths()
+    safefs.preflight(ctx.paths.root, dirs, files)
+    result, _ = send(ctx, key, text, timeout=0)
+    if result.get("status") != "accepted":
+        return result
+    return _wait(ctx, str(result["runId"]))
+
+
+def _wait(ctx: Context, run_id: str) -> dict[str, Any]:
+    """`sessiontool wait RUN_ID`: until the run ends."""
+    from sessiontool.runs.control import full_run_id
+    from sessiontool.runs.submit import get_run, run_result
+    from sessiontool.runs.wait import wait_for
+
+    run_id = full_run_id(ctx, run_id)
+    get_run(ctx, run_id)
+    result, _ = run_result(ctx, wait_for(ctx.paths, run_id, None))
+    return result
+
+
+def _result_text(result: dict[str, Any]) -> tuple[str, str]:
+    rid = str(result.get("runId", ""))[:8]
+    if result.get("status") == "ok" and "reply" in result:
+        return f"Reply from {result.get('sessionKey')} (run {rid})", str(result["reply"])
+    if "sendPolicy" in result:
+        return "Send policy", f"{result.get('sessionKey')}: {result['sendPolicy'] or 'inherit'}"
+    return f"Run {rid}: {result.get('runStatus') or result.get('status')}", str(
+        result.get("error") or ""
+    )
+
+
+@contextmanager
+def color_env(colored: bool) -> Iterator[None]:
+    """Textual reads NO_COLOR when the app is made: `--color never` sets it, `--color always`
+    takes it away, for that moment only (the workers `top` starts inherit the environment)."""
+    before = os.environ.get("NO_COLOR")
+    if colored:
+        os.environ.pop("NO_COLOR", None)
+    else:
+        os.environ["NO_COLOR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("NO_COLOR", None)
+        else:
+            os.environ["NO_COLOR"] = before
+
+
+def make_app(ctx: Context, opts: model.Options, *, colored: bool) -> TopApp:
+    with color_env(colored):
+        return TopApp(ctx, opts)

@@ -1,0 +1,162 @@
+"""`top`'s dialogs (confirm an abort, type a message, read a result) and the transcript view that
+follows a session live, as `history --follow` does: the same `history` read, then the same
+`transcript.follow` (or, for a store written through OpenClaw's gateway, the gateway's
+`session.message` events, as `history --follow` reads them)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, Label, RichLog, Static
+
+from sessiontool.context import Context
+from sessiontool.errors import SessiontoolError
+from sessiontool.tui import fmt
+
+DIALOG_CSS = """
+ConfirmScreen, PromptScreen, MessageScreen { align: center middle; }
+#dialog { width: 70; max-width: 95%; height: auto; max-height: 90%; border: round $accent;
+          padding: 0 1; background: $surface; }
+#dialog Static { height: auto; }
+"""
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question: `y` or Enter yes, `n` or Escape no."""
+
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "yes"),
+        Binding("n,escape", "answer(False)", "no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self.question))
+            yield Label("y: yes   n: no")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class PromptScreen(ModalScreen[str | None]):
+    """One line of text: Enter gives it, Escape gives None."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self.title_text))
+            yield Input(id="prompt")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MessageScreen(ModalScreen[None]):
+    """A result to read (a reply, a run's end, an error): any of Enter, Escape, q closes it."""
+
+    BINDINGS = [Binding("enter,escape,q", "close", "close")]
+
+    def __init__(self, title: str, body: str) -> None:
+        super().__init__()
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(Text(self.title_text, style="bold"))
+            yield Static(Text(fmt.esc_body(self.body)), id="body")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+Post = Callable[..., Any]
+
+
+class TranscriptScreen(Screen[None]):
+    """A session's last messages, then each new one as it lands, until Escape or q."""
+
+    BINDINGS = [Binding("escape,q", "close", "back")]
+
+    def __init__(self, ctx: Context, key: str, post: Post) -> None:
+        super().__init__()
+        self.ctx, self.key, self.post = ctx, key, post
+        self.stopped = threading.Event()
+        self.shown = 0
+
+    def compose(self) -> ComposeResult:
+        yield Label(Text(f"{fmt.esc(self.key)} — following (Esc: back)", style="bold"))
+        yield RichLog(id="log", wrap=True, markup=False, highlight=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        threading.Thread(target=self._feed, name="top-follow", daemon=True).start()
+
+    def _feed(self) -> None:
+        try:
+            for msg in self._messages():
+                if self.stopped.is_set():
+                    return
+                self.post(self.add_message, msg)
+        except SessiontoolError as exc:
+            self.post(self.add_line, f"[{exc.message}]")
+
+    def _messages(self) -> Iterator[dict[str, Any]]:
+        """As `history --follow`: the last 200 messages, then what arrives after them."""
+        from sessiontool.sessions.history import history
+        from sessiontool.state.envelopes import strip_envelope
+        from sessiontool.state.transcript import file_size, follow
+
+        h = history(self.ctx, self.key, limit=200)
+        r = h.resolved
+        start = file_size(h.path) if h.path is not None and not r.gateway_written else 0
+        yield from (strip_envelope(m) for m in h.messages)
+        if r.gateway_written:
+            from sessiontool.openclaw.gateway_follow import follow as follow_gateway
+
+            new: Iterator[dict[str, Any]] = follow_gateway(
+                self.ctx.paths, r.agent_id, r.key, r.session_id
+            )
+        elif h.path is not None:
+            new = follow(h.path, start, stop=self.stopped.is_set)
+        else:
+            return
+        for msg in new:
+            if msg.get("role") != "toolResult":
+                yield strip_envelope(msg)
+
+    def add_message(self, msg: dict[str, Any]) -> None:
+        role = msg.get("role", "?")
+        style = {"user": "bold cyan", "assistant": "bold green"}.get(str(role), "bold")
+        log = self.query_one(RichLog)
+        log.write(Text(f"{fmt.esc(role)}:", style=style))
+        log.write(Text(fmt.esc_body(fmt.message_text(msg))))
+        self.shown += 1
+
+    def add_line(self, line: str) -> None:
+        self.query_one(RichLog).write(Text(line))
+
+    def action_close(self) -> None:
+        self.stopped.set()
+        self.dismiss(None)
+
+    def on_unmount(self) -> None:
+        self.stopped.set()
