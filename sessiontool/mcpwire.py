@@ -83,7 +83,9 @@ def screen(line: str, validate: Callable[[str], object]) -> list[Answer] | None:
         return []
     try:
         obj = json.loads(line)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return [(None, PARSE_ERROR, "Parse error: the line is JSON nested too deep to read")]
+    except ValueError:
         return [(None, PARSE_ERROR, "Parse error: the line is not JSON")]
     if isinstance(obj, list):
         # MCP has no batches (removed in 2025-06-18): every request in one is refused by id.

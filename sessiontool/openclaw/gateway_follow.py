@@ -67,7 +67,7 @@ def follow(
                 client.drop()
                 lost_at = _pause(g, lost_at)
                 continue
-            except Answered:
+            except (Answered, wsconnection.BadFrame):
                 raise
             except wsclient.ProtocolMismatch:
                 raise
@@ -129,7 +129,7 @@ class _Feed:
         self.inbox: list[dict[str, Any]] = []
         self.heard = time.monotonic()
 
-    def _frame(self, until: float) -> dict[str, Any] | None:
+    def _frame(self, until: float, where: str) -> dict[str, Any] | None:
         from sessiontool.openclaw import wsconnection
         from sessiontool.openclaw.websocket import ConnectionClosed
 
@@ -148,7 +148,7 @@ class _Feed:
             except ConnectionClosed as exc:
                 raise wsconnection.Dropped() from exc
             self.heard = time.monotonic()
-            return wsconnection.parse_frame(raw)
+            return wsconnection.parse_frame(raw, where)
 
     def request(self, method: str, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         import json
@@ -165,7 +165,7 @@ class _Feed:
             raise wsconnection.Dropped() from exc
         until = time.monotonic() + timeout_s
         while True:
-            frame = self._frame(until)
+            frame = self._frame(until, f"gateway {method}")
             if frame is None:
                 raise wsclient.GatewayTimeout(f"gateway {method}: no answer in {timeout_s:g}s")
             if frame.get("type") == "event" and frame.get("event") == EVENT:
@@ -186,7 +186,7 @@ class _Feed:
             return self.inbox.pop(0)
         until = time.monotonic() + timeout_s
         while True:
-            frame = self._frame(until)
+            frame = self._frame(until, f"gateway {EVENT} events")
             if frame is None:
                 return None
             if frame.get("type") == "event" and frame.get("event") == EVENT:

@@ -33,6 +33,7 @@ MAX_RETRY_AFTER_S = 10.0
 # hello-ok.policy.maxPayload (25 MiB on 2026.9.6) bounds the gateway's frames; a message past
 # this is no answer of the gateway's: the connection is closed rather than read.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+MAX_DEPTH = 100  # JSON nesting of a gateway frame (a real one nests about a dozen levels)
 
 
 class GatewayError(SessiontoolError):
@@ -51,6 +52,11 @@ class ProtocolMismatch(GatewayError):
 
 class GatewayTimeout(GatewayError):
     pass
+
+
+class BadFrame(GatewayError):
+    """The gateway sent what no OpenClaw gateway sends (a WebSocket protocol error, a message
+    nested too deep): said at once, never retried as a dropped connection is."""
 
 
 class Dropped(Exception):
@@ -160,7 +166,7 @@ class Connection:
             except ConnectionClosed as exc:
                 raise Dropped() from exc
             heard = time.monotonic()
-            frame = parse_frame(raw)
+            frame = parse_frame(raw, f"gateway {method}")
             if frame.get("type") != "res" or frame.get("id") != rid:
                 continue  # events, and answers to nothing we wait for
             if frame.get("ok") is not True:
@@ -181,12 +187,41 @@ class Connection:
             pass
 
 
-def parse_frame(raw: Any) -> dict[str, Any]:
+def parse_frame(raw: Any, where: str) -> dict[str, Any]:
+    """A frame as a dict ({} for what is no JSON object: skipped as no frame of the protocol's).
+    A message nested deeper than MAX_DEPTH is no gateway's (its frames nest a dozen levels):
+    BadFrame, said by `where`, rather than read by code that recurses (json.loads stops near
+    Python's recursion limit; what it let through could stop a later json.dumps)."""
     try:
         frame = json.loads(raw)
+    except RecursionError:
+        frame = _TOO_DEEP
     except (ValueError, TypeError):
         return {}
+    if frame is _TOO_DEEP or _deeper_than(frame, MAX_DEPTH):
+        raise BadFrame(
+            f"{where}: a message nested more than {MAX_DEPTH} levels deep, which no OpenClaw "
+            "gateway sends"
+        )
     return frame if isinstance(frame, dict) else {}
+
+
+_TOO_DEEP = object()
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON containers nest more than `limit` levels in `value`, level by level (no
+    recursion; the time is one look at each container's items)."""
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(limit):
+        nxt: list[Any] = []
+        for v in level:
+            items = v.values() if isinstance(v, dict) else v
+            nxt += [x for x in items if isinstance(x, dict | list)]
+        if not nxt:
+            return False
+        level = nxt
+    return True
 
 
 def open_connection(
@@ -307,7 +342,7 @@ def _hello(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise GatewayError(f"OpenClaw's gateway at {url} did not answer `connect`")
-        frame = parse_frame(ws.recv(timeout=remaining))
+        frame = parse_frame(ws.recv(timeout=remaining), f"OpenClaw's gateway at {url}")
         if frame.get("type") == "res" and frame.get("id") == rid:
             break
     if frame.get("ok") is not True:
@@ -347,7 +382,7 @@ def _challenge(ws: Any, url: str) -> dict[str, Any]:
         if remaining <= 0:
             raise GatewayError(f"{url} sent no connect.challenge: is it OpenClaw's gateway?")
         try:
-            frame = parse_frame(ws.recv(timeout=remaining))
+            frame = parse_frame(ws.recv(timeout=remaining), f"OpenClaw's gateway at {url}")
         except TimeoutError:
             continue
         if frame.get("type") == "event" and frame.get("event") == "connect.challenge":

@@ -80,6 +80,27 @@ def _text_block(text: str) -> str:
     return f'<p>{h(head)}</p><details class="more"><summary>{label}</summary><p>{h(rest)}</p></details>'
 
 
+def _markdown_block(text: str) -> str:
+    """A model's text with its Markdown rendered (reports/markdown.py); past a screenful the rest
+    is folded between two blocks. One huge line or block that cannot be cut is folded as plain
+    text when it is very long, else shown whole (a code block scrolls)."""
+    from sessiontool.reports import markdown
+
+    if len(text) <= FOLD_CHARS and text.count("\n") < FOLD_LINES:
+        return f'<div class="md">{markdown.render(text)}</div>'
+    folded = markdown.fold(text, FOLD_KEEP)
+    if folded is None:
+        if len(text) > 10 * FOLD_CHARS:
+            return _text_block(text)
+        return f'<div class="md">{markdown.render(text)}</div>'
+    head, rest, hidden = folded
+    label = f"{hidden:,} more line{'s' if hidden > 1 else ''}"
+    return (
+        f'<div class="md">{head}</div><details class="more"><summary>{label}</summary>'
+        f'<div class="md">{rest}</div></details>'
+    )
+
+
 def _one_line(text: str, n: int = SUMMARY_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -176,8 +197,10 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
             )
         text = _blocks_text(content) or _json_text(d if d is not None else content)
         return _text_block(text)
+    # A model writes Markdown; people and tools write text that may only look like it.
+    prose = _markdown_block if role == "assistant" else _text_block
     if isinstance(content, str):
-        out = [_text_block(content)] if content else []
+        out = [prose(content)] if content else []
     else:
         out = []
         for b in content if isinstance(content, list) else ():
@@ -185,11 +208,11 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
                 continue
             t = b.get("type")
             if t == "text" and isinstance(b.get("text"), str):
-                out.append(_text_block(b["text"]))
+                out.append(prose(b["text"]))
             elif t == "thinking" and isinstance(b.get("thinking"), str):
                 out.append(
                     '<details class="th"><summary><b>thinking</b></summary>'
-                    + _text_block(b["thinking"])
+                    + prose(b["thinking"])
                     + "</details>"
                 )
             elif t == "toolCall":
@@ -197,7 +220,7 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
             elif t == "image":
                 out.append(f'<p class="img">[image {h(str(b.get("mimeType", "")))}]</p>')
         if not out and isinstance(msg.get("text"), str):
-            out.append(_text_block(msg["text"]))
+            out.append(prose(msg["text"]))
     reason = msg.get("stopReason")
     if role == "assistant" and reason in ("error", "aborted"):
         err = msg.get("errorMessage")

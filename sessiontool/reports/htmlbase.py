@@ -17,10 +17,10 @@ from typing import Any
 
 # C0/C1 controls, lone surrogates and non-characters: shown as symbols, never emitted raw (a NUL
 # or an ESC in a page is at best invisible and at worst read as something else).
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0d\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0d\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def _visible(m: re.Match[str]) -> str:
+def visible(m: re.Match[str]) -> str:
     """A control character as the escape people know from terminals and JSON (`\\e`, `\\x00`),
     set apart by style; every font has these glyphs, unlike U+2400's control pictures."""
     o = ord(m.group())
@@ -33,7 +33,7 @@ def _visible(m: re.Match[str]) -> str:
 def ha(text: str) -> str:
     """Text for a double-quoted attribute (no markup: control characters as U+FFFD)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _UNSAFE.sub("\ufffd", text.replace('"', "&quot;"))
+    return UNSAFE.sub("\ufffd", text.replace('"', "&quot;"))
 
 
 def h(text: str) -> str:
@@ -41,8 +41,8 @@ def h(text: str) -> str:
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
-    if _UNSAFE.search(text):
-        text = _UNSAFE.sub(_visible, text)
+    if UNSAFE.search(text):
+        text = UNSAFE.sub(visible, text)
     return text
 
 
@@ -96,6 +96,17 @@ font-size:.9rem;font-weight:650;text-transform:capitalize}
 .m p.fail{color:var(--err)}
 .m p.empty{color:var(--mute);font-style:italic}
 .m p.from{white-space:normal}
+.md p{white-space:normal}
+.md h1,.md h2,.md h3,.md h4,.md h5,.md h6{display:block;font-size:1rem;font-weight:650;
+text-transform:none;margin:.7rem 0 .3rem}
+.md ul,.md ol{margin:.3rem 0;padding-left:1.5rem}
+.md blockquote{margin:.3rem 0;padding-left:.8rem;border-left:3px solid var(--line);
+color:var(--mute)}
+.md :not(pre)>code{background:var(--code);border-radius:4px;padding:.05rem .25rem;
+overflow-wrap:anywhere}
+.md table{display:block;width:auto;max-width:100%;overflow-x:auto;margin:.4rem 0}
+.md hr{border:0;border-top:1px solid var(--line)}
+.md a.img{font-size:.9em}
 .c{color:var(--err);background:var(--code);border-radius:3px;font:.8em ui-monospace,monospace}
 details{margin:.3rem 0}
 summary{cursor:pointer;color:var(--mute);font-size:.88rem;overflow-wrap:anywhere}

@@ -31,7 +31,7 @@ from sessiontool.state.paths import is_plain_name
 if TYPE_CHECKING:
     from sessiontool.sessions.history import History
 
-FORMAT = 1  # bump when the pages' markup changes: every page is rendered again
+FORMAT = 2  # bump when the pages' markup changes: every page is rendered again
 MANIFEST = ".sessiontool-html.json"
 DAY_MS = 86_400_000
 
