@@ -18,9 +18,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.sessions.reading import read_scope, reader_for
+from sessiontool.state import outdir
 from sessiontool.state.detect import sqlite_path
 from sessiontool.state.jsonio import atomic_write, compact_utf8
 from sessiontool.state.paths import StatePaths, ensure_dir, is_plain_name
@@ -99,15 +101,18 @@ def _ours(path: Path, session_id: str, data: bytes) -> bool:
     return True
 
 
+def _written_here(name: str) -> bool:
+    """The files export writes in a sessions dir (whose dead temp files a re-run removes)."""
+    return name == "sessions.json" or (name.endswith(".jsonl") and is_plain_name(name))
+
+
 def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> dict[str, Any]:
     from sessiontool.sessions.resolve import all_agent_ids
 
-    out_root = Path(dest).expanduser().absolute()
-    if resolves_inside(out_root, ctx.paths.root):
-        raise UsageError("--to must be outside the state dir it exports")
+    out_root = outdir.open_dir(dest, "--to", ctx.paths.root)
     out = StatePaths(out_root)
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
-    counts = {"agents": 0, "sessions": 0, "written": 0, "unchanged": 0}
+    counts = {"agents": 0, "sessions": 0, "written": 0, "unchanged": 0, "skipped": 0}
     # Everything is read and checked before anything is written: a refusal leaves DIR as it was.
     plans: list[tuple[Path, dict[str, Any], list[tuple[Path, bytes]]]] = []
     with read_scope():
@@ -128,6 +133,8 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
             who: dict[str, list[Any]] = who_of() if who_of is not None else {}
             counts["agents"] += 1
             store_path = out.sessions_json(agent_id)
+            if os.path.islink(store_path):
+                raise outdir.refuse_link(store_path, out_root, "--to")
             try:
                 old = read_store(store_path)
             except FileNotFoundError:  # pragma: no cover - read_store returns {}
@@ -138,6 +145,12 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                 counts["sessions"] += 1
                 sid = f.entry.get("sessionId")
                 if not isinstance(sid, str) or not is_plain_name(sid):
+                    # A remote gateway's store may hold any id: its transcript has no file name.
+                    counts["skipped"] += 1
+                    diag.warn(
+                        f"session {key} not exported: its session id {sid!r} is not a plain"
+                        " file name"
+                    )
                     continue
                 entry = dict(f.entry)
                 if key in who and "participants" not in entry:
@@ -148,16 +161,16 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                     continue
                 msgs = rd.messages(key, f.entry, None).messages
                 data = _transcript_bytes(sid, entry, msgs)
+                if os.path.islink(tpath):
+                    raise outdir.refuse_link(tpath, out_root, "--to")
                 if os.path.lexists(tpath) and not _ours(tpath, sid, data):
-                    raise UsageError(
-                        f"refusing to replace {tpath}: a transcript export did not write "
-                        f"(is {out_root} a live state dir?); export to an empty or new DIR"
-                    )
+                    raise outdir.foreign(tpath, out_root, "a transcript")
                 files.append((tpath, data))
                 changed[key] = entry
             plans.append((store_path, changed, files))
     for store_path, changed, files in plans:
         ensure_dir(store_path.parent)
+        outdir.sweep_temps(store_path.parent, _written_here)
         for tpath, data in files:
             atomic_write(tpath, data)
             counts["written"] += 1

@@ -72,8 +72,13 @@ def _ours(paths: StatePaths, d: Path, base: str, kind: str) -> bool:
     if d == paths.runs_dir:  # records.write_record: `.<runId>.json.<pid>.<hex>.tmp`
         return base.startswith(".") and base.endswith(".json") and is_plain_name(base[1:-5])
     if d != paths.root and d.name == "sessions":
-        # a store rewrite (jsonio.atomic_write), or a lock's content before its link
-        return base == "sessions.json" or base.endswith(".lock")
+        # a store rewrite (jsonio.atomic_write), a lock's content before its link, or a
+        # transcript `export --to` was writing when it was killed
+        return (
+            base == "sessions.json"
+            or base.endswith(".lock")
+            or (base.endswith(".jsonl") and is_plain_name(base))
+        )
     return False
 
 

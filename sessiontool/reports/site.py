@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 FORMAT = 2  # bump when the pages' markup changes: every page is rendered again
 MANIFEST = ".sessiontool-html.json"
+SITE_PAGES = ("index.html", "usage.html")  # beside the manifest and s/, in every site
 DAY_MS = 86_400_000
 
 
@@ -148,14 +150,10 @@ def export_html(
     from sessiontool.reports.usage import configured_prices, cost_function
     from sessiontool.sessions.reading import read_scope
     from sessiontool.sessions.resolve import all_agent_ids
+    from sessiontool.state import outdir
     from sessiontool.state.paths import ensure_dir
-    from sessiontool.state.safefs import resolves_inside
 
-    out_root = Path(dest).expanduser().absolute()
-    if resolves_inside(out_root, ctx.paths.root):
-        raise UsageError("--html must be outside the state dir it exports")
-    if out_root.exists() and not out_root.is_dir():
-        raise UsageError(f"--html {out_root}: not a directory")
+    out_root = outdir.open_dir(dest, "--html", ctx.paths.root)
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
     bad = [a for a in agent_ids if not is_plain_name(a)]
     if bad:
@@ -164,6 +162,12 @@ def export_html(
     prices_fp = repr(sorted(configured_prices(ctx).items()))
     manifest = _read_manifest(out_root / MANIFEST)
     old_pages: dict[str, Any] = manifest.get("pages", {})
+    # Nothing in DIR is replaced unless this site's manifest lists it (DIR is new, empty, or
+    # an earlier export's), and nothing is written through a link.
+    listed = _listed(out_root / MANIFEST)
+    if listed is None:
+        raise outdir.foreign(out_root / MANIFEST, out_root, "a manifest the HTML")
+    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, "--html", "a file the HTML")
     counts = {"sessions": 0, "written": 0, "unchanged": 0}
     rows: list[dict[str, Any]] = []
     new_pages: dict[str, Any] = {}
@@ -173,6 +177,12 @@ def export_html(
         parents, children = _family(ctx, found)
         files_fp = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()
         ensure_dir(out_root / "s")
+        # The manifest names every page before the first is written: a killed export leaves
+        # only files the next one recognises as its own.
+        planned = {f"s/{name}" for name in files.values()}
+        if not planned <= old_pages.keys() or not (out_root / MANIFEST).is_file():
+            pending = {**{rel: {"fp": ""} for rel in planned}, **old_pages}
+            _write_if_changed(out_root / MANIFEST, _manifest_bytes(pending))
         for agent_id, full_key, entry in found:
             counts["sessions"] += 1
             name = files[full_key]
@@ -222,10 +232,7 @@ def export_html(
         else:
             counts["unchanged"] += 1
     pages = {**old_pages, **new_pages}
-    _write_if_changed(
-        out_root / MANIFEST,
-        json.dumps({"format": FORMAT, "pages": pages}, sort_keys=True).encode(),
-    )
+    _write_if_changed(out_root / MANIFEST, _manifest_bytes(pages))
     return {"to": str(out_root), **counts, "pages": len(rows) + 2}
 
 
@@ -317,6 +324,28 @@ def _related(
     if kids:
         parts.append("Spawned " + ", ".join(link(k) for k in kids))
     return f'<p class="from rel">{" · ".join(parts)}</p>' if parts else ""
+
+
+def _manifest_bytes(pages: dict[str, Any]) -> bytes:
+    return json.dumps({"format": FORMAT, "pages": pages}, sort_keys=True).encode()
+
+
+def _listed(path: Path) -> list[str] | None:
+    """The files of the site an earlier export left in DIR (its pages, whatever the manifest's
+    format: a site an older version made is still this tool's own); [] without a manifest,
+    None when the file in its place is not one."""
+    if os.path.islink(path):
+        return []  # refused as a link by the survey, never read
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, RecursionError):
+        return None
+    pages = data.get("pages") if isinstance(data, dict) else None
+    if not isinstance(pages, dict):
+        return None
+    return [*SITE_PAGES, *(p for p in pages if isinstance(p, str))]
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:

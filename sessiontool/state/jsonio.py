@@ -310,9 +310,30 @@ def atomic_write(
             before_rename(tmp)
         os.replace(tmp, path)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        _discard(tmp)  # refused (a planted link in `before_rename`) or interrupted: no leftover
+        raise
     return written
+
+
+def _discard(tmp: Path) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
+# `<name>.<pid>.<8 hex>.tmp`: the temp file atomic_write names (after `temp_prefix`).
+_TEMP_NAME = re.compile(r"^(?P<base>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp$")
+
+
+def temp_file_of(name: str) -> tuple[str, int] | None:
+    """(the file it was to replace, the writer's pid) when `name` is atomic_write's temp-file
+    name; None otherwise. A writer killed mid-write leaves it behind (its pid no longer
+    alive): what `doctor --fix` and a re-run export remove."""
+    m = _TEMP_NAME.match(name)
+    if m is None:
+        return None
+    return m.group("base"), int(m.group("pid"))
