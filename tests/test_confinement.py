@@ -229,3 +229,33 @@ def test_send_and_spawn_refuse_a_transcript_link_before_starting(
         assert str(planted) in line, line
     assert sorted((state / "sessiontool/runs").glob("*.json")) == runs_before, "a run started"
     assert tree_digest(victim) == before
+
+
+@pytest.mark.parametrize("command", [["prune", "--older-than", "1s"], ["doctor", "--fix", "--yes"]])
+def test_an_outbox_rewrite_refused_by_a_successors_link_leaves_no_temp_file(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A rewrite of the outbox refused because `.outbox-successors` is a planted link (issue 37,
+    item 12): exit 5 naming it, the outbox as it was, and no `deliveries.jsonl.<pid>.<hex>.tmp`
+    left beside it."""
+    state = tmp_path / "state"
+    tool = state / "sessiontool"
+    tool.mkdir(parents=True)
+    outbox = tool / "deliveries.jsonl"
+    lines = b'{"id":"a","ts":1000,"status":"delivered"}\nnot json\n{"id":"b","ts":1000}\n'
+    outbox.write_bytes(lines)
+    victim = make_victim(tmp_path)
+    before = tree_digest(victim)
+    (tool / ".outbox-successors").symlink_to(victim / "dir")
+    proc = run_cli(*command, env={"SESSIONTOOL_STATE_DIR": str(state)})
+    assert "Traceback" not in proc.stderr
+    if command[0] == "prune":
+        assert proc.returncode == 5, proc.stderr
+        assert str(tool / ".outbox-successors") in proc.stderr.splitlines()[0]
+    assert outbox.read_bytes() == lines
+    assert sorted(p.name for p in tool.iterdir()) == [
+        ".deliveries.lock",
+        ".outbox-successors",
+        "deliveries.jsonl",
+    ]
+    assert tree_digest(victim) == before
