@@ -80,6 +80,9 @@ PLANTS = [
     ("agents/main/sessions/{sid}.jsonl.lock", "new-transcript-lock"),
     ("sessiontool/runs/.records.lock", "new-records-lock"),
     ("{lane}", "new-lane-lock"),
+    ("{lane}", "existing.txt"),
+    ("{worker}", "new-lane-worker"),
+    ("{worker}", "existing.txt"),
     ("agents/main/sessions/sessions.json", "existing.txt"),
     ("sessiontool/last-sweep", "existing.txt"),
 ]
@@ -96,7 +99,8 @@ def test_planted_link_writes_nothing_outside(
     shutil.copytree(template, state, symlinks=True)
     victim = make_victim(tmp_path)
     before = tree_digest(victim)
-    rel = where.format(sid=main_sid(state), lane=main_lane_lock(state) if "{lane}" in where else "")
+    lane = main_lane_lock(state) if "{lane}" in where or "{worker}" in where else ""
+    rel = where.format(sid=main_sid(state), lane=lane, worker=lane.replace(".seq", ".worker"))
     planted = state / rel
     if planted.is_dir() and not planted.is_symlink():
         shutil.rmtree(planted)
@@ -133,14 +137,9 @@ def test_planted_link_writes_nothing_outside(
             logs = "".join(
                 p.read_text(errors="replace") for p in state.glob("sessiontool/runs/*.log")
             )
-            # the run engine's own O_NOFOLLOW opens (lanes) word it themselves: ELOOP
-            engine = any(
-                p.returncode != 0
-                and str(planted.parent) in p.stderr
-                and "symbolic links" in p.stderr
-                for p in outputs
-            )
-            assert engine or f"refusing to write through the link {planted}" in logs, [
+            # A link at a lane's `.seq` or `.worker` is refused like any other (issue 37 item
+            # 13: they were exit 1, "Too many levels of symbolic links").
+            assert f"refusing to write through the link {planted}" in logs, [
                 (p.returncode, p.stderr) for p in outputs
             ]
 
@@ -259,3 +258,30 @@ def test_an_outbox_rewrite_refused_by_a_successors_link_leaves_no_temp_file(
         "deliveries.jsonl",
     ]
     assert tree_digest(victim) == before
+
+
+@pytest.mark.parametrize("name", [".seq", ".worker"])
+def test_a_lane_link_is_refused_before_a_run_is_queued(
+    template: Path, tmp_path: Path, name: str
+) -> None:
+    """A link at the lane's counter or worker lock: exit 5 naming it (not exit 1 "Too many
+    levels of symbolic links"), no run record queued that no worker could take (issue 37,
+    item 13)."""
+    state = tmp_path / "state"
+    shutil.copytree(template, state, symlinks=True)
+    victim = make_victim(tmp_path)
+    before = tree_digest(victim)
+    planted = state / main_lane_lock(state).replace(".seq", name)
+    planted.unlink(missing_ok=True)
+    planted.symlink_to(victim / "existing.txt")
+    runs_before = sorted((state / "sessiontool/runs").glob("*.json"))
+    try:
+        proc = run_cli("send", "main", "again", "--timeout", "20")
+    finally:
+        reap(state)
+    assert proc.returncode == 5, (proc.returncode, proc.stderr)
+    line = proc.stderr.splitlines()[0]
+    assert line.startswith("sessiontool: error: refusing to write through the link"), line
+    assert str(planted) in line
+    assert sorted((state / "sessiontool/runs").glob("*.json")) == runs_before
+    assert tree_digest(victim) == before and planted.is_symlink()

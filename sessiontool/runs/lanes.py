@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from sessiontool.errors import StorageError
+from sessiontool.state import safefs
 from sessiontool.state.flock import is_held, open_lock_file, try_flock, wait_flock
 from sessiontool.state.paths import StatePaths, ensure_dir
 
@@ -79,6 +80,9 @@ def enqueue(paths: StatePaths, rec: RunRecord, write: Callable[[RunRecord], None
     d = lane_dir(paths, rec["sessionKey"])
     fresh = not d.exists()
     ensure_dir(d)
+    # A link planted at the lane's counter or worker lock is refused (exit 5) before the
+    # record exists, as every planted link is: no run is queued that no worker could take.
+    safefs.preflight(paths.root, [d], [d / ".seq", d / ".worker"])
     try:
         _enqueue(d, rec, write)
     except BaseException:
@@ -97,7 +101,7 @@ def enqueue(paths: StatePaths, rec: RunRecord, write: Callable[[RunRecord], None
 
 def _enqueue(d: Path, rec: RunRecord, write: Callable[[RunRecord], None]) -> None:
     try:
-        fd = os.open(d / ".seq", os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600)
+        fd = open_lock_file(d / ".seq")
     except OSError as exc:
         raise StorageError(f"cannot open lane counter in {d}: {exc.strerror or exc}") from exc
     try:

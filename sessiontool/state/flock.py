@@ -24,8 +24,17 @@ _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 
 
 def open_lock_file(path: Path, mode: int = 0o600) -> int:
-    """Open (creating) a lock file without following a symlink planted in its place."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, mode)
+    """Open (creating) a lock file without following a symlink planted in its place: a link
+    there is refused as every planted link is (UnsafePathError, exit 5), other failures are
+    the OSError."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, mode)
+    except OSError:
+        if os.path.islink(path):
+            from sessiontool.state import safefs
+
+            safefs.check_file(path)
+        raise
 
 
 def try_flock(fd: int) -> bool:
