@@ -32,10 +32,15 @@ if TYPE_CHECKING:
 RETRY_MS = 5_000
 
 
-def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
+def reconcile(
+    paths: StatePaths, rec: Record, *, resume: bool = True, waiting: bool = False
+) -> Record:
     """Bring a record up to date with reality: a started run whose worker died is `lost` now
     (and its session flagged, its follow-up resumed); a queued run gets a live lane worker; a
-    finished run whose follow-up stalled is resumed in the background."""
+    finished run whose follow-up stalled is resumed in the background.
+
+    A dead worker's run whose end cannot be written (a full disk) stays `running` on disk;
+    `waiting` (a waiter) then raises that failure instead of waiting for a run nobody runs."""
     status = rec.get("status")
     if status == "queued":
         if resume:
@@ -58,7 +63,16 @@ def reconcile(paths: StatePaths, rec: Record, *, resume: bool = True) -> Record:
 
         try:
             rec = update_record(paths, rec["runId"], mark)
-        except (NotFoundError, CorruptStateError, StorageError):
+        except StorageError as exc:
+            if waiting:
+                raise StorageError(
+                    f"run {rec['runId']} stopped: its worker is gone and its end cannot be "
+                    f"recorded: {exc.message}",
+                    hint="free some space; the next command records its end (lost, or ok with "
+                    "the reply its transcript holds); it is never run again",
+                ) from exc
+            return rec
+        except (NotFoundError, CorruptStateError):
             return rec
         if marked["now"]:
             notify(paths, rec["runId"])

@@ -87,7 +87,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> RunRecord
     rec: RunRecord | None = None
     try:
         while True:
-            rec = reconcile(paths, _read(paths, run_id, rec is not None))
+            rec = reconcile(paths, _read(paths, run_id, rec is not None), waiting=True)
             if records.is_finished(rec):
                 return rec
             wait = CHECK_SECONDS
@@ -104,7 +104,7 @@ def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> RunRecord
             poller.register(fd, select.POLLIN | select.POLLHUP)
             if poller.poll(int(wait * 1000) + 1):
                 # Woken: read the record again (first); a fresh descriptor for a later wait.
-                rec = reconcile(paths, _read(paths, run_id, rec is not None))
+                rec = reconcile(paths, _read(paths, run_id, rec is not None), waiting=True)
                 if records.is_finished(rec):
                     return rec
                 os.close(fd)

@@ -52,6 +52,48 @@ def log_to(path: Path) -> None:
     os.close(fd)
 
 
+class _LogStream:
+    """A worker's stdout or stderr: its log, on the state dir's disk. When that disk is full a
+    line written there is lost, never the handling of the failure it reports (a raised write
+    in `fail` left the run queued to be run hours later by whichever command came next)."""
+
+    def __init__(self, fd: int) -> None:
+        import io
+
+        self._stream = io.TextIOWrapper(
+            io.FileIO(fd, "w", closefd=False),
+            encoding="utf-8",
+            errors="replace",
+            write_through=True,
+        )
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _log_streams() -> None:
+    """stdout and stderr as log streams whose writes never raise (see _LogStream)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    sys.stdout = _LogStream(1)
+    sys.stderr = _LogStream(2)
+
+
 # -- draining a lane -------------------------------------------------------------------------
 
 
@@ -265,6 +307,7 @@ def run_args(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:
 
     signal.signal(signal.SIGUSR1, on_abort_signal)
     signal.signal(signal.SIGTERM, on_term)
+    _log_streams()
     w = Worker(paths)
     try:
         if len(args) >= 2 and args[0] == "lane" and lanes.is_lane_id(args[1]):

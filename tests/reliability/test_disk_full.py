@@ -382,3 +382,60 @@ def test_a_real_full_then_read_only_filesystem(small_fs: Path) -> None:
         rc, out = run_json(*args, env=env)
         assert rc == 0, (args, out)
     assert not no_tmp_files(state)
+
+
+def _leave_free(fs: Path, free: int) -> None:
+    """Fill the filesystem until `free` bytes are left (whole pages on a tmpfs)."""
+    st = os.statvfs(fs)
+    fill = st.f_bavail * st.f_frsize - free
+    (fs / "filler").write_bytes(b"\0" * max(0, fill))
+
+
+@pytest.mark.parametrize("free_kb", [0, 4, 8, 12])
+def test_a_nearly_full_disk_never_leaves_a_run_to_start_later(small_fs: Path, free_kb: int) -> None:
+    """4 KB or 8 KB free on the state dir's filesystem (issue 37, item 7): the worker could not
+    record its run, and even its line in the log raised, so the run stayed `queued` (or
+    `running` with no process), `send` waited its whole --timeout and exited 124 "still
+    running", and the next command once space was back ran it: a cron send executed hours
+    later. Now `send` says at once that the run could not start (or, when the turn was done
+    but its end cannot be written, that its worker is gone), exit 1 with the reason, and once
+    space is back no command starts it: its words reach the transcript at most once."""
+    from tests.reliability.util import reap_state
+
+    state = small_fs / "state"
+    env = {"SESSIONTOOL_STATE_DIR": str(state)}
+    rc, out = run_json("send", "main", "hello", "--timeout", "20", env=env)
+    assert rc == 0, out
+    reap_state(state)
+    words = f"nearly-full-{free_kb}"
+    _leave_free(small_fs, free_kb * 1024)
+    try:
+        t0 = time.monotonic()
+        proc = run_cli("send", "main", words, "--timeout", "15", env=env)
+        took = time.monotonic() - t0
+        reap_state(state)
+    finally:
+        (small_fs / "filler").unlink()
+    assert proc.returncode in (0, 1), (free_kb, proc.returncode, proc.stdout, proc.stderr)
+    assert took < 10, f"send waited {took:.1f}s for a run nobody runs"
+    if proc.returncode == 1:  # one error line (and its hint)
+        first, *rest = proc.stderr.splitlines()
+        assert first.startswith("sessiontool: error: ") and "No space left on device" in first
+        assert "internal error" not in first and all(ln.startswith("hint: ") for ln in rest)
+    # Space is back: whatever the next commands do, the run is never started (again).
+    rc, listing = run_json("runs", env=env)
+    assert rc == 0, listing
+    rc, out = run_json("send", "main", "space again", "--timeout", "20", env=env)
+    assert rc == 0 and out["reply"] == "echo: space again", out
+    reap_state(state)
+    rc, listing = run_json("runs", env=env)
+    assert not [r for r in listing["runs"] if r["status"] in ("queued", "running")], listing
+    rc, hist = run_json("history", "main", env=env)
+    texts = [json.dumps(m) for m in hist["messages"]]
+    said = sum(f'"{words}"' in t for t in texts)
+    if "could not be started" in proc.stderr:
+        assert said == 0, texts  # withdrawn: it never ran, then or later
+    else:
+        assert said <= 1, texts
+        mine = [r for r in listing["runs"] if r.get("message") == words]
+        assert [r["status"] for r in mine] in ([], ["ok"], ["lost"], ["error"]), mine
