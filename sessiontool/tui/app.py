@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import SessiontoolError, from_os_error
-from sessiontool.tui import fmt, model, watch
+from sessiontool.tui import fmt, model, rows, watch
 from sessiontool.tui.screens import (
     DIALOG_CSS,
     ConfirmScreen,
@@ -50,10 +50,6 @@ CSS = (
 """
     + DIALOG_CSS
 )
-
-SESSION_COLUMNS = ("KEY", "KIND", "LABEL", "MODEL", "TOKENS", "COST", "UPDATED")
-RUN_COLUMNS = ("RUN", "KIND", "STATUS", "SESSION", "STEP", "ELAPSED", "RSS", "RESULT")
-DELIVERY_COLUMNS = ("WHEN", "MODE", "STATUS", "SESSION", "TO", "TEXT")
 
 
 class TopApp(App[int]):
@@ -103,9 +99,9 @@ class TopApp(App[int]):
 
     def on_mount(self) -> None:
         for name, cols in (
-            ("sessions", SESSION_COLUMNS),
-            ("runs", RUN_COLUMNS),
-            ("deliveries", DELIVERY_COLUMNS),
+            ("sessions", rows.SESSION_COLUMNS),
+            ("runs", rows.RUN_COLUMNS),
+            ("deliveries", rows.DELIVERY_COLUMNS),
         ):
             self.table(name).add_columns(*cols)
         self.table("sessions").focus()
@@ -185,98 +181,26 @@ class TopApp(App[int]):
 
     # -- drawing -----------------------------------------------------------------------------
 
-    def shown_sessions(self) -> list[dict[str, Any]]:
-        if not self.filter:
-            return self.snap.sessions
-        needle = self.filter.casefold()
-        fields = ("key", "kind", "label", "displayName", "model", "channel")
-        return [
-            r
-            for r in self.snap.sessions
-            if any(needle in str(r.get(f) or "").casefold() for f in fields)
-        ]
-
     def draw_sessions(self) -> None:
-        now = now_ms()
+        shown = rows.matching(self.snap.sessions, self.filter)
         by_session = self.cost.by_session if self.cost else {}
-        rows = [
-            (
-                r["key"],
-                [
-                    fmt.esc(r["key"]),
-                    r.get("kind", ""),
-                    fmt.esc(r.get("label") or r.get("displayName") or ""),
-                    fmt.esc(r.get("model", "")),
-                    fmt.count(r.get("totalTokens")),
-                    fmt.money(by_session.get(r["key"])) if r["key"] in by_session else "",
-                    fmt.ago(r.get("updatedAt"), now),
-                ],
-            )
-            for r in self.shown_sessions()
-        ]
-        _fill(self.table("sessions"), rows)
-        title = f"Sessions ({len(rows)}"
+        _fill(self.table("sessions"), rows.session_rows(shown, by_session, now_ms()))
+        title = f"Sessions ({len(shown)}"
         title += f" of {len(self.snap.sessions)} matching /{self.filter})" if self.filter else ")"
         self.query_one("#sessions-title", Label).update(Text(fmt.esc(title)))
 
     def draw_runs(self) -> None:
-        now = now_ms()
-        rows = []
-        for r in self.snap.runs:
-            rid = r["runId"]
-            rows.append(
-                (
-                    rid,
-                    [
-                        rid[:8],
-                        r.get("kind", ""),
-                        r.get("status", ""),
-                        fmt.esc(r.get("sessionKey", "")),
-                        fmt.esc(r.get("step") or ""),
-                        fmt.span(_elapsed_ms(r, now) / 1000),
-                        fmt.size(self.rss.get(rid)) if r.get("status") == "running" else "",
-                        fmt.esc((r.get("reply") or r.get("error") or "")[:80]),
-                    ],
-                )
-            )
-        _fill(self.table("runs"), rows)
+        _fill(self.table("runs"), rows.run_rows(self.snap.runs, self.rss, now_ms()))
 
     def draw_deliveries(self) -> None:
-        now = now_ms()
-        rows = [
-            (
-                None,
-                [
-                    fmt.ago(d.get("ts"), now),
-                    fmt.esc(d.get("mode", "")),
-                    fmt.esc(d.get("status", "")),
-                    fmt.esc(self.ctx.display(d["sessionKey"]) if d.get("sessionKey") else ""),
-                    fmt.esc(d.get("to") or d.get("channel") or ""),
-                    fmt.esc((d.get("text") or d.get("error") or "")[:80]),
-                ],
-            )
-            for d in self.snap.deliveries
-        ]
-        _fill(self.table("deliveries"), rows)
+        cells = rows.delivery_rows(self.snap.deliveries, self.ctx.display, now_ms())
+        _fill(self.table("deliveries"), cells)
 
     def draw_status(self) -> None:
-        parts = [f"store: {', '.join(self.snap.formats) or '-'}", f"gateway: {self.gateway}"]
-        running = sum(1 for r in self.snap.runs if r.get("status") == "running")
-        queued = sum(1 for r in self.snap.runs if r.get("status") == "queued")
-        parts.append(f"runs: {running} running, {queued} queued")
-        over = False
-        if self.cost is not None:
-            today = f"today: {fmt.money(self.cost.total, self.cost.currency)}"
-            if self.opts.budget is not None:
-                today += f" of {fmt.money(self.opts.budget, self.cost.currency)}"
-                over = self.cost.total > self.opts.budget
-                today += " OVER BUDGET" if over else ""
-            parts.append(today)
-        if self.snap.error:
-            parts.append(f"error: {self.snap.error}")
+        line, over = rows.status_line(self.snap, self.gateway, self.cost, self.opts.budget)
         status = self.query_one("#status", Static)
         status.set_class(over, "over")
-        status.update(Text(fmt.esc(" · ".join(parts))))
+        status.update(Text(line))
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -314,8 +238,9 @@ class TopApp(App[int]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a session: its transcript, followed live."""
-        if event.data_table.id == "sessions" and event.row_key.value is not None:
-            self.push_screen(TranscriptScreen(self.ctx, str(event.row_key.value), self.post))
+        key = self.selected("sessions") if event.data_table.id == "sessions" else None
+        if key is not None:
+            self.push_screen(TranscriptScreen(self.ctx, key, self.post))
 
     def action_abort(self) -> None:
         rid = self.selected("runs")
@@ -416,14 +341,6 @@ def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -
             table.move_cursor(row=table.get_row_index(keep), animate=False)
         except Exception:  # noqa: BLE001 - the row is gone: the cursor stays where clear left it
             pass
-
-
-def _elapsed_ms(r: dict[str, Any], now: int) -> float:
-    start = r.get("startedAt") or r.get("createdAt") or now
-    end = r.get("endedAt") if r.get("status") not in model.ACTIVE else None
-    if r.get("status") == "queued":
-        start = r.get("createdAt") or now
-    return float((end or now) - start)
 
 
 def _abort(ctx: Context, run_id: str) -> dict[str, Any]:

@@ -67,8 +67,8 @@ def top_cmd(
     optional extra named tui)."""
     if budget is not None and (not math.isfinite(budget) or budget < 0):
         raise UsageError("--budget must be a non-negative amount in USD")
-    require_terminal()
     require_textual()
+    require_terminal()
     ctx = get_ctx(reads=True)
     from sessiontool.tui.app import make_app
     from sessiontool.tui.model import Options

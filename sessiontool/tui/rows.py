@@ -1,0 +1,116 @@
+"""The cells of `top`'s panes and its status line, from a snapshot: plain strings, no Textual,
+so that what a person sees is tested without a screen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sessiontool.tui import fmt
+from sessiontool.tui.model import ACTIVE, Cost, Snapshot
+
+SESSION_COLUMNS = ("KEY", "KIND", "LABEL", "MODEL", "TOKENS", "COST", "UPDATED")
+RUN_COLUMNS = ("RUN", "KIND", "STATUS", "SESSION", "STEP", "ELAPSED", "RSS", "RESULT")
+DELIVERY_COLUMNS = ("WHEN", "MODE", "STATUS", "SESSION", "TO", "TEXT")
+FILTERED = ("key", "kind", "label", "displayName", "model", "channel")
+
+Row = tuple[str | None, list[str]]  # the row's key (a session key, a run id) and its cells
+
+
+def matching(sessions: list[dict[str, Any]], needle: str) -> list[dict[str, Any]]:
+    """`/` in `top`: the sessions whose key, kind, label, model or channel holds the text."""
+    if not needle:
+        return sessions
+    n = needle.casefold()
+    return [r for r in sessions if any(n in str(r.get(f) or "").casefold() for f in FILTERED)]
+
+
+def session_rows(
+    sessions: list[dict[str, Any]], cost_by_key: dict[str, float], now: int
+) -> list[Row]:
+    return [
+        (
+            r["key"],
+            [
+                fmt.esc(r["key"]),
+                r.get("kind", ""),
+                fmt.esc(r.get("label") or r.get("displayName") or ""),
+                fmt.esc(r.get("model", "")),
+                fmt.count(r.get("totalTokens")),
+                fmt.money(cost_by_key[r["key"]]) if r["key"] in cost_by_key else "",
+                fmt.ago(r.get("updatedAt"), now),
+            ],
+        )
+        for r in sessions
+    ]
+
+
+def elapsed_ms(r: dict[str, Any], now: int) -> float:
+    """Queued: since it was made; running: since it started; ended: how long it ran."""
+    status = r.get("status")
+    if status == "queued":
+        return float(now - (r.get("createdAt") or now))
+    start = r.get("startedAt") or r.get("createdAt") or now
+    end = now if status in ACTIVE else (r.get("endedAt") or now)
+    return float(end - start)
+
+
+def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -> list[Row]:
+    return [
+        (
+            r["runId"],
+            [
+                r["runId"][:8],
+                r.get("kind", ""),
+                r.get("status", ""),
+                fmt.esc(r.get("sessionKey", "")),
+                fmt.esc(r.get("step") or ""),
+                fmt.span(elapsed_ms(r, now) / 1000),
+                fmt.size(rss.get(r["runId"])) if r.get("status") == "running" else "",
+                fmt.esc(str(r.get("reply") or r.get("error") or "")[:80]),
+            ],
+        )
+        for r in runs
+    ]
+
+
+def delivery_rows(
+    deliveries: list[dict[str, Any]], display: Callable[[str], str], now: int
+) -> list[Row]:
+    return [
+        (
+            None,
+            [
+                fmt.ago(d.get("ts"), now),
+                fmt.esc(d.get("mode", "")),
+                fmt.esc(d.get("status", "")),
+                fmt.esc(display(d["sessionKey"]) if isinstance(d.get("sessionKey"), str) else ""),
+                fmt.esc(d.get("to") or d.get("channel") or ""),
+                fmt.esc(str(d.get("text") or d.get("error") or "")[:80]),
+            ],
+        )
+        for d in deliveries
+    ]
+
+
+def status_line(
+    snap: Snapshot, gateway: str, cost: Cost | None, budget: float | None
+) -> tuple[str, bool]:
+    """The footer: the store's format, the gateway's state, the runs, today's cost against the
+    budget; and whether the cost is over it."""
+    parts = [f"store: {', '.join(snap.formats) or '-'}", f"gateway: {gateway}"]
+    running = sum(1 for r in snap.runs if r.get("status") == "running")
+    queued = sum(1 for r in snap.runs if r.get("status") == "queued")
+    parts.append(f"runs: {running} running, {queued} queued")
+    over = False
+    if cost is not None:
+        today = f"today: {fmt.money(cost.total, cost.currency)}"
+        if budget is not None:
+            over = cost.total > budget
+            today += f" of {fmt.money(budget, cost.currency)}" + (" OVER BUDGET" if over else "")
+        parts.append(today)
+    elif budget is not None:
+        parts.append(f"today: … of {fmt.money(budget)}")
+    if snap.error:
+        parts.append(f"error: {snap.error}")
+    return fmt.esc(" · ".join(parts)), over
