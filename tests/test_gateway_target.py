@@ -203,3 +203,36 @@ def test_a_worker_started_by_exec_reaches_the_same_remote_gateway(
     assert [t["params"]["sessionKey"] for t in turns] == ["agent:main:room"]
     for log in state.rglob(".worker.log"):
         assert ENV_SECRET not in log.read_text()
+
+
+def test_gateway_forget_never_unlinks_through_a_planted_link(state: Path, tmp_path: Path) -> None:
+    """A link planted at `gateways/<hash>` (issue 37, item 3): `gateway forget` refuses it with
+    exit 5 naming it, as every other write through it is, and removes nothing, neither the key
+    it leads to nor the token kept beside the state dir; `doctor` reports the link and
+    `doctor --fix --yes` removes the link, never what it points to."""
+    url = "ws://10.0.0.5:18789"
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    victim = tmp_path / "victim"
+    (victim / "sessiontool").mkdir(parents=True)
+    key = victim / "sessiontool" / "gateway-device.json"
+    key.write_text('{"publicKey": "not yours"}')
+    (state / "gateways").mkdir(parents=True)
+    planted = state / "gateways" / digest
+    planted.symlink_to(victim)
+    token = state / "sessiontool" / "gateway" / f"{digest}.json"
+    token.parent.mkdir(parents=True)
+    token.write_text('{"token": "dev-token"}')
+    proc = run_cli("gateway", "forget", url)
+    assert proc.returncode == 5, proc.stderr
+    line = proc.stderr.splitlines()[0]
+    assert line.startswith("sessiontool: error: refusing to write through the link"), line
+    assert str(planted) in line
+    assert key.read_text() == '{"publicKey": "not yours"}' and token.exists()
+    rc, doc = run_json("doctor")
+    assert rc == 1, doc
+    found = [f for f in doc["problems"] if f["path"] == str(planted)]
+    assert [f["kind"] for f in found] == ["planted-link"], doc["problems"]
+    assert run_cli("doctor", "--fix", "--yes").returncode == 0
+    assert not planted.is_symlink() and key.exists()
+    rc, got = run_json("gateway", "forget", url)
+    assert rc == 0 and got["removed"] is True and not token.exists()

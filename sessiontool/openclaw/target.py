@@ -347,21 +347,19 @@ def forget(base: StatePaths, url: str) -> dict[str, Any]:
     for that gateway (`gateways/<hash>/sessiontool/gateway-device.json`, a key only that gateway
     ever saw), so the next connection asks to be paired again, as after a fresh install. A token
     kept beside the state dir's own key (its local gateway's device) is dropped, that key stays."""
+    from sessiontool.state.safefs import check_inside, remove_file
+
     norm = normalize_url(url)
-    path = device_token_path(base, url)
-    try:
-        path.unlink()
-        removed = True
-    except FileNotFoundError:
-        removed = False
-    removed = _forget_in_identity_file(base, norm) or removed
     own = gateway_root(base, Target(norm, "", None, None, None, None)) / "sessiontool"
+    token = device_token_path(base, url)
+    # Nothing is removed through a link planted on the way (`gateways/<hash>`): refused
+    # (exit 5) before any of the three places is touched.
+    check_inside(own, base.root)
+    check_inside(token.parent, base.root)
+    removed = remove_file(token, base.root)
     device_id = _device_id(own / IDENTITY_FILE)
-    try:
-        (own / IDENTITY_FILE).unlink()
-        removed = True
-    except FileNotFoundError:
-        pass
+    gone = remove_file(own / IDENTITY_FILE, base.root)
+    removed = _forget_in_identity_file(base, norm) or removed or gone
     return {
         "url": norm,
         "removed": removed,

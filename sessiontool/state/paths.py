@@ -136,6 +136,12 @@ class StatePaths(Value):
             if deep:
                 files += _entries(sdir)
         if deep:
+            # Each remote gateway's part (`gateways/<hash>/`, its device key in `sessiontool/`):
+            # written by every command through that gateway, and by `gateway forget`.
+            gateways = self.root / "gateways"
+            dirs.append(gateways)
+            for part in _entries(gateways) if not os.path.islink(gateways) else []:
+                dirs += [part] if os.path.islink(part) else [part, part / "sessiontool"]
             files += _entries(self.runs_dir) + _entries(self.lanes_dir)
             lanes = [p for p in _entries(self.lanes_dir) if not p.name.endswith(".lock")]
             dirs += lanes

@@ -182,6 +182,37 @@ def write_private_file(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def check_inside(d: Path, root: Path) -> None:
+    """Refuse (UnsafePathError naming the link) when directory `d` under the state dir `root`
+    resolves outside it: what a removal checks first (nothing there is created)."""
+    real_root = os.path.realpath(root)
+    parent = os.path.normpath(os.path.abspath(d))
+    if _inside(os.path.realpath(parent), real_root):
+        return
+    cur = os.path.normpath(os.path.abspath(root))
+    rel = os.path.relpath(parent, cur)
+    for part in [] if rel == "." else rel.split(os.sep):
+        cur = os.path.join(cur, part)
+        if os.path.islink(cur) and not _inside(os.path.realpath(cur), real_root):
+            raise _refuse(cur, str(root), os.path.realpath(cur))
+    raise _refuse(parent, str(root), os.path.realpath(parent))
+
+
+def remove_file(path: Path, root: Path) -> bool:
+    """Unlink a file under the state dir `root` (True when there was one): never through a link
+    on the way, so a link planted at a directory above it (`gateways/<hash>`) is refused
+    (UnsafePathError naming it) instead of deleting a file wherever it points. A link at
+    `path` itself is removed, never its target (unlink does not follow one)."""
+    check_inside(path.parent, root)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise from_os_error(exc, "remove") from exc
+    return True
+
+
 def planted_links(root: Path, dirs: list[Path], files: list[Path]) -> list[tuple[Path, str]]:
     """Which paths sessiontool writes would be refused: a directory that resolves outside the
     state dir, a file that is a link (writes never follow one) or sits in such a directory.
