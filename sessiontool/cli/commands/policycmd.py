@@ -80,20 +80,28 @@ def _readable(rec: dict[str, Any]) -> str:
     return render.esc(line) + "\n"
 
 
-def _retry(ctx: Context, ids: list[str], as_json: bool) -> int:
+def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
+    """What cron mails is stderr: a delivery still not delivered is one line there (however
+    stdout is redirected), one that went through a line on stdout (none with -q), and nothing
+    to retry is said only to a person at a terminal."""
+    from sessiontool.flow.delivery import DELIVERED
     from sessiontool.flow.redeliver import retry
 
     result = retry(ctx, ids)
     if as_json:
         render.emit_json(result)
-    else:
-        if not result["deliveries"]:
-            render.err("Nothing to retry.")
-        for rec in result["deliveries"]:
+        return 0 if result["delivered"] == result["count"] else 1
+    if not result["deliveries"] and not quiet:
+        render.empty("Nothing to retry.")
+    for rec in result["deliveries"]:
+        if rec.get("status") != DELIVERED:
+            why = f": {rec['error']}" if rec.get("error") else ""
+            render.error_line(
+                f"delivery {rec['id']} is still not delivered ({rec.get('status')}){why}"
+            )
+        elif not quiet:
             line = f"{rec['id']}\t{rec.get('previousStatus')} -> {rec.get('status')}"
-            if rec.get("error"):
-                line += f"\t{rec['error']}"
-            render.write_out(line + "\n")
+            render.write_out(render.esc(line) + "\n")
     return 0 if result["delivered"] == result["count"] else 1
 
 
@@ -115,11 +123,16 @@ def deliveries_cmd(
     json_: bool = typer.Option(
         False, "--json", help="JSON output (one line per record with --follow)."
     ),
+    quiet: bool = typer.Option(
+        False, "-q", "--quiet", help="retry: print only what is still not delivered (for cron)."
+    ),
 ) -> int:
     """Read or follow the announce outbox, or retry deliveries (operator only).
 
     `deliveries retry [ID...]` re-sends deliveries whose latest attempt failed or is still
-    pending (each attempt is one more outbox line); exit 1 when any is still not delivered.
+    pending (each attempt is one more outbox line); exit 1 when any is still not delivered,
+    each of those one line on stderr (what cron mails); a delivered one is a line on stdout
+    (none with -q); nothing to retry is silent unless stdout is a terminal.
     One with no target (`undelivered`) is final: its text is in the transcript and there is
     nowhere else to send it. A delivery's id is `<runId>:<mode>` (shown by --json and
     doctor). Piped: TSV without a header, one record per line: ts, mode, status, sessionKey,
@@ -137,7 +150,9 @@ def deliveries_cmd(
             raise UsageError(f"unknown deliveries action {words[0]!r} (expected: retry)")
         if follow or since is not None:
             raise UsageError("retry takes ids only, not --follow or --since")
-        return _retry(ctx, words[1:], want_json(json_))
+        return _retry(ctx, words[1:], want_json(json_), quiet)
+    if quiet:
+        raise UsageError("-q is for `deliveries retry`")
     since_ms = parse_since(since) if since is not None else None
 
     def shown(rec: dict[str, Any]) -> dict[str, Any]:
