@@ -334,6 +334,7 @@ def search(
     until_ms: int | None = None,
     limit: int = DEFAULT_LIMIT,
     include_archived: bool = False,
+    progress: si.Progress | None = None,
 ) -> dict[str, Any]:
     if limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -347,6 +348,7 @@ def search(
         ids = idx.sync(
             [r.path for r in refs if r.virtual is None],
             [r.virtual for r in refs if r.virtual is not None],
+            progress=progress,
         )
         si.left_out(idx, session is not None or label is not None)
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}

@@ -169,9 +169,11 @@ def usage(
     until_ms: int | None = None,
     budget: float | None = None,
     all_agents: bool = False,
+    progress: si.Progress | None = None,
 ) -> dict[str, Any]:
     """The requester agent's usage (every agent's with `all_agents`), as `list` and `search`
-    scope their rows: the read commands agree on whose sessions they read."""
+    scope their rows: the read commands agree on whose sessions they read. Reads the turns
+    alone (no full-text index is built for it); `progress` hears how a catch-up goes."""
     if by not in GROUPS:
         raise UsageError(f"unknown --by {by!r} (valid: {', '.join(GROUPS)})")
     if budget is not None and (not math.isfinite(budget) or budget < 0):
@@ -185,6 +187,8 @@ def usage(
         ids = idx.sync(
             [r.path for r in refs if r.virtual is None],
             [r.virtual for r in refs if r.virtual is not None],
+            text=False,
+            progress=progress,
         )
         si.left_out(idx, False)
         by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}

@@ -17,14 +17,15 @@ from sessiontool.state import sqlite_conn
 from sessiontool.state.index_scan import Row
 from sessiontool.state.paths import ensure_dir
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
 CREATE TABLE files(
   id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, dev INTEGER, ino INTEGER,
-  size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT, ctime INTEGER);
+  size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT, ctime INTEGER,
+  text INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE msgs(
   id INTEGER PRIMARY KEY AUTOINCREMENT, file_id INTEGER NOT NULL, ts INTEGER, role TEXT,
   cjk INTEGER, off INTEGER, part INTEGER, text TEXT);
@@ -42,6 +43,8 @@ CREATE TABLE days(
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT NULL);
 """
+# `files.text`: 1 when the file's `msgs` (and FTS) rows cover what was read of it (up to `off`),
+# 0 when only its turns were read (`usage` builds no FTS; the first `search` reads the text).
 # `scopes`: per agent, the sessions a sessions.json file lists (see catalog.live_sessions), under
 # that file's identity: a warm search over a 5 MB store reads a few kB here instead of parsing
 # the store again (half of what a search costs beyond Python's start-up).

@@ -8,7 +8,7 @@ too: plain data in, plain data out, no SQLite connection."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from sessiontool.state.index_text import (
     Extracted,
     extract,
+    extract_turn,
     has_unsegmented,
     iter_complete_lines,
 )
@@ -42,12 +43,14 @@ def collect(
     last_role: str | None,
     rows: list[Row],
     turns: list[tuple[Any, ...]],
+    with_turn: bool = True,
 ) -> str | None:
-    """Add one message's rows and turn; returns the role the next message follows. A run
-    starts at the first assistant turn after anything but an assistant or tool message."""
+    """Add one message's rows and turn (unless `with_turn` is False: a line whose turn the index
+    holds already); returns the role the next message follows. A run starts at the first
+    assistant turn after anything but an assistant or tool message."""
     for part, (ts, role, text) in enumerate(ex.rows):
         rows.append((file_id, ts, role, int(has_unsegmented(text)), off, part, text))
-    if ex.turn is not None:
+    if ex.turn is not None and with_turn:
         turns.append((file_id, *ex.turn, int(last_role not in ("assistant", "toolResult"))))
     return ex.role if ex.role is not None else last_role
 
@@ -108,7 +111,10 @@ def same_prefix(path: Path, off: int, digest: bytes | None) -> bool:
 @dataclass(frozen=True)
 class Job:
     """What to read of one transcript: bytes [off, size) after a message of `last_role`;
-    `digest` is the (checked) digest of the bytes before `off`."""
+    `digest` is the (checked) digest of the bytes before `off`. With `text`, the messages'
+    text rows too (what `search` needs; `usage` reads the turns alone); turns only of the lines
+    from `turns_from` on (the text of a file whose turns were indexed without it is read from
+    the start, its turns are not read twice)."""
 
     file_id: int
     path: str
@@ -117,6 +123,8 @@ class Job:
     last_role: str | None
     st: os.stat_result
     digest: bytes = b""
+    text: bool = True
+    turns_from: int = 0
 
 
 @dataclass
@@ -146,11 +154,23 @@ def read_job(job: Job) -> Read:
     elif job.digest[:1] == b"F":
         crc = [int.from_bytes(job.digest[-4:], "big")]
     try:
-        for end, raw in iter_complete_lines(Path(job.path), job.off, job.size, crc):
-            start, out.off = out.off, end
-            ex = extract(raw)
-            if ex is not None:
-                last_role = collect(job.file_id, ex, start, last_role, out.rows, out.turns)
+        lines = iter_complete_lines(Path(job.path), job.off, job.size, crc)
+        if job.text:
+            for end, raw in lines:
+                start, out.off = out.off, end
+                ex = extract(raw)
+                if ex is not None:
+                    last_role = collect(
+                        job.file_id,
+                        ex,
+                        start,
+                        last_role,
+                        out.rows,
+                        out.turns,
+                        start >= job.turns_from,
+                    )
+        else:
+            last_role = _read_turns(job, lines, last_role, out)
         if out.off == job.off and job.digest:
             out.tail = job.digest
         elif crc is not None and out.off <= FULL_DIGEST_MAX:
@@ -165,7 +185,28 @@ def read_job(job: Job) -> Read:
     return out
 
 
-def read_forked(jobs: list[Job], workers: int) -> Iterator[Read]:
+def _read_turns(
+    job: Job, lines: Iterator[tuple[int, bytes]], last_role: str | None, out: Read
+) -> str | None:
+    """The turns alone (`collect`'s rule for where a run starts), one parse per message line."""
+    turns = out.turns
+    file_id = job.file_id
+    off = out.off
+    for end, raw in lines:
+        off = end
+        got = extract_turn(raw)
+        if got is None:
+            continue
+        role, turn = got
+        if turn is not None:
+            turns.append((file_id, *turn, int(last_role not in ("assistant", "toolResult"))))
+        if role is not None:
+            last_role = role
+    out.off = off
+    return last_role
+
+
+def read_forked(jobs: list[Job], workers: int) -> Generator[Read, None, None]:
     """`read_job` of each job in forked worker processes, results as they come. Plain fork
     and pipes (no multiprocessing.Pool: no threads, nothing to hang on when a worker dies);
     each worker gets about an equal share of the bytes and sends length-prefixed pickles. A

@@ -125,6 +125,47 @@ def extract(raw: bytes) -> Extracted | None:
     return extract_message(msg, obj)
 
 
+def extract_turn(raw: bytes) -> tuple[str | None, tuple[Any, ...] | None] | None:
+    """What `usage` needs of one line, without its text: (the role the next message follows,
+    the turn or None); None for lines that are not messages. The same role and turn as
+    `extract`, read with one parse and no text extracted."""
+    if b'"message"' not in raw:
+        return None
+    try:
+        obj = orjson.loads(raw)
+    except ValueError:
+        obj = _lenient(raw)
+    if not isinstance(obj, dict) or obj.get("type") != "message":
+        return None
+    msg = obj.get("message")
+    if not isinstance(msg, dict):
+        return None
+    role = msg.get("role")
+    if role != "assistant":
+        return (role if isinstance(role, str) else None), None
+    usage = msg.get("usage")
+    if not isinstance(usage, dict):
+        return role, None
+    return role, _turn(msg, usage, _ts(msg, obj))
+
+
+def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...]:
+    cost = usage.get("cost")
+    recorded = cost.get("total") if isinstance(cost, dict) else None
+    return (
+        ts,
+        str(msg.get("provider") or ""),
+        str(msg.get("model") or ""),
+        _int(usage.get("input")),
+        _int(usage.get("output")),
+        _int(usage.get("cacheRead")),
+        _int(usage.get("cacheWrite")),
+        float(recorded)
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool)
+        else None,
+    )
+
+
 def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> Extracted:
     """Rows and usage of one message. A turn is an assistant message that carries `usage`."""
     role = msg.get("role")
@@ -154,20 +195,7 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
                         rows.append((ts, "toolCall", _clean(call)))
         usage = msg.get("usage")
         if isinstance(usage, dict):
-            cost = usage.get("cost")
-            recorded = cost.get("total") if isinstance(cost, dict) else None
-            turn = (
-                ts,
-                str(msg.get("provider") or ""),
-                str(msg.get("model") or ""),
-                _int(usage.get("input")),
-                _int(usage.get("output")),
-                _int(usage.get("cacheRead")),
-                _int(usage.get("cacheWrite")),
-                float(recorded)
-                if isinstance(recorded, int | float) and not isinstance(recorded, bool)
-                else None,
-            )
+            turn = _turn(msg, usage, ts)
     elif role == "toolResult":
         text = "\n".join(_texts(msg.get("content")))
         if text.strip():

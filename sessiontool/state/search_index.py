@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,33 +33,29 @@ from sessiontool.state.index_db import (
     IndexCorrupt,
     IndexStale,
     fts5_available,
-    insert_rows,
     is_corruption,
     open_index,
     remove_index,
     trigram_available,
 )
-from sessiontool.state.index_scan import (
-    FULL_DIGEST_MAX,
-    PARALLEL_MAX_FILE,
-    Job,
-    Read,
-    Row,
-    can_fork,
-    collect,
-    parallel_min,
-    read_forked,
-    read_job,
-    row_text,
-    same_prefix,
-    worker_count,
+from sessiontool.state.index_scan import Job, row_text
+from sessiontool.state.index_sync import (
+    RESTARTS,
+    VIRTUAL_SEP,
+    CatchUp,
+    Progress,
+    Virtual,
+    _Restart,
+    unchanged,
 )
-from sessiontool.state.index_text import HIT, extract_message, has_unsegmented
+from sessiontool.state.index_text import HIT, has_unsegmented
 
 __all__ = [
     "DAY_MS",
     "HIT",
     "Index",
+    "Progress",
+    "VIRTUAL_SEP",
     "Virtual",
     "has_unsegmented",
     "remove_index",
@@ -82,61 +77,7 @@ def clamp_ms(ms: int | None) -> int | None:
     return None if ms is None else max(MS_MIN, min(MS_MAX, ms))
 
 
-VIRTUAL_SEP = "#"
-
-
-@dataclass(frozen=True)
-class Virtual:
-    """A transcript that is not a JSONL file: `name` is `<database>#<sessionId>`, `version`
-    changes whenever the session does, `load` returns its entries (`{"type": "message",
-    "message": {...}}`, as JSONL lines are) oldest first."""
-
-    name: str
-    version: str
-    load: Callable[[], list[dict[str, Any]]]
-
-
-def unchanged(
-    wanted: dict[str, Path | None],
-    sources: list[Virtual],
-    stats: dict[str, os.stat_result],
-    known: dict[str, tuple[Any, ...]],
-) -> dict[str, int] | None:
-    """The ids of `wanted` when nothing needs catching up (None otherwise), found without a
-    write lock: each transcript's stat (`stats`, None: gone) against the identity, size
-    and mtime stored for it, and a stat of each indexed file that is no longer wanted (gone:
-    to purge)."""
-    ids: dict[str, int] = {}
-    for v in sources:
-        row = known.get(v.name)
-        if row is None or row[7] != v.version.encode():
-            return None
-        ids[v.name] = int(row[0])
-    for spath, path in wanted.items():
-        if path is None:
-            continue
-        st = stats.get(spath)
-        if st is None:
-            if spath in known:
-                return None
-            continue
-        row = known.get(spath)
-        if row is None or (row[2], row[3], row[4], row[5], row[9]) != (
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ctime_ns,
-        ):
-            return None
-        ids[spath] = int(row[0])
-    for spath in known:
-        if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
-            return None
-    return ids
-
-
-class Index:
+class Index(CatchUp):
     """An open index. Use as a context manager; `sync` before reading."""
 
     def __init__(self, root: Path) -> None:
@@ -162,20 +103,40 @@ class Index:
 
     # -- catching up -------------------------------------------------------------------------
 
-    def _purge(self, file_id: int) -> None:
-        c = self.conn
-        cur = c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
-        self.dead += max(0, cur.rowcount)
-        c.execute("DELETE FROM turns WHERE file_id = ?", (file_id,))
-        c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
-
     def _files(self) -> dict[str, tuple[Any, ...]]:
-        """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime)."""
+        """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime, text)."""
         return {r[1]: r for r in self.conn.execute("SELECT * FROM files").fetchall()}
 
-    def sync(self, paths: Iterable[Path], virtual: Iterable[Virtual] = ()) -> dict[str, int]:
+    def sync(
+        self,
+        paths: Iterable[Path],
+        virtual: Iterable[Virtual] = (),
+        *,
+        text: bool = True,
+        progress: Progress | None = None,
+    ) -> dict[str, int]:
         """Bring the index up to date for `paths` and `virtual` transcripts; drop files that no
-        longer exist. Returns path (or virtual name) → file id for those that exist."""
+        longer exist. Returns path (or virtual name) → file id for those that exist. Without
+        `text` (`usage`), the turns alone are read where no text is indexed yet (the text of
+        a file whose text is indexed is kept current). `progress` is told how far a catch-up
+        got after each file. A big catch-up is committed in parts: an interrupted one keeps
+        what it finished, and the next sync goes on from there."""
+        paths = list(paths)
+        virtual = list(virtual)
+        for _attempt in range(RESTARTS):
+            try:
+                return self._sync(paths, virtual, text, progress)
+            except _Restart:
+                continue  # another process wrote between two parts: look again
+        raise BusyError(f"the search index {self.path} is busy")
+
+    def _sync(
+        self,
+        paths: list[Path],
+        virtual: list[Virtual],
+        text: bool,
+        progress: Progress | None,
+    ) -> dict[str, int]:
         c = self.conn
         self.unreadable = {}
         wanted: dict[str, Path | None] = {str(p): p for p in paths}
@@ -193,7 +154,7 @@ class Index:
                     pass
         seen = c.execute("PRAGMA data_version").fetchone()[0]
         known = self._files()
-        fast = unchanged(wanted, sources, stats, known)
+        fast = unchanged(wanted, sources, stats, known, text)
         if fast is not None:
             return fast
         try:
@@ -210,7 +171,7 @@ class Index:
             ids: dict[str, int] = {}
             jobs: list[Job] = []
             for v in sources:
-                ids[v.name] = self._catch_up_virtual(v, known.get(v.name))
+                ids[v.name] = self._catch_up_virtual(v, known.get(v.name), text)
             gone: list[int] = []
             for spath, path in wanted.items():
                 if path is None:
@@ -234,8 +195,8 @@ class Index:
                         del known[moved[1]]
                         row = (moved[0], spath, *moved[2:])
                         known[spath] = row
-                ids[spath] = self._catch_up(path, st, row, jobs)
-            self._run(jobs)
+                ids[spath] = self._catch_up(path, st, row, jobs, text)
+            self._run(jobs, progress)
             for spath in self.unreadable:
                 ids.pop(spath, None)
             for spath, row in known.items():
@@ -256,133 +217,6 @@ class Index:
                 c.execute("ROLLBACK")
             raise
         return ids
-
-    def _catch_up_virtual(self, v: Virtual, row: tuple[Any, ...] | None) -> int:
-        """A transcript another store holds (OpenClaw's SQLite): read whole again whenever its
-        version (the session's updatedAt) changes."""
-        c = self.conn
-        version = v.version.encode()
-        if row is not None and row[7] == version:
-            return int(row[0])
-        if row is None:
-            cur = c.execute(
-                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
-                "VALUES (?, 0, 0, 0, 0, 0, NULL, NULL)",
-                (v.name,),
-            )
-            file_id = int(cur.lastrowid or 0)
-        else:
-            file_id = int(row[0])
-            self._purge(file_id)
-        rows: list[Row] = []
-        turns: list[tuple[Any, ...]] = []
-        last_role: str | None = None
-        for line in v.load():
-            msg = line.get("message") if isinstance(line, dict) else None
-            if line.get("type") == "message" and isinstance(msg, dict):
-                ex = extract_message(msg, line)
-                last_role = collect(file_id, ex, 0, last_role, rows, turns)
-        self._insert(rows, turns, keep_text=True)
-        c.execute(
-            "UPDATE files SET tail = ?, last_role = ? WHERE id = ?", (version, last_role, file_id)
-        )
-        return file_id
-
-    def _insert(
-        self, rows: list[Row], turns: list[tuple[Any, ...]], *, keep_text: bool = False
-    ) -> None:
-        insert_rows(self.conn, self.fts, self.trigram, rows, turns, keep_text=keep_text)
-
-    def _catch_up(
-        self, path: Path, st: os.stat_result, row: tuple[Any, ...] | None, jobs: list[Job]
-    ) -> int:
-        """The file's id; what must be read of it (from where) is added to `jobs`."""
-        c = self.conn
-        if row is None:
-            cur = c.execute(
-                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
-                "VALUES (?, ?, ?, 0, 0, 0, NULL, NULL)",
-                (str(path), st.st_dev, st.st_ino),
-            )
-            file_id = int(cur.lastrowid or 0)
-            off, last_role, digest = 0, None, b""
-        else:
-            file_id, _p, dev, ino, size, mtime, off, digest, last_role, ctime = row
-            if (dev, ino, size, mtime, ctime) == (
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-            ):
-                return int(file_id)
-            if (
-                (dev, ino) != (st.st_dev, st.st_ino)
-                or st.st_size < off
-                # Changed without growing, where the digest samples: it cannot prove that
-                # nothing changed (a rename or chmod also moves the ctime).
-                or (st.st_size <= size and off > FULL_DIGEST_MAX)
-                or not same_prefix(path, off, digest)
-            ):
-                self._purge(file_id)  # replaced or rewritten: read it again from the start
-                off, last_role, digest = 0, None, b""
-        jobs.append(Job(int(file_id), str(path), off, st.st_size, last_role, st, digest or b""))
-        return int(file_id)
-
-    def _run(self, jobs: list[Job]) -> None:
-        """Read what `jobs` ask for and write it to the index: the small and the many files in
-        worker processes when there is much to read and more than one CPU, the rest here."""
-        all_jobs = jobs
-        pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
-        if (
-            sum(j.size - j.off for j in pool_jobs) >= parallel_min()
-            and len(pool_jobs) > 1
-            and can_fork()
-        ):
-            done: set[int] = set()
-            for got in read_forked(pool_jobs, worker_count()):
-                self._save_read(got)
-                done.add(got.job.file_id)
-            jobs = [j for j in jobs if j.file_id not in done]  # what a dead worker left
-        for j in jobs:
-            self._save_read(read_job(j))
-        if self.fts and sum(j.size - j.off for j in all_jobs) >= parallel_min():
-            # A big catch-up leaves FTS5 a few big segments beside the small ones later
-            # catch-ups add; when those pile up, FTS5 merges them all in one commit (16 s for
-            # 1 GB, in some later search). Merged into one now, as part of the build.
-            self.conn.execute("INSERT INTO fts(fts, rank) VALUES ('optimize', 0)")
-            if self.trigram:
-                self.conn.execute("INSERT INTO fts_cjk(fts_cjk, rank) VALUES ('optimize', 0)")
-
-    def _save_read(self, got: Read) -> None:
-        job = got.job
-        if got.error is not None:
-            self.unreadable[job.path] = OSError(got.errno or 0, got.error, job.path)
-            self._purge(job.file_id)
-            # Forget what was read: once readable again it is read from the start.
-            self.conn.execute(
-                "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
-                "last_role = NULL WHERE id = ?",
-                (job.file_id,),
-            )
-            return
-        self._insert(got.rows, got.turns)
-        st = job.st
-        self.conn.execute(
-            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, ctime = ?, off = ?, "
-            "tail = ?, last_role = ? WHERE id = ?",
-            (
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                got.off,
-                got.tail,
-                got.last_role,
-                job.file_id,
-            ),
-        )
 
     # -- the sessions a store lists ----------------------------------------------------------
 

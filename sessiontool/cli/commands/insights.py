@@ -71,24 +71,27 @@ def search_cmd(
     Piped: TSV without a header, one hit per line: key, sessionId, timestamp, role, snippet
     (each match as [match]); --fields picks and orders them."""
     from sessiontool.cli import columns
+    from sessiontool.cli.progress import build_progress
     from sessiontool.reports.search import search
 
     names = columns.pick(columns.SEARCH, fields, columns.SEARCH_DEFAULT) if fields else None
 
     if session is not None and label is not None:
         raise UsageError("give --session or --label, not both")
-    result = search(
-        get_ctx(reads=True),
-        query,
-        session=session,
-        label=label,
-        all_agents=all_agents,
-        role=role,
-        since_ms=_time(since, "--since"),
-        until_ms=_time(until, "--until"),
-        limit=limit,
-        include_archived=include_archived,
-    )
+    with build_progress(want_json(json_)) as progress:
+        result = search(
+            get_ctx(reads=True),
+            query,
+            session=session,
+            label=label,
+            all_agents=all_agents,
+            role=role,
+            since_ms=_time(since, "--since"),
+            until_ms=_time(until, "--until"),
+            limit=limit,
+            include_archived=include_archived,
+            progress=progress,
+        )
     if want_json(json_):
         render.emit_json(result)
     elif not result["hits"]:
@@ -130,17 +133,20 @@ def usage_cmd(
 
     Like list and search: the current agent's sessions (--agent ID picks it), every agent's
     with --all-agents."""
+    from sessiontool.cli.progress import build_progress
     from sessiontool.reports.usage import usage
 
-    result = usage(
-        get_ctx(reads=True),
-        by=by,
-        since_ms=_time(since, "--since"),
-        until_ms=_time(until, "--until"),
-        budget=budget,
-        all_agents=all_agents,
-    )
     as_json = want_json(json_)
+    with build_progress(as_json) as progress:
+        result = usage(
+            get_ctx(reads=True),
+            by=by,
+            since_ms=_time(since, "--since"),
+            until_ms=_time(until, "--until"),
+            budget=budget,
+            all_agents=all_agents,
+            progress=progress,
+        )
     if cost_only:
         cost = result["total"]["cost"]
         if as_json:

@@ -1,0 +1,317 @@
+"""Catching the search index up with its transcripts, one file at a time: what to read of each
+(from where, with or without its text), reading it (in worker processes on a big build) and
+writing what was read, committed in parts so that an interrupted build keeps what it finished.
+The whole sync (which files changed, under which lock) is state/search_index.py's `Index.sync`,
+which this class is the writing half of."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sessiontool import testhooks
+from sessiontool.errors import BusyError
+from sessiontool.state.index_db import insert_rows
+from sessiontool.state.index_scan import (
+    FULL_DIGEST_MAX,
+    PARALLEL_MAX_FILE,
+    Job,
+    Read,
+    Row,
+    can_fork,
+    collect,
+    parallel_min,
+    read_forked,
+    read_job,
+    same_prefix,
+    worker_count,
+)
+from sessiontool.state.index_text import extract_message
+
+VIRTUAL_SEP = "#"
+
+
+@dataclass(frozen=True)
+class Virtual:
+    """A transcript that is not a JSONL file: `name` is `<database>#<sessionId>`, `version`
+    changes whenever the session does, `load` returns its entries (`{"type": "message",
+    "message": {...}}`, as JSONL lines are) oldest first."""
+
+    name: str
+    version: str
+    load: Callable[[], list[dict[str, Any]]]
+
+
+def unchanged(
+    wanted: dict[str, Path | None],
+    sources: list[Virtual],
+    stats: dict[str, os.stat_result],
+    known: dict[str, tuple[Any, ...]],
+    text: bool = True,
+) -> dict[str, int] | None:
+    """The ids of `wanted` when nothing needs catching up (None otherwise), found without a
+    write lock: each transcript's stat (`stats`, None: gone) against the identity, size
+    and mtime stored for it (and, with `text`, whether its text is indexed), and a stat of
+    each indexed file that is no longer wanted (gone: to purge)."""
+    ids: dict[str, int] = {}
+    for v in sources:
+        row = known.get(v.name)
+        if row is None or row[7] != v.version.encode() or (text and not row[10]):
+            return None
+        ids[v.name] = int(row[0])
+    for spath, path in wanted.items():
+        if path is None:
+            continue
+        st = stats.get(spath)
+        if st is None:
+            if spath in known:
+                return None
+            continue
+        row = known.get(spath)
+        if (
+            row is None
+            or (row[2], row[3], row[4], row[5], row[9])
+            != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            or (text and not row[10])
+        ):
+            return None
+        ids[spath] = int(row[0])
+    for spath in known:
+        if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
+            return None
+    return ids
+
+
+# (files done, files to read, bytes done, bytes to read), after each file a catch-up reads.
+Progress = Callable[[int, int, int, int], None]
+# A catch-up commits whenever it has written this much since its last commit
+# (`SESSIONTOOL_INDEX_COMMIT_BYTES` changes it: tests interrupt a build between two parts).
+COMMIT_BYTES = 64 << 20
+RESTARTS = 5
+
+
+class _Restart(Exception):
+    """Another process wrote to the index between two parts of a catch-up."""
+
+
+def commit_bytes() -> int:
+    env = os.environ.get("SESSIONTOOL_INDEX_COMMIT_BYTES", "")
+    return int(env) if env.isdigit() and int(env) > 0 else COMMIT_BYTES
+
+
+class _Parts:
+    """Counts a catch-up's progress: tells `progress`, and commits every commit_bytes()."""
+
+    def __init__(self, idx: CatchUp, jobs: list[Job], progress: Progress | None) -> None:
+        self.idx = idx
+        self.progress = progress
+        self.files = len(jobs)
+        self.total = sum(j.size - j.off for j in jobs)
+        self.step = commit_bytes()
+        self.n = self.bytes = self.pending = 0
+
+    def done(self, job: Job) -> None:
+        size = job.size - job.off
+        self.n += 1
+        self.bytes += size
+        self.pending += size
+        if self.pending >= self.step and self.n < self.files:
+            self.pending = 0
+            self.idx._commit_part()
+        if self.progress is not None:
+            self.progress(self.n, self.files, self.bytes, self.total)
+        testhooks.pause("index-part")
+
+
+class CatchUp:
+    """The writing half of `Index` (its base class): needs `conn`, `path`, `fts`, `trigram`,
+    `dead` and `unreadable`, which `Index` sets."""
+
+    conn: sqlite3.Connection
+    path: Path
+    fts: bool
+    trigram: bool
+    dead: int
+    unreadable: dict[str, OSError]
+
+    def _purge(self, file_id: int) -> None:
+        """Drop a file's rows and forget what was read of it (its row is consistent with its
+        rows at every commit: a build is committed in parts)."""
+        c = self.conn
+        cur = c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
+        self.dead += max(0, cur.rowcount)
+        c.execute("DELETE FROM turns WHERE file_id = ?", (file_id,))
+        c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
+        c.execute(
+            "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
+            "last_role = NULL, text = 0 WHERE id = ?",
+            (file_id,),
+        )
+
+    def _catch_up_virtual(self, v: Virtual, row: tuple[Any, ...] | None, text: bool) -> int:
+        """A transcript another store holds (OpenClaw's SQLite): read whole again whenever its
+        version (the session's updatedAt) changes, or when its text is wanted and not there."""
+        c = self.conn
+        version = v.version.encode()
+        if row is not None and row[7] == version and (row[10] or not text):
+            return int(row[0])
+        text = text or bool(row is not None and row[10])
+        if row is None:
+            cur = c.execute(
+                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
+                "VALUES (?, 0, 0, 0, 0, 0, NULL, NULL)",
+                (v.name,),
+            )
+            file_id = int(cur.lastrowid or 0)
+        else:
+            file_id = int(row[0])
+            self._purge(file_id)
+        rows: list[Row] = []
+        turns: list[tuple[Any, ...]] = []
+        last_role: str | None = None
+        for line in v.load():
+            msg = line.get("message") if isinstance(line, dict) else None
+            if line.get("type") == "message" and isinstance(msg, dict):
+                ex = extract_message(msg, line)
+                last_role = collect(file_id, ex, 0, last_role, rows, turns)
+        self._insert(rows if text else [], turns, keep_text=True)
+        c.execute(
+            "UPDATE files SET tail = ?, last_role = ?, text = ? WHERE id = ?",
+            (version, last_role, int(text), file_id),
+        )
+        return file_id
+
+    def _insert(
+        self, rows: list[Row], turns: list[tuple[Any, ...]], *, keep_text: bool = False
+    ) -> None:
+        insert_rows(self.conn, self.fts, self.trigram, rows, turns, keep_text=keep_text)
+
+    def _catch_up(
+        self,
+        path: Path,
+        st: os.stat_result,
+        row: tuple[Any, ...] | None,
+        jobs: list[Job],
+        text: bool,
+    ) -> int:
+        """The file's id; what must be read of it (from where) is added to `jobs`."""
+        c = self.conn
+        if row is None:
+            cur = c.execute(
+                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
+                "VALUES (?, ?, ?, 0, 0, 0, NULL, NULL)",
+                (str(path), st.st_dev, st.st_ino),
+            )
+            file_id = int(cur.lastrowid or 0)
+            off, last_role, digest = 0, None, b""
+        else:
+            file_id, _p, dev, ino, size, mtime, off, digest, last_role, ctime, has_text = row
+            text = text or bool(has_text)  # a file whose text is indexed keeps it current
+            if (dev, ino, size, mtime, ctime) == (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ):
+                if has_text or not text:
+                    return int(file_id)
+                # Unchanged, its turns indexed without its text: the text from the start.
+                jobs.append(Job(int(file_id), str(path), 0, st.st_size, None, st, b"", True, off))
+                return int(file_id)
+            if (
+                (dev, ino) != (st.st_dev, st.st_ino)
+                or st.st_size < off
+                # Changed without growing, where the digest samples: it cannot prove that
+                # nothing changed (a rename or chmod also moves the ctime).
+                or (st.st_size <= size and off > FULL_DIGEST_MAX)
+                or not same_prefix(path, off, digest)
+            ):
+                self._purge(file_id)  # replaced or rewritten: read it again from the start
+                off, last_role, digest, has_text = 0, None, b"", 1
+            if text and not has_text:  # grown; its text never read: from the start
+                jobs.append(Job(int(file_id), str(path), 0, st.st_size, None, st, b"", True, off))
+                return int(file_id)
+        jobs.append(
+            Job(int(file_id), str(path), off, st.st_size, last_role, st, digest or b"", text, off)
+        )
+        return int(file_id)
+
+    def _run(self, jobs: list[Job], progress: Progress | None) -> None:
+        """Read what `jobs` ask for and write it to the index: the small and the many files in
+        worker processes when there is much to read and more than one CPU, the rest here."""
+        all_jobs = jobs
+        parts = _Parts(self, jobs, progress)
+        pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
+        if (
+            sum(j.size - j.off for j in pool_jobs) >= parallel_min()
+            and len(pool_jobs) > 1
+            and can_fork()
+        ):
+            done: set[int] = set()
+            with closing(read_forked(pool_jobs, worker_count())) as reads:
+                for got in reads:
+                    self._save_read(got)
+                    done.add(got.job.file_id)
+                    parts.done(got.job)
+            jobs = [j for j in jobs if j.file_id not in done]  # what a dead worker left
+        for j in jobs:
+            self._save_read(read_job(j))
+            parts.done(j)
+        if self.fts and any(j.text for j in all_jobs) and parts.total >= parallel_min():
+            # A big catch-up leaves FTS5 a few big segments beside the small ones later
+            # catch-ups add; when those pile up, FTS5 merges them all in one commit (16 s for
+            # 1 GB, in some later search). Merged into one now, as part of the build.
+            self.conn.execute("INSERT INTO fts(fts, rank) VALUES ('optimize', 0)")
+            if self.trigram:
+                self.conn.execute("INSERT INTO fts_cjk(fts_cjk, rank) VALUES ('optimize', 0)")
+
+    def _save_read(self, got: Read) -> None:
+        job = got.job
+        if got.error is not None:
+            self.unreadable[job.path] = OSError(got.errno or 0, got.error, job.path)
+            self._purge(job.file_id)
+            # Forget what was read: once readable again it is read from the start.
+            self.conn.execute(
+                "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
+                "last_role = NULL WHERE id = ?",
+                (job.file_id,),
+            )
+            return
+        self._insert(got.rows, got.turns)
+        st = job.st
+        self.conn.execute(
+            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, ctime = ?, off = ?, "
+            "tail = ?, last_role = ?, text = ? WHERE id = ?",
+            (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                got.off,
+                got.tail,
+                got.last_role,
+                int(job.text),
+                job.file_id,
+            ),
+        )
+
+    def _commit_part(self) -> None:
+        """Commit what was caught up so far and take the write lock again; when another
+        process wrote in between, what this one planned may be stale: start over."""
+        c = self.conn
+        c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
+        c.execute("COMMIT")
+        seen = c.execute("PRAGMA data_version").fetchone()[0]
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise BusyError(f"the search index {self.path} is busy") from exc
+        if c.execute("PRAGMA data_version").fetchone()[0] != seen:
+            raise _Restart
