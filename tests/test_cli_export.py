@@ -81,3 +81,36 @@ def test_history_export_is_whole_and_limit_all(state: Path, tmp_path: Path) -> N
     proc = run_cli("history", "main", "-o", str(out), "--limit", "5")
     assert proc.returncode == 0 and out.read_text().count("user:") == 5
     assert run_cli("history", "main", "--limit", "some").returncode == 2
+
+
+def test_a_remote_export_names_each_session_it_skips(state: Path, tmp_path: Path) -> None:
+    """A gateway's store may hold session ids that are no file name (`../x`, `a/b`): a remote
+    `export --to` writes the others, warns once per skipped session (its key named) and counts
+    them (`skipped`), never "sessions 3, written 1" in silence (issue 37, item 8)."""
+    from .fakes import gateway as fake
+
+    secret = "export-token-123"
+    rows = [
+        {"key": "agent:main:good", "agentId": "main", "sessionId": "sid-good", "updatedAt": 1},
+        {"key": "agent:main:up", "agentId": "main", "sessionId": "../escape", "updatedAt": 2},
+        {"key": "agent:main:slash", "agentId": "main", "sessionId": "a/b", "updatedAt": 3},
+    ]
+    dest = tmp_path / "dest"
+    env = {"OPENCLAW_GATEWAY_TOKEN": secret}
+    with fake.running(tmp_path / "gw", token=secret, sessions=rows) as gw:
+        url = f"ws://127.0.0.1:{gw.port}"
+        proc = run_cli("--gateway", url, "export", "--to", str(dest), "--json", env=env)
+        text = run_cli("--gateway", url, "export", "--to", str(dest), env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["sessions"], out["written"], out["skipped"]) == (3, 1, 2), out
+    assert set(out) == {"to", "agents", "sessions", "written", "unchanged", "skipped"}
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("sessiontool: warning:")]
+    assert len(warnings) == 2, proc.stderr
+    assert "agent:main:up" in warnings[0] + warnings[1] and "agent:main:slash" in "".join(warnings)
+    assert "not a plain file name" in warnings[0]
+    sessions = dest / "agents" / "main" / "sessions"
+    assert sorted(p.name for p in sessions.iterdir()) == ["sessions.json", "sid-good.jsonl"]
+    assert not (dest / "agents" / "main" / "escape.jsonl").exists()
+    assert text.returncode == 0 and "2 skipped" in text.stdout, text.stdout + text.stderr
+    assert text.stderr.count("sessiontool: warning:") == 2

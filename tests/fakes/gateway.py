@@ -246,8 +246,9 @@ class Server:
         if busy:
             return err("UNAVAILABLE", "busy", retryable=True, retryAfterMs=50)
         ws.send(json.dumps({"type": "event", "event": "tick", "payload": {"ts": 1}}))
-        if method == "sessions.list":  # an empty store: enough for a read to get through
-            return res({"ts": int(time.time() * 1000), "count": 0, "sessions": []})
+        if method == "sessions.list":  # `sessions` rows, or an empty store
+            rows = self.cfg.get("sessions") or []
+            return res({"ts": int(time.time() * 1000), "count": len(rows), "sessions": rows})
         if method == "status":
             return res({"runtimeVersion": self.cfg.get("version", "2026.9.6")})
         if method == "agent":

@@ -48,9 +48,11 @@ def export_cmd(
     if want_json(json_):
         render.emit_json(result)
     else:
+        skipped = f", {result['skipped']} skipped" if result["skipped"] else ""
         render.write_out(
             f"exported {result['sessions']} session(s) of {result['agents']} agent(s) to "
-            f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged\n"
+            f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged"
+            f"{skipped}\n"
         )
 
 
