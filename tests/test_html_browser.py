@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests import htmlcheck
-from tests.conftest import ROOT, run_cli, run_json
-from tests.test_cli_html import OC_STATE, _index
+from tests.cdp import Browser
+from tests.conftest import FIXTURE_STATE, ROOT, run_cli, run_json
+from tests.test_cli_html import OC_STATE, _append, _index
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +190,122 @@ def test_index_and_session_page_in_chromium(
     for piece in last:
         assert piece in page.text_of(len(messages) - 1)
     assert len(page.messages) == len(messages)
+
+
+# -- layout from a phone to a desktop (issue 33 items 7-9) -----------------------------------
+
+WIDTHS = (360, 400, 800, 1280)
+MARKDOWN = """The fix, in **three** steps:
+
+1. stop the gateway
+2. run `sessiontool doctor`
+3. start it again
+
+```sh
+openclaw gateway start --port 18789 --bind loopback --with-a-long-flag-that-needs-room
+```
+
+| step | takes |
+|------|-------|
+| stop | 2 s   |
+
+[the docs](https://docs.example.com/gateway) · [not a link](javascript:alert(1))"""
+
+
+@pytest.fixture(scope="module")
+def rich_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The Clawdbot fixture exported with a Markdown reply and an 80-line one (folded)."""
+    base = tmp_path_factory.mktemp("layout")
+    state = base / "state"
+    shutil.copytree(FIXTURE_STATE, state)
+    ts = 1795292600000
+    _append(
+        state,
+        "agent:main:dm:alice",
+        {"role": "user", "content": "How do I restart it?", "timestamp": ts},
+        {"role": "assistant", "content": [{"type": "text", "text": MARKDOWN}], "timestamp": ts + 1},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "\n".join(f"line {i}" for i in range(80))}],
+            "timestamp": ts + 2,
+        },
+    )
+    out = base / "site"
+    proc = run_cli("--state-dir", str(state), "export", "--html", str(out), "--all-agents")
+    assert proc.returncode == 0, proc.stderr
+    return out, _index(out)["agent:main:dm:alice"]
+
+
+OVERFLOW = """JSON.stringify({
+  scroll: document.documentElement.scrollWidth,
+  client: document.documentElement.clientWidth,
+  wider: [...document.querySelectorAll('main *')]
+    .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+    .filter(e => !e.closest('pre, .md table'))
+    .map(e => e.tagName + '.' + e.className).slice(0, 5),
+})"""
+KEYS = """JSON.stringify([...document.querySelectorAll('td.key > a')].map(a => ({
+  key: a.textContent, lines: new Set([...a.getClientRects()].map(r => Math.round(r.top))).size,
+})))"""
+
+
+def test_index_fits_from_a_phone_to_a_desktop(
+    chromium: str, rich_site: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """No horizontal overflow at any width, each key on as few lines as the width needs (broken
+    after a colon, never every few characters), and the figures named on a phone."""
+    out, _page = rich_site
+    with Browser(chromium, tmp_path / "profile") as b:
+        for width in WIDTHS:
+            b.open((out / "index.html").as_uri(), width)
+            fit = json.loads(b.eval(OVERFLOW))
+            assert fit["scroll"] <= fit["client"] == width and not fit["wider"], (width, fit)
+            keys = json.loads(b.eval(KEYS))
+            assert len(keys) >= 10
+            for k in keys:
+                # ~38 characters fit on a 360 px line: a key takes the lines its length needs.
+                assert k["lines"] <= 1 + len(k["key"]) // 30, (width, k)
+                if width >= 1280 and len(k["key"]) <= 60:
+                    assert k["lines"] == 1, (width, k)
+            if width <= 800:  # cards: no table head, each figure named
+                label = "getComputedStyle(document.querySelector('td[data-label]'), '::after')"
+                assert "message" in b.eval(label + ".content"), width
+                assert b.eval("getComputedStyle(document.querySelector('thead')).display") == "none"
+            png = b.screenshot(tmp_path / f"index-{width}.png")
+            _w, _h, pixels = png_pixels(png.read_bytes())
+            assert len(Counter(pixels)) >= 50, f"{png.name}: blank"
+            if os.environ.get("SESSIONTOOL_SHOTS"):
+                shutil.copy(png, Path(os.environ["SESSIONTOOL_SHOTS"]) / png.name)
+
+
+def test_session_page_with_markdown_fits_and_renders(
+    chromium: str, rich_site: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _out, page = rich_site
+    with Browser(chromium, tmp_path / "profile") as b:
+        for width in (360, 400, 1280):
+            b.open(page.as_uri(), width)
+            fit = json.loads(b.eval(OVERFLOW))
+            assert fit["scroll"] <= fit["client"] == width and not fit["wider"], (width, fit)
+            dom = json.loads(
+                b.eval(
+                    """JSON.stringify({
+  code: [...document.querySelectorAll('.md pre > code')].map(c => c.textContent),
+  strong: [...document.querySelectorAll('.md strong')].map(e => e.textContent),
+  links: [...document.querySelectorAll('.md a')].map(a => a.href),
+  folds: [...document.querySelectorAll('details.more')].map(d => [d.open,
+    d.querySelector('summary').textContent]),
+  mono: getComputedStyle(document.querySelector('.md pre > code')).fontFamily,
+})"""
+                )
+            )
+            assert any("openclaw gateway start" in c for c in dom["code"]), dom
+            assert "three" in dom["strong"], dom
+            assert dom["links"] == ["https://docs.example.com/gateway"], dom
+            assert [False, "60 more lines"] in dom["folds"], dom
+            assert "mono" in dom["mono"].lower(), dom
+            b.eval("document.querySelector('.md pre').closest('article').scrollIntoView()")
+            shot = b.screenshot(tmp_path / f"markdown-{width}.png")
+            assert len(Counter(png_pixels(shot.read_bytes())[2])) >= 50, f"{shot.name}: blank"
+            if os.environ.get("SESSIONTOOL_SHOTS"):
+                shutil.copy(shot, Path(os.environ["SESSIONTOOL_SHOTS"]) / shot.name)

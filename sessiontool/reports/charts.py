@@ -16,7 +16,16 @@ def _day(day_no: int) -> str:
     return "(no time)" if day_no < 0 else H.fmt_time(day_no * 86_400_000)[:10]
 
 
+def _key(key: str) -> str:
+    """A session key as HTML that a narrow screen breaks after a colon, not mid-word (a copied
+    key stays whole: `<wbr>` adds no character)."""
+    return H.h(key).replace(":", ":<wbr>")
+
+
 def index_page(rows: Sequence[dict[str, Any]]) -> str:
+    """Every session, one table row each; on a phone each row is a card (the style sheet's
+    `table.sessions`): the key on its own line, then kind and label, then the figures, each
+    named by its `data-label`."""
     rows = sorted(rows, key=lambda r: (-(r.get("updatedAt") or r.get("last") or 0), r["key"]))
     tokens = sum(r["tokens"] for r in rows)
     cost = sum(r["cost"] for r in rows)
@@ -28,7 +37,8 @@ def index_page(rows: Sequence[dict[str, Any]]) -> str:
         f"{H.fmt_usd(cost)}</p>"
     )
     body = [
-        "<table><thead><tr><th>Session</th><th>Kind</th><th>Label</th><th>Last activity (UTC)</th>"
+        '<table class="sessions"><thead><tr><th>Session</th><th>Kind</th><th>Label</th>'
+        '<th class="n">Last activity (UTC)</th>'
         '<th class="n">Messages</th><th class="n">Tokens</th><th class="n">Cost</th></tr>'
         "</thead><tbody>\n"
     ]
@@ -36,18 +46,19 @@ def index_page(rows: Sequence[dict[str, Any]]) -> str:
         when = H.fmt_time(r.get("updatedAt") or r.get("last"))
         parent = ""
         if r.get("parent"):
-            p = H.h(r["parent"])
+            p = _key(r["parent"])
             href = hrefs.get(r["parent"])
             parent = '\n<br><small class="meta">spawned by ' + (
                 f'<a href="{H.ha(href)}">{p}</a></small>' if href else f"{p}</small>"
             )
         cells = [
-            f'<td class="key"><a href="{H.ha(r["href"])}">{H.h(r["key"])}</a>{parent}</td>',
+            f'<td class="key"><a href="{H.ha(r["href"])}">{_key(r["key"])}</a>{parent}</td>',
             f'<td><span class="kind">{H.h(r["kind"])}</span></td>',
             f"<td>{H.h(r['label'] or '')}</td>",
             f'<td class="n">{when}</td>',
-            f'<td class="n">{r["messages"]:,}</td>',
-            f'<td class="n">{r["tokens"]:,}</td>',
+            f'<td class="n" data-label="message{"" if r["messages"] == 1 else "s"}">'
+            f"{r['messages']:,}</td>",
+            f'<td class="n" data-label="tokens">{r["tokens"]:,}</td>',
             f'<td class="n">{H.fmt_usd(r["cost"])}</td>',
         ]
         # Cells apart in the source too, so the page's plain text keeps them apart.

@@ -124,6 +124,20 @@ vertical-align:top}
 th{font-weight:600;color:var(--mute);font-size:.8rem;text-transform:uppercase;letter-spacing:.03em}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.key{overflow-wrap:anywhere}
+table.sessions td.key{min-width:12rem}
+@media (max-width:56rem){
+main{padding:.6rem}
+header.top{padding:.5rem .6rem .4rem}
+table.sessions thead{display:none}
+table.sessions,table.sessions tbody{display:block}
+table.sessions tr{display:flex;flex-wrap:wrap;align-items:baseline;gap:.15rem .9rem;
+padding:.55rem .6rem;border-bottom:1px solid var(--line)}
+table.sessions td{display:block;padding:0;border:0;text-align:left}
+table.sessions td.key{flex:1 1 100%;min-width:0}
+table.sessions td:empty{display:none}
+table.sessions td.n{font-size:.82rem;color:var(--mute)}
+table.sessions td[data-label]:after{content:" " attr(data-label)}
+}
 .kind{font-size:.78rem;border:1px solid var(--line);border-radius:4px;padding:0 .3rem}
 h2{font-size:1rem;margin:1.6rem 0 .5rem}
 svg{display:block;max-width:100%;height:auto}
