@@ -126,3 +126,42 @@ def test_timeout_then_wait_returns_reply(state: Path) -> None:
     assert rc == 0 and done["status"] == "ok" and done["reply"] == "late: slow"
     msgs = transcript_messages(state)["agent:main:main"]
     assert [text_of(m) for m in msgs][:2] == ["slow", "late: slow"]
+
+
+def test_wait_tsv_carries_whole_values_and_the_json_status(state: Path, tmp_path: Path) -> None:
+    """`wait A B` piped (issue 33, item 2): each reply was cut to 60 characters plus "…", a
+    timed-out wait's hint cut the run id to two characters, and its status column said
+    `running` where --json says `timeout`. Now whole values (a newline as `\\n`, as
+    `deliveries` escapes it) and the status --json gives; `runs` (and `--fields result`)
+    piped carry the whole reply too."""
+    gate = tmp_path / "gate"
+    runner_config(
+        state,
+        py_command(
+            "import os,sys,time; m=sys.stdin.read()\n"
+            f"while 'slow' in m and not os.path.exists({str(gate)!r}): time.sleep(0.05)\n"
+            "sys.stdout.write('reply: ' + m)"
+        ),
+    )
+    long = "first line of a long answer " + "x" * 120 + "\nsecond line"
+    done = run_cli("send", "cron:a", long, "--timeout", "30")
+    assert done.returncode == 0, done.stderr
+    done_id = run_json("runs")[1]["runs"][0]["runId"]
+    slow = run_cli("send", "cron:b", "slow one", "--timeout", "0").stdout.strip()
+    try:
+        proc = run_cli("wait", done_id, slow, "--timeout", "1")
+        as_json = run_cli("wait", done_id, slow, "--timeout", "1", "--json")
+    finally:
+        gate.touch()
+    assert proc.returncode == as_json.returncode == 124, proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    whole = "reply: " + long.replace("\n", "\\n")
+    hint = f"still running after the wait timed out: sessiontool wait {slow}"
+    assert rows == [[done_id, "ok", whole], [slow, "timeout", hint]]
+    objects = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [r[1] for r in rows] == [o["status"] for o in objects]
+    assert objects[0]["reply"] == "reply: " + long and objects[1]["error"] == hint
+    # runs: piped and with --fields, the whole result; only the terminal table cuts it.
+    assert f"{done_id}\t{whole}" in run_cli("runs", "--fields", "runId,result").stdout
+    piped = [line.split("\t") for line in run_cli("runs").stdout.splitlines()]
+    assert [r[6] for r in piped if r[0] == done_id] == [whole]

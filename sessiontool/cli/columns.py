@@ -31,10 +31,9 @@ def _plain(key: str) -> Getter:
 
 
 def _run_result(r: Mapping[str, Any]) -> str:
+    """The whole reply or error (TSV escapes a newline as `\\n`; only the terminal table cuts)."""
     v = r.get("reply") or r.get("error") or ""
-    s = v if isinstance(v, str) else str(v)
-    s = s.replace("\n", " ")
-    return s if len(s) <= 60 else s[:59] + "…"
+    return v if isinstance(v, str) else str(v)
 
 
 SESSIONS: dict[str, Getter] = {

@@ -266,8 +266,9 @@ def wait_cmd(
     """Wait for runs to end and print their results.
 
     One run: the same result as `send` (the reply, or the JSON object). Several runs: one line
-    per run in the order given (TSV without a header: runId, status, result; with --json one
-    JSON object per run). The exit status is the worst of them: a failed run (1) over a wait that timed out
+    per run in the order given (TSV without a header: runId, status as --json gives it (ok,
+    error, timeout), the whole reply or error with newlines as \\n; with --json one JSON object
+    per run). The exit status is the worst of them: a failed run (1) over a wait that timed out
     (124) over ok (0)."""
     from sessiontool.durations import parse_duration
     from sessiontool.runs.control import full_run_id
@@ -302,11 +303,9 @@ def wait_cmd(
         codes.append(code)
         if len(ids) == 1 or as_json:
             _print_result(result, code, as_json)
-        else:
+        else:  # TSV: whole values (a newline as `\n`), the status --json gives
             detail = result.get("reply") if result.get("status") == "ok" else result.get("error")
-            render.write_out(
-                render.tsv([[rec["runId"], rec.get("status") or "", _short(detail or "")]])
-            )
+            render.write_out(render.tsv([[rec["runId"], result["status"], detail or ""]]))
     return worst_exit(codes)
 
 
@@ -381,8 +380,8 @@ def runs_cmd(
     Your runs (send, spawn); their internal steps (an agent-to-agent reply turn, the announce)
     with --steps, each under its run. The RUN column shows the shortest unique prefix (8
     characters or more); wait, runs and abort accept it. Piped: TSV without a header, one run
-    per line: runId, kind, step, status, sessionKey, createdAt, result (the table's columns);
-    --fields picks and orders them."""
+    per line: runId, kind, step, status, sessionKey, createdAt, result (the table's columns;
+    the whole reply or error, a newline as \\n); --fields picks and orders them."""
     from sessiontool.cli import columns
     from sessiontool.cli.commands.read import parse_limit
     from sessiontool.runs.control import show_run
@@ -421,9 +420,14 @@ def _show_one(view: dict[str, Any], as_json: bool) -> None:
 
 
 def _runs_table(rows: list[dict[str, Any]]) -> None:
-    """The table on a terminal (short run ids, ages), else TSV without a header."""
-    terminal = render.is_terminal()
-    short = short_ids([r["runId"] for r in rows]) if terminal else {}
+    """The table on a terminal (short run ids, ages, results cut to fit), else TSV without a
+    header: whole values, as `--fields` gives them."""
+    from sessiontool.cli import columns
+
+    if not render.is_terminal():
+        render.write_out(render.tsv(columns.rows(columns.RUNS, list(columns.RUNS_DEFAULT), rows)))
+        return
+    short = short_ids([r["runId"] for r in rows])
     cells = [
         [
             short.get(r["runId"], r["runId"]),
@@ -431,16 +435,12 @@ def _runs_table(rows: list[dict[str, Any]]) -> None:
             (r.get("step") or ""),
             r.get("status", ""),
             r.get("sessionKey", ""),
-            render.iso_or_dash(r.get("createdAt"))
-            if not terminal
-            else render.ago(r.get("createdAt")),
+            render.ago(r.get("createdAt")),
             _short(r.get("reply") or r.get("error") or ""),
         ]
         for r in rows
     ]
-    if not terminal:
-        render.write_out(render.tsv(cells))
-    elif not rows:
+    if not rows:
         render.empty("No runs.")
     else:
         render.table(
