@@ -215,6 +215,45 @@ def test_errors_name_file_and_key(tmp_path: Path, own: str, key: str) -> None:
     assert int(info.value.code) == 2
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("maxConcurrentRuns", '"eight"'),
+        ("maxConcurrentRuns", "-3"),
+        ("maxConcurrentRuns", "0"),
+        ("maxConcurrentRuns", "1e9"),
+        ("maxToolRounds", "-1"),
+        ("delivery", "{command: 5}"),
+    ],
+)
+def test_a_wrong_own_setting_is_refused_by_every_command(state: Path, key: str, value: str) -> None:
+    """`sessiontool.maxConcurrentRuns: "eight"` was accepted by `send` (only the background
+    worker read it, and took the default) and only `doctor` reported it; `-3` was quietly
+    taken as 1 and reported by nothing (issue 33, item 3). Now every command says so: exit 2,
+    one line naming the file and the key, and `send` starts no run."""
+    own = state / "sessiontool.json5"
+    state.mkdir(parents=True, exist_ok=True)
+    own.write_text(f"{{ sessiontool: {{ {key}: {value} }} }}\n")
+    for args in (
+        ["send", "main", "hello"],
+        ["spawn", "a task"],
+        ["list"],
+        ["runs"],
+        ["deliveries", "retry"],
+        ["doctor"],
+    ):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith(f"sessiontool: error: {own}: sessiontool.{key}"), line
+        assert "expected" in line
+    assert not (state / "sessiontool" / "runs").exists() or not list(
+        (state / "sessiontool" / "runs").glob("*.json")
+    )
+    own.write_text(f"{{ sessiontool: {{ {key}: {'3' if key != 'delivery' else '{}'} }} }}\n")
+    assert run_cli("list").returncode == 0
+
+
 def test_lazy_values_are_checked_when_used(tmp_path: Path) -> None:
     cfg = load_config(state_with(tmp_path, own='{"tools": {"agentToAgent": {"allow": "main"}}}'))
     with pytest.raises(ConfigError, match=r"tools\.agentToAgent\.allow"):

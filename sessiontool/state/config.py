@@ -21,6 +21,8 @@ SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
 OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
 RUNNER_TYPES = ("echo", "command", "openai", "llm")
+MAX_CONCURRENT_RUNS = 1024  # a waiting worker holds one open file per slot
+MAX_TOOL_ROUNDS = 1000
 
 
 def _merge(base: Any, over: Any, path: str = "") -> Any:
@@ -408,14 +410,21 @@ class Config(Value):
 
     @property
     def max_tool_rounds(self) -> int:
-        v = self.expect("sessiontool.maxToolRounds", int, "a whole number", 8)
-        return max(1, int(v))
+        return self._count("sessiontool.maxToolRounds", 8, MAX_TOOL_ROUNDS)
 
     @property
     def max_concurrent_runs(self) -> int:
         """How many runs' agents may run at once across all sessions (more wait their turn)."""
-        v = self.expect("sessiontool.maxConcurrentRuns", int, "a whole number", 8)
-        return max(1, int(v))
+        return self._count("sessiontool.maxConcurrentRuns", 8, MAX_CONCURRENT_RUNS)
+
+    def _count(self, dotted: str, default: int, most: int) -> int:
+        """A whole number from 1 to `most`: `-3` or `0` is as wrong as `"eight"` (exit 2 naming
+        the file and the key), never quietly taken as 1."""
+        what = f"a whole number from 1 to {most}"
+        v = self.expect(dotted, int, what, default)
+        if not 1 <= v <= most:
+            return int(self._bad_value(dotted, what, v, default))
+        return int(v)
 
     @property
     def providers(self) -> dict[str, Any]:
@@ -471,6 +480,9 @@ def load_config(
     # Validate eagerly what every command depends on, so a bad file fails at once with exit 2.
     cfg.agents()
     _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns
+    # sessiontool's own settings, read by the background worker: refused here, by the command
+    # that starts it, not found wrong (and ignored) later where nobody sees it.
+    _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command
     if cfg.get("agents.defaults.runner") is not None:
         check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)
     return cfg
