@@ -124,15 +124,22 @@ def test_one_connection_for_a_spawn_with_label_announce_and_cleanup(make: Any) -
     while not env.gw.calls("sessions.delete"):
         assert time.monotonic() < deadline, env.gw.calls()
         time.sleep(0.1)
-    calls = env.gw.calls()
+    # The command asked for OpenClaw's own sessions_spawn first (denied here: not_found), on its
+    # own connection; then the worker emulates it.
+    (tool,) = env.gw.calls("tools.invoke")
+    assert tool["params"]["name"] == "sessions_spawn"
+    calls = [c for c in env.gw.calls() if c["method"] != "tools.invoke"]
     assert [c["method"] for c in calls] == ["sessions.create", "agent", "agent", "sessions.delete"]
+    assert tool["conn"] not in {c["conn"] for c in calls}
     # The worker's four calls share one connection (the command's own handshake is another
     # process's); it asked once for everything it would need, admin for the cleanup.
     assert len({c["conn"] for c in calls}) == 1
     worker_conn = calls[0]["conn"]
     (hs,) = [c for c in env.gw.connects() if c["conn"] == worker_conn]
     assert hs["params"]["scopes"] == ["operator.admin", "operator.write"]
-    assert calls[2]["params"]["idempotencyKey"] == f"{run_id}:announce"
+    rec = json.loads(env.st("--json", "runs", run_id).stdout)
+    key = f"announce:v1:{rec['sessionKey']}:{rec['gatewayRunId']}"
+    assert calls[2]["params"]["idempotencyKey"] == key
 
 
 def test_unavailable_while_starting_then_ok(make: Any) -> None:

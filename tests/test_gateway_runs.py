@@ -67,7 +67,8 @@ class FakeGateway:
 
 
 def is_announce(call: dict[str, Any]) -> bool:
-    return str(call["params"].get("idempotencyKey", "")).endswith(":announce")
+    """A spawn's announce turn: under OpenClaw's own key `announce:v1:<child>:<child's run>`."""
+    return str(call["params"].get("idempotencyKey", "")).startswith("announce:v1:")
 
 
 @pytest.fixture
@@ -184,7 +185,8 @@ def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
     while announce_run not in finals and time.monotonic() < deadline:  # runs after accept
         time.sleep(0.1)
         finals = fake_gateway.gw.finals()
-    assert finals[announce_run]["idempotencyKey"] == f"{run_id}:announce"
+    key = f"announce:v1:{child}:{rec['gatewayRunId']}"
+    assert finals[announce_run]["idempotencyKey"] == key
     create, turn, announce = [
         c for c in fake_gateway.calls() if c["method"] in ("sessions.create", "agent")
     ]
@@ -206,9 +208,10 @@ def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
     assert p["inputProvenance"]["sourceTool"] == "sessions_spawn"
     a = announce["params"]
     assert is_announce(announce) and a["sessionKey"] == "agent:main:main"
-    assert a["idempotencyKey"] == f"{run_id}:announce"
-    # The same text the file form's announce injects: Status, Result, Notes, Stats.
-    from sessiontool.flow.announce import announce_message, stats_line
+    assert a["idempotencyKey"] == key
+    # OpenClaw's own announce form: the completion event as internalEvents (OpenClaw keeps no
+    # user message for it), the prompt OpenClaw builds from it, the Stats line inside.
+    from sessiontool.flow.announce import completion_event, completion_prompt, stats_line
 
     stats = stats_line(
         started_at=rec["startedAt"],
@@ -219,10 +222,21 @@ def test_spawn_creates_the_child_and_announces_back_through_the_gateway(
         session_id=rec["sessionId"],
         transcript=None,
     )
-    assert a["message"] == announce_message(
-        status="ok", result="pong: summarise X", notes="none", stats=stats
+    event = completion_event(rec, stats)
+    assert (event["taskLabel"], event["result"], event["status"]) == (
+        "gw-child",
+        "pong: summarise X",
+        "ok",
     )
-    assert "tokens 1.2k (in 1.2k / out 34)" in a["message"]
+    assert event["childSessionKey"] == child and event["childSessionId"] == rec["sessionId"]
+    assert a["internalEvents"] == [event] and a["message"] == completion_prompt(event)
+    assert event["statsLine"] == stats and "tokens 1.2k (in 1.2k / out 34)" in stats
+    assert a["inputProvenance"] == {
+        "kind": "inter_session",
+        "sourceSessionKey": child,
+        "sourceChannel": "internal",
+        "sourceTool": "subagent_announce",
+    }
 
 
 def test_spawn_run_timeout_and_cleanup_delete(fake_gateway: FakeGateway) -> None:
@@ -236,7 +250,9 @@ def test_spawn_run_timeout_and_cleanup_delete(fake_gateway: FakeGateway) -> None
     )
     assert rec["status"] == "timeout"
     announce = [c for c in fake_gateway.calls("agent") if is_announce(c)]
-    assert announce[0]["params"]["message"].startswith("Status: timeout\nResult: (no output)\n")
+    (event,) = announce[0]["params"]["internalEvents"]
+    assert (event["status"], event["result"], event.get("noVisibleResult")) == ("timeout", "", True)
+    assert event["statusLabel"].startswith("timed out: run timed out after 1s")
     (delete,) = fake_gateway.calls("sessions.delete")
     assert delete["params"] == {"key": out["childSessionKey"], "deleteTranscript": True}
 
@@ -279,7 +295,8 @@ def test_deliver_and_requester_go_to_the_gateway_turn(fake_gateway: FakeGateway)
     assert proc.returncode == 0, proc.stderr
     first, second = (c["params"] for c in fake_gateway.calls("agent")[:2])
     assert first["deliver"] is True
-    assert first["inputProvenance"] == {"kind": "external_user", "sourceTool": "sessiontool"}
+    # An operator's message carries no provenance, as OpenClaw's own operator clients send it.
+    assert "inputProvenance" not in first
     assert "deliver" not in second
     assert second["inputProvenance"]["kind"] == "inter_session"
     assert second["inputProvenance"]["sourceSessionKey"] == "agent:main:main"
@@ -331,7 +348,8 @@ def test_a_worker_killed_mid_turn_is_lost_and_still_announced(fake_gateway: Fake
     )
     assert rec["status"] == "lost"
     announce = [c for c in fake_gateway.calls("agent") if is_announce(c)]
-    assert announce[0]["params"]["message"].startswith("Status: lost\n")
+    (event,) = announce[0]["params"]["internalEvents"]
+    assert event["status"] == "error" and event["statusLabel"].startswith("failed: ")
 
 
 def test_no_file_write_lands_beside_openclaws_database(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ DOCTOR_GATEWAY = {
     "lockForm",
     "mode",
     "reachable",
+    "spawn",
     "transport",
     "url",
     "version",

@@ -493,6 +493,7 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
 
     if g.remote is not None:  # the gateway's own store: gateway_doctor.remote_checks
         info["mode"], info["lockForm"], info["problems"] = "gateway (remote)", None, []
+        info["spawn"] = None
         return info
     sqlite = gateway_agents(paths, agent_ids)
     if sqlite:
@@ -512,6 +513,7 @@ def describe(paths: StatePaths, agent_ids: list[str]) -> dict[str, Any]:
     form = lock_form_for(info["version"] if info["reachable"] else None) if files else None
     info["lockForm"] = LOCK_FORM_TEXT[form] if form else None
     info["problems"] = _problems(g, info, bool(sqlite) or not files)
+    info["spawn"] = None  # which way spawn and send --as go (own_tools.doctor_line)
     return info
 
 

@@ -106,6 +106,10 @@ def scopes_for(method: str, params: dict[str, Any]) -> frozenset[str]:
         return frozenset({WRITE})
     if method in ("agent.wait", "chat.abort", "sessions.abort", "chat.send", "sessions.send"):
         return frozenset({WRITE})
+    if method == "tools.invoke":  # OpenClaw's own tools (own_tools.py); owner-only ones: admin
+        if params.get("name") in ("cron", "gateway", "nodes"):
+            return frozenset({ADMIN})
+        return frozenset({WRITE})
     return frozenset({ADMIN})  # OpenClaw's default for a method it does not classify
 
 

@@ -327,6 +327,9 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         from sessiontool.openclaw.gateway_doctor import remote_checks
 
         gateway["remote"], gateway["problems"] = remote_checks(ctx.paths, gateway)
+    from sessiontool.openclaw.own_tools import doctor_line
+
+    gateway["spawn"] = doctor_line(ctx.paths, gateway)
     problems.extend(
         Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
         for p in gateway.pop("problems")

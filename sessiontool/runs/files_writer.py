@@ -20,7 +20,7 @@ from sessiontool.state.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
@@ -165,6 +165,12 @@ class FilesWriter:
 
     def requester_entry(self, ctx: Context, key: str) -> Entry | None:
         return store.peek_entry(ctx.paths, key)
+
+    def openclaw_spawn(self, ctx: Context, run_id: str, spawn: Spawn) -> dict[str, Any] | None:
+        return None  # no gateway: sessiontool's own runner carries the spawn out
+
+    def openclaw_sends(self, ctx: Context, requester: str) -> bool:
+        return False
 
     def add_child(
         self,

@@ -46,7 +46,9 @@ def turn_params(rec: Record) -> dict[str, Any]:
         "idempotencyKey": rec["runId"],
     }
     prov = rec.get("provenance")
-    if isinstance(prov, dict) and prov.get("kind") in ("inter_session", "external_user"):
+    # Only a message from another session is attributed: OpenClaw's own operator clients stamp
+    # no provenance on an operator's message (its requester-tool policy reads the kind).
+    if isinstance(prov, dict) and prov.get("kind") == "inter_session":
         params["inputProvenance"] = {
             k: v
             for k, v in prov.items()
@@ -86,7 +88,7 @@ def execute_run(w: Worker, rec: Record) -> None:
     try:
         if not _start(paths, rec):
             return
-        out = _turn(paths, rec)
+        out = _tool_turn(paths, rec) or _turn(paths, rec)
         out.status, out.error = decide(paths, rec, out)
         _publish(paths, rec, out)
     finally:
@@ -107,6 +109,20 @@ def _start(paths: StatePaths, rec: Record) -> bool:
     done = records.update_record(paths, rec["runId"], mark)
     rec.update(done)
     return done.get("status") == "running"
+
+
+def _tool_turn(paths: StatePaths, rec: Record) -> Outcome | None:
+    """The end of a run OpenClaw's own tool carries out (gateway_tool_run.py); None: the
+    emulation, also when the gateway stopped offering the tool since the command asked."""
+    if not rec.get("tool"):
+        return None
+    from sessiontool.runs import gateway_tool_run
+
+    done = gateway_tool_run.turn(paths, rec)
+    if done is None:
+        rec.pop("tool", None)
+        records.update_record(paths, rec["runId"], lambda r: r.pop("tool", None))
+    return done
 
 
 def _turn(paths: StatePaths, rec: Record) -> Outcome:

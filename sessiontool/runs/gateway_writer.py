@@ -29,7 +29,7 @@ from sessiontool.state.locks import pid_alive
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
@@ -135,10 +135,52 @@ class GatewayWriter:
         if label:
             refuse_label_in_use(ctx, agent_id, label)
 
+    def openclaw_spawn(self, ctx: Context, run_id: str, spawn: Spawn) -> dict[str, Any] | None:
+        """`tools.invoke sessions_spawn` for the requester session (openclaw/own_tools.py):
+        sessiontool's options as the tool's arguments (`--label` label, `--agent` agentId,
+        `--model` model, `--run-timeout` runTimeoutSeconds in whole seconds, `--cleanup`
+        cleanup), the run id as the call's idempotency key. None: the gateway does not offer
+        the tool (its answer is remembered for this process)."""
+        import math
+
+        from sessiontool.openclaw import own_tools
+        from sessiontool.state import keys
+
+        requester, timeout = spawn["requester"], spawn["runTimeout"]
+        args: dict[str, Any] = {"task": spawn["task"]}
+        if spawn["label"]:
+            args["label"] = spawn["label"]
+        if spawn["agentId"] != keys.agent_of(requester, ctx.agent_id):
+            args["agentId"] = spawn["agentId"]
+        if spawn["model"]:
+            args["model"] = spawn["model"]
+        if timeout is not None and timeout > 0:
+            args["runTimeoutSeconds"] = max(1, math.ceil(timeout))
+        args["cleanup"] = spawn["cleanup"]
+        details = own_tools.invoke(
+            ctx.paths, own_tools.SPAWN, requester, args, idempotency_key=run_id
+        )
+        if details is None:
+            return None
+        child, gw_run = details.get("childSessionKey"), details.get("runId")
+        if details.get("status") != "accepted" or not isinstance(child, str):
+            why = details.get("error") or details.get("status") or "no child session"
+            raise own_tools.ToolRefused(f"OpenClaw's sessions_spawn: {why}")
+        return {"childSessionKey": child, "runId": gw_run if isinstance(gw_run, str) else None}
+
+    def openclaw_sends(self, ctx: Context, requester: str) -> bool:
+        from sessiontool.openclaw import own_tools
+
+        return own_tools.allowed(ctx.paths, own_tools.SEND, requester)
+
     def first_follow_up(self, rec: Record) -> FollowUp | None:
         """A spawn announces back through the gateway; a send between two sessions gets the
         same reply-back turns and announce step as on files (their turns are gateway runs
         too); a `--deliver` send was delivered by OpenClaw itself."""
+        if rec.get("tool") == "sessions_spawn":  # OpenClaw announces; its run is recorded
+            return {"next": "openclaw-announce"}
+        if rec.get("tool") == "sessions_send":  # OpenClaw's own reply-back and announce step
+            return None
         if rec.get("kind") == "spawn":
             return {"next": "gateway-announce"}
         reply = rec.get("reply")
@@ -155,24 +197,46 @@ class GatewayWriter:
     def announce_to_requester(
         self, paths: StatePaths, cfg: Config, rec: Record, text: str
     ) -> str | None:
-        """A turn of the requester session (accepted, not waited for: the gateway owns it from
-        there), idempotent by `<runId>:announce`. Raises on failure, so the step is retried.
-        The gateway's run id of that turn is returned, so `agent.wait` can find it later."""
-        data = gateway.call(
-            paths,
-            "agent",
-            {
-                "sessionKey": rec["requesterSessionKey"],
-                "message": text,
-                "idempotencyKey": f"{rec['runId']}:announce",
-                "inputProvenance": {
+        """A turn of the requester session in OpenClaw's own announce form (accepted, not
+        waited for: the gateway owns it from there): the `task_completion` event as
+        `internalEvents`, so OpenClaw keeps no user message for it, only the requester's reply,
+        under OpenClaw's own key `announce:v1:<child>:<child's run>` (one announce even if
+        OpenClaw's own is tried as well). A gateway that refuses those fields (older ones) gets
+        `text`, the visible Status/Result/Notes/Stats message. Raises on failure, so the step
+        is retried; the gateway's run id of the turn is returned."""
+        from sessiontool.flow import announce
+
+        child = rec["sessionKey"]
+        stats = next((ln for ln in text.splitlines() if ln.startswith("Stats: ")), None)
+        event = announce.completion_event(rec, stats)
+        params: dict[str, Any] = {
+            "sessionKey": rec["requesterSessionKey"],
+            "message": announce.completion_prompt(event),
+            "internalEvents": [event],
+            "idempotencyKey": announce.announce_id(child, rec.get("gatewayRunId") or rec["runId"]),
+            "inputProvenance": {
+                "kind": "inter_session",
+                "sourceSessionKey": child,
+                "sourceChannel": "internal",
+                "sourceTool": "subagent_announce",
+            },
+        }
+        try:
+            data = gateway.call(paths, "agent", params, timeout_s=ANNOUNCE_CALL_TIMEOUT_S)
+        except SessiontoolError as exc:
+            if "internalEvents" not in exc.message and "inputProvenance" not in exc.message:
+                raise
+            params.update(
+                message=text,
+                idempotencyKey=f"{rec['runId']}:announce",
+                inputProvenance={
                     "kind": "inter_session",
-                    "sourceSessionKey": rec["sessionKey"],
+                    "sourceSessionKey": child,
                     "sourceTool": "sessions_spawn",
                 },
-            },
-            timeout_s=ANNOUNCE_CALL_TIMEOUT_S,
-        )
+            )
+            del params["internalEvents"]
+            data = gateway.call(paths, "agent", params, timeout_s=ANNOUNCE_CALL_TIMEOUT_S)
         run_id = data.get("runId") if isinstance(data, dict) else None
         return run_id if isinstance(run_id, str) else None
 

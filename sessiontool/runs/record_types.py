@@ -68,6 +68,9 @@ class RunRecord(TypedDict, total=False):
     label: str | None
     cleanup: str | None
     via: str  # the writer its command chose: "gateway", else files
+    # OpenClaw's own tool that carries the run out through the gateway's `tools.invoke`
+    # ("sessions_spawn", "sessions_send"; openclaw/own_tools.py); absent: sessiontool's turn.
+    tool: str
     step: str  # a step's name: "reply", "announce"
     turn: int
     maxTurns: int
@@ -104,3 +107,15 @@ class RunRecord(TypedDict, total=False):
     # What follows it.
     followUp: FollowUp
     announcedAt: int
+
+
+class Spawn(TypedDict):
+    """What a spawn asks for (runs/submit.py), as the writers take it (runs/writer.py)."""
+
+    task: str
+    requester: str  # the requester session's key
+    agentId: str  # the child's agent
+    label: str | None
+    model: str | None
+    runTimeout: float | None
+    cleanup: str  # "keep" | "delete"

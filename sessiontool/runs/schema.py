@@ -99,6 +99,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "label": (_str, "a string"),
     "cleanup": (_str, "a string"),
     "via": (_str, "a string"),
+    "tool": (_str, "a string"),
     "step": (_str, "a string"),
     "reply": (_str, "a string"),
     "error": (_str, "a string"),

@@ -103,16 +103,17 @@ class Advancer:
             if not pending(rec):
                 return
             name = str(rec["followUp"]["next"])
+            local = {
+                "inject": self.inject,
+                "deliver": self.deliver,
+                "cleanup": self.cleanup,
+                "gateway-announce": self.gateway_announce,
+                "openclaw-announce": self.openclaw_announce,
+            }.get(name)
             if is_agent_step(name):
                 result = self.agent_step(rec, name)
-            elif name == "inject":
-                result = self.inject(rec)
-            elif name == "deliver":
-                result = self.deliver(rec)
-            elif name == "cleanup":
-                result = self.cleanup(rec)
-            elif name == "gateway-announce":
-                result = self.gateway_announce(rec)
+            elif local is not None:
+                result = local(rec)
             else:
                 result = self.record(rec, {"next": DONE})
             if result == WAIT:
@@ -364,6 +365,16 @@ class Advancer:
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
         return self.record(rec, {"next": "cleanup", "attemptAt": None, "announceRunId": announce})
+
+    def openclaw_announce(self, rec: Record) -> str:
+        """A spawn made by OpenClaw's own sessions_spawn (gateway_tool_run.announce)."""
+        from sessiontool.runs import gateway_tool_run
+
+        try:
+            done = gateway_tool_run.announce(self.paths, self.cfg, rec, announce_text)
+        except SessiontoolError as exc:
+            return self.retry_later(rec, exc)
+        return self.record(rec, {"next": DONE, "attemptAt": None, **done}, announcedAt=now_ms())
 
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks

@@ -145,10 +145,14 @@ def send(
     else:
         provenance = {"kind": "external_user", "sourceTool": "sessiontool"}
         system = None
+    # OpenClaw's own sessions_send carries an agent-to-agent send out where its gateway
+    # allows the tool (its reply-back turns and announce step are then OpenClaw's).
+    own = a2a and writer.openclaw_sends(ctx, req.session_key)  # type: ignore[arg-type]
     rec = records.create_record(
         ctx.paths,
         kind="send",
         via=_via(writer),
+        tool="sessions_send" if own else None,
         sessionKey=r.key,
         agentId=r.agent_id,
         requesterSessionKey=req.session_key,
@@ -216,6 +220,43 @@ def spawn(
     writer.add_child(
         ctx, child=child, agent_id=target_agent, requester=requester, label=label, model=model
     )
+    via = _via(writer)
+    run_id = records.new_run_id()
+    own = writer.openclaw_spawn(
+        ctx,
+        run_id,
+        {
+            "task": task,
+            "requester": requester,
+            "agentId": target_agent,
+            "label": label,
+            "model": model,
+            "runTimeout": run_timeout,
+            "cleanup": cleanup,
+        },
+    )
+    if own is not None:  # OpenClaw's own sessions_spawn made the child and started its run
+        child = own["childSessionKey"]
+        tool: dict[str, Any] = {"tool": "sessions_spawn", "runId": run_id}
+        if own.get("runId"):
+            tool["gatewayRunId"] = own["runId"]
+        rec = _spawn_record(
+            ctx,
+            task,
+            child,
+            target_agent,
+            requester,
+            None,
+            label,
+            cleanup,
+            run_timeout,
+            via=via,
+            model=model,
+            **tool,
+        )
+        _start(ctx, rec)
+        out = {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+        return {**out, "via": via, "tool": "sessions_spawn"}
     system = subagent_system_prompt(
         task=task,
         label=label,
@@ -223,7 +264,6 @@ def spawn(
         requester_channel=session_channel(requester, writer.requester_entry(ctx, requester)),
         child_key=child,
     )
-    via = _via(writer)
     rec = _spawn_record(
         ctx,
         task,
@@ -265,7 +305,7 @@ def _spawn_record(
     child: str,
     target_agent: str,
     requester: str,
-    system: str,
+    system: str | None,
     label: str | None,
     cleanup: str,
     run_timeout: float | None,
@@ -318,6 +358,7 @@ PUBLIC_RUN_FIELDS = frozenset(
         "cleanup",
         "deliver",
         "via",
+        "tool",  # OpenClaw's own tool that carried the run out (tools.invoke)
         "message",
         "system",
         "provenance",

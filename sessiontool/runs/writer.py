@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp
+    from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
+
 
 
 class SessionWriter(Protocol):
@@ -83,6 +84,15 @@ class SessionWriter(Protocol):
     ) -> None:
         """What a spawn writes before its run is queued: the child's entry linked to its
         requester (files), or only the label check (gateway: the worker creates the child)."""
+        ...
+
+    def openclaw_spawn(self, ctx: Context, run_id: str, spawn: Spawn) -> dict[str, Any] | None:
+        """OpenClaw's own sessions_spawn, when the store's gateway runs it for sessiontool:
+        its answer (`childSessionKey`, `runId`); None: sessiontool carries the spawn out."""
+        ...
+
+    def openclaw_sends(self, ctx: Context, requester: str) -> bool:
+        """Whether an agent-to-agent send goes through OpenClaw's own sessions_send."""
         ...
 
     def first_follow_up(self, rec: Record) -> FollowUp | None:

@@ -42,6 +42,7 @@ SCOPE = {
     "agent": WRITE,
     "agent.wait": WRITE,
     "chat.abort": WRITE,
+    "tools.invoke": WRITE,
     "sessions.reset": ADMIN,
     "sessions.messages.subscribe": READ,
 }
@@ -253,6 +254,8 @@ class Server:
             return res({"runtimeVersion": self.cfg.get("version", "2026.9.6")})
         if method == "agent":
             return self.agent(ws, n, params, res, err)
+        if method == "tools.invoke":
+            return self.tools_invoke(n, params, res)
         if method == "agent.wait":
             run = self.runs.get(params["runId"])
             if run is None:
@@ -325,6 +328,42 @@ class Server:
         ws.send(json.dumps({"type": "event", "event": "session.message", "payload": payload}))
         if drop:
             ws.close(1012, "dropped by the test")
+
+    def tools_invoke(self, n: int, params: dict[str, Any], res: Any) -> None:
+        """OpenClaw's own session tools, as 2026.9.6 runs them through `tools.invoke`: denied
+        unless `tools_allowed` names them (`gateway.tools.allow`), then run as the tool does
+        (a spawn makes the child and starts its run; a send starts the target's turn), the
+        envelope `{ok, toolName, output: {details}}` answering at once."""
+        name, args = params.get("name"), params.get("args") or {}
+        if name not in self.cfg.get("tools_allowed", []):
+            error = {"code": "not_found", "message": f"Tool not available: {name}"}
+            return res({"ok": False, "toolName": name, "error": error})
+        need = "task" if name == "sessions_spawn" else "message"
+        if not args.get(need):
+            error = {"code": "internal_error", "message": f"{need} required"}
+            return res({"ok": False, "toolName": name, "error": error})
+        run_id = "gw-" + uuid.uuid4().hex[:12]
+        run: dict[str, Any] = {
+            "done": threading.Event(),
+            "abort": threading.Event(),
+            "final": None,
+            "owner": -1,  # the gateway's own run: no client connection owns it
+            "accepted": time.monotonic(),
+        }
+        self.runs[run_id] = run
+        if name == "sessions_spawn":
+            child = f"agent:main:subagent:{uuid.uuid4()}"
+            turn = {"sessionKey": child, "message": args["task"]}
+            details = {"status": "accepted", "childSessionKey": child, "runId": run_id}
+            if args.get("runTimeoutSeconds"):
+                turn["timeout"] = args["runTimeoutSeconds"]
+        else:
+            turn = {"sessionKey": args["sessionKey"], "message": args["message"]}
+            details = {"runId": run_id, "status": "accepted", "sessionKey": args["sessionKey"]}
+            details["delivery"] = {"status": "pending", "mode": "announce"}
+        turn.update(gatewayRunId=run_id, idempotencyKey=params.get("idempotencyKey") or run_id)
+        threading.Thread(target=self.finish, args=(run, turn), daemon=True).start()
+        res({"ok": True, "toolName": name, "output": {"details": details}, "source": "core"})
 
     def agent(self, ws: Any, n: int, params: dict[str, Any], res: Any, err: Any) -> None:
         # The gateway names the run itself (not by the idempotency key), as 2026.9.6 does.

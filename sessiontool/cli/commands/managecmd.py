@@ -245,6 +245,8 @@ def _gateway_text(gw: dict[str, Any]) -> list[str]:
             )
         elif gw.get("transport"):
             out.append(f"  via {gw['transport']}: {hs.get('refused')}\n")
+        if gw.get("spawn"):
+            out.append(f"  spawn: {render.esc(gw['spawn'])}\n")
     return out
 
 

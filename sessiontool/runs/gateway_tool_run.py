@@ -1,0 +1,212 @@
+"""A gateway run that OpenClaw's own tool carries out (the record's `tool`; openclaw/own_tools.py).
+
+- `sessions_spawn`: the spawn command already called the tool (its answer named the child and
+  the child's run, `gatewayRunId`); the worker follows that run.
+- `sessions_send`: the worker calls the tool for the requester session with `timeoutSeconds: 0`
+  (the tool answers at once with its run id, kept as `gatewayRunId`, and OpenClaw runs its own
+  agent-to-agent flow after the turn: reply-back turns, the announce step), then follows it.
+
+Following is `agent.wait {runId}` in slices until the run has ended (a slice that runs out
+answers `status: "timeout"` without `endedAt`): the answer has the status, the final reply
+(`terminalReply.text`), the session id and the model (`terminalReceipt`). `abort` interrupts
+the wait and asks the gateway to stop the run (`chat.abort`). A `--run-timeout` is OpenClaw's
+(`runTimeoutSeconds`): 2026.9.6 ends such a run `ok` in `agent.wait` while the child's row says
+`timeout`; a run that lasted at least that long is recorded as `timeout`, as the row says.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from sessiontool.errors import SessiontoolError
+from sessiontool.openclaw import gateway
+from sessiontool.runs import records
+from sessiontool.runs.gateway_writer import ABORT_CALL_TIMEOUT_S
+from sessiontool.runs.turn import Outcome, RunAborted, abortable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.state.config import Config
+    from sessiontool.state.paths import StatePaths
+
+WAIT_SLICE_MS = 30_000
+SEND_WAIT_S = 3600.0
+RUN_TIMEOUT_GRACE_S = 30.0
+
+
+def _limit(rec: Record) -> float | None:
+    t = rec.get("runTimeoutSeconds")
+    if isinstance(t, int | float) and not isinstance(t, bool) and t > 0:
+        return float(t)
+    return None
+
+
+def turn(paths: StatePaths, rec: Record) -> Outcome | None:
+    """The run's end as OpenClaw reports it; None when the gateway no longer offers the tool
+    (the caller falls back to sessiontool's own turn)."""
+    out = Outcome()
+    try:
+        with abortable(paths, rec["runId"]):
+            gw_run = rec.get("gatewayRunId") or _start_send(paths, rec)
+            if gw_run is None:
+                return None
+            ended = _follow(paths, rec, gw_run)
+        _outcome(rec, ended, out)
+    except RunAborted:
+        out.status, out.error = "aborted", "aborted by user"
+        stopped = _stop(paths, rec)
+        records.update_record(
+            paths, rec["runId"], lambda r: r.__setitem__("gatewayAborted", stopped)
+        )
+    except SessiontoolError as exc:
+        out.status, out.error = "error", exc.message
+    except Exception as exc:  # noqa: BLE001 - a bug must still end the run
+        from sessiontool.errors import describe
+
+        out.status, out.error = "error", describe(exc)
+    return out
+
+
+def _start_send(paths: StatePaths, rec: Record) -> str | None:
+    from sessiontool.openclaw import own_tools
+
+    details = own_tools.invoke(
+        paths,
+        own_tools.SEND,
+        str(rec.get("requesterSessionKey")),
+        {"sessionKey": rec["sessionKey"], "message": rec.get("message", ""), "timeoutSeconds": 0},
+        idempotency_key=rec["runId"],
+    )
+    if details is None:
+        return None
+    gw_run = details.get("runId")
+    if details.get("status") not in ("accepted", "ok") or not isinstance(gw_run, str):
+        why = details.get("error") or details.get("status") or "no run"
+        raise own_tools.ToolRefused(f"OpenClaw's sessions_send: {why}")
+    rec["gatewayRunId"] = gw_run
+    records.update_record(paths, rec["runId"], lambda r: r.__setitem__("gatewayRunId", gw_run))
+    return gw_run
+
+
+def _follow(paths: StatePaths, rec: Record, gw_run: str) -> dict[str, Any]:
+    limit = _limit(rec)
+    budget = limit + RUN_TIMEOUT_GRACE_S if limit is not None else SEND_WAIT_S
+    deadline = time.monotonic() + budget
+    while True:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return {"status": "timeout", "error": f"no end of run {gw_run} in {budget:g}s"}
+        step = min(WAIT_SLICE_MS, left_ms)
+        ended = gateway.call(
+            paths,
+            "agent.wait",
+            {"runId": gw_run, "timeoutMs": step},
+            timeout_s=step / 1000 + 15,
+        )
+        if ended.get("status") != "timeout" or isinstance(ended.get("endedAt"), int):
+            return ended
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _outcome(rec: Record, ended: dict[str, Any], out: Outcome) -> None:
+    status = ended.get("status")
+    receipt = _obj(ended.get("terminalReceipt"))
+    effective = _obj(receipt.get("effective"))
+    reply = _obj(ended.get("terminalReply"))
+    started, end = ended.get("startedAt"), ended.get("endedAt")
+    took = end - started if isinstance(started, int) and isinstance(end, int) else None
+    meta: dict[str, Any] = {}
+    if isinstance(receipt.get("sessionId"), str):
+        meta["sessionId"] = receipt["sessionId"]
+    for k in ("model", "provider"):
+        if isinstance(effective.get(k), str):
+            meta[k] = effective[k]
+    # The shape of an `agent` final answer, so the run's end is published as any gateway run's.
+    out.result = {"result": {"meta": {"agentMeta": meta, **({"durationMs": took} if took else {})}}}
+    out.model, out.provider = meta.get("model"), meta.get("provider")
+    limit = _limit(rec)
+    if status == "ok" and limit is not None and took is not None and took >= limit * 1000:
+        status = "timeout"
+    if status == "ok":
+        text = reply.get("text")
+        out.reply = text if isinstance(text, str) and reply.get("disposition") != "silent" else ""
+    elif status in ("timeout", "timed_out"):
+        out.status = "timeout"
+        out.error = (
+            f"run timed out after {limit:g}s (--run-timeout)"
+            if limit is not None
+            else str(ended.get("error") or "the gateway's run timed out")
+        )
+    elif status in ("aborted", "cancelled", "killed"):
+        out.status, out.error = "aborted", "aborted in OpenClaw's gateway"
+    else:
+        why = ended.get("error")
+        out.status = "error"
+        out.error = f"the gateway's run ended with status {status}" + (
+            f": {why}" if isinstance(why, str) and why else ""
+        )
+
+
+def _stop(paths: StatePaths, rec: Record) -> bool:
+    """An aborted run is stopped in the gateway too (best effort: the record says aborted)."""
+    try:
+        data = gateway.call(
+            paths,
+            "chat.abort",
+            {"sessionKey": rec["sessionKey"], "runId": rec.get("gatewayRunId") or rec["runId"]},
+            timeout_s=ABORT_CALL_TIMEOUT_S,
+        )
+    except SessiontoolError:
+        return False
+    return data.get("aborted") is True
+
+
+ANNOUNCE_WAIT_MS = 15_000
+
+
+def openclaw_announce(paths: StatePaths, rec: Record) -> str | None:
+    """OpenClaw's announce of a child it spawned: the requester's run
+    `announce:v1:<childSessionKey>:<child's runId>` (its idempotency key), when it ran within
+    ANNOUNCE_WAIT_MS of the child's end; None when the gateway has no such run (2026.9.6's
+    direct announce after a tools.invoke spawn can fail, "operator tool invocation authority
+    expired", and its requester-settle recovery hands the result over later, in a run of its
+    own). Never an announce of sessiontool's: that would be a second one."""
+    gw_run = rec.get("gatewayRunId")
+    if not isinstance(gw_run, str):
+        return None
+    announce_id = f"announce:v1:{rec['sessionKey']}:{gw_run}"
+    try:
+        ended = gateway.call(
+            paths,
+            "agent.wait",
+            {"runId": announce_id, "timeoutMs": ANNOUNCE_WAIT_MS},
+            timeout_s=ANNOUNCE_WAIT_MS / 1000 + 15,
+        )
+    except SessiontoolError:
+        return None
+    ended_at = ended.get("endedAt")
+    return announce_id if ended.get("status") != "timeout" or isinstance(ended_at, int) else None
+
+
+def announce(
+    paths: StatePaths, cfg: Config, rec: Record, text: Callable[[StatePaths, Config, Record], str]
+) -> dict[str, Any]:
+    """The announce of a spawn OpenClaw's sessions_spawn made: OpenClaw hands the result to the
+    requester itself (and archives a `--cleanup delete` child), and its announce run is recorded
+    (`announceRunId`, `announcedBy: openclaw`). When it does not come (2026.9.6's direct
+    announce after a tools.invoke spawn fails), it is handed over in OpenClaw's form under
+    OpenClaw's own key (`announcedBy: sessiontool`), so a later retry of OpenClaw's finds it done
+    instead of announcing a second time. Raises on failure (the step is retried)."""
+    from sessiontool.runs.writer import writer_of
+
+    seen = openclaw_announce(paths, rec)
+    if seen is not None:
+        return {"announceRunId": seen, "announcedBy": "openclaw"}
+    run = writer_of(rec).announce_to_requester(paths, cfg, rec, text(paths, cfg, rec))
+    return {"announceRunId": run, "announcedBy": "sessiontool"}

@@ -1,0 +1,148 @@
+"""OpenClaw's own session tools through the gateway's `tools.invoke` (openclaw/own_tools.py),
+chosen per gateway, not configured: where the gateway allows `sessions_spawn`/`sessions_send`
+(`gateway.tools.allow`), `spawn` and `send --as` run them for the requester session and the run
+engine follows the tool's run; where it answers `not_found`, today's emulation runs (the other
+gateway tests). The gateway is the scripted fake (tests/fakes/gateway.py) with `tools_allowed`;
+OpenClaw's store stays byte-identical."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .fakes import gateway as fake
+from .test_gateway_runs import NO_OPENCLAW_PATH, FakeGateway
+from .test_openclaw_sqlite import OC_STATE, tree_digest
+
+TOOLS = ["sessions_spawn", "sessions_send"]
+
+
+@pytest.fixture
+def allowed(tmp_path: Path) -> Iterator[FakeGateway]:
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    before = tree_digest(state / "agents")
+    with fake.running(tmp_path / "gw", token="t0ken-fake", tools_allowed=TOOLS) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        yield FakeGateway(state, gw, {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH})
+    assert tree_digest(state / "agents") == before
+
+
+def done(rec: dict[str, object]) -> bool:
+    follow = rec.get("followUp")
+    return isinstance(follow, dict) and follow.get("next") == "done"
+
+
+def test_spawn_runs_openclaws_sessions_spawn_and_follows_its_run(allowed: FakeGateway) -> None:
+    proc = allowed.st(
+        "--json",
+        "spawn",
+        "summarise Y",
+        "--label",
+        "own-child",
+        "--run-timeout",
+        "29.5",
+        "--cleanup",
+        "delete",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["via"], out["tool"]) == ("gateway", "sessions_spawn")
+    (call,) = allowed.calls("tools.invoke")
+    p = call["params"]
+    # sessiontool's options as the tool's arguments; the run id as the call's idempotency key.
+    assert p == {
+        "name": "sessions_spawn",
+        "sessionKey": "agent:main:main",
+        "args": {
+            "task": "summarise Y",
+            "label": "own-child",
+            "runTimeoutSeconds": 30,
+            "cleanup": "delete",
+        },
+        "idempotencyKey": out["runId"],
+    }
+    rec = allowed.until(out["runId"], done, "its announce")
+    finals = allowed.gw.finals()
+    # The child is the tool's (its key and run), not one sessiontool made up.
+    assert rec["sessionKey"] == out["childSessionKey"]
+    assert finals[rec["gatewayRunId"]]["idempotencyKey"] == out["runId"]
+    assert rec["tool"] == "sessions_spawn" and rec["status"] == "ok"
+    assert rec["reply"] == "pong: summarise Y"
+    # No emulation: no child created, no turn of sessiontool's, no cleanup of its own; the run
+    # was followed with agent.wait.
+    methods = [c["method"] for c in allowed.calls()]
+    assert "sessions.create" not in methods and "sessions.delete" not in methods
+    waits = allowed.calls("agent.wait")
+    assert waits[0]["params"]["runId"] == rec["gatewayRunId"]
+    # OpenClaw's own announce did not come (the fake, like 2026.9.6 after tools.invoke, has
+    # none): handed over once, in OpenClaw's form and under OpenClaw's own key.
+    key = f"announce:v1:{rec['sessionKey']}:{rec['gatewayRunId']}"
+    assert waits[-1]["params"]["runId"] == key
+    (announce,) = allowed.calls("agent")
+    assert announce["params"]["idempotencyKey"] == key
+    assert announce["params"]["internalEvents"][0]["childSessionKey"] == rec["sessionKey"]
+    assert rec["followUp"]["announcedBy"] == "sessiontool"
+
+
+def test_send_as_runs_openclaws_sessions_send(allowed: FakeGateway) -> None:
+    proc = allowed.st("--as", "agent:main:main", "--json", "send", "discord:group:123", "hi")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "ok" and out["reply"] == "pong: hi"
+    assert out["delivery"] == {"status": "pending", "mode": "announce"}
+    probe, call = allowed.calls("tools.invoke")
+    # Asked once whether the gateway runs the tool (an argument-less call it refuses), then run
+    # for the requester, answering at once; the worker follows the run.
+    assert probe["params"]["args"] == {}
+    assert call["params"] == {
+        "name": "sessions_send",
+        "sessionKey": "agent:main:main",
+        "args": {
+            "sessionKey": "agent:main:discord:group:123",
+            "message": "hi",
+            "timeoutSeconds": 0,
+        },
+        "idempotencyKey": out["runId"],
+    }
+    rec = allowed.record(out["runId"])
+    assert rec["tool"] == "sessions_send" and rec["gatewayRunId"].startswith("gw-")
+    # The reply-back turns and the announce step are OpenClaw's: sessiontool runs none.
+    assert allowed.calls("agent") == []
+    assert not (allowed.state / "sessiontool" / "deliveries.jsonl").exists()
+
+
+def test_a_plain_send_is_not_a_tool_call(allowed: FakeGateway) -> None:
+    """An operator's send is an `agent` turn whatever the gateway allows (sessions_send is one
+    session's message to another)."""
+    proc = allowed.st("--json", "send", "discord:group:123", "hello")
+    assert proc.returncode == 0, proc.stderr
+    assert allowed.calls("tools.invoke") == []
+    (turn,) = allowed.calls("agent")
+    assert "inputProvenance" not in turn["params"]
+
+
+def test_a_run_timeout_is_openclaws_and_recorded(allowed: FakeGateway) -> None:
+    proc = allowed.st("--json", "spawn", "sleep:30 too long", "--run-timeout", "1")
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["runId"]
+    proc = allowed.st("--json", "wait", run_id, "--timeout", "60")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["runStatus"] == "timeout" and "--run-timeout" in out["error"]
+    (call,) = allowed.calls("tools.invoke")
+    assert call["params"]["args"]["runTimeoutSeconds"] == 1
+
+
+def test_doctor_names_the_path(allowed: FakeGateway, tmp_path: Path) -> None:
+    proc = allowed.st("--json", "doctor")
+    gw = json.loads(proc.stdout)["gateway"]
+    assert gw["spawn"] == "OpenClaw's own sessions_spawn"
+    proc = allowed.st("doctor")
+    assert "spawn: OpenClaw's own sessions_spawn" in proc.stdout
