@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from sessiontool.flow.delivery import mirror_message
 from tests import htmlcheck
 from tests.cdp import Browser
 from tests.conftest import FIXTURE_STATE, ROOT, run_cli, run_json
@@ -224,6 +225,7 @@ def rich_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         "agent:main:dm:alice",
         {"role": "user", "content": "How do I restart it?", "timestamp": ts},
         {"role": "assistant", "content": [{"type": "text", "text": MARKDOWN}], "timestamp": ts + 1},
+        mirror_message(MARKDOWN, ts + 1),  # as OpenClaw writes it after posting the reply
         {
             "role": "assistant",
             "content": [{"type": "text", "text": "\n".join(f"line {i}" for i in range(80))}],
@@ -296,6 +298,8 @@ def test_session_page_with_markdown_fits_and_renders(
   folds: [...document.querySelectorAll('details.more')].map(d => [d.open,
     d.querySelector('summary').textContent]),
   mono: getComputedStyle(document.querySelector('.md pre > code')).fontFamily,
+  mirror: [...document.querySelectorAll('.dlv')].map(d => [d.innerText.trim(),
+    d.getBoundingClientRect().height])[0],
 })"""
                 )
             )
@@ -304,6 +308,9 @@ def test_session_page_with_markdown_fits_and_renders(
             assert dom["links"] == ["https://docs.example.com/gateway"], dom
             assert [False, "60 more lines"] in dom["folds"], dom
             assert "mono" in dom["mono"].lower(), dom
+            # The reply's delivery mirror: one small line under it, not the reply again.
+            assert dom["mirror"][0].startswith("↳ delivered · ") and dom["mirror"][1] < 60, dom
+            assert len(dom["code"]) == 1, dom
             b.eval("document.querySelector('.md pre').closest('article').scrollIntoView()")
             shot = b.screenshot(tmp_path / f"markdown-{width}.png")
             assert len(Counter(png_pixels(shot.read_bytes())[2])) >= 50, f"{shot.name}: blank"

@@ -390,10 +390,29 @@ def _role_label(msg: dict[str, Any]) -> str:
     return role
 
 
+def _mirror(session_key: str, messages: list[dict[str, Any]], i: int) -> tuple[str, bool] | None:
+    """A delivery mirror's mark and whether it repeats the reply above (sessions/mirrors.py);
+    None for any other message."""
+    from sessiontool.sessions import mirrors
+
+    if not mirrors.is_delivery_mirror(messages[i]):
+        return None
+    return "↳ " + esc(mirrors.mark(session_key)), mirrors.repeats_reply(messages, i)
+
+
 def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
     out = [f"# Session {esc(session_key)}\n"]
-    for m in messages:
-        out.append(f"## {esc(_role_label(m))} — {local_time(m.get('timestamp'))}\n")
+    for i, m in enumerate(messages):
+        when = local_time(m.get("timestamp"))
+        mirror = _mirror(session_key, messages, i)
+        if mirror is not None:
+            note, same = mirror
+            text = "" if same else esc_text(message_text(m))
+            out.append(f"_{note} — {when}{' (the reply above)' if same else ''}_\n")
+            if text:
+                out.append(text + "\n")
+            continue
+        out.append(f"## {esc(_role_label(m))} — {when}\n")
         text = esc_text(message_text(m))
         out.append((text or "_(empty)_") + "\n")
     return "\n".join(out)
@@ -401,8 +420,14 @@ def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
 
 def history_plain(session_key: str, messages: list[dict[str, Any]]) -> str:
     out = []
-    for m in messages:
-        out.append(f"[{local_time(m.get('timestamp'))}] {esc(_role_label(m))}:")
+    for i, m in enumerate(messages):
+        when = local_time(m.get("timestamp"))
+        mirror = _mirror(session_key, messages, i)
+        if mirror is not None and mirror[1]:
+            out += [f"[{when}] {mirror[0]} (the reply above)", ""]
+            continue
+        label = mirror[0] if mirror is not None else esc(_role_label(m))
+        out.append(f"[{when}] {label}:")
         out.append(esc_text(message_text(m)))
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
@@ -413,8 +438,17 @@ def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
 
     c = console()
     styles = {"user": "bold cyan", "assistant": "bold green", "toolResult": "bold yellow"}
-    for m in messages:
+    for i, m in enumerate(messages):
         role = str(m.get("role"))
+        mirror = _mirror(session_key, messages, i)
+        if mirror is not None:
+            note, same = mirror
+            when = local_time(m.get("timestamp"))
+            c.print(f"[dim]{escape(note)} {when}{' (the reply above)' if same else ''}[/]")
+            if not same:
+                c.print(f"[dim]{escape(esc_text(message_text(m)))}[/]")
+            c.print()
+            continue
         c.print(
             f"[{styles.get(role, 'bold')}]{escape(esc(_role_label(m)))}[/] [dim]{local_time(m.get('timestamp'))}[/]"
         )

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from sessiontool.protocol import is_delivery_mirror
 from sessiontool.reports.htmlbase import fmt_time, fmt_usd, h, ha, page
 
 Message = dict[str, Any]
@@ -43,8 +44,8 @@ def recorded_cost(u: dict[str, Any]) -> float | None:
 def turn_usage(msg: Message, price_for: PriceFor | None) -> Usage | None:
     """What one assistant turn cost, as `usage` counts it (configured price, else recorded)."""
     u = msg.get("usage")
-    if msg.get("role") != "assistant" or not isinstance(u, dict):
-        return None
+    if msg.get("role") != "assistant" or not isinstance(u, dict) or is_delivery_mirror(msg):
+        return None  # a delivery mirror is no turn: the reply it posted was counted
     i, o = _num(u.get("input")), _num(u.get("output"))
     cr, cw = _num(u.get("cacheRead")), _num(u.get("cacheWrite"))
     rec = recorded_cost(u)
@@ -294,6 +295,19 @@ def message_html(i: int, msg: Message, link_for: LinkFor | None, price_for: Pric
     )
 
 
+def mirror_html(i: int, msg: Message, session_key: str, repeats: bool) -> str:
+    """A delivery mirror as a small mark under the reply it posted (sessions/mirrors.py); its
+    text only when it is not that reply's."""
+    from sessiontool.sessions import mirrors
+
+    ts = fmt_time(msg.get("timestamp"))
+    note = f"↳ {h(mirrors.mark(session_key))} · <time>{ts}</time>"
+    if repeats:
+        return f'<div class="dlv" id="m{i}"><p>{note} · the reply above</p></div>'
+    text = _blocks_text(msg.get("content"))
+    return f'<div class="dlv" id="m{i}"><p>{note}</p>{_markdown_block(text) if text else ""}</div>'
+
+
 # -- the page ---------------------------------------------------------------------------------
 
 
@@ -321,7 +335,13 @@ def transcript_page(
     )
     body: list[str] = [related] if related else []
     nl = "\n"
-    body += [message_html(i, m, link_for, price_for) + nl for i, m in enumerate(messages)]
+    for i, m in enumerate(messages):
+        if is_delivery_mirror(m):
+            from sessiontool.sessions.mirrors import repeats_reply
+
+            body.append(mirror_html(i, m, key, repeats_reply(messages, i)) + nl)
+        else:
+            body.append(message_html(i, m, link_for, price_for) + nl)
     if not messages:
         body.append('<p class="meta">No messages.</p>')
     return page(key, header, body)

@@ -107,6 +107,9 @@ overflow-wrap:anywhere}
 .md table{display:block;width:auto;max-width:100%;overflow-x:auto;margin:.4rem 0}
 .md hr{border:0;border-top:1px solid var(--line)}
 .md a.img{font-size:.9em}
+.dlv{margin:-.45rem 0 .7rem 1.2rem;font-size:.82rem;color:var(--mute)}
+.dlv>p{margin:.2rem 0}
+.dlv .md{border-left:2px solid var(--line);padding-left:.6rem}
 .c{color:var(--err);background:var(--code);border-radius:3px;font:.8em ui-monospace,monospace}
 details{margin:.3rem 0}
 summary{cursor:pointer;color:var(--mute);font-size:.88rem;overflow-wrap:anywhere}

@@ -16,6 +16,7 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
+from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
 from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
 from sessiontool.state import search_index as si
@@ -108,6 +109,8 @@ _TURN_SUMS = (
     "count(*), sum(run_start), sum(input), sum(output), sum(cache_read), sum(cache_write), "
     "sum(cost), count(cost)"
 )
+# A delivery mirror (protocol.is_delivery_mirror) is no turn: the reply it posted is counted.
+_NO_MIRRORS = f" AND NOT (provider IS '{MIRROR_PROVIDER}' AND model IS '{MIRROR_MODEL}')"
 # UTC day number of a ms timestamp, flooring as Python's // does (days.day is ts // DAY_MS).
 _DAY_OF_TS = f"(CASE WHEN ts >= 0 THEN ts / {si.DAY_MS} ELSE -((-ts - 1) / {si.DAY_MS}) - 1 END)"
 
@@ -121,6 +124,7 @@ def _sums(
     may repeat a (file, day, model): the caller adds them up."""
     day = by == "day"
     scope = " AND file_id IN (SELECT id FROM temp.scope)" if scoped else ""
+    scope += _NO_MIRRORS
     lo = -(-since_ms // si.DAY_MS) if since_ms is not None else None  # first whole day
     hi = until_ms // si.DAY_MS if until_ms is not None else None  # first day not whole
     out: list[tuple[Any, ...]] = []

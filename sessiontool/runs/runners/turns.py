@@ -12,16 +12,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sessiontool.protocol import is_delivery_mirror
 from sessiontool.runs.runners.base import NO_OUTPUT, RunnerError, text_of
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.tools import ToolResult
-
-
-def is_delivery_mirror(message: Mapping[str, Any]) -> bool:
-    """The marks by which OpenClaw recognises a delivery mirror and keeps it out of context."""
-    return message.get("provider") == "openclaw" and message.get("model") == "delivery-mirror"
 
 
 def usable_assistant(message: Mapping[str, Any]) -> bool:
