@@ -227,3 +227,39 @@ def test_runs_fields_picks_columns_without_a_header(state: Path) -> None:
     # On a terminal too: --fields is for scripts and `cut`.
     shown = run_cli("--color", "always", "runs", "--fields", "runId")
     assert shown.stdout == sent["runId"] + "\n"
+
+
+def test_a_session_that_does_not_exist_is_exit_3_with_the_nearest_key(state: Path) -> None:
+    """`wait --session <typo>` exited 0 at once (a cron script read "all done") and `runs
+    --session <typo>` was silently empty (issue 33, item 4). Now exit 3 naming the nearest
+    key, as `search --session` says it; a session with runs (deleted since, or named by its
+    session id) still lists them."""
+    rc, sent = run_json("send", "cron:nightly", "hello")
+    assert rc == 0, sent
+    for args in (
+        ["wait", "--session", "cron:nighly"],
+        ["wait", "--session", "cron:nighly", "--timeout", "5"],
+        ["runs", "--session", "cron:nighly"],
+        ["search", "hello", "--session", "cron:nighly"],
+    ):
+        proc = run_cli(*args)
+        assert proc.returncode == 3, (args, proc.stdout, proc.stderr)
+        assert proc.stdout == ""
+        assert proc.stderr.splitlines()[0] == (
+            "sessiontool: error: Session not found: cron:nighly "
+            "(did you mean 'agent:main:cron:nightly'?)"
+        ), proc.stderr
+    rc, out = run_json("wait", "--session", "agent:main:cron:nightyl")
+    near = "Session not found: agent:main:cron:nightyl (did you mean 'agent:main:cron:nightly'?)"
+    assert (rc, out["error"]) == (3, near), out
+    # What exists still answers: by key, by session id, and a deleted session's runs.
+    rc, runs = run_json("runs", "--session", "cron:nightly")
+    assert rc == 0 and [r["runId"] for r in runs["runs"]] == [sent["runId"]]
+    sid = run_json("list")[1]["sessions"]
+    sid = next(s["sessionId"] for s in sid if s["key"].endswith("cron:nightly"))
+    rc, by_id = run_json("runs", "--session", sid)
+    assert rc == 0 and [r["runId"] for r in by_id["runs"]] == [sent["runId"]]
+    assert run_cli("wait", "--session", "cron:nightly").returncode == 0  # nothing open
+    assert run_cli("delete", "cron:nightly").returncode == 0
+    rc, kept = run_json("runs", "--session", "cron:nightly")
+    assert rc == 0 and [r["runId"] for r in kept["runs"]] == [sent["runId"]]

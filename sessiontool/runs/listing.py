@@ -43,10 +43,11 @@ def list_runs(
         valid = ", ".join(sorted(schema.FINISHED_STATUSES | schema.ACTIVE_STATUSES))
         raise UsageError(f"unknown status {status!r} (valid: {valid})")
     wanted = set(kinds) if kinds else set(USER_KINDS) | ({"step"} if steps else set())
-    full = ctx.canonical(session) if session else None
+    every = [r for r in records.iter_records(ctx.paths) if visible_run(ctx, r)]
+    full = session_key(ctx, session, every) if session else None
     out = []
-    for rec in records.iter_records(ctx.paths):
-        if rec.get("kind") not in wanted or not visible_run(ctx, rec):
+    for rec in every:
+        if rec.get("kind") not in wanted:
             continue
         rec = reconcile(ctx.paths, rec)
         if status and rec.get("status") != status:
@@ -79,15 +80,27 @@ def _steps_under_their_runs(recs: list[RunRecord]) -> list[RunRecord]:
     return out
 
 
+def session_key(ctx: Context, session: str, recs: list[RunRecord]) -> str:
+    """The stored key `--session` names: one that runs name (a session deleted since still has
+    its runs), else one the store holds (by key or session id, as every command resolves it);
+    else exit 3 with the nearest key, as `search --session` says it: a typo in a cron line's
+    `wait --session` must not read as "all done"."""
+    full = ctx.canonical(session)
+    if any(r.get("sessionKey") == full for r in recs):
+        return full
+    from sessiontool.sessions.resolve import resolve
+
+    return resolve(ctx, session).key
+
+
 def open_runs(ctx: Context, session: str) -> list[str]:
     """The ids of the user's queued or running runs of a session (no internal steps), oldest
     first: what `wait --session KEY` waits for."""
-    full = ctx.canonical(session)
+    every = [r for r in records.iter_records(ctx.paths) if visible_run(ctx, r)]
+    full = session_key(ctx, session, every)
     found = []
-    for rec in records.iter_records(ctx.paths):
+    for rec in every:
         if rec.get("sessionKey") != full or rec.get("kind") not in USER_KINDS:
-            continue
-        if not visible_run(ctx, rec):
             continue
         rec = reconcile(ctx.paths, rec)
         if rec.get("status") in schema.ACTIVE_STATUSES:

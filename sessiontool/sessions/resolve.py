@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sessiontool.context import Context
-from sessiontool.errors import NotFoundError, UsageError, session_not_found
+from sessiontool.errors import NotFoundError, SessiontoolError, UsageError, session_not_found
 from sessiontool.sessions import reading
 from sessiontool.state import detect, keys
 from sessiontool.state.jsonio import require_utf8
@@ -202,7 +202,29 @@ def resolve(
         return hit
     if create:
         return _resolved(ctx, agent_id, None, full)
-    raise session_not_found(text)
+    raise not_found_near(ctx, text, agent_id)
+
+
+def not_found_near(ctx: Context, text: str, agent_id: str) -> NotFoundError:
+    """`Session not found` (exit 3), with the agent's key nearest to what was typed: a typo in
+    a cron line is named, not taken for a session with nothing in it."""
+    import difflib
+
+    exc = session_not_found(text)
+    try:
+        full_keys = list(agent_sessions(ctx, agent_id, ("sessionId",)))
+    except SessiontoolError:
+        return exc
+    shown = {ctx.display(k): k for k in full_keys}
+    close = difflib.get_close_matches(text, list(shown), n=1, cutoff=0.6)
+    if not close:
+        close = [ctx.display(k) for k in difflib.get_close_matches(text, full_keys, n=1)]
+    if close:  # in the message itself, so that --json carries it too
+        return NotFoundError(
+            f"Session not found: {text} (did you mean {close[0]!r}?)",
+            hint="sessiontool list shows the keys",
+        )
+    return exc
 
 
 # -- list ------------------------------------------------------------------------------------

@@ -268,8 +268,9 @@ def wait_cmd(
     One run: the same result as `send` (the reply, or the JSON object). Several runs: one line
     per run in the order given (TSV without a header: runId, status as --json gives it (ok,
     error, timeout), the whole reply or error with newlines as \\n; with --json one JSON object
-    per run). The exit status is the worst of them: a failed run (1) over a wait that timed out
-    (124) over ok (0)."""
+    per run). A --session that names no session (and no run) is exit 3 with the nearest key.
+    The exit status is the worst of them: a failed run (1) over a wait that timed out (124)
+    over ok (0)."""
     from sessiontool.durations import parse_duration
     from sessiontool.runs.control import full_run_id
     from sessiontool.runs.listing import open_runs
@@ -352,7 +353,10 @@ def runs_cmd(
         autocompletion=choices("queued", "running", "ok", "error", "timeout", "aborted", "lost"),
     ),
     session: str | None = typer.Option(
-        None, "--session", help="Only runs of this session.", autocompletion=complete_keys
+        None,
+        "--session",
+        help="Only runs of this session (none such: exit 3, the nearest key named).",
+        autocompletion=complete_keys,
     ),
     kinds: list[str] = typer.Option(
         [],
