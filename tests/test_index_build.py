@@ -220,3 +220,19 @@ def test_a_long_build_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "indexing" not in proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1].startswith("TOTAL\t")
+
+
+def test_counts_json_reads_but_no_integer_holds_count_as_zero(state: Path) -> None:
+    """`1e400` (infinity to Python's json) or NaN as a token count: 0, not an internal error."""
+    paths = _make_state(state, {"agent:main:main": _conversation(1)})
+    with open(paths["agent:main:main"], "ab") as fh:
+        for n, value in enumerate((b"1e400", b"-1e400", b"NaN", b"Infinity")):
+            fh.write(
+                b'{"type":"message","id":"x%d","message":{"role":"assistant","timestamp":%d,'
+                b'"content":"big %d","usage":{"input":%s,"output":5}}}\n'
+                % (n, T0 + DAY + n, n, value)
+            )
+    total = _cli(state, "usage")["total"]
+    assert total["turns"] == 4 + 4 and total["output"] == (10 + 11 + 12 + 13) + 4 * 5
+    assert total["input"] == 100 + 101 + 102 + 103  # the four counts read as 0
+    assert _cli(state, "search", "big")["count"] == 4

@@ -8,7 +8,7 @@ too: plain data in, plain data out, no SQLite connection."""
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,9 @@ from typing import Any
 from sessiontool.state.index_text import (
     Extracted,
     extract,
-    extract_turn,
     has_unsegmented,
     iter_complete_lines,
+    scan_lines,
 )
 
 # What a transcript's digest covers: every byte of a prefix up to this size (a few ms per MB,
@@ -154,23 +154,13 @@ def read_job(job: Job) -> Read:
     elif job.digest[:1] == b"F":
         crc = [int.from_bytes(job.digest[-4:], "big")]
     try:
-        lines = iter_complete_lines(Path(job.path), job.off, job.size, crc)
-        if job.text:
-            for end, raw in lines:
-                start, out.off = out.off, end
-                ex = extract(raw)
-                if ex is not None:
-                    last_role = collect(
-                        job.file_id,
-                        ex,
-                        start,
-                        last_role,
-                        out.rows,
-                        out.turns,
-                        start >= job.turns_from,
-                    )
-        else:
-            last_role = _read_turns(job, lines, last_role, out)
+        out.off, last_role = scan_lines(
+            job.file_id,
+            iter_complete_lines(Path(job.path), job.off, job.size, crc),
+            (job.off, last_role, job.turns_from),
+            out.rows if job.text else None,
+            out.turns,
+        )
         if out.off == job.off and job.digest:
             out.tail = job.digest
         elif crc is not None and out.off <= FULL_DIGEST_MAX:
@@ -183,27 +173,6 @@ def read_job(job: Job) -> Read:
         out.errno = exc.errno
     out.last_role = last_role
     return out
-
-
-def _read_turns(
-    job: Job, lines: Iterator[tuple[int, bytes]], last_role: str | None, out: Read
-) -> str | None:
-    """The turns alone (`collect`'s rule for where a run starts), one parse per message line."""
-    turns = out.turns
-    file_id = job.file_id
-    off = out.off
-    for end, raw in lines:
-        off = end
-        got = extract_turn(raw)
-        if got is None:
-            continue
-        role, turn = got
-        if turn is not None:
-            turns.append((file_id, *turn, int(last_role not in ("assistant", "toolResult"))))
-        if role is not None:
-            last_role = role
-    out.off = off
-    return last_role
 
 
 def read_forked(jobs: list[Job], workers: int) -> Generator[Read, None, None]:

@@ -78,7 +78,10 @@ def _flat_values(v: Any, out: list[str], depth: int = 0) -> None:
 
 
 def _int(v: Any) -> int:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v == v else 0
+    """A count: a number, else 0 (also NaN and ±Infinity, which `json` reads and int() refuses)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return 0
+    return int(v) if isinstance(v, int) or abs(v) < float("inf") else 0
 
 
 def _ts(msg: dict[str, Any], line: dict[str, Any]) -> int:
@@ -111,6 +114,37 @@ class Extracted:
 
 def extract(raw: bytes) -> Extracted | None:
     """Rows and usage of one transcript line; None for lines that are not messages."""
+    got = _message(raw)
+    return None if got is None else extract_message(*got)
+
+
+def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...]:
+    """(ts, provider, model, in, out, cache read, cache write, recorded cost) of a message with
+    `usage`; a count that is an int (all of them, nearly always) skips `_int`."""
+    cost = usage.get("cost")
+    recorded = cost.get("total") if isinstance(cost, dict) else None
+    i, o, cr, cw = (
+        usage.get("input"),
+        usage.get("output"),
+        usage.get("cacheRead"),
+        usage.get("cacheWrite"),
+    )
+    return (
+        ts,
+        str(msg.get("provider") or ""),
+        str(msg.get("model") or ""),
+        i if type(i) is int else _int(i),
+        o if type(o) is int else _int(o),
+        cr if type(cr) is int else _int(cr),
+        cw if type(cw) is int else _int(cw),
+        float(recorded)
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool)
+        else None,
+    )
+
+
+def _message(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(message, line) of a transcript line that is a message; None for any other line."""
     if b'"message"' not in raw:  # session header, model changes, custom entries: never parsed
         return None
     try:
@@ -120,56 +154,58 @@ def extract(raw: bytes) -> Extracted | None:
     if not isinstance(obj, dict) or obj.get("type") != "message":
         return None
     msg = obj.get("message")
-    if not isinstance(msg, dict):
-        return None
-    return extract_message(msg, obj)
+    return (msg, obj) if isinstance(msg, dict) else None
 
 
-def extract_turn(raw: bytes) -> tuple[str | None, tuple[Any, ...] | None] | None:
-    """What `usage` needs of one line, without its text: (the role the next message follows,
-    the turn or None); None for lines that are not messages. The same role and turn as
-    `extract`, read with one parse and no text extracted."""
-    if b'"message"' not in raw:
-        return None
-    try:
-        obj = orjson.loads(raw)
-    except ValueError:
-        obj = _lenient(raw)
-    if not isinstance(obj, dict) or obj.get("type") != "message":
-        return None
-    msg = obj.get("message")
-    if not isinstance(msg, dict):
-        return None
-    role = msg.get("role")
-    if role != "assistant":
-        return (role if isinstance(role, str) else None), None
-    usage = msg.get("usage")
-    if not isinstance(usage, dict):
-        return role, None
-    return role, _turn(msg, usage, _ts(msg, obj))
+_IN_RUN = ("assistant", "toolResult")
 
 
-def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...]:
-    cost = usage.get("cost")
-    recorded = cost.get("total") if isinstance(cost, dict) else None
-    return (
-        ts,
-        str(msg.get("provider") or ""),
-        str(msg.get("model") or ""),
-        _int(usage.get("input")),
-        _int(usage.get("output")),
-        _int(usage.get("cacheRead")),
-        _int(usage.get("cacheWrite")),
-        float(recorded)
-        if isinstance(recorded, int | float) and not isinstance(recorded, bool)
-        else None,
-    )
+def scan_lines(
+    file_id: int,
+    lines: Iterator[tuple[int, bytes]],
+    start: tuple[int, str | None, int],
+    rows: list[tuple[int, int, str, int, int, int, str]] | None,
+    turns: list[tuple[Any, ...]],
+) -> tuple[int, str | None]:
+    """One pass over (offset after the line, line) pairs: each message parsed once; its text
+    rows added to `rows` (None: the turns alone, for `usage`) and its turn to `turns` when the
+    line starts at `turns_from` or later. `start` is (offset, role the first message follows,
+    turns_from); returns the offset after the last line and the role the next one follows.
+    The rows, turns and roles are those `extract_message` and `collect` give, in one call per
+    line instead of four."""
+    off, last_role, turns_from = start
+    for end, raw in lines:
+        at, off = off, end
+        got = _message(raw)
+        if got is None:
+            continue
+        msg, line = got
+        role = msg.get("role")
+        if rows is not None:
+            ex = extract_message(msg, line)
+            for part, (ts, kind, text) in enumerate(ex.rows):
+                rows.append((file_id, ts, kind, int(has_unsegmented(text)), at, part, text))
+            turn = ex.turn
+        elif role == "assistant":
+            usage = msg.get("usage")
+            turn = None
+            if isinstance(usage, dict):
+                t = msg.get("timestamp")
+                turn = _turn(msg, usage, t if type(t) is int else _ts(msg, line))
+        else:
+            turn = None
+        if turn is not None and at >= turns_from:
+            turns.append((file_id, *turn, int(last_role not in _IN_RUN)))
+        if isinstance(role, str):
+            last_role = role
+    return off, last_role
 
 
 def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> Extracted:
     """Rows and usage of one message. A turn is an assistant message that carries `usage`."""
     role = msg.get("role")
-    ts = _ts(msg, line or {})
+    t = msg.get("timestamp")
+    ts = t if type(t) is int else _ts(msg, line or {})
     rows: list[tuple[int, str, str]] = []
     turn = None
     if role == "user":
