@@ -255,6 +255,25 @@ def test_a_typo_in_agent_does_not_create_an_agent(state: Path) -> None:
     assert run_cli("--agent", "ops", "send", "main", "again").returncode == 0  # on disk now
 
 
+def test_create_agent_on_a_read_is_not_refused_with_give_create_agent(state: Path) -> None:
+    """`--agent ops --create-agent list` was refused, exit 3, with the hint "give
+    --create-agent" (issue 33, item 5). A read creates nothing: with --create-agent the new
+    agent reads empty (exit 0, nothing made on disk); without it the typo is still exit 3,
+    and its hint says what starts an agent (a send or spawn with --create-agent)."""
+    assert run_cli("send", "main", "first").returncode == 0
+    rc, out = run_json("--agent", "ops", "--create-agent", "list")
+    assert rc == 0 and out == {"count": 0, "sessions": []}, out
+    proc = run_cli("--agent", "ops", "--create-agent", "list")
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+    assert "--create-agent" not in proc.stderr
+    assert not (state / "agents" / "ops").exists()
+    proc = run_cli("--agent", "ops", "list")
+    assert proc.returncode == 3
+    assert "give --create-agent to a send or spawn to start a new one" in proc.stderr
+    write = run_cli("--agent", "ops", "label", "main", "x")  # a write: the flag it needs
+    assert write.returncode == 3 and "give --create-agent to start a new one" in write.stderr
+
+
 def test_send_to_a_new_key_says_it_created_it(state: Path) -> None:
     assert run_cli("send", "main", "hi").stderr == ""  # the main session always exists
     proc = run_cli("send", "mian", "hello")

@@ -192,10 +192,13 @@ def check_state_dir_is_dir() -> None:
 
 
 def check_readable_state(ctx: Context) -> None:
+    """A read of an `--agent` nobody knows is refused (a typo must not look like an empty
+    store), unless --create-agent says the agent is new: then it has nothing yet to show."""
     from sessiontool.errors import NotFoundError
     from sessiontool.sessions.findings import state_findings
 
-    for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=G.agent):
+    agent = None if G.create_agent else G.agent
+    for finding in state_findings(ctx, explicit_state=bool(G.state_dir), explicit_agent=agent):
         raise NotFoundError(finding["detail"], hint=finding.get("hint"))
 
 

@@ -37,14 +37,16 @@ def state_findings(
         on_disk = agent_ids_on_disk(ctx.paths)
         known = ctx.config.known_agent_ids()
         if aid not in on_disk and aid not in known:
-            out.append(unknown_agent_finding(ctx, aid, on_disk, known))
+            out.append(unknown_agent_finding(ctx, aid, on_disk, known, writes=False))
     return out
 
 
 def unknown_agent_finding(
-    ctx: Context, aid: str, on_disk: list[str], known: list[str]
+    ctx: Context, aid: str, on_disk: list[str], known: list[str], *, writes: bool = True
 ) -> dict[str, str]:
-    """An `--agent` that is neither configured nor on disk, with the nearest known name."""
+    """An `--agent` that is neither configured nor on disk, with the nearest known name. The
+    hint fits the command: a read is not what starts an agent (`--create-agent` there only
+    says it is new, and reads it empty)."""
     import difflib
 
     every = sorted(set(on_disk) | set(known))
@@ -57,7 +59,7 @@ def unknown_agent_finding(
         "detail": f"unknown agent {aid!r}: {guess}not configured and no sessions in {root} "
         f"(agents: {', '.join(every) or 'none'})",
         "hint": "check --agent; add it to agents.list in the config, or give --create-agent "
-        "to start a new one",
+        + ("to start a new one" if writes else "to a send or spawn to start a new one"),
     }
 
 
