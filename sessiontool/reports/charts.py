@@ -22,6 +22,20 @@ def _key(key: str) -> str:
     return H.h(key).replace(":", ":<wbr>")
 
 
+def _reset_note(r: dict[str, Any]) -> str:
+    """Why a session reset in place shows few messages beside many tokens: its messages are
+    counted from the reset, its tokens and cost from the start."""
+    if not r.get("reset"):
+        return ""
+    n = int(r.get("beforeReset") or 0)
+    before = (
+        f"; tokens and cost include the {n:,} turn{'s' if n != 1 else ''} before it" if n else ""
+    )
+    return (
+        f'\n<br><small class="meta">reset {H.fmt_time(r["reset"])}: messages since{before}</small>'
+    )
+
+
 def index_page(rows: Sequence[dict[str, Any]]) -> str:
     """Every session, one table row each; on a phone each row is a card (the style sheet's
     `table.sessions`): the key on its own line, then kind and label, then the figures, each
@@ -52,7 +66,8 @@ def index_page(rows: Sequence[dict[str, Any]]) -> str:
                 f'<a href="{H.ha(href)}">{p}</a></small>' if href else f"{p}</small>"
             )
         cells = [
-            f'<td class="key"><a href="{H.ha(r["href"])}">{_key(r["key"])}</a>{parent}</td>',
+            f'<td class="key"><a href="{H.ha(r["href"])}">{_key(r["key"])}</a>{parent}'
+            f"{_reset_note(r)}</td>",
             f'<td><span class="kind">{H.h(r["kind"])}</span></td>',
             f"<td>{H.h(r['label'] or '')}</td>",
             f'<td class="n">{when}</td>',

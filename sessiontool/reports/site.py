@@ -32,7 +32,7 @@ from sessiontool.state.paths import is_plain_name
 if TYPE_CHECKING:
     from sessiontool.sessions.history import History
 
-FORMAT = 2  # bump when the pages' markup changes: every page is rendered again
+FORMAT = 3  # bump when the pages' markup changes: every page is rendered again
 MANIFEST = ".sessiontool-html.json"
 SITE_PAGES = ("index.html", "usage.html")  # beside the manifest and s/, in every site
 DAY_MS = 86_400_000
@@ -119,7 +119,24 @@ def _stats(
         "tokens": tokens,
         "cost": round(cost, 6),
         "usage": [[d, mdl, *v] for (d, mdl), v in sorted(groups.items())],
+        **_reset_stats(messages, usage_msgs),
     }
+
+
+def _reset_stats(messages: list[H.Message], usage_msgs: list[H.Message]) -> dict[str, Any]:
+    """When the session was last reset in place, and how many of the turns its tokens and cost
+    count came before that (the chat view, and so the message count, starts at the reset)."""
+    at = next((m.get("timestamp") for m in reversed(messages) if H.is_reset(m)), None)
+    if not isinstance(at, int | float) or isinstance(at, bool):
+        return {}
+    before = sum(
+        1
+        for m in usage_msgs
+        if H.turn_usage(m, None) is not None
+        and isinstance(m.get("timestamp"), int | float)
+        and m["timestamp"] < at
+    )
+    return {"reset": at, "beforeReset": before}
 
 
 def _usage_messages(
