@@ -139,9 +139,10 @@ def test_export_html_reruns_into_its_own_site_and_refuses_a_file_added_to_it(
         assert proc.returncode == 2 and str(planted) in proc.stderr, proc.stderr
         assert tree_digest(site) == before
         planted.unlink()
-    (site / ".sessiontool-html.json").write_text("not a manifest")
-    proc = run_cli(*args)
-    assert proc.returncode == 2 and ".sessiontool-html.json" in proc.stderr, proc.stderr
+    for junk in ("not a manifest", "[" * 5000, '{"format": 1, "pages": []}'):
+        (site / ".sessiontool-html.json").write_text(junk)
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and ".sessiontool-html.json" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("where", ["s", "index.html", ".sessiontool-html.json", "s/page"])

@@ -1,7 +1,9 @@
 """The CLI against hostile arguments and a hostile state dir: what the red team's fuzzer found
 (time bounds past 64 bits, non-UTF-8 bytes in a query or a command word) as fixed examples, and
 a slow, time-bounded fuzz of random commands over state dirs with planted links, corrupt or
-wrong-typed run records, stores, configs, transcripts and index files.
+wrong-typed run records, stores, configs, transcripts and index files, and of the commands
+that write beside it (`export --to`, `export --html`, `gateway forget`) over export DIRs and
+gateways' parts holding links out, foreign files and dead temp files.
 
 The contract: an exit code the README documents, one clear line (never a traceback or an
 `internal error`), and nothing written outside the state dir.
@@ -124,6 +126,30 @@ def test_a_non_utf8_schema_name_in_the_search_index_rebuilds_it(state: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert "was unreadable (malformed database schema" in proc.stderr
     assert json.loads(proc.stdout)["count"] > 0
+
+
+@pytest.mark.parametrize("updated", ["x", [], {"a": 1}, True, "9" * 50])
+def test_export_html_of_a_store_whose_updated_at_is_not_a_number(
+    tmp_path: Path, updated: Any
+) -> None:
+    """Found by the fuzz once it drove `export --html` (issue 37): the index page sorted by a
+    store's `updatedAt` as it stood ('internal error: TypeError: bad operand type for unary
+    -: str'); such a value is no time, the page is written."""
+    state = tmp_path / "state"
+    shutil.copytree(FIXTURE_STATE, state)
+    proc = run_cli("--state-dir", str(state), "export", "--html", str(tmp_path / "a"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    sessions = json.loads(proc.stdout)["sessions"]
+    store_path = state / "agents" / "main" / "sessions" / "sessions.json"
+    store = json.loads(store_path.read_text())
+    for entry in store.values():
+        entry["updatedAt"] = updated
+    store_path.write_text(json.dumps(store))
+    site = tmp_path / "site"
+    proc = run_cli("--state-dir", str(state), "export", "--html", str(site), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["sessions"] == sessions
+    assert (site / "index.html").is_file()
 
 
 @pytest.mark.parametrize("case_seed", FOUND_SEEDS)
@@ -342,6 +368,117 @@ MUTATIONS: list[Mutation] = [
     m_sqlite_page,
 ]
 
+# -- the directories an export writes and the gateways' parts (issue 37) --------------------
+# `@OUT@` (export --to) and `@SITE@` (export --html) are beside the state dir; `outside` is the
+# victim every planted link points into.
+FORGET_URL = "ws://10.0.0.5:18789"
+
+
+def _plant(p: Path, target: Path) -> None:
+    if p.is_symlink() or p.is_file():
+        p.unlink()
+    elif p.is_dir():
+        shutil.rmtree(p)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.symlink_to(target)
+
+
+def _victim_dir(outside: Path) -> Path:
+    d = outside / "dir"
+    (d / "sessiontool").mkdir(parents=True, exist_ok=True)
+    (d / "sessiontool" / "gateway-device.json").write_text('{"publicKey": "not yours"}')
+    (d / "index.html").write_text("<p>not yours</p>")
+    return d
+
+
+def m_site_dir(rng: random.Random, state: Path, outside: Path) -> None:
+    """The --html DIR: a user's own files, links out at `s`, a page or the manifest, a dead
+    export's temp files, a manifest that is junk or lists what the export never wrote."""
+    site = state.parent / "site"
+    (site / "s").mkdir(parents=True, exist_ok=True)
+    victim = _victim_dir(outside)
+    how = rng.randrange(7)
+    if how == 0:
+        (site / rng.choice(["index.html", "usage.html", "notes.txt"])).write_text("mine")
+    elif how == 1:
+        _plant(site / "s", rng.choice([victim, outside / "no-such-dir"]))
+    elif how == 2:
+        name = rng.choice(["index.html", ".sessiontool-html.json", "s/x.html"])
+        _plant(site / name, rng.choice([victim / "index.html", outside / "new.html"]))
+    elif how == 3:
+        (site / f"index.html.{2**22 + rng.randrange(1000)}.0badf00d.tmp").write_text("half")
+    elif how == 4:
+        (site / ".sessiontool-html.json").write_bytes(_junk_bytes(rng))
+    elif how == 5:
+        pages = {"s/x.html": {"fp": ""}, "../../outside/dir/index.html": {"fp": ""}}
+        (site / ".sessiontool-html.json").write_text(json.dumps({"format": 1, "pages": pages}))
+        (site / "s" / "x.html").write_text("listed")
+    else:  # DIR itself a link (the user's to name), here into the state dir
+        _plant(site, rng.choice([state, state / "agents"]))
+
+
+def m_export_dir(rng: random.Random, state: Path, outside: Path) -> None:
+    """The --to DIR: links out at its agents or sessions dir, a transcript or the store; a
+    live transcript; a dead export's temp files."""
+    sessions = state.parent / "export" / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    victim = _victim_dir(outside)
+    sid = rng.choice(["792f111c-3bb9-4b35-afcd-c0f4605431d4", "x"])
+    how = rng.randrange(5)
+    if how == 0:
+        _plant(rng.choice([sessions, sessions.parent, sessions.parent.parent]), victim)
+    elif how == 1:
+        name = rng.choice([f"{sid}.jsonl", "sessions.json", "sessions.json.lock"])
+        _plant(sessions / name, rng.choice([outside / "victim.jsonl", outside / "new.jsonl"]))
+    elif how == 2:
+        (sessions / f"{sid}.jsonl").write_text('{"type":"session","version":3,"id":"x"}\n')
+    elif how == 3:
+        (sessions / f"{sid}.jsonl.{2**22 + rng.randrange(1000)}.0badf00d.tmp").write_text("h")
+    else:
+        (sessions / "sessions.json").write_bytes(_junk_bytes(rng))
+
+
+def m_gateways(rng: random.Random, state: Path, outside: Path) -> None:
+    """A link at a gateway's part of the state dir (`gateways/<hash>`, its `sessiontool/`), at
+    `gateways` itself or at the kept device tokens, all leading out."""
+    import hashlib
+
+    digest = hashlib.sha256(FORGET_URL.encode()).hexdigest()[:16]
+    victim = _victim_dir(outside)
+    where = rng.choice(
+        [
+            f"gateways/{digest}",
+            f"gateways/{digest}/sessiontool",
+            "gateways",
+            "sessiontool/gateway",
+            f"sessiontool/gateway/{digest}.json",
+        ]
+    )
+    if where.endswith(".json"):
+        target = victim / "sessiontool" / "gateway-device.json"
+    elif where.endswith("sessiontool"):
+        target = victim / "sessiontool"
+    else:
+        target = victim
+    _plant(state / where, target)
+
+
+OUTPUT_MUTATIONS: list[Mutation] = [m_site_dir, m_export_dir, m_gateways]
+OUTPUT_COMMANDS: list[list[str]] = [
+    ["export", "--html", "@SITE@", "--all-agents"],
+    ["export", "--html", "@SITE@", "--json"],
+    ["export", "--to", "@OUT@", "--all-agents", "--json"],
+    ["export", "--html", ""],
+    ["gateway", "forget", FORGET_URL],
+    ["gateway", "forget", FORGET_URL, "--json"],
+    ["doctor", "--fix", "--yes"],
+]
+# A case is one of these with this probability, drawn from a second stream of its seed after
+# the first stream's draws: a case of MUTATIONS and COMMANDS (a seed in FOUND_SEEDS) stays the
+# case it was whatever is added here.
+OUTPUT_SHARE = 0.3
+
+
 COMMANDS: list[list[str]] = [
     ["search", "book"],
     ["search", "book", "--include-archived", "--json"],
@@ -392,10 +529,23 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
         except (OSError, ValueError):  # an earlier mutation left no room for this one
             continue
         names.append(m.__name__)
+    command = rng.choice(COMMANDS)
+    extra = random.Random(rng.random())
+    if extra.random() < OUTPUT_SHARE:
+        for m in extra.sample(OUTPUT_MUTATIONS, extra.randint(1, 2)):
+            try:
+                m(extra, state, outside)
+            except (OSError, ValueError):
+                continue
+            names.append(m.__name__)
+        command = extra.choice(OUTPUT_COMMANDS)
     # Taken after the mutations: one of them may write through a link another planted (junk
     # into an index name that is a link to outside); only what sessiontool writes counts.
     before = snapshot(outside)
-    argv = [a.replace("@OUT@", str(base / "export")) for a in rng.choice(COMMANDS)]
+    argv = [
+        a.replace("@OUT@", str(base / "export")).replace("@SITE@", str(base / "site"))
+        for a in command
+    ]
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "sessiontool", *argv],

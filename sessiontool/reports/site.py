@@ -235,7 +235,7 @@ def export_html(
                     "agent": agent_id,
                     "kind": keys.kind_of(full_key, entry, ctx.config.main_key),
                     "label": entry.get("label") if isinstance(entry.get("label"), str) else "",
-                    "updatedAt": entry.get("updatedAt"),
+                    "updatedAt": _number(entry.get("updatedAt")),
                     "parent": parents.get(full_key),
                     "href": rel,
                     **stats,
@@ -343,6 +343,11 @@ def _related(
     return f'<p class="from rel">{" · ".join(parts)}</p>' if parts else ""
 
 
+def _number(v: Any) -> int | float | None:
+    """A store's number, or None for anything else it may hold (a string, a list)."""
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
 def _manifest_bytes(pages: dict[str, Any]) -> bytes:
     return json.dumps({"format": FORMAT, "pages": pages}, sort_keys=True).encode()
 
@@ -368,7 +373,7 @@ def _listed(path: Path) -> list[str] | None:
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return {}
