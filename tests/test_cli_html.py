@@ -419,3 +419,25 @@ def test_export_html_usage_page_costs_each_turn_at_its_price(tmp_path: Path) -> 
     for day, cost in expected.items():
         assert f"{day}: cost ${cost:.2f}" in tips, (day, cost, tips)
         assert f"${cost:.4f}" in usage.text
+
+
+@pytest.mark.parametrize("ending", ["", "\n"], ids=["no-final-newline", "final-newline"])
+def test_a_folded_message_counts_the_lines_it_hides_and_starts_with_the_next(
+    state: Path, ending: str
+) -> None:
+    """An 80-line message showed "61 more lines" (60 are hidden) and its unfolded part began
+    with a blank line (issue 33, item 6): the newline between the two parts was counted and
+    shown. Both the plain fold (the user's text) and the Markdown fold (the reply) say 60."""
+    message = "\n".join(f"line {i}" for i in range(1, 81)) + ending
+    assert run_cli("send", "main", message).returncode == 0
+    proc = run_cli("history", "main", "--format", "html")
+    assert proc.returncode == 0, proc.stderr
+    page = proc.stdout
+    marker = '<details class="more"><summary>'
+    folds = [part.split("</details>", 1)[0] for part in page.split(marker)[1:]]
+    assert len(folds) == 2, folds  # the user's message, then the echoed reply
+    for fold in folds:
+        label, body = fold.split("</summary>", 1)
+        assert label == "60 more lines", label
+        assert body.startswith(("<p>line 21\n", '<div class="md"><p>line 21<')), body[:40]
+        assert "line 20\n" not in body and "line 20<" not in body and "line 80" in body

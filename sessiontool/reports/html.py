@@ -76,7 +76,9 @@ def _text_block(text: str) -> str:
     if len(head) > FOLD_CHARS:
         head = head[: FOLD_CHARS // 2]
     rest = text[len(head) :]
-    more = rest.count("\n") + 1
+    if rest.startswith("\n"):  # the newline between the two parts: no blank first line
+        rest = rest[1:]
+    more = rest.rstrip("\n").count("\n") + 1  # 80 lines, 20 shown: "60 more lines"
     label = f"{more:,} more lines" if more > 1 else f"{len(rest):,} more characters"
     return f'<p>{h(head)}</p><details class="more"><summary>{label}</summary><p>{h(rest)}</p></details>'
 
