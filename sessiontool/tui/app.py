@@ -36,6 +36,11 @@ TICK_S = 0.5  # how often the change marker is looked at: a change shows within 
 GATEWAY_EVERY_S = 10.0
 COST_EVERY_S = 30.0
 REMOTE_EVERY_S = 5.0  # a remote gateway's store has no file to stat: listed again this often
+RSS_TICKS = 10  # the running runs' memory: every 5 s (a walk of /proc)
+# The newest sessions drawn (as `list` shows 200 by default); `/` searches all of them. A table
+# measures every cell it is given: 1,000 rows cost a second of CPU per redraw, 200 a fifth.
+SESSIONS_SHOWN = 200
+AGES_TICKS = 120  # the sessions' ages, redrawn once a minute when nothing changed
 
 CSS = (
     """
@@ -132,9 +137,11 @@ class TopApp(App[int]):
             self.background(lambda: model.read_snapshot(self.ctx, self.opts), self.apply)
         active = [r["runId"] for r in self.snap.runs if r.get("status") in model.ACTIVE]
         if active and self.ticks % 2 == 0:
-            self.draw_runs()
-            if self.ticks % 4 == 0:
-                self.background(lambda: self.read_rss(active), self.apply_rss)
+            self.draw_clocks()
+        if active and self.ticks % RSS_TICKS == 0:
+            self.background(lambda: self.read_rss(active), self.apply_rss)
+        if self.ticks % AGES_TICKS == 0:
+            self.draw_sessions()  # the UPDATED ages
         now = time.monotonic()
         if now - self.gateway_at >= GATEWAY_EVERY_S:
             self.gateway_at = now
@@ -156,6 +163,9 @@ class TopApp(App[int]):
         self.draw_runs()
         self.draw_deliveries()
         self.draw_status()
+        active = [r["runId"] for r in snap.runs if r.get("status") == "running"]
+        if any(rid not in self.rss for rid in active):  # a new run's memory: now, not in 5 s
+            self.background(lambda: self.read_rss(active), self.apply_rss)
 
     def read_rss(self, run_ids: list[str]) -> dict[str, int | None]:
         out: dict[str, int | None] = {}
@@ -167,7 +177,7 @@ class TopApp(App[int]):
     def apply_rss(self, rss: dict[str, int | None] | BaseException) -> None:
         if isinstance(rss, dict):
             self.rss = rss
-            self.draw_runs()
+            self.draw_clocks()
 
     def apply_gateway(self, state: str | BaseException) -> None:
         self.gateway = state if isinstance(state, str) else "?"
@@ -175,22 +185,37 @@ class TopApp(App[int]):
 
     def apply_cost(self, cost: model.Cost | BaseException) -> None:
         if isinstance(cost, model.Cost):
+            changed = self.cost is None or cost.by_session != self.cost.by_session
             self.cost = cost
-            self.draw_sessions()
+            if changed:
+                self.draw_sessions()
         self.draw_status()
 
     # -- drawing -----------------------------------------------------------------------------
 
     def draw_sessions(self) -> None:
-        shown = rows.matching(self.snap.sessions, self.filter)
+        found = rows.matching(self.snap.sessions, self.filter)
+        shown = found[:SESSIONS_SHOWN]
         by_session = self.cost.by_session if self.cost else {}
         _fill(self.table("sessions"), rows.session_rows(shown, by_session, now_ms()))
-        title = f"Sessions ({len(shown)}"
-        title += f" of {len(self.snap.sessions)} matching /{self.filter})" if self.filter else ")"
-        self.query_one("#sessions-title", Label).update(Text(fmt.esc(title)))
+        title = rows.sessions_title(len(found), len(shown), len(self.snap.sessions), self.filter)
+        self.query_one("#sessions-title", Label).update(Text(title))
 
     def draw_runs(self) -> None:
         _fill(self.table("runs"), rows.run_rows(self.snap.runs, self.rss, now_ms()))
+
+    def draw_clocks(self) -> None:
+        """Once a second: only the ELAPSED and RSS cells of the running and queued runs, and
+        only those whose text changed (a whole pane redrawn each second costs CPU at idle)."""
+        table = self.table("runs")
+        elapsed, rss = table.ordered_columns[5].key, table.ordered_columns[6].key
+        active = [r for r in self.snap.runs if r.get("status") in model.ACTIVE]
+        for key, cells in rows.run_rows(active, self.rss, now_ms()):
+            if key is None or key not in table.rows:
+                continue
+            for column, text in ((elapsed, cells[5]), (rss, cells[6])):
+                if str(table.get_cell(key, column)) != text:
+                    table.update_cell(key, column, Text(text))
 
     def draw_deliveries(self) -> None:
         cells = rows.delivery_rows(self.snap.deliveries, self.ctx.display, now_ms())
@@ -329,7 +354,19 @@ def _remote(ctx: Context) -> bool:
 
 
 def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -> None:
-    """Replace the rows, keeping the cursor on the same row key where it still is."""
+    """Replace the rows, keeping the cursor on the same row key where it still is. The same
+    keyed rows in the same order (a clock moved, a cost came in): only the cells that changed."""
+    if (
+        rows
+        and all(k is not None for k, _ in rows)
+        and [k for k, _ in rows] == [k.value for k in table.rows]
+    ):
+        for key, cells in rows:
+            assert key is not None
+            for column, text in zip(table.ordered_columns, cells, strict=True):
+                if str(table.get_cell(key, column.key)) != text:
+                    table.update_cell(key, column.key, Text(text))
+        return
     keep = None
     if table.row_count:
         keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value

@@ -24,11 +24,13 @@ def esc_body(value: str) -> str:
 
 
 def span(seconds: float) -> str:
+    """Seconds for the first minute, then minutes: a running run's clock redraws its pane once a
+    minute, not once a second, after its first minute."""
     s = max(0, int(seconds))
     if s < 60:
         return f"{s}s"
     if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
+        return f"{s // 60}m"
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"

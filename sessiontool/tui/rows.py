@@ -25,6 +25,13 @@ def matching(sessions: list[dict[str, Any]], needle: str) -> list[dict[str, Any]
     return [r for r in sessions if any(n in str(r.get(f) or "").casefold() for f in FILTERED)]
 
 
+def sessions_title(found: int, shown: int, total: int, needle: str) -> str:
+    """`Sessions (9)`; `Sessions (1 of 9 matching /x)`; `…, newest 200 shown` when cut."""
+    title = f"Sessions ({found} of {total} matching /{needle}" if needle else f"Sessions ({total}"
+    title += f", newest {shown} shown; / filters)" if shown < found else ")"
+    return fmt.esc(title)
+
+
 def session_rows(
     sessions: list[dict[str, Any]], cost_by_key: dict[str, float], now: int
 ) -> list[Row]:
