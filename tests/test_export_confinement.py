@@ -288,3 +288,25 @@ def test_a_site_whose_first_export_was_killed_is_taken_up_again(tmp_path: Path) 
     assert rc == 0, again
     assert again["sessions"] == first["sessions"] and (site / "index.html").is_file()
     assert json.loads((site / ".sessiontool-html.json").read_text()) == manifest
+
+
+@pytest.mark.parametrize("where", ["agents", "agents/ops", "agents/ops/sessions"])
+def test_export_to_refuses_a_link_out_on_the_way_before_writing_any_agent(
+    tmp_path: Path, where: str
+) -> None:
+    """A link leading out of DIR at `agents/`, an agent's dir or its sessions dir: exit 5 naming
+    it, and nothing written for any agent (the other agents' files included)."""
+    state = copy_oc(tmp_path / "state")
+    dest = tmp_path / "dest"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    planted = dest / where
+    planted.parent.mkdir(parents=True)
+    planted.symlink_to(victim)
+    proc = run_cli("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
+    assert proc.returncode == 5, proc.stderr
+    line = proc.stderr.splitlines()[0]
+    assert line.startswith("sessiontool: error: refusing to write through the link"), line
+    assert str(planted) in line
+    assert list(victim.iterdir()) == []
+    assert not (dest / "agents" / "main").exists()

@@ -22,7 +22,7 @@ from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.sessions.reading import read_scope, reader_for
-from sessiontool.state import outdir
+from sessiontool.state import outdir, safefs
 from sessiontool.state.detect import sqlite_path
 from sessiontool.state.jsonio import atomic_write, compact_utf8
 from sessiontool.state.paths import StatePaths, ensure_dir, is_plain_name
@@ -124,6 +124,9 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                     f"--to must be outside the state dir it exports: {out.sessions_dir(agent_id)}"
                     f" leads into {ctx.paths.root}"
                 )
+            # A link on the way to the sessions dir, leading out of DIR: refused before any
+            # agent's files are written.
+            safefs.check_inside(out.sessions_dir(agent_id), out_root)
             if sqlite_path(out, agent_id).exists():
                 raise UsageError(f"{out_root} holds an OpenClaw database for agent {agent_id}")
             rd = reader_for(ctx.paths, agent_id)
