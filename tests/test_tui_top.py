@@ -97,7 +97,7 @@ def test_panes_show_the_sessions_live_and_q_leaves_with_0(fixture_state: Path) -
     async def script(pilot: Pilot[int]) -> None:
         await until(pilot, lambda: keys_of(app, "sessions"))
         assert keys_of(app, "sessions") == expected  # newest first, as `list` orders them
-        assert row(app, "sessions", "agent:main:telegram:group:-100777")[2] == "tg-lounge"
+        assert row(app, "sessions", "agent:main:telegram:group:-100777")[3] == "tg-lounge"
         status = str(app.query_one("#status").render())
         assert "store: jsonl" in status
         add_session(fixture_state, "agent:main:dm:newcomer")

@@ -103,12 +103,10 @@ class TopApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        for name, cols in (
-            ("sessions", rows.SESSION_COLUMNS),
-            ("runs", rows.RUN_COLUMNS),
-            ("deliveries", rows.DELIVERY_COLUMNS),
-        ):
-            self.table(name).add_columns(*cols)
+        for label, width in zip(rows.SESSION_COLUMNS, rows.SESSION_WIDTHS, strict=True):
+            self.table("sessions").add_column(label, width=width)
+        self.table("runs").add_columns(*rows.RUN_COLUMNS)
+        self.table("deliveries").add_columns(*rows.DELIVERY_COLUMNS)
         self.table("sessions").focus()
         self.agents = model.agent_ids(self.ctx, self.opts)
         self.remote = _remote(self.ctx)
@@ -215,7 +213,7 @@ class TopApp(App[int]):
                 continue
             for column, text in ((elapsed, cells[5]), (rss, cells[6])):
                 if str(table.get_cell(key, column)) != text:
-                    table.update_cell(key, column, Text(text))
+                    table.update_cell(key, column, Text(text), update_width=True)
 
     def draw_deliveries(self) -> None:
         cells = rows.delivery_rows(self.snap.deliveries, self.ctx.display, now_ms())
@@ -365,7 +363,7 @@ def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -
             assert key is not None
             for column, text in zip(table.ordered_columns, cells, strict=True):
                 if str(table.get_cell(key, column.key)) != text:
-                    table.update_cell(key, column.key, Text(text))
+                    table.update_cell(key, column.key, Text(text), update_width=True)
         return
     keep = None
     if table.row_count:

@@ -109,8 +109,8 @@ def cost_today(ctx: Context, opts: Options) -> Cost:
 
 
 def gateway_state(ctx: Context) -> str:
-    """`up <url>`, `down <url>` or `none` (no OpenClaw config names one): a TCP connect, as
-    `doctor` decides reachability, made again each time it is asked."""
+    """`up`, `down` or `none` (no OpenClaw config names one): a TCP connect, as `doctor` decides
+    reachability, made again each time it is asked (`gateway show` names the URL)."""
     from dataclasses import replace
 
     from sessiontool.openclaw.gateway import find
@@ -119,4 +119,4 @@ def gateway_state(ctx: Context) -> str:
     if ctx.paths.openclaw_config() is None and bound_to(ctx.paths.root) is None:
         return "none"
     g = replace(find(ctx.paths), _reachable=None)
-    return f"{'up' if g.reachable() else 'down'} {g.url}"
+    return "up" if g.reachable() else "down"

@@ -9,7 +9,10 @@ from typing import Any
 from sessiontool.tui import fmt
 from sessiontool.tui.model import ACTIVE, Cost, Snapshot
 
-SESSION_COLUMNS = ("KEY", "KIND", "LABEL", "MODEL", "TOKENS", "COST", "UPDATED")
+SESSION_COLUMNS = ("KEY", "KIND", "UPDATED", "LABEL", "MODEL", "TOKENS", "COST")
+# Widths that keep KEY, KIND, UPDATED and LABEL on an 80-column screen (a longer key or label
+# is cut; Enter shows the whole key, `list` prints it); None: as wide as the widest cell.
+SESSION_WIDTHS: tuple[int | None, ...] = (32, None, None, 16, None, None, None)
 RUN_COLUMNS = ("RUN", "KIND", "STATUS", "SESSION", "STEP", "ELAPSED", "RSS", "RESULT")
 DELIVERY_COLUMNS = ("WHEN", "MODE", "STATUS", "SESSION", "TO", "TEXT")
 FILTERED = ("key", "kind", "label", "displayName", "model", "channel")
@@ -41,11 +44,11 @@ def session_rows(
             [
                 fmt.esc(r["key"]),
                 r.get("kind", ""),
+                fmt.ago(r.get("updatedAt"), now),
                 fmt.esc(r.get("label") or r.get("displayName") or ""),
                 fmt.esc(r.get("model", "")),
                 fmt.count(r.get("totalTokens")),
                 fmt.money(cost_by_key[r["key"]]) if r["key"] in cost_by_key else "",
-                fmt.ago(r.get("updatedAt"), now),
             ],
         )
         for r in sessions
@@ -103,12 +106,9 @@ def delivery_rows(
 def status_line(
     snap: Snapshot, gateway: str, cost: Cost | None, budget: float | None
 ) -> tuple[str, bool]:
-    """The footer: the store's format, the gateway's state, the runs, today's cost against the
-    budget; and whether the cost is over it."""
-    parts = [f"store: {', '.join(snap.formats) or '-'}", f"gateway: {gateway}"]
-    running = sum(1 for r in snap.runs if r.get("status") == "running")
-    queued = sum(1 for r in snap.runs if r.get("status") == "queued")
-    parts.append(f"runs: {running} running, {queued} queued")
+    """The footer: today's cost against the budget, the runs, the store's format, the gateway's
+    state; and whether the cost is over the budget."""
+    parts = []
     over = False
     if cost is not None:
         today = f"today: {fmt.money(cost.total, cost.currency)}"
@@ -118,6 +118,10 @@ def status_line(
         parts.append(today)
     elif budget is not None:
         parts.append(f"today: … of {fmt.money(budget)}")
+    running = sum(1 for r in snap.runs if r.get("status") == "running")
+    queued = sum(1 for r in snap.runs if r.get("status") == "queued")
+    parts.append(f"runs: {running} running, {queued} queued")
+    parts += [f"store: {', '.join(snap.formats) or '-'}", f"gateway: {gateway}"]
     if snap.error:
         parts.append(f"error: {snap.error}")
     return fmt.esc(" · ".join(parts)), over
