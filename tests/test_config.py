@@ -146,6 +146,33 @@ def test_model_object_and_known_models(tmp_path: Path) -> None:
     assert config_models.model_cost(cfg, "fake", "fake-model") == {"input": 0.0, "output": 0.0}
 
 
+@pytest.mark.parametrize("price", ["Infinity", "NaN", "1e400", "-1", '"x"', "true"])
+def test_a_price_that_is_no_number_gives_no_estimate(tmp_path: Path, price: str) -> None:
+    """A model's `cost.input` of Infinity (valid JSON5, as issue 37 item 6's timeoutMs was)
+    made a spawn's announce say "est $inf"; like `usage`, an unusable price is no estimate."""
+    from sessiontool.flow.announce import stats_line
+
+    own = (
+        "{ models: { providers: { p: { models: "
+        f"[{{ id: 'm', cost: {{ input: {price}, output: 2 }} }}] }} }} }} }}"
+    )
+    cfg = load_config(state_with(tmp_path, own=own))
+    cost = config_models.model_cost(cfg, "p", "m")
+    assert cost is None
+    line = stats_line(
+        started_at=0,
+        ended_at=1000,
+        usage={"input": 10**6, "output": 10**6},
+        cost=cost,
+        child_key="agent:main:subagent:x",
+        session_id=None,
+        transcript=None,
+    )
+    assert "est" not in line and "inf" not in line and "nan" not in line
+    good = load_config(state_with(tmp_path, own=own.replace(f"input: {price}", "input: 1.5")))
+    assert config_models.model_cost(good, "p", "m") == {"input": 1.5, "output": 2.0}
+
+
 def test_unknown_keys_warn_with_their_names(tmp_path: Path) -> None:
     own = '{"sesion": {}, "sessiontool": {"delivery": {}, "colour": "red"}, "$schema": "x"}'
     paths = state_with(tmp_path, own=own)

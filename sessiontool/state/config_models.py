@@ -6,6 +6,7 @@ can be named (agent defaults, each agent and its runner, the providers' model li
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.state.config import model_primary
@@ -26,15 +27,22 @@ def model_cost(cfg: Config, provider: str | None, model: str | None) -> dict[str
             continue
         for m in models:
             if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("cost"), dict):
-                cost = m["cost"]
-                try:
-                    return {
-                        "input": float(cost.get("input", 0)),
-                        "output": float(cost.get("output", 0)),
-                    }
-                except (TypeError, ValueError):
-                    return None
+                prices = [_price(m["cost"].get(k, 0)) for k in ("input", "output")]
+                if prices[0] is None or prices[1] is None:
+                    return None  # a price of Infinity, NaN, -1 or "x": no estimate ("est $inf")
+                return {"input": prices[0], "output": prices[1]}
     return None
+
+
+def _price(value: Any) -> float | None:
+    """A usable per-million-token price: a finite number, not negative (as `usage` takes it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        n = float(value)
+    except ValueError:
+        return None
+    return n if math.isfinite(n) and n >= 0 else None
 
 
 def known_models(cfg: Config) -> list[str]:
