@@ -19,6 +19,8 @@ from sessiontool.errors import ExitCode, SessiontoolError, from_os_error
 from sessiontool.state import perms
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from sessiontool.context import Context
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -152,7 +154,31 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:
         diag.warn(w)
+    if check and not reads and G.state_dir:
+        _watch_new_state_dir(ctx.paths.root)
     return ctx
+
+
+# A state dir a write creates because `--state-dir` named it: said on stderr once it exists
+# (`--state-dir ~/.openclw`, a typo, must not silently start a new state; a read of it is
+# refused before it starts, check_readable_state). SESSIONTOOL_STATE_DIR is the user's default.
+_NEW_STATE_DIRS: list[Path] = []
+
+
+def _watch_new_state_dir(root: Path) -> None:
+    from sessiontool.state.paths import resolve_state_dir
+
+    if not root.exists() and root != resolve_state_dir(None):
+        _NEW_STATE_DIRS.append(root)
+
+
+def _created_state_dirs() -> list[str]:
+    created = [r for r in _NEW_STATE_DIRS if r.is_dir()]
+    _NEW_STATE_DIRS.clear()
+    return [
+        f"created state dir {r} (from --state-dir, not the default); check it if that is a typo"
+        for r in created
+    ]
 
 
 def remote_context(ctx: Context) -> Context:
@@ -244,7 +270,7 @@ def want_json(local: bool) -> bool:
 
 
 def _flush_warnings() -> None:
-    for w in diag.drain():
+    for w in [*_created_state_dirs(), *diag.drain()]:
         render.warning_line(w)
 
 
