@@ -236,3 +236,24 @@ def test_gateway_forget_never_unlinks_through_a_planted_link(state: Path, tmp_pa
     assert not planted.is_symlink() and key.exists()
     rc, got = run_json("gateway", "forget", url)
     assert rc == 0 and got["removed"] is True and not token.exists()
+
+
+def test_gateway_forget_refuses_a_link_at_the_token_dir(state: Path, tmp_path: Path) -> None:
+    """The device tokens kept beside the state dir (`sessiontool/gateway/<hash>.json`): a link
+    planted at that directory is refused too (exit 5), the file it leads to stays, and doctor
+    reports the link."""
+    url = "wss://gw.example.net:8443"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    kept = victim / (hashlib.sha256(url.encode()).hexdigest()[:16] + ".json")
+    kept.write_text('{"token": "not yours"}')
+    (state / "sessiontool").mkdir(parents=True)
+    planted = state / "sessiontool" / "gateway"
+    planted.symlink_to(victim)
+    proc = run_cli("gateway", "forget", url)
+    assert proc.returncode == 5 and str(planted) in proc.stderr.splitlines()[0], proc.stderr
+    assert kept.read_text() == '{"token": "not yours"}'
+    rc, doc = run_json("doctor")
+    assert rc == 1 and [f["kind"] for f in doc["problems"] if f["path"] == str(planted)] == [
+        "planted-link"
+    ], doc["problems"]

@@ -139,7 +139,7 @@ class StatePaths(Value):
             # Each remote gateway's part (`gateways/<hash>/`, its device key in `sessiontool/`):
             # written by every command through that gateway, and by `gateway forget`.
             gateways = self.root / "gateways"
-            dirs.append(gateways)
+            dirs += [gateways, self.tool_dir / "gateway"]  # the latter: device tokens by URL
             for part in _entries(gateways) if not os.path.islink(gateways) else []:
                 dirs += [part] if os.path.islink(part) else [part, part / "sessiontool"]
             files += _entries(self.runs_dir) + _entries(self.lanes_dir)
