@@ -472,6 +472,7 @@ def load_config(
             for k in section:
                 if k not in OWN_SECTION_KEYS:
                     warnings.append(f"{own}: unknown config key 'sessiontool.{k}' (ignored)")
+        warnings += [f"{own}: {w}" for w in _own_key_typos(layer)]
         own_layer = {k: v for k, v in layer.items() if k in OWN_TOP_KEYS}
         merged = _merge(merged, own_layer)
         files.append(own)
@@ -486,6 +487,37 @@ def load_config(
     if cfg.get("agents.defaults.runner") is not None:
         check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)
     return cfg
+
+
+# sessiontool's own keys inside OpenClaw's sections. The sections hold OpenClaw's keys too, which
+# sessiontool does not all know, so a key there is reported only when it is a near miss of one
+# of these (`runer`): a typo must not quietly leave the demo agent answering.
+OWN_NESTED_KEYS = ("runner",)
+
+
+def _own_key_typos(layer: Mapping[str, Any]) -> list[str]:
+    import difflib
+
+    agents = layer.get("agents")
+    if not isinstance(agents, dict):
+        return []
+    sections: list[tuple[str, Any]] = [("agents.defaults", agents.get("defaults"))]
+    items = agents.get("list")
+    if isinstance(items, list):
+        sections += [(f"agents.list[{i}]", item) for i, item in enumerate(items)]
+    out = []
+    for where, section in sections:
+        if not isinstance(section, dict):
+            continue
+        for k in section:
+            if not isinstance(k, str) or k in OWN_NESTED_KEYS:
+                continue
+            close = difflib.get_close_matches(k.lower(), OWN_NESTED_KEYS, n=1, cutoff=0.75)
+            if close:
+                out.append(
+                    f"unknown config key '{where}.{k}' (ignored): did you mean '{close[0]}'?"
+                )
+    return out
 
 
 def check_runner(runner: Any, where: str, name: Callable[[str], str]) -> None:
