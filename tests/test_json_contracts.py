@@ -192,6 +192,8 @@ def test_list_on_the_sqlite_store(oc_state: Path) -> None:
         "label",
         "model",
         "modelProvider",
+        "parentSessionKey",
+        "spawnDepth",
         "spawnedBy",
         "status",
         "systemSent",

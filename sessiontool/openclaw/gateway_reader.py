@@ -57,6 +57,8 @@ ROW_FIELDS = (
     "deliveryContext",
     "chatType",
     "spawnedBy",
+    "parentSessionKey",
+    "spawnDepth",
     "status",  # OpenClaw's run status of the session, as its own rows (and list --json) show it
     "room",
     "space",

@@ -54,6 +54,8 @@ def turn(paths: StatePaths, rec: Record) -> Outcome | None:
             if gw_run is None:
                 return None
             ended = _follow(paths, rec, gw_run)
+            if ended.get("status") == "ok" and not isinstance(ended.get("terminalReply"), dict):
+                ended.update(_from_history(paths, rec["sessionKey"]))
         _outcome(rec, ended, out)
     except RunAborted:
         out.status, out.error = "aborted", "aborted by user"
@@ -108,6 +110,43 @@ def _follow(paths: StatePaths, rec: Record, gw_run: str) -> dict[str, Any]:
         )
         if ended.get("status") != "timeout" or isinstance(ended.get("endedAt"), int):
             return ended
+
+
+def _from_history(paths: StatePaths, key: str) -> dict[str, Any]:
+    """What agent.wait does not say before 2026.9 (2026.7.35 answers only the status and the
+    end): the session's last assistant message (its text, model) and session id, from
+    chat.history, in agent.wait's shape."""
+    try:
+        hist = gateway.call(paths, "chat.history", {"sessionKey": key, "limit": 5})
+    except SessiontoolError:
+        return {}
+    msgs = hist.get("messages")
+    last = (
+        next(
+            (m for m in reversed(msgs) if isinstance(m, dict) and m.get("role") == "assistant"),
+            None,
+        )
+        if isinstance(msgs, list)
+        else None
+    )
+    if last is None:
+        return {}
+    content = last.get("content")
+    text = (
+        content
+        if isinstance(content, str)
+        else "\n".join(
+            b.get("text", "")
+            for b in content or []
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    )
+    receipt: dict[str, Any] = {
+        "effective": {k: last[k] for k in ("model", "provider") if k in last}
+    }
+    if isinstance(hist.get("sessionId"), str):
+        receipt["sessionId"] = hist["sessionId"]
+    return {"terminalReply": {"disposition": "visible", "text": text}, "terminalReceipt": receipt}
 
 
 def _obj(v: Any) -> dict[str, Any]:

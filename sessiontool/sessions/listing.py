@@ -49,6 +49,8 @@ LIST_FIELDS = (
     "chatType",
     "channel",
     "spawnedBy",
+    "parentSessionKey",
+    "spawnDepth",
     "provider",
     "lastProvider",
     "room",
@@ -56,7 +58,15 @@ LIST_FIELDS = (
     "status",
 )
 # Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
-OPENCLAW_ROW_FIELDS = ("inputTokens", "outputTokens", "modelProvider", "status", "spawnedBy")
+OPENCLAW_ROW_FIELDS = (
+    "inputTokens",
+    "outputTokens",
+    "modelProvider",
+    "status",
+    "spawnedBy",
+    "parentSessionKey",  # the lineage a child made through the gateway has (either way it was
+    "spawnDepth",  # spawned: OpenClaw's own sessions_spawn, or sessions.create's fields)
+)
 
 _ROW_PASSTHROUGH = (
     "thinkingLevel",
