@@ -263,6 +263,10 @@ def test_a_killed_export_html_leaves_temp_files_the_next_export_removes(tmp_path
     live = site / f"usage.html.{os.getpid()}.0badf00d.tmp"
     for p in [*leftovers, live]:
         p.write_text("half a page")
+    (site / "README").write_text("mine")  # a refused DIR is left as it was, leftovers too
+    assert run_cli(*args).returncode == 2
+    assert all(p.exists() for p in leftovers)
+    (site / "README").unlink()
     rc, out = run_json(*args)
     assert rc == 0, out
     assert not any(p.exists() for p in leftovers) and live.exists()

@@ -62,10 +62,12 @@ def refuse_link(path: Path, out_root: Path, option: str) -> UnsafePathError:
 def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, what: str) -> None:
     """Check DIR before an export writes into it: every entry is a file the export's own
     record lists (`listed`, relative paths), one of its `subdirs` (each checked the same way),
-    or a temp file of one of them (a dead writer's is removed, a live one's left); anything
-    else is foreign (UsageError naming it, exit 2). A link at a listed name or subdir is refused
-    first (UnsafePathError, exit 5), wherever it leads. A missing DIR passes."""
+    or a temp file of one of them; anything else is foreign (UsageError naming it, exit 2). A
+    link at a listed name or subdir is refused first (UnsafePathError, exit 5), wherever it
+    leads. Only when DIR passes are the temp files of dead writers removed (a live one's are
+    another export at work). A missing DIR passes."""
     found: list[tuple[str, Path]] = []
+    dead: list[Path] = []
     todo = [""]
     while todo:
         rel_dir = todo.pop()
@@ -76,16 +78,14 @@ def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, wha
             continue
         except OSError as exc:
             raise from_os_error(exc, "read") from exc
-
-        def ours(base: str, rel_dir: str = rel_dir) -> bool:
-            return (f"{rel_dir}/{base}" if rel_dir else base) in listed
-
-        sweep_temps(d, ours)
         for name in names:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             p = d / name
-            if not os.path.lexists(p) or live_temp(name, ours):
-                continue  # a dead writer's temp file, just removed; a live one's
+            temp = temp_file_of(name)
+            if temp is not None and (f"{rel_dir}/{temp[0]}" if rel_dir else temp[0]) in listed:
+                if not pid_alive(temp[1]) and os.path.isfile(p) and not os.path.islink(p):
+                    dead.append(p)
+                continue
             if (rel in listed or rel in subdirs) and os.path.islink(p):
                 raise refuse_link(p, out_root, option)
             if rel in subdirs and os.path.isdir(p):
@@ -95,6 +95,11 @@ def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, wha
     for rel, p in sorted(found):
         if rel not in listed or not os.path.isfile(p):
             raise foreign(p, out_root, what)
+    for p in dead:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
 
 
 def sweep_temps(d: Path, ours: Callable[[str], bool]) -> list[str]:
@@ -120,10 +125,3 @@ def sweep_temps(d: Path, ours: Callable[[str], bool]) -> list[str]:
             continue
         removed.append(name)
     return removed
-
-
-def live_temp(name: str, ours: Callable[[str], bool]) -> bool:
-    """Whether `name` is the temp file of a live writer of one of `ours` (another export at
-    work in the same DIR): neither foreign nor to be removed."""
-    parsed = temp_file_of(name)
-    return parsed is not None and ours(parsed[0]) and pid_alive(parsed[1])
