@@ -242,25 +242,40 @@ def test_errors_name_file_and_key(tmp_path: Path, own: str, key: str) -> None:
     assert int(info.value.code) == 2
 
 
+def _nested(dotted: str, value: str) -> str:
+    """`{ a: { b: VALUE } }` for `a.b`, as JSON5 text."""
+    text = value
+    for part in reversed(dotted.split(".")):
+        text = f"{{ {part}: {text} }}"
+    return text + "\n"
+
+
 @pytest.mark.parametrize(
-    ("key", "value"),
+    ("key", "value", "fixed"),
     [
-        ("maxConcurrentRuns", '"eight"'),
-        ("maxConcurrentRuns", "-3"),
-        ("maxConcurrentRuns", "0"),
-        ("maxConcurrentRuns", "1e9"),
-        ("maxToolRounds", "-1"),
-        ("delivery", "{command: 5}"),
+        ("sessiontool.maxConcurrentRuns", '"eight"', "3"),
+        ("sessiontool.maxConcurrentRuns", "-3", "3"),
+        ("sessiontool.maxConcurrentRuns", "0", "3"),
+        ("sessiontool.maxConcurrentRuns", "1e9", "3"),
+        ("sessiontool.maxToolRounds", "-1", "3"),
+        ("sessiontool.delivery", "{command: 5}", "{}"),
+        ("agents.defaults.subagents.archiveAfterMinutes", "-3", "0"),
+        ("tools.agentToAgent.allow", '"main"', '["main"]'),
+        ("tools.subagents.tools.allow", "5", "[]"),
+        ("session.sendPolicy", '"deny"', '{default: "allow"}'),
     ],
 )
-def test_a_wrong_own_setting_is_refused_by_every_command(state: Path, key: str, value: str) -> None:
+def test_a_wrong_own_setting_is_refused_by_every_command(
+    state: Path, key: str, value: str, fixed: str
+) -> None:
     """`sessiontool.maxConcurrentRuns: "eight"` was accepted by `send` (only the background
     worker read it, and took the default) and only `doctor` reported it; `-3` was quietly
-    taken as 1 and reported by nothing (issue 33, item 3). Now every command says so: exit 2,
+    taken as 1 and reported by nothing (issue 33, item 3); so were the other values read only
+    now and then (a worker's tool call, the archive sweep). Now every command says so: exit 2,
     one line naming the file and the key, and `send` starts no run."""
     own = state / "sessiontool.json5"
     state.mkdir(parents=True, exist_ok=True)
-    own.write_text(f"{{ sessiontool: {{ {key}: {value} }} }}\n")
+    own.write_text(_nested(key, value))
     for args in (
         ["send", "main", "hello"],
         ["spawn", "a task"],
@@ -272,19 +287,18 @@ def test_a_wrong_own_setting_is_refused_by_every_command(state: Path, key: str, 
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         (line,) = proc.stderr.splitlines()
-        assert line.startswith(f"sessiontool: error: {own}: sessiontool.{key}"), line
+        assert line.startswith(f"sessiontool: error: {own}: {key}"), line
         assert "expected" in line
-    assert not (state / "sessiontool" / "runs").exists() or not list(
-        (state / "sessiontool" / "runs").glob("*.json")
-    )
-    own.write_text(f"{{ sessiontool: {{ {key}: {'3' if key != 'delivery' else '{}'} }} }}\n")
+    assert not list(state.glob("sessiontool/runs/*.json"))
+    own.write_text(_nested(key, fixed))
     assert run_cli("list").returncode == 0
 
 
-def test_lazy_values_are_checked_when_used(tmp_path: Path) -> None:
-    cfg = load_config(state_with(tmp_path, own='{"tools": {"agentToAgent": {"allow": "main"}}}'))
+def test_values_read_now_and_then_are_checked_on_load(tmp_path: Path) -> None:
+    """Once checked only when read (a worker's tool call): the user's own file is refused when
+    it is loaded, so the command that starts the worker says so."""
     with pytest.raises(ConfigError, match=r"tools\.agentToAgent\.allow"):
-        _ = cfg.a2a_allow
+        load_config(state_with(tmp_path, own='{"tools": {"agentToAgent": {"allow": "main"}}}'))
 
 
 @pytest.mark.parametrize("text", ["{ agents: [ }", "[1, 2]", "{'a': }"])

@@ -22,6 +22,13 @@ OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
 OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
 RUNNER_TYPES = ("echo", "command", "openai", "llm")
 MAX_CONCURRENT_RUNS = 1024  # a waiting worker holds one open file per slot
+# Values read only by some commands or only by the worker: (key, the Config property reading it)
+CHECKED_ON_LOAD = (
+    ("session.sendPolicy", "send_policy"),
+    ("agents.defaults.subagents.archiveAfterMinutes", "archive_after_minutes"),
+    ("tools.agentToAgent.allow", "a2a_allow"),
+    ("tools.subagents.tools.allow", "subagent_tools_allow"),
+)
 MAX_TOOL_ROUNDS = 1000
 
 
@@ -359,10 +366,14 @@ class Config(Value):
 
     @property
     def archive_after_minutes(self) -> float:
-        v = self.expect(
-            "agents.defaults.subagents.archiveAfterMinutes", (int, float), "a number", 60
+        key, what = (
+            "agents.defaults.subagents.archiveAfterMinutes",
+            "a number of minutes, 0 or more",
         )
-        return max(0.0, float(v))
+        v = self.expect(key, (int, float), what, 60)
+        if v < 0:
+            v = self._bad_value(key, what, v, 60)
+        return float(v)
 
     # -- tools -----------------------------------------------------------------------------
     @property
@@ -482,8 +493,14 @@ def load_config(
     cfg.agents()
     _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns
     # sessiontool's own settings, read by the background worker: refused here, by the command
-    # that starts it, not found wrong (and ignored) later where nobody sees it.
+    # that starts it, not found wrong (and ignored) later where nobody sees it. So is what the
+    # user's own file sets of the values read only now and then (a worker's tool call, the
+    # archive sweep); OpenClaw's file is still read value by value (a bad one: a warning then).
     _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command
+    if own is not None:
+        for key, name in CHECKED_ON_LOAD:
+            if _has_path(layers[-1][1], key):
+                getattr(cfg, name)
     if cfg.get("agents.defaults.runner") is not None:
         check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)
     return cfg
