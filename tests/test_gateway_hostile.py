@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +27,12 @@ from sessiontool.openclaw import wsconnection
 
 from .conftest import note_output
 from .fakes.rawgateway import (
+    OP_CLOSE,
+    OP_CONT,
+    OP_PING,
     OP_TEXT,
     Peer,
+    head,
     nested,
     serving,
     sframe,
@@ -110,30 +117,47 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def cli(tmp_path: Path, port: int, *args: str, timeout: float = 120) -> Ran:
-    """The real CLI against the gateway at `port`, its peak memory read from its own
-    /proc/PID/status just before it exits (a wrapper would measure itself: ru_maxrss of
-    RUSAGE_CHILDREN is the largest child of the whole test process, not this one)."""
-    probe = (
-        "import atexit, runpy, sys\n"
-        "def peak():\n"
-        "    for line in open('/proc/self/status'):\n"
-        "        if line.startswith('VmHWM:'):\n"
-        "            sys.stderr.write('@@peak ' + line.split()[1] + '\\n')\n"
-        "atexit.register(peak)\n"
-        "sys.argv = ['sessiontool', *sys.argv[1:]]\n"
-        "runpy.run_module('sessiontool', run_name='__main__')\n"
-    )
-    argv = [sys.executable, "-c", probe, "--gateway", f"ws://127.0.0.1:{port}", *args]
-    start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env(tmp_path), timeout=timeout)
-    wall = time.monotonic() - start
-    note_output(["sessiontool", *args], proc.stdout, proc.stderr)
-    lines = proc.stderr.splitlines()
+# The CLI as `python -m sessiontool` runs it, writing its own peak memory (VmHWM of
+# /proc/self/status) to stderr as it exits: ru_maxrss of RUSAGE_CHILDREN would be the largest
+# child the whole test process ever waited for, not this command.
+PROBE = (
+    "import atexit, runpy, sys\n"
+    "def peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            sys.stderr.write('@@peak ' + line.split()[1] + '\\n')\n"
+    "atexit.register(peak)\n"
+    "sys.argv = ['sessiontool', *sys.argv[1:]]\n"
+    "runpy.run_module('sessiontool', run_name='__main__')\n"
+)
+
+
+def argv(port: int, *args: str) -> list[str]:
+    return [sys.executable, "-c", PROBE, "--gateway", f"ws://127.0.0.1:{port}", *args]
+
+
+def measured(rc: int, out: str, stderr: str, wall: float, args: tuple[str, ...]) -> Ran:
+    note_output(["sessiontool", *args], out, stderr)
+    lines = stderr.splitlines()
     peaks = [int(ln.split()[1]) for ln in lines if ln.startswith("@@peak ")]
     err = "".join(ln + "\n" for ln in lines if not ln.startswith("@@peak "))
     assert "internal error" not in err and "Traceback" not in err, err
-    return Ran(proc.returncode, proc.stdout, err, wall, peaks[0] if peaks else 0)
+    assert peaks, f"no peak memory reported: {stderr[-2000:]}"
+    return Ran(rc, out, err, wall, peaks[0])
+
+
+def cli(tmp_path: Path, port: int, *args: str, timeout: float = 120, **more_env: str) -> Ran:
+    """The real CLI against the gateway at `port`: what it said, its wall time and its peak
+    memory."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        argv(port, *args),
+        capture_output=True,
+        text=True,
+        env=env(tmp_path) | more_env,
+        timeout=timeout,
+    )
+    return measured(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start, args)
 
 
 # -- item 5: a frame nested 100,000 deep ------------------------------------------------------
@@ -260,3 +284,312 @@ def test_mcp_over_a_gateway_that_nests_too_deep_starts_and_answers(tmp_path: Pat
     assert "gateway sessions.list: a message nested more than" in tool["content"][0]["text"]
     assert by_id[3]["result"]["tools"], by_id[3]
     assert proc.returncode == 0, err
+
+
+# -- item 9: memory ---------------------------------------------------------------------------
+
+MiB = 1 << 20
+LIMIT = 32 * MiB  # the documented bounds (docs/reference.md), not whatever the code says
+FRAMES = 4096
+QUEUE, QUEUE_BYTES = 10_000, 32 * MiB
+# What a command may hold (docs/reference.md): its own ~25 MiB, and at most about three copies
+# of the largest message it reads (the bytes, the text, what the text says, or what it prints).
+PEAK_KIB = (40 * MiB + 3 * LIMIT) // 1024
+
+
+def streamed(total: int, fragment: int | None = None) -> Answer:
+    """An answer of `total` bytes (a valid `res` frame, `payload.pad` holding the bulk) in one
+    frame, or in continuation frames of `fragment` bytes, streamed from one 1 MiB buffer so the
+    server never holds it; the client's close ends it (BrokenPipe: the script's normal end)."""
+
+    def answer(p: Peer, req: dict[str, Any]) -> None:
+        frame = {"type": "res", "id": req["id"], "ok": True, "payload": {"sessions": [], "pad": ""}}
+        pre, suf = json.dumps(frame)[:-3].encode(), b'"}}'
+        bulk = total - len(pre) - len(suf)
+        chunk = b"x" * MiB
+        if fragment is None:
+            p.send_raw(head(OP_TEXT, total) + pre)
+        else:
+            p.send_raw(head(OP_TEXT, len(pre), fin=False) + pre)
+        while bulk > 0:
+            n = min(bulk, fragment or MiB)
+            p.send_raw((head(OP_CONT, n, fin=False) if fragment else b"") + chunk[:n])
+            bulk -= n
+        p.send_raw(head(OP_CONT, len(suf)) + suf if fragment else suf)
+        p.until_closed()
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("total", "fragment"),
+    [(300_000_000, None), (300_000_000, MiB), (250_000_000, None)],
+    ids=["300MB-one-frame", "300MB-in-1MiB-fragments", "250MB-one-frame"],
+)
+def test_an_answer_of_hundreds_of_megabytes_is_refused_at_the_message_limit(
+    tmp_path: Path, total: int, fragment: int | None
+) -> None:
+    """Before: the limit was 256 MiB and a 250 MB answer took `list` to 772 MB; fragments
+    were read up to 256 MiB before the refusal. Now one frame is refused by its header, and
+    fragments once they pass the limit: the command stays near its own size."""
+    with serving(gateway(**{"sessions.list": streamed(total, fragment)})) as port:
+        ran = cli(tmp_path, port, "list", "--json")
+    assert ran.peak_kib < PEAK_KIB, (ran.peak_kib, PEAK_KIB)
+    assert ran.peak_kib < (40 * MiB + LIMIT) // 1024, "no more than one limit's worth read"
+    assert ran.wall < 20, ran.wall
+    assert ran.rc == 1, ran.err
+    assert ran.error == f"gateway sessions.list: message larger than {LIMIT} bytes"
+
+
+def test_an_answer_just_under_the_limit_is_read_within_the_memory_bound(tmp_path: Path) -> None:
+    """A label of 30 MiB: read, shown, and held about three times at most."""
+    label = "y" * (30 * MiB)
+
+    def big(p: Peer, req: dict[str, Any]) -> None:
+        p.answer(req, listed(row(label=label)))
+
+    with serving(gateway(**{"sessions.list": big})) as port:
+        ran = cli(tmp_path, port, "list", "--json")
+    assert ran.rc == 0, ran.err
+    assert [s["label"] == label for s in json.loads(ran.out)["sessions"]] == [True]
+    assert ran.peak_kib < PEAK_KIB, (ran.peak_kib, PEAK_KIB)
+
+
+def test_empty_continuation_frames_without_end_are_counted(tmp_path: Path) -> None:
+    """Before: an empty continuation frame cost nothing against the limit, and a message of
+    them grew for as long as the request waited (158 MB in 32 s). Now each frame counts (its
+    header and itself, at most MAX_FRAMES of them): refused at once."""
+
+    def flood(p: Peer, req: dict[str, Any]) -> None:
+        p.send_raw(head(OP_TEXT, 1, fin=False) + b"{")
+        batch = head(OP_CONT, 0, fin=False) * 65536
+        while True:  # until the client closes (BrokenPipe ends the script)
+            p.send_raw(batch)
+
+    with serving(gateway(**{"sessions.list": flood})) as port:
+        ran = cli(tmp_path, port, "list", timeout=30)
+    assert ran.wall < 20 and ran.peak_kib < PEAK_KIB, (ran.wall, ran.peak_kib)
+    assert ran.rc == 1, ran.err
+    assert ran.error == f"gateway sessions.list: message in more than {FRAMES} frames"
+
+
+def event_msg(seq: int, text: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text,
+        "timestamp": 1_795_000_000_000 + seq * 1000,
+        "__openclaw": {"id": f"m{seq}", "seq": seq},
+    }
+
+
+def test_a_follow_flooded_with_events_keeps_a_bounded_queue_and_says_what_it_dropped(
+    tmp_path: Path,
+) -> None:
+    """While the follow's catch-up read waits for its answer, the gateway sends 800 events of
+    60 KB, each twice, and events of another session. Before: all were queued (1.29 GB for
+    600,000 events). Now the duplicates and the other session's are never queued, the queue
+    holds FOLLOW_QUEUE_BYTES of frames, the oldest are dropped with a warning, and the newest
+    are printed once each."""
+    count, pad = 800, "p" * 60_000
+    page = history(*[event_msg(i, f"old {i}") for i in (1, 2, 3)])
+    calls: list[str] = []
+
+    def event(seq: int, key: str = KEY) -> bytes:
+        payload = {
+            "sessionKey": key,
+            "agentId": "main",
+            "sessionId": "s1",
+            "messageId": f"m{seq}",
+            "messageSeq": seq,
+            "message": event_msg(seq, f"new {seq}"),
+            "pad": pad,
+        }
+        return sframe(
+            OP_TEXT,
+            json.dumps({"type": "event", "event": "session.message", "payload": payload}).encode(),
+        )
+
+    def history_page(p: Peer, req: dict[str, Any]) -> None:
+        calls.append("chat.history")
+        if len(calls) == 2:  # the follow's catch-up read: the flood comes before its answer
+            batch: list[bytes] = []
+            for seq in range(4, count + 4):
+                batch += [event(seq), event(seq)]
+                if seq % 8 == 0:
+                    batch.append(event(seq, "agent:main:other"))
+                if len(batch) >= 64:
+                    p.send_raw(b"".join(batch))
+                    batch = []
+            p.send_raw(b"".join(batch))
+        p.answer(req, page)
+
+    last = f"new {count + 3}"
+    with serving(gateway(**{"chat.history": history_page})) as port:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv(port, "history", "main", "--follow"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(tmp_path),
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+        reader.start()
+        try:
+            while last + "\n" not in lines and proc.poll() is None:
+                assert time.monotonic() - start < 120, lines[-5:]
+                time.sleep(0.05)
+            wall = time.monotonic() - start
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            reader.join(30)
+            assert proc.stderr is not None and proc.stdout is not None
+            stderr = proc.stderr.read()
+            proc.stderr.close()
+            proc.stdout.close()
+    ran = measured(proc.returncode, "".join(lines), stderr, wall, ("history", "--follow"))
+    bound = (40 * MiB + QUEUE_BYTES + LIMIT) // 1024
+    assert ran.peak_kib < bound, (ran.peak_kib, bound)
+    assert ran.rc == 143, ran.err
+    texts = [ln for ln in lines if ln.startswith(("old ", "new "))]
+    news = [int(t.split()[1]) for t in texts if t.startswith("new ")]
+    assert texts[:3] == ["old 1\n", "old 2\n", "old 3\n"], texts[:5]
+    kept = len(news)
+    # The newest, each once, in order; as many as FOLLOW_QUEUE_BYTES of their frames holds.
+    assert news == list(range(count + 4 - kept, count + 4)), news[:3]
+    text_size = len(event(count)) - 4  # the frame's text, its 4-byte header left out
+    assert abs(kept - QUEUE_BYTES // text_size) <= 2, kept
+    warning = [ln for ln in ran.err.splitlines() if ln.startswith("sessiontool: warning:")]
+    assert warning == [
+        f"sessiontool: warning: history --follow: {count - kept} of the gateway's events were "
+        f"dropped while it answered (the queue holds {QUEUE} events or 32 MiB; the oldest "
+        "went first, which the catch-up read most likely holds)"
+    ], ran.err
+
+
+# -- item 10: time ----------------------------------------------------------------------------
+
+FAST = "2000"  # OPENCLAW_HANDSHAKE_TIMEOUT_MS for the tests that wait a deadline out
+
+
+def ping_flood(reads: bool) -> Callable[[Peer], None]:
+    """Pings without end instead of the challenge; the pongs read (and dropped) or never read
+    (then the client's socket buffer fills and its pongs can no longer be sent)."""
+
+    def script(p: Peer) -> None:
+        attempts.append(time.monotonic())
+        p.upgrade()
+        done = threading.Event()
+        if reads:
+
+            def drain() -> None:
+                try:
+                    while True:
+                        p.read_frame()
+                except (EOFError, OSError, AssertionError):
+                    done.set()
+
+            t = threading.Thread(target=drain, daemon=True)
+            t.start()
+        batch = sframe(OP_PING, b"p" * 125) * 500
+        try:
+            while not done.is_set():
+                p.send_raw(batch)
+        finally:
+            if reads:
+                t.join(20)
+
+    attempts: list[float] = []
+    script.attempts = attempts  # type: ignore[attr-defined]
+    return script
+
+
+@pytest.mark.parametrize("reads", [False, True], ids=["pongs-unread", "pongs-read"])
+def test_a_ping_flood_ends_the_connection_attempt_at_its_deadline(
+    tmp_path: Path, reads: bool
+) -> None:
+    """Before: each pong's send waited 30 s, the challenge's deadline was checked only between
+    messages, and `list` made one attempt for the gateway's config and one for its own call
+    (76 s). Now one attempt, ended at its deadline (OPENCLAW_HANDSHAKE_TIMEOUT_MS, as for
+    OpenClaw's own client), and the command's next call does not wait it out again."""
+    script = ping_flood(reads)
+    with serving(script) as port:
+        ran = cli(tmp_path, port, "list", OPENCLAW_HANDSHAKE_TIMEOUT_MS=FAST)
+    assert 1.9 < ran.wall < 2 + 3, ran.wall
+    assert len(script.attempts) == 1, script.attempts  # type: ignore[attr-defined]
+    assert ran.rc == 1, ran.err
+    url = f"ws://127.0.0.1:{port}"
+    if reads:
+        assert ran.error == (
+            f"{url} sent no connect.challenge within the handshake's 2s: is it OpenClaw's gateway?"
+        )
+    else:
+        assert ran.error.startswith(
+            f"OpenClaw's gateway at {url}: connection lost: the server "
+            "read nothing sessiontool sent for "
+        ), ran.error
+
+
+@pytest.mark.slow
+def test_a_ping_flood_ends_at_the_default_15s_deadline(tmp_path: Path) -> None:
+    script = ping_flood(False)
+    with serving(script) as port:
+        ran = cli(tmp_path, port, "list")
+    assert 14.5 < ran.wall < 15 + 5, ran.wall  # the documented 15 s
+    assert len(script.attempts) == 1, script.attempts  # type: ignore[attr-defined]
+    assert ran.rc == 1 and "connection lost" in ran.error, ran.err
+
+
+PROTOCOL_ERRORS = {
+    "masked": (sframe(OP_TEXT, b'{"a":1}', mask=True), "a masked frame from the server"),
+    "rsv1": (sframe(OP_TEXT, b"{}", rsv=0x40), "reserved bits set (no extension was negotiated)"),
+    "not-utf8": (sframe(OP_TEXT, b'{"a":"\xff\xfe"}'), "a text message that is not UTF-8"),
+    "impossible-length": (
+        bytes([0x81, 127]) + struct.pack("!Q", 1 << 63),
+        f"an impossible frame length ({1 << 63} bytes, over 2^63)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROTOCOL_ERRORS))
+@pytest.mark.parametrize("when", ["handshake", "request"])
+def test_a_protocol_error_is_named_not_connection_closed(
+    tmp_path: Path, case: str, when: str
+) -> None:
+    """Before: `refused the connection: connection closed` in the handshake, and `the
+    connection kept closing` after five reconnects in a request. Now the protocol error, named,
+    at once (the gateway is broken: nothing is retried)."""
+    data, why = PROTOCOL_ERRORS[case]
+    closes: list[bytes] = []
+    attempts: list[int] = []
+
+    def broken(p: Peer, req: dict[str, Any] | None = None) -> None:
+        p.send_raw(data)
+        closes.extend(d for op, d in p.until_closed() if op == OP_CLOSE)
+
+    def handshake(p: Peer) -> None:
+        attempts.append(1)
+        p.upgrade()
+        broken(p)
+
+    script = handshake if when == "handshake" else gateway(**{"sessions.list": broken})
+    with serving(script) as port:
+        ran = cli(tmp_path, port, "list")
+    assert ran.rc == 1, ran.err
+    where = (
+        f"OpenClaw's gateway at ws://127.0.0.1:{port}"
+        if when == "handshake"
+        else ("gateway sessions.list")
+    )
+    assert ran.error == f"{where}: protocol error: {why}"
+    code = 1007 if case == "not-utf8" else 1002
+    assert closes and closes[0][:2] == struct.pack("!H", code), closes
+    assert len(attempts) <= 1
+    assert ran.wall < 10, ran.wall

@@ -1,7 +1,13 @@
 """The client side of RFC 6455 over `socket` + `ssl`, as much of it as OpenClaw's gateway needs:
 the HTTP/1.1 upgrade (Sec-WebSocket-Accept checked), masked client frames, text and binary
 messages (fragmented ones reassembled), pings answered, the close handshake, a bound on the size
-of a message, and timeouts. No extension is offered (the gateway never negotiates compression).
+of a message (its frames' headers counted, and the number of its frames), and deadlines that
+nothing the server sends can stretch: a flood of pings or fragments is read only until the
+caller's deadline, and the pongs it asks for are sent within it too (a server that reads nothing
+fills the socket's buffer; the send then fails at the deadline instead of waiting 30 s a pong).
+A server's protocol error (a masked frame, reserved bits, text that is not UTF-8, an impossible
+length) closes the connection with ProtocolError naming it. No extension is offered (the gateway
+never negotiates compression).
 
 Why not `websockets`: importing it (and, through it, urllib.request, http.client, email,
 logging, importlib.metadata) took ~110 ms of a ~290 ms `list --json` through the gateway, which
@@ -25,7 +31,9 @@ from urllib.parse import urlsplit
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_HEADERS = 65536
 CHUNK = 65536
-SEND_TIMEOUT_S = 30.0
+SEND_TIMEOUT_S = 30.0  # a send with no deadline of the caller's
+CLOSE_SEND_S = 1.0  # a close frame is a courtesy: never waited on longer than this
+MAX_FRAMES = 4096  # frames of one message (OpenClaw's gateway sends one; any is allowed up to this)
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 DATA_OPS = (OP_CONT, OP_TEXT, OP_BINARY)
 CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_BAD_DATA, CLOSE_TOO_BIG = 1000, 1002, 1007, 1009
@@ -56,8 +64,14 @@ class ConnectionClosed(WebSocketError):
         self.reason = reason
 
 
-class PayloadTooBig(ConnectionClosed):
-    """A message longer than the limit: the connection is closed (1009) rather than read."""
+class ProtocolError(ConnectionClosed):
+    """The server broke RFC 6455 (or the bound on a message): the connection is closed with
+    1002, 1007 or 1009, and the error names what came."""
+
+
+class PayloadTooBig(ProtocolError):
+    """A message longer than the limit (or in more frames than MAX_FRAMES): the connection is
+    closed (1009) rather than read."""
 
 
 def accept_key(key: str) -> str:
@@ -98,26 +112,34 @@ class WebSocket:
         self.max_size = max_size
         self.parts: list[bytes] = []  # a fragmented message read so far
         self.part_op = 0
-        self.part_len = 0
+        self.part_len = 0  # its bytes so far, each frame's header counted
+        self.part_frames = 0
         self.closed: ConnectionClosed | None = None
         self.close_sent = False
 
     # -- sending -----------------------------------------------------------------------------
 
-    def send(self, message: str | bytes) -> None:
-        """One message in one frame: text for a str, binary for bytes."""
+    def send(self, message: str | bytes, deadline: float | None = None) -> None:
+        """One message in one frame: text for a str, binary for bytes. Sent by `deadline` (a
+        time.monotonic() value; else within SEND_TIMEOUT_S), or the connection is lost."""
         if isinstance(message, str):
-            self._send(frame(OP_TEXT, message.encode()))
+            self._send(frame(OP_TEXT, message.encode()), deadline)
         else:
-            self._send(frame(OP_BINARY, bytes(message)))
+            self._send(frame(OP_BINARY, bytes(message)), deadline)
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytes, deadline: float | None = None) -> None:
         if self.closed is not None:
             raise self.closed
+        wait = SEND_TIMEOUT_S
+        if deadline is not None:  # past it, still a moment: an empty buffer takes a pong at once
+            wait = max(0.05, min(wait, deadline - time.monotonic()))
         try:
-            self.sock.settimeout(SEND_TIMEOUT_S)
+            self.sock.settimeout(wait)
             self.sock.sendall(data)
-        except OSError as exc:  # timeouts included: a frame half sent leaves no stream to use
+        except TimeoutError as exc:  # a frame half sent leaves no stream to use
+            why = f"connection lost: the server read nothing sessiontool sent for {wait:.3g}s"
+            raise self._abort(ConnectionClosed(None, why=why)) from exc
+        except OSError as exc:
             raise self._abort(ConnectionClosed(None, why=f"connection lost: {exc}")) from exc
 
     # -- receiving ---------------------------------------------------------------------------
@@ -132,9 +154,11 @@ class WebSocket:
             got = self._parse()
             if got is not None:
                 op, payload = got
-                msg = self._handle(op, payload)
+                msg = self._handle(op, payload, deadline)
                 if msg is not None:
                     return msg
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("no message in time")  # a flood of pings or fragments
                 continue
             self._fill(deadline)
 
@@ -177,38 +201,52 @@ class WebSocket:
             if len(buf) < 10:
                 return None
             n, pos = struct.unpack_from("!Q", buf, 2)[0], 10
-        if op in DATA_OPS and self.max_size is not None and self.part_len + n > self.max_size:
-            self._fail(
-                CLOSE_TOO_BIG,
-                f"a message over {self.max_size} bytes",
-                PayloadTooBig(None, why=f"message larger than {self.max_size} bytes"),
-            )
+            if n >> 63:
+                self._fail(CLOSE_PROTOCOL, f"an impossible frame length ({n} bytes, over 2^63)")
+        if op in DATA_OPS:
+            self._bound(pos + n)
         if len(buf) < pos + n:
             return None
-        payload = bytes(buf[pos : pos + n])
+        with memoryview(buf) as view:  # one copy of the payload, not two
+            payload = bytes(view[pos : pos + n])
         del buf[: pos + n]
         if op in DATA_OPS:
-            return self._fragment(op, payload, bool(fin))
+            return self._fragment(op, payload, bool(fin), pos)
         return op, payload
 
-    def _fragment(self, op: int, payload: bytes, fin: bool) -> tuple[int, bytes]:
+    def _bound(self, size: int) -> None:
+        """A data frame of `size` bytes (header included) is about to be read: refused when it
+        would take the message past `max_size`, or past MAX_FRAMES frames (empty continuation
+        frames cost their header and a frame each, so no stream of them goes on for ever)."""
+        if self.max_size is not None and self.part_len + size > self.max_size:
+            why = f"message larger than {self.max_size} bytes"
+            self._fail(
+                CLOSE_TOO_BIG, f"a message over {self.max_size} bytes", PayloadTooBig(None, why=why)
+            )
+        if self.part_frames >= MAX_FRAMES:
+            why = f"message in more than {MAX_FRAMES} frames"
+            self._fail(CLOSE_TOO_BIG, why, PayloadTooBig(None, why=why))
+
+    def _fragment(self, op: int, payload: bytes, fin: bool, header: int) -> tuple[int, bytes]:
         if op == OP_CONT and not self.part_op:
             self._fail(CLOSE_PROTOCOL, "a continuation frame with no message to continue")
         if op != OP_CONT and self.part_op:
             self._fail(CLOSE_PROTOCOL, "a new message inside a fragmented one")
         if op != OP_CONT:
             self.part_op = op
-        self.parts.append(payload)
-        self.part_len += len(payload)
+        if payload:
+            self.parts.append(payload)
+        self.part_len += header + len(payload)
+        self.part_frames += 1
         if not fin:
             return OP_CONT, b""
-        whole, kind = b"".join(self.parts), self.part_op
-        self.parts, self.part_op, self.part_len = [], 0, 0
-        return kind, whole
+        parts, kind = self.parts, self.part_op
+        self.parts, self.part_op, self.part_len, self.part_frames = [], 0, 0, 0
+        return kind, parts[0] if len(parts) == 1 else b"".join(parts)  # one part: no copy
 
-    def _handle(self, op: int, payload: bytes) -> str | bytes | None:
-        """A data message as the caller gets it; control frames answered here, fragments
-        kept (None)."""
+    def _handle(self, op: int, payload: bytes, deadline: float | None) -> str | bytes | None:
+        """A data message as the caller gets it; control frames answered here (a pong by the
+        caller's deadline), fragments kept (None)."""
         if op == OP_TEXT:
             try:
                 return payload.decode()
@@ -217,7 +255,7 @@ class WebSocket:
         if op == OP_BINARY:
             return payload
         if op == OP_PING:
-            self._send(frame(OP_PONG, payload))
+            self._send(frame(OP_PONG, payload), deadline)
         elif op == OP_CLOSE:
             self._closed_by_server(payload)
         return None
@@ -235,7 +273,7 @@ class WebSocket:
         if not self.close_sent:
             self.close_sent = True
             try:  # the close handshake: its code and reason echoed
-                self.sock.settimeout(SEND_TIMEOUT_S)
+                self.sock.settimeout(CLOSE_SEND_S)
                 self.sock.sendall(frame(OP_CLOSE, payload))
             except OSError:
                 pass
@@ -244,14 +282,14 @@ class WebSocket:
     def _fail(self, code: int, why: str, exc: ConnectionClosed | None = None) -> NoReturn:
         """The server broke the protocol: close with `code` and raise (RFC 6455 7.1.7)."""
         self._send_close(code, why)
-        raise self._abort(exc or ConnectionClosed(None, why=f"protocol error: {why}"))
+        raise self._abort(exc or ProtocolError(None, why=f"protocol error: {why}"))
 
     def _send_close(self, code: int, reason: str = "") -> None:
         if self.close_sent or self.closed is not None:
             return
         self.close_sent = True
         try:
-            self.sock.settimeout(SEND_TIMEOUT_S)
+            self.sock.settimeout(CLOSE_SEND_S)
             self.sock.sendall(frame(OP_CLOSE, struct.pack("!H", code) + reason.encode()[:123]))
         except OSError:
             pass
@@ -277,7 +315,7 @@ class WebSocket:
             while True:
                 got = self._parse()
                 if got is not None:
-                    if got[0] == OP_CLOSE:
+                    if got[0] == OP_CLOSE or time.monotonic() >= deadline:
                         break
                     continue
                 self._fill(deadline)

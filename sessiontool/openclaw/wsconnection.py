@@ -26,13 +26,17 @@ PROTOCOL = 4
 CLIENT_ID = "cli"
 CLIENT_MODE = "cli"
 ROLE = "operator"
-OPEN_TIMEOUT_S = 10.0
-CHALLENGE_TIMEOUT_S = 15.0
-HELLO_TIMEOUT_S = 30.0
+# A connection attempt (TCP, TLS, the upgrade, the challenge, `connect` → hello-ok) ends within
+# this, as OpenClaw's own client's does (startGatewayConnectTimeout; the gateway closes a socket
+# whose handshake is not done in the same 15 s), and OPENCLAW_HANDSHAKE_TIMEOUT_MS changes it
+# for both, as for OpenClaw's.
+CONNECT_TIMEOUT_S = 15.0
 MAX_RETRY_AFTER_S = 10.0
-# hello-ok.policy.maxPayload (25 MiB on 2026.9.6) bounds the gateway's frames; a message past
-# this is no answer of the gateway's: the connection is closed rather than read.
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# hello-ok.policy.maxPayload (25 MiB on 2026.9.6) bounds the gateway's frames, and OpenClaw's own
+# client refuses a message over 25 MiB (chat.history keeps its answer under it too); a message
+# past this is no answer of the gateway's: the connection is closed rather than read. A command
+# holds at most about three copies of one (the bytes, the text, what the text says).
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 100  # JSON nesting of a gateway frame (a real one nests about a dozen levels)
 
 
@@ -52,6 +56,10 @@ class ProtocolMismatch(GatewayError):
 
 class GatewayTimeout(GatewayError):
     pass
+
+
+class HandshakeTimeout(GatewayTimeout):
+    """A connection attempt ran out its deadline (CONNECT_TIMEOUT_S)."""
 
 
 class BadFrame(GatewayError):
@@ -138,15 +146,16 @@ class Connection:
     ) -> dict[str, Any]:
         """One call: its (final) payload. With `expect_final`, an `accepted` answer first goes
         to `on_accepted` (it carries the gateway's own run id). Raises Dropped."""
-        from sessiontool.openclaw.websocket import ConnectionClosed, PayloadTooBig
+        from sessiontool.openclaw.websocket import ConnectionClosed, ProtocolError
 
         self._n += 1
         rid = f"{self._n}:{uuid.uuid4()}"
+        deadline = time.monotonic() + timeout_s
+        req = json.dumps({"type": "req", "id": rid, "method": method, "params": params})
         try:
-            self.ws.send(json.dumps({"type": "req", "id": rid, "method": method, "params": params}))
+            self.ws.send(req, deadline)
         except ConnectionClosed as exc:
             raise Dropped() from exc
-        deadline = time.monotonic() + timeout_s
         silence = 2 * self.hello.tick_s + 5
         heard = time.monotonic()
         while True:
@@ -161,8 +170,8 @@ class Connection:
                 raw = self.ws.recv(timeout=min(remaining, silence))
             except TimeoutError:
                 continue
-            except PayloadTooBig as exc:
-                raise GatewayError(f"gateway {method}: {exc}") from None
+            except ProtocolError as exc:  # the message limit too: no answer of a gateway's
+                raise BadFrame(f"gateway {method}: {exc}") from None
             except ConnectionClosed as exc:
                 raise Dropped() from exc
             heard = time.monotonic()
@@ -238,8 +247,52 @@ def open_connection(
     refuses the `connect` request (the caller decides whether to retry), the error to show when
     it closes the socket on us (or, wss://, when its certificate is not the one expected: tls.py,
     before anything is sent), GatewayError when it cannot be reached."""
-    from sessiontool.openclaw.websocket import ConnectionClosed, WebSocketError, connect
+    held = _held.get(url)
+    if held is not None and time.monotonic() < held[0]:
+        raise held[1].with_traceback(None)  # the attempt just made, not made again at once
+    try:
+        return _attempt(url, secret, paths, scopes, use_device, protocol, pin)
+    except (BadFrame, HandshakeTimeout) as exc:
+        # An attempt that ran out its deadline, or met a gateway that breaks the protocol, is
+        # not repeated within the next CONNECT_TIMEOUT_S: a command's next call (its config
+        # read failed, then its own call) says the same at once instead of waiting it again.
+        _held[url] = (time.monotonic() + connect_timeout_s(), exc)
+        raise
 
+
+# Connection attempts that failed slowly or on a protocol error, by URL: (until, the error).
+_held: dict[str, tuple[float, GatewayError]] = {}
+
+
+def connect_timeout_s() -> float:
+    """The deadline of one connection attempt: OPENCLAW_HANDSHAKE_TIMEOUT_MS (a positive whole
+    number of milliseconds, as OpenClaw's client reads it), else CONNECT_TIMEOUT_S."""
+    import os
+
+    raw = os.environ.get("OPENCLAW_HANDSHAKE_TIMEOUT_MS", "").strip().removeprefix("+")
+    if raw.isdigit() and raw.isascii() and int(raw) > 0:
+        return int(raw) / 1000
+    return CONNECT_TIMEOUT_S
+
+
+def _attempt(
+    url: str,
+    secret: Secret | None,
+    paths: StatePaths,
+    scopes: frozenset[str],
+    use_device: bool,
+    protocol: int,
+    pin: str | None,
+) -> Connection:
+    from sessiontool.openclaw.websocket import (
+        ConnectionClosed,
+        ProtocolError,
+        WebSocketError,
+        connect,
+    )
+
+    budget = connect_timeout_s()
+    deadline = time.monotonic() + budget
     # No keepalive of ours: the gateway pings (answered as we read) and ticks; a silence
     # longer than two ticks is a dead connection (Connection.request), as OpenClaw's client
     # has it. No compression offered: the gateway never negotiates permessage-deflate.
@@ -252,26 +305,41 @@ def open_connection(
         ws = connect(
             url,
             ssl_context=ctx,
-            open_timeout=OPEN_TIMEOUT_S,
+            open_timeout=budget,
             max_size=MAX_MESSAGE_BYTES,
             user_agent=f"sessiontool/{__version__}",
         )
-    except (OSError, TimeoutError, WebSocketError) as exc:
+    except TimeoutError as exc:
+        raise HandshakeTimeout(
+            f"cannot connect to OpenClaw's gateway at {url}: {exc} ({budget:g}s)"
+        ) from exc
+    except (OSError, WebSocketError) as exc:
         if ctx is not None:
             from sessiontool.openclaw import tls
 
             tls.refuse(url, exc)  # a certificate not trusted, or not the pinned one: exit 4
         raise GatewayError(f"cannot connect to OpenClaw's gateway at {url}: {exc}") from exc
     try:
-        return _hello(ws, url, secret, paths, sorted(scopes), use_device, protocol)
+        return _hello(ws, url, secret, paths, sorted(scopes), use_device, protocol, deadline)
+    except ProtocolError as exc:
+        ws.close(timeout=_left(deadline))
+        raise BadFrame(f"OpenClaw's gateway at {url}: {exc}") from None
     except ConnectionClosed as exc:
-        ws.close()
-        raise refused(
-            url, secret, RpcError({"message": exc.reason or "connection closed"})
-        ) from None
+        ws.close(timeout=_left(deadline))
+        if exc.code is None:  # no close frame: the socket ended, or our pongs went unread
+            lost = HandshakeTimeout if time.monotonic() >= deadline else GatewayError
+            raise lost(f"OpenClaw's gateway at {url}: {exc} (during the handshake)") from None
+        reason = exc.reason or f"connection closed with code {exc.code}"
+        raise refused(url, secret, RpcError({"message": reason})) from None
     except BaseException:
-        ws.close()
+        ws.close(timeout=_left(deadline))
         raise
+
+
+def _left(deadline: float) -> float:
+    """How long a failed attempt's close may wait for the server's: what is left of the
+    attempt's deadline, at most the usual second."""
+    return max(0.0, min(1.0, deadline - time.monotonic()))
 
 
 def _hello(
@@ -282,8 +350,9 @@ def _hello(
     scopes: list[str],
     use_device: bool,
     protocol: int,
+    deadline: float,
 ) -> Connection:
-    challenge = _challenge(ws, url)
+    challenge = _challenge(ws, url, deadline)
     nonce, ts = challenge.get("nonce"), challenge.get("ts")
     auth: dict[str, str] = {}
     sig_token = ""
@@ -336,13 +405,19 @@ def _hello(
         )
         identity = f"device {dev.device_id[:16]}"
     rid = f"0:{uuid.uuid4()}"
-    ws.send(json.dumps({"type": "req", "id": rid, "method": "connect", "params": params}))
-    deadline = time.monotonic() + HELLO_TIMEOUT_S
+    ws.send(json.dumps({"type": "req", "id": rid, "method": "connect", "params": params}), deadline)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise GatewayError(f"OpenClaw's gateway at {url} did not answer `connect`")
-        frame = parse_frame(ws.recv(timeout=remaining), f"OpenClaw's gateway at {url}")
+            raise HandshakeTimeout(
+                f"OpenClaw's gateway at {url} did not answer `connect` within the handshake's "
+                f"{connect_timeout_s():g}s"
+            )
+        try:
+            raw = ws.recv(timeout=remaining)
+        except TimeoutError:
+            continue
+        frame = parse_frame(raw, f"OpenClaw's gateway at {url}")
         if frame.get("type") == "res" and frame.get("id") == rid:
             break
     if frame.get("ok") is not True:
@@ -375,12 +450,14 @@ def _hello(
     return Connection(ws, hello, frozenset(scopes))
 
 
-def _challenge(ws: Any, url: str) -> dict[str, Any]:
-    deadline = time.monotonic() + CHALLENGE_TIMEOUT_S
+def _challenge(ws: Any, url: str, deadline: float) -> dict[str, Any]:
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise GatewayError(f"{url} sent no connect.challenge: is it OpenClaw's gateway?")
+            raise HandshakeTimeout(
+                f"{url} sent no connect.challenge within the handshake's {connect_timeout_s():g}s: "
+                "is it OpenClaw's gateway?"
+            )
         try:
             frame = parse_frame(ws.recv(timeout=remaining), f"OpenClaw's gateway at {url}")
         except TimeoutError:

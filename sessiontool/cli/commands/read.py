@@ -286,6 +286,7 @@ def _follow(
     reported by the gateway's events (openclaw/gateway_follow.py)."""
     import gc
 
+    from sessiontool import diag
     from sessiontool.state.envelopes import strip_envelope
 
     gc.enable()  # --follow runs for as long as the user likes
@@ -312,3 +313,5 @@ def _follow(
         else:
             render.write_out(render.history_plain(h.session_key, [m]))
         sys.stdout.flush()
+        for w in diag.drain():  # said as it happens (events dropped), not at the end
+            render.warning_line(w)
