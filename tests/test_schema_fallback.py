@@ -63,6 +63,7 @@ def test_a_renamed_column_without_a_gateway_is_exit_5_naming_the_schema(tmp_path
         proc = run_cli("--state-dir", str(state), *args)
         assert proc.returncode == 5, (args, proc.stderr)
         assert "schema version 23" in proc.stderr and "session_nodes.entry_json" in proc.stderr
+        assert "start OpenClaw's gateway (sessiontool then reads through it)" in proc.stderr
 
 
 def test_a_newer_schema_version_without_a_gateway_is_exit_5(tmp_path: Path) -> None:

@@ -170,7 +170,8 @@ def check_schema(c: sqlite3.Connection, db: Path) -> tuple[int | None, dict[str,
         raise UnsupportedStoreError(
             f"{db}: OpenClaw schema version {v} lacks {', '.join(missing)}; "
             f"sessiontool reads schema {KNOWN_SCHEMA} and refuses to guess",
-            hint="update sessiontool, or read it with `openclaw sessions --json`",
+            hint="start OpenClaw's gateway (sessiontool then reads through it), update "
+            "sessiontool, or read it with `openclaw sessions --json`",
         )
     if isinstance(version, int) and version > KNOWN_SCHEMA:
         # A later schema may keep a column's name and change what it holds: the columns
@@ -179,8 +180,8 @@ def check_schema(c: sqlite3.Connection, db: Path) -> tuple[int | None, dict[str,
         raise UnsupportedStoreError(
             f"{db}: OpenClaw schema version {version} is newer than the schema "
             f"sessiontool reads ({KNOWN_SCHEMA})",
-            hint="update sessiontool, start OpenClaw's gateway (sessiontool then reads "
-            "through it), or read it with `openclaw sessions --json`",
+            hint="start OpenClaw's gateway (sessiontool then reads through it), update "
+            "sessiontool, or read it with `openclaw sessions --json`",
         )
     return version, columns
 
