@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import FIXTURE_STATE, ROOT, run_cli
+from .tmuxpane import pane
 
 
 def test_piped_stdout_is_refused_with_the_commands_for_scripts(state: Path) -> None:
@@ -69,64 +70,31 @@ def test_completion_and_man_page_know_top() -> None:
 # -- in tmux, as a person ----------------------------------------------------------------------
 
 
-def _tmux(*args: str) -> str:
-    return subprocess.run(
-        ["tmux", "-L", _SOCKET, *args], capture_output=True, text=True, timeout=30, check=True
-    ).stdout
-
-
-_SOCKET = f"sessiontool-test-{os.getpid()}"
-
-
-def _screen_until(pane: str, text: str, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = _tmux("capture-pane", "-p", "-t", pane)
-        if text in screen:
-            return screen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not on the screen within {timeout}s:\n{screen}")
-        time.sleep(0.1)
-
-
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_top_in_tmux_as_a_person_runs_it(state: Path, tmp_path: Path) -> None:
     pytest.importorskip("textual")
     shutil.copytree(FIXTURE_STATE, state)
     rc_file = tmp_path / "rc"
-    program = shlex.join([sys.executable, "-m", "sessiontool", "--state-dir", str(state), "top"])
-    # The shell keeps the pane open after top, so the restored terminal can be looked at.
-    command = (
-        f"{program}; echo top-exited=$? > {shlex.quote(str(rc_file))}; echo AFTER-TOP; sleep 60"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
-    env["TERM"] = "xterm-256color"
-    subprocess.run(
-        ["tmux", "-L", _SOCKET, "-f", "/dev/null", "new-session", "-d", "-s", "top",
-         "-x", "80", "-y", "24", command],
-        check=True, env=env, timeout=30,
-    )  # fmt: skip
-    try:
-        pane = "top"
-        screen = _screen_until(pane, "agent:main:dm:alice")
+    argv = [sys.executable, "-m", "sessiontool", "--state-dir", str(state), "top"]
+    after = f"echo top-exited=$? > {shlex.quote(str(rc_file))}; echo AFTER-TOP"
+    with pane(argv, dict(os.environ), after=after) as p:
+        screen = p.wait_for("agent:main:dm:alice")
         assert "Sessions (9)" in screen and "store: jsonl" in screen
         assert "Runs" in screen and "Deliveries" in screen
         # One key press at a time, as a person types (a burst is one paste).
-        _tmux("send-keys", "-t", pane, "/")
-        _screen_until(pane, "filter sessions")
-        _tmux("send-keys", "-t", pane, "tg-lounge")
-        screen = _screen_until(pane, "Sessions (1 of 9 matching /tg-lounge)")
+        p.keys("/")
+        p.wait_for("filter sessions")
+        p.keys("tg-lounge")
+        screen = p.wait_for("Sessions (1 of 9 matching /tg-lounge)")
         assert "agent:main:dm:alice" not in screen
-        _tmux("send-keys", "-t", pane, "Enter")  # keep the filter
+        p.keys("Enter")  # keep the filter
         time.sleep(0.3)
-        _tmux("send-keys", "-t", pane, "Enter")  # the one row left: its transcript
-        screen = _screen_until(pane, "following (Esc: back)")
+        p.keys("Enter")  # the one row left: its transcript
+        screen = p.wait_for("following (Esc: back)")
         assert "agent:main:telegram:group:-100777 — following" in screen
-        _tmux("send-keys", "-t", pane, "Escape")
-        _screen_until(pane, "Sessions (1 of 9")
-        _tmux("send-keys", "-t", pane, "q")
-        screen = _screen_until(pane, "AFTER-TOP")
+        p.keys("Escape")
+        p.wait_for("Sessions (1 of 9")
+        p.keys("q")
+        screen = p.wait_for("AFTER-TOP")
         assert rc_file.read_text().strip() == "top-exited=0"
         assert "Sessions (" not in screen  # the alternate screen is gone: the shell is back
-    finally:
-        subprocess.run(["tmux", "-L", _SOCKET, "kill-server"], capture_output=True, timeout=30)
