@@ -497,10 +497,7 @@ def load_config(
     # user's own file sets of the values read only now and then (a worker's tool call, the
     # archive sweep); OpenClaw's file is still read value by value (a bad one: a warning then).
     _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command
-    if own is not None:
-        for key, name in CHECKED_ON_LOAD:
-            if _has_path(layers[-1][1], key):
-                getattr(cfg, name)
+    _check_own(cfg)
     if cfg.get("agents.defaults.runner") is not None:
         check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)
     return cfg
@@ -535,6 +532,14 @@ def _own_key_typos(layer: Mapping[str, Any]) -> list[str]:
                     f"unknown config key '{where}.{k}' (ignored): did you mean '{close[0]}'?"
                 )
     return out
+
+
+def _check_own(cfg: Config) -> None:
+    """Read each CHECKED_ON_LOAD value the user's own file sets (a wrong one: exit 2 now)."""
+    own_layer = next((layer for path, layer in cfg.layers if path == cfg.own_file), {})
+    for key, name in CHECKED_ON_LOAD:
+        if cfg.own_file is not None and _has_path(own_layer, key):
+            getattr(cfg, name)
 
 
 def check_runner(runner: Any, where: str, name: Callable[[str], str]) -> None:

@@ -80,6 +80,13 @@ def _readable(rec: dict[str, Any]) -> str:
     return render.esc(line) + "\n"
 
 
+def _no_quiet(quiet: bool) -> None:
+    from sessiontool.errors import UsageError
+
+    if quiet:
+        raise UsageError("-q is for `deliveries retry`")
+
+
 def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
     """What cron mails is stderr: a delivery still not delivered is one line there (however
     stdout is redirected), one that went through a line on stdout (none with -q), and nothing
@@ -151,8 +158,7 @@ def deliveries_cmd(
         if follow or since is not None:
             raise UsageError("retry takes ids only, not --follow or --since")
         return _retry(ctx, words[1:], want_json(json_), quiet)
-    if quiet:
-        raise UsageError("-q is for `deliveries retry`")
+    _no_quiet(quiet)
     since_ms = parse_since(since) if since is not None else None
 
     def shown(rec: dict[str, Any]) -> dict[str, Any]:
