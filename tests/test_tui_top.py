@@ -225,3 +225,30 @@ def test_enter_follows_the_transcript_live(fixture_state: Path) -> None:
         await pilot.press("q")
 
     assert drive(app, script) == 0
+
+
+def test_ctrl_c_leaves_with_0(fixture_state: Path) -> None:
+    app = make_app(fixture_state)
+
+    async def script(pilot: Pilot[int]) -> None:
+        await until(pilot, lambda: keys_of(app, "sessions"))
+        await pilot.press("ctrl+c")
+
+    assert drive(app, script) == 0
+    assert not app.is_running
+
+
+def test_color_follows_the_choice_and_no_color(
+    fixture_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--color never` (or NO_COLOR, which conftest sets) makes Textual draw without colour;
+    `--color always` draws in colour despite NO_COLOR; the environment is left as it was."""
+    from sessiontool.tui.app import make_app as make
+
+    ctx = build_context(str(fixture_state), None, None, None)
+    assert os.environ.get("NO_COLOR") == "1"
+    assert make(ctx, Options(), colored=True).no_color is False
+    assert os.environ.get("NO_COLOR") == "1"
+    monkeypatch.delenv("NO_COLOR")
+    assert make(ctx, Options(), colored=False).no_color is True
+    assert "NO_COLOR" not in os.environ

@@ -240,7 +240,7 @@ class TopApp(App[int]):
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.add_class("shown")
-        box.focus()
+        self.screen.set_focus(box)  # now: keys typed right after the / are the filter's
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
