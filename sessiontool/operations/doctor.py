@@ -334,7 +334,30 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
         for p in gateway.pop("problems")
     )
+    problems.extend(_check_gateway_down(ctx.paths, stores, gateway))
     return _doctor_result(_one_finding_per_link(problems), stores, gateway)
+
+
+def _check_gateway_down(
+    paths: StatePaths, stores: list[dict[str, str]], gateway: dict[str, Any]
+) -> Iterator[Problem]:
+    """Agents whose sessions are in OpenClaw's SQLite store, which only its gateway writes, with
+    no gateway running: reading works, every write fails until it is started."""
+    from sessiontool.openclaw.gateway import find
+
+    if gateway.get("mode") != "read-only (no gateway)":
+        return
+    agents = [s["agent"] for s in stores if s.get("format") == "openclaw-sqlite"]
+    yield Problem(
+        "gateway-not-running",
+        str(gateway.get("url") or paths.root),
+        f"writes are impossible now: agent{'s' if len(agents) != 1 else ''} "
+        f"{', '.join(agents) or '(none)'} keep sessions in OpenClaw's SQLite store, which only "
+        "its gateway writes, and no gateway is running (send, spawn, label, reset and delete "
+        "fail; reading works)",
+        severity="warning",
+        hint=find(paths).how_to_start(),
+    )
 
 
 def _one_finding_per_link(problems: list[Problem]) -> list[Problem]:
