@@ -89,9 +89,11 @@ def unchanged(
 
 # (files done, files to read, bytes done, bytes to read), after each file a catch-up reads.
 Progress = Callable[[int, int, int, int], None]
-# A catch-up commits whenever it has written this much since its last commit
+# A catch-up commits whenever it has read this much since its last commit
 # (`SESSIONTOOL_INDEX_COMMIT_BYTES` changes it: tests interrupt a build between two parts).
-COMMIT_BYTES = 64 << 20
+# Each commit ends an FTS5 segment (merged with the others later: work a single transaction
+# would not do), so the parts are big: an interrupted build loses at most ~10 s of work.
+COMMIT_BYTES = 256 << 20
 RESTARTS = 5
 
 
@@ -102,6 +104,19 @@ class _Restart(Exception):
 def commit_bytes() -> int:
     env = os.environ.get("SESSIONTOOL_INDEX_COMMIT_BYTES", "")
     return int(env) if env.isdigit() and int(env) > 0 else COMMIT_BYTES
+
+
+# Rows and turns written per flush (a few MB of text at most).
+BATCH_ROWS = 20_000
+
+
+class _Batch:
+    """What was read and not yet written: rows, turns and the files' new states."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.turns: list[tuple[Any, ...]] = []
+        self.files: list[tuple[Any, ...]] = []
 
 
 class _Parts:
@@ -138,6 +153,7 @@ class CatchUp:
     trigram: bool
     dead: int
     unreadable: dict[str, OSError]
+    _batch: _Batch
 
     def _purge(self, file_id: int) -> None:
         """Drop a file's rows and forget what was read of it (its row is consistent with its
@@ -246,6 +262,7 @@ class CatchUp:
         """Read what `jobs` ask for and write it to the index: the small and the many files in
         worker processes when there is much to read and more than one CPU, the rest here."""
         all_jobs = jobs
+        self._batch = _Batch()
         parts = _Parts(self, jobs, progress)
         pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
         if (
@@ -263,6 +280,7 @@ class CatchUp:
         for j in jobs:
             self._save_read(read_job(j))
             parts.done(j)
+        self._flush()
         if self.fts and any(j.text for j in all_jobs) and parts.total >= parallel_min():
             # A big catch-up leaves FTS5 a few big segments beside the small ones later
             # catch-ups add; when those pile up, FTS5 merges them all in one commit (16 s for
@@ -275,19 +293,14 @@ class CatchUp:
         job = got.job
         if got.error is not None:
             self.unreadable[job.path] = OSError(got.errno or 0, got.error, job.path)
-            self._purge(job.file_id)
             # Forget what was read: once readable again it is read from the start.
-            self.conn.execute(
-                "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
-                "last_role = NULL WHERE id = ?",
-                (job.file_id,),
-            )
+            self._purge(job.file_id)
             return
-        self._insert(got.rows, got.turns)
+        batch = self._batch
+        batch.rows += got.rows
+        batch.turns += got.turns
         st = job.st
-        self.conn.execute(
-            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, ctime = ?, off = ?, "
-            "tail = ?, last_role = ?, text = ? WHERE id = ?",
+        batch.files.append(
             (
                 st.st_dev,
                 st.st_ino,
@@ -299,13 +312,28 @@ class CatchUp:
                 got.last_role,
                 int(job.text),
                 job.file_id,
-            ),
+            )
         )
+        if len(batch.rows) + len(batch.turns) >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the rows, turns and file states read since the last flush: a few statements
+        for many files (per file, they were most of what a build of small files cost)."""
+        batch = self._batch
+        self._insert(batch.rows, batch.turns)
+        self.conn.executemany(
+            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, ctime = ?, off = ?, "
+            "tail = ?, last_role = ?, text = ? WHERE id = ?",
+            batch.files,
+        )
+        self._batch = _Batch()
 
     def _commit_part(self) -> None:
         """Commit what was caught up so far and take the write lock again; when another
         process wrote in between, what this one planned may be stale: start over."""
         c = self.conn
+        self._flush()
         c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
         c.execute("COMMIT")
         seen = c.execute("PRAGMA data_version").fetchone()[0]
