@@ -513,13 +513,36 @@ def refused(url: str, secret: Secret | None, exc: RpcError) -> SessiontoolError:
             hint="on the gateway's host run: openclaw devices list, then "
             "openclaw devices approve REQUEST_ID",
         )
+    if code == "AUTH_SCOPE_MISMATCH" or "scope mismatch" in low:
+        # A device approved for fewer scopes (a read) asked for more (a write).
+        asked = _names(details.get("requestedScopes")) or "the scopes this command needs"
+        return ForbiddenError(
+            f"OpenClaw's gateway at {url} approved sessiontool's device for fewer scopes than "
+            f"this command asks ({asked})",
+            hint="on the gateway's host run `openclaw devices list` and approve sessiontool's "
+            "pending request (`openclaw devices approve REQUEST_ID`)",
+        )
+    if code == "AUTH_DEVICE_TOKEN_MISMATCH" or "device token mismatch" in low:
+        return ForbiddenError(
+            f"OpenClaw's gateway at {url} no longer takes the device token sessiontool kept for "
+            "it (an `openclaw devices approve` replaces it)",
+            hint="run this command once with OPENCLAW_GATEWAY_TOKEN (or "
+            "OPENCLAW_GATEWAY_PASSWORD) set: the new device token is kept",
+        )
     if code.startswith("AUTH_") or "unauthorized" in low or "token mismatch" in low:
-        where = secret.source if secret else "no shared secret was found"
+        where = (
+            f"the secret came from {secret.source}"
+            if secret
+            else "sessiontool found no shared secret to send"
+        )
+        # Only a secret read from an openclaw.json points there (a `--gateway URL` laptop may
+        # have none).
+        conf = secret.source.split()[1] if secret and secret.source.startswith("config ") else None
         return ForbiddenError(
             f"OpenClaw's gateway at {url} refused sessiontool's credentials "
-            f"({code or msg}; the secret came from {where})",
-            hint="check gateway.auth in openclaw.json, or OPENCLAW_GATEWAY_TOKEN / "
-            "OPENCLAW_GATEWAY_PASSWORD",
+            f"({code or msg}; {where})",
+            hint=(f"check {conf} in openclaw.json, or set " if conf else "set ")
+            + "OPENCLAW_GATEWAY_TOKEN / OPENCLAW_GATEWAY_PASSWORD to the gateway's secret",
         )
     return GatewayError(f"OpenClaw's gateway at {url} refused the connection: {msg}")
 
