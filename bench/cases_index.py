@@ -11,7 +11,7 @@ wall depends on what else runs).
 
 Sizes: `BENCH_INDEX_USAGE` (default "50:500" — MB:sessions, comma-separated for several;
 quick "16:100"), `BENCH_INDEX_SEARCH` (default "100:1000"; quick "32:100"), `BENCH_INDEX_FLAT`
-(default "32:1000:100000": MB, few sessions, many sessions; quick "8:100:10000"),
+(default "100:1000:100000": MB, few sessions, many sessions; quick "8:100:10000"),
 `BENCH_INDEX_PAIRS` (default 5; quick 3). The corpora are cases_search.py's (real message lines,
 varied text), generated once under `BENCH_INDEX_DATA` (default /tmp/sessiontool-bench/index)."""
 
@@ -296,7 +296,7 @@ def _incremental(bench: Bench, state: Path, n: int) -> Row:
 def index_flat_sessions(bench: Bench) -> list[Row]:
     """warm `search`/`usage` over many small sessions vs few, same total bytes."""
     rows: list[Row] = []
-    for mb, few, many in _sizes("BENCH_INDEX_FLAT", "32:1000:100000", "8:100:10000", bench):
+    for mb, few, many in _sizes("BENCH_INDEX_FLAT", "100:1000:100000", "8:100:10000", bench):
         states = []
         tmp = Path(tempfile.mkdtemp(prefix="index-flat-"))
         try:
@@ -307,7 +307,9 @@ def index_flat_sessions(bench: Bench) -> list[Row]:
                 bench.output(bench.sessiontool("--state-dir", str(state), "search", "x", "--json"))
                 log(f"built in {time.perf_counter() - t0:.1f} s")
                 states.append(state)
-            for what in (["search", cs.RARE, "--json"], ["usage", "--json"]):
+            # `usage --by day`: its output is the same size for both (by session, it would
+            # print 100 times the rows).
+            for what in (["search", cs.RARE, "--json"], ["usage", "--by", "day", "--json"]):
                 a = bench.sessiontool("--state-dir", str(states[1]), *what)
                 b = bench.sessiontool("--state-dir", str(states[0]), *what)
                 run_once(a, bench.env)
