@@ -274,7 +274,9 @@ def _family(ctx: Context, found: Found) -> tuple[dict[str, str], dict[str, list[
     """Who spawned whom among the exported sessions: child → parent, parent → children."""
     parents: dict[str, str] = {}
     for agent_id, full_key, entry in found:
-        p = entry.get("spawnedBy")
+        # A child made through OpenClaw's gateway by sessiontool's emulation has no spawnedBy
+        # (only OpenClaw's own spawn tool writes it), only its parentSessionKey.
+        p = entry.get("spawnedBy") or entry.get("parentSessionKey")
         if isinstance(p, str) and p:
             parents[full_key] = _canonical(ctx, p, agent_id)
     children: dict[str, list[str]] = {}
