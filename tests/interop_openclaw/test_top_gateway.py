@@ -1,17 +1,20 @@
 """`sessiontool top` in tmux, as a person runs it, on a copy of the OpenClaw 2026.9.6 fixture
 with its real gateway running: the SQLite store's sessions are listed with the gateway up, a
 message sent with `s` goes through the gateway and its reply is shown, the run appears as ended
-without a key press, and `q` leaves with 0."""
+without a key press, and `q` leaves with 0; and from an empty state dir through the same gateway
+as a remote target (`--gateway URL`), where a change is seen by listing again every 5 s."""
 
 from __future__ import annotations
 
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ..runhelpers import reap
 from ..tmuxpane import pane
 from .conftest import Live
 
@@ -43,3 +46,37 @@ def test_top_over_the_real_gateway(live: Live, tmp_path: Path) -> None:
         p.keys("q")
         p.wait_for("AFTER-TOP")
     assert rc_file.read_text().strip() == "top-exited=0"
+
+
+def test_top_through_a_remote_gateway(live: Live, tmp_path: Path) -> None:
+    """From a machine with no state of its own (`--gateway URL`, an empty state dir): the
+    gateway's sessions, and a label set on the gateway's host shows without a key press."""
+    pytest.importorskip("textual")
+    empty = tmp_path / "laptop-state"
+    empty.mkdir()
+    env = dict(live.env)
+    for name in ("OPENCLAW_STATE_DIR", "OPENCLAW_CONFIG_PATH"):
+        env.pop(name, None)
+    env["SESSIONTOOL_STATE_DIR"] = str(empty)
+    rc_file = tmp_path / "rc"
+    url = f"ws://127.0.0.1:{live.port}"
+    argv = [sys.executable, "-m", "sessiontool", "--gateway", url, "top"]
+    after = f"echo top-exited=$? > {shlex.quote(str(rc_file))}; echo AFTER-TOP"
+    with pane(argv, env, after=after, size=(120, 36)) as p:
+        screen = p.wait_for("store: gateway", 60)
+        assert "discord:group:123" in screen
+        label = subprocess.run(
+            [sys.executable, "-m", "sessiontool", "--state-dir", str(live.state)]
+            + ["label", "discord:group:123", "seen-by-top"],
+            env=live.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert label.returncode == 0, label.stderr
+        p.wait_for("seen-by-top", 30)
+        p.keys("q")
+        p.wait_for("AFTER-TOP")
+    assert rc_file.read_text().strip() == "top-exited=0"
+    for root in [empty, *empty.glob("gateways/*")]:
+        reap(root)
