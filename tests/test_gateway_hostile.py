@@ -32,6 +32,7 @@ from .fakes.rawgateway import (
     OP_PING,
     OP_TEXT,
     Peer,
+    close_payload,
     head,
     nested,
     serving,
@@ -593,3 +594,96 @@ def test_a_protocol_error_is_named_not_connection_closed(
     assert closes and closes[0][:2] == struct.pack("!H", code), closes
     assert len(attempts) <= 1
     assert ran.wall < 10, ran.wall
+
+
+# -- item 11: what a gateway says reaches no terminal raw ------------------------------------
+
+# C1 controls (U+009B is CSI: `\x9b2J` clears a screen as `\e[2J` does) and the bidi controls
+# that reorder what follows them; the one rule (cli/render.py) shows each as an escape.
+EVIL = "\u202egnp.exe\u202c \x9b2J \x85 \u2066iso\u2069 \u200e\u200f\u061c \u202a\u202b\u202d"
+SHOWN = "\\u202egnp.exe\\u202c \\x9b2J \\x85 \\u2066iso\\u2069 \\u200e\\u200f\\u061c \\u202a\\u202b\\u202d"
+RAW = set("\x85\x9b\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def no_raw(*texts: str) -> None:
+    for text in texts:
+        found = RAW & set(text)
+        assert not found, (sorted(found), text)
+
+
+def test_a_close_reason_and_an_error_message_are_shown_escaped(tmp_path: Path) -> None:
+    """Before: `one_line` escaped C0 controls only, so a gateway's close reason or error message
+    drove the terminal through its C1 controls and reordered the line through bidi overrides."""
+
+    def closes(p: Peer) -> None:
+        p.challenge()
+        p.read_request_frame()
+        reason = f"unauthorized: {EVIL}".encode()[:123].decode("utf-8", "ignore")
+        p.send_raw(sframe(OP_CLOSE, close_payload(1008, reason)))
+        p.until_closed()
+
+    with serving(closes) as port:
+        ran = cli(tmp_path, port, "list")
+    assert ran.rc == 4, ran.err
+    no_raw(ran.err)
+    assert f"unauthorized: {SHOWN}" in ran.error, ran.error
+
+    def refuses(p: Peer, req: dict[str, Any]) -> None:
+        err = {"code": "INVALID_REQUEST", "message": f"no such thing: {EVIL}"}
+        p.send_json({"type": "res", "id": req["id"], "ok": False, "error": err})
+
+    with serving(gateway(**{"sessions.list": refuses})) as port:
+        ran = cli(tmp_path, port, "list")
+    assert ran.rc == 1, ran.err
+    no_raw(ran.err)
+    assert ran.error == f"gateway sessions.list: no such thing: {SHOWN}"
+
+
+def test_a_model_name_label_and_message_are_shown_escaped_in_every_text_output(
+    tmp_path: Path,
+) -> None:
+    """The `usage` warning naming an unpriced model, TSV, the rich table and views, history
+    text and Markdown, and search: no C1 control or bidi override of the gateway's reaches the
+    terminal; --json keeps the text as it is."""
+    message = {
+        "role": "assistant",
+        "content": f"hello {EVIL}",
+        "model": f"gpt{EVIL}",
+        "provider": "prov",
+        "usage": {"input": 10, "output": 5, "totalTokens": 15},
+        "timestamp": 1_795_000_000_000,
+    }
+    script = gateway(
+        **{
+            "chat.history": lambda p, req: p.answer(req, history(message)),
+            "sessions.list": lambda p, req: p.answer(req, listed(row(label=f"lab{EVIL}"))),
+        }
+    )
+    outputs: dict[tuple[str, ...], Ran] = {}
+    with serving(script) as port:
+        for args in [
+            ("usage",),
+            ("usage", "--by", "model", "--color", "always"),
+            ("list",),
+            ("list", "--color", "always"),
+            ("history", "main"),
+            ("history", "main", "--color", "always"),
+            ("history", "main", "--format", "markdown"),
+            ("search", "hello"),
+            ("search", "hello", "--color", "always"),
+            ("history", "main", "--json"),
+        ]:
+            ran = outputs[args] = cli(tmp_path, port, *args)
+            assert ran.rc == 0, (args, ran.err)
+    for args, ran in outputs.items():
+        if "--json" not in args:
+            no_raw(ran.out, ran.err)
+    assert outputs[("usage",)].err == (
+        f"sessiontool: warning: no price configured for: prov/gpt{SHOWN}\n"
+    )
+    assert f"lab{SHOWN}" in outputs[("list",)].out
+    assert f"hello {SHOWN}" in outputs[("history", "main")].out
+    # (the index keeps NEL as the white space it is: the snippet shows a space)
+    assert "[hello] \\u202egnp.exe\\u202c \\x9b2J " in outputs[("search", "hello")].out
+    data = json.loads(outputs[("history", "main", "--json")].out)
+    assert data["messages"][0]["content"] == f"hello {EVIL}"

@@ -117,3 +117,41 @@ def test_global_scope_main_session_is_still_a_target(state: Path) -> None:
     code, data = run_json("send", "main", "hi")
     assert code == 0, data
     assert data["reply"] == "echo: hi"
+
+
+def test_c1_controls_and_bidi_overrides_are_escaped_like_esc(state: Path) -> None:
+    """The same rule for every character that can drive a terminal or reorder a line: U+009B
+    (CSI in one character), NEL, and the bidi embeddings, overrides, isolates and marks are
+    shown as escapes in a label, a key and a message body, as ESC is (issue 37, item 11)."""
+    sdir = state / "agents" / "main" / "sessions"
+    sdir.mkdir(parents=True)
+    evil = "\u202eexe.txt\u202c \x9b2J \u2067x\u2069 \u200f\u061c"
+    shown = "\\u202eexe.txt\\u202c \\x9b2J \\u2067x\\u2069 \\u200f\\u061c"
+    store = {
+        f"agent:main:k{evil}": {
+            "sessionId": "s-bidi",
+            "updatedAt": 1_790_000_000_000,
+            "label": f"lab{evil}",
+        }
+    }
+    (sdir / "sessions.json").write_text(json.dumps(store))
+    line = {
+        "type": "message",
+        "id": "a",
+        "message": {"role": "user", "content": f"hi {evil}", "timestamp": 1_790_000_000_000},
+    }
+    (sdir / "s-bidi.jsonl").write_text(json.dumps(line) + "\n")
+    raw = set("\x9b\u202e\u202c\u2067\u2069\u200f\u061c")
+    tsv = run_cli("list")
+    assert tsv.returncode == 0, tsv.stderr
+    assert (
+        tsv.stdout.split("\t")[0] == f"agent:main:k{shown}"
+        and tsv.stdout.split("\t")[3] == f"lab{shown}"
+    )
+    table = run_cli("list", "--color", "always")
+    hist = run_cli("history", "s-bidi")
+    assert f"hi {shown}" in hist.stdout
+    for out in (tsv.stdout, table.stdout, hist.stdout, hist.stderr):
+        assert not raw & set(out), out
+    code, data = run_json("history", "s-bidi")
+    assert code == 0 and data["messages"][0]["content"] == f"hi {evil}"

@@ -134,13 +134,52 @@ def empty(text: str) -> None:
         err(text)
 
 
-_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+# -- foreign text on a terminal ----------------------------------------------------------------
+
+# The one rule for text sessiontool did not write (a key, a label, a transcript, a gateway's
+# close reason or error message, a model name): every character that could drive the terminal
+# or make a line read as another is shown as an escape. C0 and C1 controls (U+009B is CSI, ESC's
+# one-character twin), DEL, the line and paragraph separators, and the bidi controls that
+# reorder what follows them ("Trojan Source": the embeddings and overrides U+202A-U+202E, the
+# isolates U+2066-U+2069, the marks U+200E, U+200F and U+061C). One set of characters, one
+# spelling of each (`\e`, `\n`, `\x9b`, `\u202e`), three uses: a field (`esc`: a backslash
+# doubled too, so no key prints as another), a body (`esc_text`: its lines and tabs kept), a
+# message line (`one_line`: errors, hints and warnings).
+_UNSAFE = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\\\\{_UNSAFE}]")
+_CONTROL_IN_TEXT = re.compile(f"(?![\t\n])[{_UNSAFE}]")
+_IN_LINE = re.compile(f"[{_UNSAFE}]")
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def esc(v: Any) -> str:
+    """One field of text output (a key, a label, a cell): control characters shown escaped
+    (`\\n`, `\\t`, `\\e`, `\\x07`) and a backslash doubled, so one row is one line, one key
+    can never print as another, and no terminal escape reaches the terminal."""
+    if v is None:
+        return ""
+    return _CONTROL.sub(_escape_char, str(v))
+
+
+def esc_text(text: str) -> str:
+    """A message body in text output: its lines and tabs stay, every other control character
+    (ESC above all: a transcript must not drive the terminal) is shown escaped."""
+    return _CONTROL_IN_TEXT.sub(_escape_char, text)
 
 
 def one_line(text: str) -> str:
-    """Messages quote what the user typed or a file held; a newline or other control
-    character in there must not break the one-line error format: it is shown escaped."""
-    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+    """Messages quote what the user typed, a file held or a gateway said; a newline, a control
+    or a bidi override in there must not break the one-line error format, nor reach the
+    terminal: it is shown escaped (a backslash stays one: messages name paths)."""
+    return _IN_LINE.sub(_escape_char, text)
 
 
 def error_line(message: str, hint: str | None = None) -> None:
@@ -206,34 +245,6 @@ def local_time(ms: Any) -> str:
     if not _representable(ms):
         return UNKNOWN_TIME
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-_CONTROL = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-_NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    c = m.group()
-    named = _NAMED.get(c)
-    if named is not None:
-        return named
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
-
-def esc(v: Any) -> str:
-    """One field of text output (a key, a label, a cell): control characters shown escaped
-    (`\\n`, `\\t`, `\\e`, `\\x07`) and a backslash doubled, so one row is one line, one key
-    can never print as another, and no terminal escape reaches the terminal."""
-    if v is None:
-        return ""
-    return _CONTROL.sub(_escape_char, str(v))
-
-
-def esc_text(text: str) -> str:
-    """A message body in text output: its lines and tabs stay, every other control character
-    (ESC above all: a transcript must not drive the terminal) is shown escaped."""
-    return _CONTROL_IN_TEXT.sub(_escape_char, text)
 
 
 def _cell(v: Any) -> str:
@@ -495,17 +506,19 @@ def search_rich(result: dict[str, Any]) -> None:
     c = console()
     for h in result["hits"]:
         who = h.get("key") or f"{h['sessionId']} (archived)"
-        label = f" [dim]({escape(h['label'])})[/]" if h.get("label") else ""
+        label = f" [dim]({escape(esc(h['label']))})[/]" if h.get("label") else ""
         c.print(
-            f"[bold cyan]{escape(who)}[/]{label} [dim]{local_time(h.get('timestamp'))}[/] "
-            f"[green]{escape(h['role'])}[/]"
+            f"[bold cyan]{escape(esc(who))}[/]{label} [dim]{local_time(h.get('timestamp'))}[/] "
+            f"[green]{escape(esc(h['role']))}[/]"
         )
+        snippet = h["snippet"]
         pieces: list[str] = []
         pos = 0
-        for s, e in h["highlights"]:
-            pieces += [escape(h["snippet"][pos:s]), "[bold]", escape(h["snippet"][s:e]), "[/]"]
+        for s, e in h["highlights"]:  # each piece escaped alone: the spans index the raw text
+            pieces += [escape(esc_text(snippet[pos:s])), "[bold]", escape(esc_text(snippet[s:e]))]
+            pieces.append("[/]")
             pos = e
-        pieces.append(escape(h["snippet"][pos:]))
+        pieces.append(escape(esc_text(snippet[pos:])))
         c.print("  " + "".join(pieces))
 
 
