@@ -3,6 +3,7 @@ turns failures into a message, a JSON object and a process status."""
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import Any
 
@@ -174,4 +175,14 @@ def describe(exc: BaseException) -> str:
 
 
 def session_not_found(value: str) -> NotFoundError:
+    """Exit 3 for a session nobody has. "Use the full key" helps only where the key was not
+    full: a full key or a sessionId that matches nothing is just not there."""
+    text = value.strip()
+    if text.startswith("agent:") or _UUID_SHAPED.match(text):
+        return NotFoundError(
+            f"Session not found: {value}", hint="sessiontool list shows the sessions there are"
+        )
     return NotFoundError(f"Session not found: {value} (use the full key from list)")
+
+
+_UUID_SHAPED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
