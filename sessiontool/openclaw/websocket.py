@@ -193,16 +193,11 @@ class WebSocket:
             self._fail(CLOSE_PROTOCOL, f"unknown opcode {op}")
         if op >= OP_CLOSE and (not fin or n > 125):
             self._fail(CLOSE_PROTOCOL, "a fragmented or long control frame")
-        if n == 126:
-            if len(buf) < 4:
+        if n >= 126:
+            got = self._length(n)
+            if got is None:
                 return None
-            n, pos = struct.unpack_from("!H", buf, 2)[0], 4
-        elif n == 127:
-            if len(buf) < 10:
-                return None
-            n, pos = struct.unpack_from("!Q", buf, 2)[0], 10
-            if n >> 63:
-                self._fail(CLOSE_PROTOCOL, f"an impossible frame length ({n} bytes, over 2^63)")
+            n, pos = got
         if op in DATA_OPS:
             self._bound(pos + n)
         if len(buf) < pos + n:
@@ -213,6 +208,17 @@ class WebSocket:
         if op in DATA_OPS:
             return self._fragment(op, payload, bool(fin), pos)
         return op, payload
+
+    def _length(self, n: int) -> tuple[int, int] | None:
+        """The 16- or 64-bit length that the 7-bit `n` (126, 127) announces, and where the
+        payload starts; None until its bytes came. A 64-bit length has its top bit clear."""
+        size = 2 if n == 126 else 8
+        if len(self.buf) < 2 + size:
+            return None
+        length = struct.unpack_from("!H" if n == 126 else "!Q", self.buf, 2)[0]
+        if length >> 63:
+            self._fail(CLOSE_PROTOCOL, f"an impossible frame length ({length} bytes, over 2^63)")
+        return int(length), 2 + size
 
     def _bound(self, size: int) -> None:
         """A data frame of `size` bytes (header included) is about to be read: refused when it

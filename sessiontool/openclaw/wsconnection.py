@@ -247,16 +247,26 @@ def open_connection(
     refuses the `connect` request (the caller decides whether to retry), the error to show when
     it closes the socket on us (or, wss://, when its certificate is not the one expected: tls.py,
     before anything is sent), GatewayError when it cannot be reached."""
+    from sessiontool.openclaw.websocket import ConnectionClosed
+
     held = _held.get(url)
     if held is not None and time.monotonic() < held[0]:
         raise held[1].with_traceback(None)  # the attempt just made, not made again at once
+    at = _Attempt(url, connect_timeout_s())
     try:
-        return _attempt(url, secret, paths, scopes, use_device, protocol, pin)
+        ws = _socket(at, pin)
+        try:
+            return _hello(ws, at, secret, paths, sorted(scopes), use_device, protocol)
+        except BaseException as exc:
+            ws.close(timeout=at.left())
+            if isinstance(exc, ConnectionClosed):
+                raise _closed(at, secret, exc) from None
+            raise
     except (BadFrame, HandshakeTimeout) as exc:
         # An attempt that ran out its deadline, or met a gateway that breaks the protocol, is
         # not repeated within the next CONNECT_TIMEOUT_S: a command's next call (its config
         # read failed, then its own call) says the same at once instead of waiting it again.
-        _held[url] = (time.monotonic() + connect_timeout_s(), exc)
+        _held[url] = (time.monotonic() + at.budget, exc)
         raise
 
 
@@ -275,24 +285,25 @@ def connect_timeout_s() -> float:
     return CONNECT_TIMEOUT_S
 
 
-def _attempt(
-    url: str,
-    secret: Secret | None,
-    paths: StatePaths,
-    scopes: frozenset[str],
-    use_device: bool,
-    protocol: int,
-    pin: str | None,
-) -> Connection:
-    from sessiontool.openclaw.websocket import (
-        ConnectionClosed,
-        ProtocolError,
-        WebSocketError,
-        connect,
-    )
+class _Attempt:
+    """One connection attempt: its URL and the deadline every step of it keeps."""
 
-    budget = connect_timeout_s()
-    deadline = time.monotonic() + budget
+    def __init__(self, url: str, budget: float) -> None:
+        self.url = url
+        self.budget = budget
+        self.deadline = time.monotonic() + budget
+
+    def left(self, most: float = 1.0) -> float:
+        """What is left of the deadline, at most `most` (a failed attempt's close waits no
+        longer for the server's)."""
+        return max(0.0, min(most, self.deadline - time.monotonic()))
+
+
+def _socket(at: _Attempt, pin: str | None) -> Any:
+    """The WebSocket, open (TCP, TLS, the upgrade) within the attempt's deadline."""
+    from sessiontool.openclaw.websocket import WebSocketError, connect
+
+    url = at.url
     # No keepalive of ours: the gateway pings (answered as we read) and ticks; a silence
     # longer than two ticks is a dead connection (Connection.request), as OpenClaw's client
     # has it. No compression offered: the gateway never negotiates permessage-deflate.
@@ -302,16 +313,16 @@ def _attempt(
 
         ctx = tls.context(url, pin)
     try:
-        ws = connect(
+        return connect(
             url,
             ssl_context=ctx,
-            open_timeout=budget,
+            open_timeout=at.budget,
             max_size=MAX_MESSAGE_BYTES,
             user_agent=f"sessiontool/{__version__}",
         )
     except TimeoutError as exc:
         raise HandshakeTimeout(
-            f"cannot connect to OpenClaw's gateway at {url}: {exc} ({budget:g}s)"
+            f"cannot connect to OpenClaw's gateway at {url}: {exc} ({at.budget:g}s)"
         ) from exc
     except (OSError, WebSocketError) as exc:
         if ctx is not None:
@@ -319,40 +330,33 @@ def _attempt(
 
             tls.refuse(url, exc)  # a certificate not trusted, or not the pinned one: exit 4
         raise GatewayError(f"cannot connect to OpenClaw's gateway at {url}: {exc}") from exc
-    try:
-        return _hello(ws, url, secret, paths, sorted(scopes), use_device, protocol, deadline)
-    except ProtocolError as exc:
-        ws.close(timeout=_left(deadline))
-        raise BadFrame(f"OpenClaw's gateway at {url}: {exc}") from None
-    except ConnectionClosed as exc:
-        ws.close(timeout=_left(deadline))
-        if exc.code is None:  # no close frame: the socket ended, or our pongs went unread
-            lost = HandshakeTimeout if time.monotonic() >= deadline else GatewayError
-            raise lost(f"OpenClaw's gateway at {url}: {exc} (during the handshake)") from None
-        reason = exc.reason or f"connection closed with code {exc.code}"
-        raise refused(url, secret, RpcError({"message": reason})) from None
-    except BaseException:
-        ws.close(timeout=_left(deadline))
-        raise
 
 
-def _left(deadline: float) -> float:
-    """How long a failed attempt's close may wait for the server's: what is left of the
-    attempt's deadline, at most the usual second."""
-    return max(0.0, min(1.0, deadline - time.monotonic()))
+def _closed(at: _Attempt, secret: Secret | None, exc: Any) -> SessiontoolError:
+    """The handshake's socket closed (a websocket.ConnectionClosed) as the error to show: a
+    protocol error named, a socket that ended or read nothing, or the gateway's refusal."""
+    from sessiontool.openclaw.websocket import ProtocolError
+
+    if isinstance(exc, ProtocolError):
+        return BadFrame(f"OpenClaw's gateway at {at.url}: {exc}")
+    if exc.code is None:  # no close frame: the socket ended, or our pongs went unread
+        lost = HandshakeTimeout if time.monotonic() >= at.deadline else GatewayError
+        return lost(f"OpenClaw's gateway at {at.url}: {exc} (during the handshake)")
+    reason = exc.reason or f"connection closed with code {exc.code}"
+    return refused(at.url, secret, RpcError({"message": reason}))
 
 
 def _hello(
     ws: Any,
-    url: str,
+    at: _Attempt,
     secret: Secret | None,
     paths: StatePaths,
     scopes: list[str],
     use_device: bool,
     protocol: int,
-    deadline: float,
 ) -> Connection:
-    challenge = _challenge(ws, url, deadline)
+    url = at.url
+    challenge = _challenge(ws, at)
     nonce, ts = challenge.get("nonce"), challenge.get("ts")
     auth: dict[str, str] = {}
     sig_token = ""
@@ -404,27 +408,7 @@ def _hello(
             device_family=family,
         )
         identity = f"device {dev.device_id[:16]}"
-    rid = f"0:{uuid.uuid4()}"
-    ws.send(json.dumps({"type": "req", "id": rid, "method": "connect", "params": params}), deadline)
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise HandshakeTimeout(
-                f"OpenClaw's gateway at {url} did not answer `connect` within the handshake's "
-                f"{connect_timeout_s():g}s"
-            )
-        try:
-            raw = ws.recv(timeout=remaining)
-        except TimeoutError:
-            continue
-        frame = parse_frame(raw, f"OpenClaw's gateway at {url}")
-        if frame.get("type") == "res" and frame.get("id") == rid:
-            break
-    if frame.get("ok") is not True:
-        err = frame.get("error")
-        raise RpcError(err if isinstance(err, dict) else {"message": str(err)})
-    payload = frame.get("payload") if isinstance(frame.get("payload"), dict) else {}
-    assert isinstance(payload, dict)
+    payload = _connect(ws, at, params)
     server = payload.get("server") if isinstance(payload.get("server"), dict) else {}
     granted = payload.get("auth") if isinstance(payload.get("auth"), dict) else {}
     assert isinstance(server, dict) and isinstance(granted, dict)
@@ -450,12 +434,40 @@ def _hello(
     return Connection(ws, hello, frozenset(scopes))
 
 
-def _challenge(ws: Any, url: str, deadline: float) -> dict[str, Any]:
+def _connect(ws: Any, at: _Attempt, params: dict[str, Any]) -> dict[str, Any]:
+    """The `connect` request and its answer's payload (hello-ok), by the attempt's deadline.
+    Raises RpcError when the gateway refuses it."""
+    url, deadline = at.url, at.deadline
+    rid = f"0:{uuid.uuid4()}"
+    ws.send(json.dumps({"type": "req", "id": rid, "method": "connect", "params": params}), deadline)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise HandshakeTimeout(
-                f"{url} sent no connect.challenge within the handshake's {connect_timeout_s():g}s: "
+                f"OpenClaw's gateway at {url} did not answer `connect` within the handshake's "
+                f"{at.budget:g}s"
+            )
+        try:
+            raw = ws.recv(timeout=remaining)
+        except TimeoutError:
+            continue
+        frame = parse_frame(raw, f"OpenClaw's gateway at {url}")
+        if frame.get("type") == "res" and frame.get("id") == rid:
+            break
+    if frame.get("ok") is not True:
+        err = frame.get("error")
+        raise RpcError(err if isinstance(err, dict) else {"message": str(err)})
+    payload = frame.get("payload")
+    return payload if isinstance(payload, dict) else {}
+
+
+def _challenge(ws: Any, at: _Attempt) -> dict[str, Any]:
+    url, deadline = at.url, at.deadline
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise HandshakeTimeout(
+                f"{url} sent no connect.challenge within the handshake's {at.budget:g}s: "
                 "is it OpenClaw's gateway?"
             )
         try:
