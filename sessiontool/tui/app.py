@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from rich.text import Text
@@ -88,6 +88,8 @@ class TopApp(App[int]):
         self.gateway_at = 0.0
         self.ticks = 0
         self.remote = False
+        self.serial = False  # every gateway call under gateway_lock (guard)
+        self.gateway_lock = threading.RLock()
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -110,6 +112,7 @@ class TopApp(App[int]):
         self.table("sessions").focus()
         self.agents = model.agent_ids(self.ctx, self.opts)
         self.remote = _remote(self.ctx)
+        self.serial = model.through_gateway(self.ctx, self.agents)
         self.tick()
         self.set_interval(TICK_S, self.tick)
 
@@ -132,7 +135,7 @@ class TopApp(App[int]):
         if mark != self.mark and not self.reading:
             self.reading = True
             self.mark = mark
-            self.background(lambda: model.read_snapshot(self.ctx, self.opts), self.apply)
+            self.background(lambda: self.locked(model.read_snapshot, self.opts), self.apply)
         active = [r["runId"] for r in self.snap.runs if r.get("status") in model.ACTIVE]
         if active and self.ticks % 2 == 0:
             self.draw_clocks()
@@ -146,7 +149,7 @@ class TopApp(App[int]):
             self.background(lambda: model.gateway_state(self.ctx), self.apply_gateway)
         if self.cost_due and now - self.cost_at >= COST_EVERY_S:
             self.cost_at, self.cost_due = now, False
-            self.background(lambda: model.cost_today(self.ctx, self.opts), self.apply_cost)
+            self.background(lambda: self.locked(model.cost_today, self.opts), self.apply_cost)
 
     def apply(self, snap: model.Snapshot | BaseException) -> None:
         self.reading = False
@@ -203,17 +206,7 @@ class TopApp(App[int]):
         _fill(self.table("runs"), rows.run_rows(self.snap.runs, self.rss, now_ms()))
 
     def draw_clocks(self) -> None:
-        """Once a second: only the ELAPSED and RSS cells of the running and queued runs, and
-        only those whose text changed (a whole pane redrawn each second costs CPU at idle)."""
-        table = self.table("runs")
-        elapsed, rss = table.ordered_columns[5].key, table.ordered_columns[6].key
-        active = [r for r in self.snap.runs if r.get("status") in model.ACTIVE]
-        for key, cells in rows.run_rows(active, self.rss, now_ms()):
-            if key is None or key not in table.rows:
-                continue
-            for column, text in ((elapsed, cells[5]), (rss, cells[6])):
-                if str(table.get_cell(key, column)) != text:
-                    table.update_cell(key, column, Text(text), update_width=True)
+        _update_clocks(self.table("runs"), self.snap.runs, self.rss)
 
     def draw_deliveries(self) -> None:
         cells = rows.delivery_rows(self.snap.deliveries, self.ctx.display, now_ms())
@@ -263,7 +256,7 @@ class TopApp(App[int]):
         """Enter on a session: its transcript, followed live."""
         key = self.selected("sessions") if event.data_table.id == "sessions" else None
         if key is not None:
-            self.push_screen(TranscriptScreen(self.ctx, key, self.post))
+            self.push_screen(TranscriptScreen(self.ctx, key, self.post, self.guard))
 
     def action_abort(self) -> None:
         rid = self.selected("runs")
@@ -275,7 +268,7 @@ class TopApp(App[int]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.background(lambda: _abort(self.ctx, rid), self.aborted)
+                self.background(lambda: self.locked(_abort, rid), self.aborted)
 
         self.push_screen(ConfirmScreen(fmt.esc(question)), answered)
 
@@ -295,7 +288,7 @@ class TopApp(App[int]):
         def typed(text: str | None) -> None:
             if text and text.strip():
                 self.notify(f"sending to {fmt.esc(key)}…")
-                self.background(lambda: _send_and_wait(self.ctx, key, text), self.replied)
+                self.background(lambda: self.send_and_wait(key, text), self.replied)
 
         self.push_screen(PromptScreen(fmt.esc(f"Message to {key} (Enter: send)")), typed)
 
@@ -332,6 +325,25 @@ class TopApp(App[int]):
         except RuntimeError:
             pass
 
+    def guard(self) -> AbstractContextManager[Any]:
+        """Held around every call that may speak to OpenClaw's gateway when this state dir's
+        store is written (or read) through it: the process has one connection per gateway
+        (openclaw/wsclient.py), which two threads must not use at once."""
+        return self.gateway_lock if self.serial else nullcontext()
+
+    def locked(self, fn: Callable[..., Any], *args: Any) -> Any:
+        with self.guard():
+            return fn(self.ctx, *args)
+
+    def send_and_wait(self, key: str, text: str) -> dict[str, Any]:
+        """`sessiontool send KEY TEXT --timeout 0`, then `sessiontool wait RUN_ID` (the wait
+        reads run records only: the gateway is free for the panes meanwhile)."""
+        with self.guard():
+            result = _send(self.ctx, key, text)
+        if result.get("status") != "accepted":
+            return result
+        return _wait(self.ctx, str(result["runId"]))
+
     def background(self, work: Callable[[], Any], done: Callable[[Any], None]) -> None:
         def run() -> None:
             try:
@@ -349,6 +361,19 @@ def _remote(ctx: Context) -> bool:
     from sessiontool.state.detect import gateway_url
 
     return gateway_url(ctx.paths) is not None
+
+
+def _update_clocks(table: DataTable[Any], runs: list[dict[str, Any]], rss: dict[str, Any]) -> None:
+    """Once a second: only the ELAPSED and RSS cells of the running and queued runs, and only
+    those whose text changed (a whole pane redrawn each second costs CPU at idle)."""
+    elapsed, memory = table.ordered_columns[5].key, table.ordered_columns[6].key
+    active = [r for r in runs if r.get("status") in model.ACTIVE]
+    for key, cells in rows.run_rows(active, rss, now_ms()):
+        if key is None or key not in table.rows:
+            continue
+        for column, text in ((elapsed, cells[5]), (memory, cells[6])):
+            if str(table.get_cell(key, column)) != text:
+                table.update_cell(key, column, Text(text), update_width=True)
 
 
 def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -> None:
@@ -385,17 +410,15 @@ def _abort(ctx: Context, run_id: str) -> dict[str, Any]:
     return abort_run(ctx, run_id)
 
 
-def _send_and_wait(ctx: Context, key: str, text: str) -> dict[str, Any]:
-    """`sessiontool send KEY TEXT --timeout 0`, then `sessiontool wait RUN_ID`."""
+def _send(ctx: Context, key: str, text: str) -> dict[str, Any]:
+    """`sessiontool send KEY TEXT --timeout 0`."""
     from sessiontool.runs.submit import send
     from sessiontool.state import safefs
 
     dirs, files = ctx.paths.written_paths()
     safefs.preflight(ctx.paths.root, dirs, files)
     result, _ = send(ctx, key, text, timeout=0)
-    if result.get("status") != "accepted":
-        return result
-    return _wait(ctx, str(result["runId"]))
+    return result
 
 
 def _wait(ctx: Context, run_id: str) -> dict[str, Any]:

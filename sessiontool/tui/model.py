@@ -59,6 +59,13 @@ def read_snapshot(ctx: Context, opts: Options) -> Snapshot:
     return snap
 
 
+def through_gateway(ctx: Context, agents: list[str]) -> bool:
+    """Whether a store `top` shows is written (or read) through OpenClaw's gateway."""
+    from sessiontool.state.detect import detect
+
+    return any(detect(ctx.paths, a).gateway_written for a in agents)
+
+
 def runs_in_order(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Running and queued runs first (oldest first: the one that waits longest on top), then the
     last finished ones, newest first."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.text import Text
@@ -89,6 +90,14 @@ class MessageScreen(ModalScreen[None]):
 
 
 Post = Callable[..., Any]
+GATEWAY_POLL_S = 1.0
+
+
+def _identity(msg: dict[str, Any]) -> str:
+    """A message as read twice: the same role, time and text."""
+    import json
+
+    return json.dumps([msg.get("role"), msg.get("timestamp"), msg.get("content")], default=str)
 
 
 class TranscriptScreen(Screen[None]):
@@ -96,9 +105,11 @@ class TranscriptScreen(Screen[None]):
 
     BINDINGS = [Binding("escape,q", "close", "back")]
 
-    def __init__(self, ctx: Context, key: str, post: Post) -> None:
+    def __init__(
+        self, ctx: Context, key: str, post: Post, guard: Callable[[], AbstractContextManager[Any]]
+    ) -> None:
         super().__init__()
-        self.ctx, self.key, self.post = ctx, key, post
+        self.ctx, self.key, self.post, self.guard = ctx, key, post, guard
         self.stopped = threading.Event()
         self.shown = 0
 
@@ -120,21 +131,22 @@ class TranscriptScreen(Screen[None]):
             self.post(self.add_line, f"[{exc.message}]")
 
     def _messages(self) -> Iterator[dict[str, Any]]:
-        """As `history --follow`: the last 200 messages, then what arrives after them."""
+        """As `history --follow`: the last 200 messages, then what is appended after them
+        (`transcript.follow`). A store written through OpenClaw's gateway is read again with
+        `history` every GATEWAY_POLL_S instead of following the gateway's events as `history
+        --follow` does: that holds the process's one gateway connection for as long as it
+        follows, which the other panes need."""
         from sessiontool.sessions.history import history
         from sessiontool.state.envelopes import strip_envelope
         from sessiontool.state.transcript import file_size, follow
 
-        h = history(self.ctx, self.key, limit=200)
+        with self.guard():
+            h = history(self.ctx, self.key, limit=200)
         r = h.resolved
         start = file_size(h.path) if h.path is not None and not r.gateway_written else 0
         yield from (strip_envelope(m) for m in h.messages)
         if r.gateway_written:
-            from sessiontool.openclaw.gateway_follow import follow as follow_gateway
-
-            new: Iterator[dict[str, Any]] = follow_gateway(
-                self.ctx.paths, r.agent_id, r.key, r.session_id
-            )
+            new: Iterator[dict[str, Any]] = self._polled(h.messages)
         elif h.path is not None:
             new = follow(h.path, start, stop=self.stopped.is_set)
         else:
@@ -142,6 +154,21 @@ class TranscriptScreen(Screen[None]):
         for msg in new:
             if msg.get("role") != "toolResult":
                 yield strip_envelope(msg)
+
+    def _polled(self, shown: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        from sessiontool.sessions.history import history
+
+        last = _identity(shown[-1]) if shown else None
+        while not self.stopped.wait(GATEWAY_POLL_S):
+            with self.guard():
+                messages = history(self.ctx, self.key, limit=200).messages
+            ids = [_identity(m) for m in messages]
+            new = messages[ids.index(last) + 1 :] if last in ids else messages
+            if last is not None and last not in ids and ids:
+                new = messages[-1:]  # more than a page arrived: from the newest on
+            if new:
+                last = _identity(new[-1])
+                yield from new
 
     def add_message(self, msg: dict[str, Any]) -> None:
         role = msg.get("role", "?")
