@@ -420,17 +420,24 @@ def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[dict
 
 
 def follow_deliveries(
-    paths: StatePaths, since_ms: int | None = None, *, poll: float = FOLLOW_POLL_SECONDS
+    paths: StatePaths,
+    since_ms: int | None = None,
+    *,
+    last: int | None = None,
+    poll: float = FOLLOW_POLL_SECONDS,
 ) -> Iterator[dict[str, Any]]:
-    """Records as they are appended, like `tail -f`, forever. With `since_ms` the matching
-    records already in the outbox come first; without it following starts at the current end.
-    A missing outbox is waited for; one replaced by `prune` or `doctor --fix` is followed into
-    the new file without losing or repeating a line (flow/follow.py)."""
+    """Records as they are appended, like `tail -f`, forever. The records already in the
+    outbox come first: those since `since_ms`, the last `last` of them (both None: none, and
+    following starts at the current end). A missing outbox is waited for; one replaced by
+    `prune` or `doctor --fix` is followed into the new file without losing or repeating a line
+    (flow/follow.py)."""
     from sessiontool.flow.follow import follow_lines
 
     lines = follow_lines(
         paths.deliveries,
-        replay=since_ms is not None,
+        replay=(lambda old: _last_records(old, since_ms, last))
+        if since_ms is not None or last
+        else False,
         poll=poll,
         chain=paths.outbox_successors,
     )
@@ -438,3 +445,9 @@ def follow_deliveries(
         rec = _parse_record(raw)
         if rec is not None and _after(rec, since_ms):
             yield rec
+
+
+def _last_records(old: list[bytes], since_ms: int | None, last: int | None) -> list[bytes]:
+    """Of the lines already in the outbox, the records `follow_deliveries` shows first."""
+    kept = [raw for raw in old if (rec := _parse_record(raw)) is not None and _after(rec, since_ms)]
+    return kept if last is None else kept[len(kept) - last :] if last else []

@@ -99,14 +99,15 @@ def _kept(old: list[int], lines: list[bytes]) -> int:
 def follow_lines(
     path: Path,
     *,
-    replay: bool,
+    replay: bool | Callable[[list[bytes]], list[bytes]],
     poll: float,
     chain: Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[bytes]:
-    """Complete lines of the outbox as they are appended (with `replay`, those already there
-    first), each exactly once. A missing outbox is waited for. `chain` is the directory where
-    rewriters record which file replaced which (link_successor)."""
+    """Complete lines of the outbox as they are appended, each exactly once; those already
+    there first with `replay` True, or what `replay` picks of them when it is a function (the
+    last few). A missing outbox is waited for. `chain` is the directory where rewriters record
+    which file replaced which (link_successor)."""
     fh = _open(path)
     while fh is None:
         sleep(poll)
@@ -123,7 +124,8 @@ def follow_lines(
         return complete if emit else []
 
     try:
-        yield from take(fh.read(), replay)
+        there = take(fh.read(), bool(replay))
+        yield from (replay(there) if callable(replay) else there)
         while True:
             data = fh.read()
             if data:

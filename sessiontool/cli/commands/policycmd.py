@@ -66,6 +66,7 @@ def policy_cmd(
 
 
 _TSV_FIELDS = ("ts", "mode", "status", "sessionKey", "channel", "to", "text")
+FOLLOW_LAST = 10  # `deliveries --follow` first shows the last ones, as `tail -f` does
 
 
 def _readable(rec: dict[str, Any]) -> str:
@@ -146,9 +147,7 @@ def deliveries_cmd(
     channel, to, text."""
     from sessiontool.durations import parse_since
     from sessiontool.errors import UsageError
-    from sessiontool.flow.delivery import follow_deliveries, read_deliveries
     from sessiontool.flow.policy import require_operator
-    from sessiontool.flow.redeliver import delivery_id
 
     ctx = get_ctx(reads=True)
     require_operator(ctx, "deliveries")
@@ -160,28 +159,46 @@ def deliveries_cmd(
         return _retry(ctx, words[1:], want_json(json_), quiet)
     _no_quiet(quiet)
     since_ms = parse_since(since) if since is not None else None
+    if follow:
+        return _follow(ctx, since_ms, want_json(json_))
+    return _list(ctx, since_ms, want_json(json_))
 
-    def shown(rec: dict[str, Any]) -> dict[str, Any]:
-        key = rec.get("sessionKey")
-        rec = {**rec, "id": delivery_id(rec)}
-        return {**rec, "sessionKey": ctx.display(key)} if isinstance(key, str) else rec
 
-    as_json = want_json(json_)
-    if not follow:
-        records = [shown(r) for r in read_deliveries(ctx.paths, since_ms)]
-        if as_json:
-            render.emit_json({"count": len(records), "deliveries": records})
-        elif render.is_terminal():
-            if not records:
-                render.empty("No deliveries.")
-            for rec in records:
-                render.write_out(_readable(rec))
-        else:
-            render.write_out(render.tsv([rec.get(f) for f in _TSV_FIELDS] for rec in records))
-        return 0
+def _shown(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
+    from sessiontool.flow.redeliver import delivery_id
+
+    key = rec.get("sessionKey")
+    rec = {**rec, "id": delivery_id(rec)}
+    return {**rec, "sessionKey": ctx.display(key)} if isinstance(key, str) else rec
+
+
+def _list(ctx: Context, since_ms: int | None, as_json: bool) -> int:
+    from sessiontool.flow.delivery import read_deliveries
+
+    records = [_shown(ctx, r) for r in read_deliveries(ctx.paths, since_ms)]
+    if as_json:
+        render.emit_json({"count": len(records), "deliveries": records})
+    elif render.is_terminal():
+        if not records:
+            render.empty("No deliveries.")
+        for rec in records:
+            render.write_out(_readable(rec))
+    else:
+        render.write_out(render.tsv([rec.get(f) for f in _TSV_FIELDS] for rec in records))
+    return 0
+
+
+def _follow(ctx: Context, since_ms: int | None, as_json: bool) -> int:
+    """The records since `since_ms`, then each new one as it is appended. A person at a
+    terminal first sees the last FOLLOW_LAST, as `tail -f` starts (what a spawn just delivered
+    is on the screen); a script reading --json or TSV gets only the new ones (a bridge started
+    again must not forward the same records twice)."""
+    from sessiontool.flow.delivery import follow_deliveries
+
     terminal = render.is_terminal()
-    for rec in follow_deliveries(ctx.paths, since_ms):
-        rec = shown(rec)
+    last = FOLLOW_LAST if since_ms is None and terminal and not as_json else None
+    for rec in follow_deliveries(ctx.paths, since_ms, last=last):
+        rec = _shown(ctx, rec)
         if as_json:
             render.emit_json(rec)
         elif terminal:
