@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,14 +125,21 @@ class Live:
         )
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """A copy of the fixture with the real gateway running on it."""
+ALLOW_OWN_TOOLS = 'gateway: {\n    tools: { allow: ["sessions_spawn", "sessions_send"] },'
+
+
+@contextmanager
+def running(base: Path, *, allow_own_tools: bool = False) -> Iterator[Live]:
+    """A copy of the fixture with the real gateway running on it; `allow_own_tools`: its config
+    has `gateway.tools.allow: ["sessions_spawn", "sessions_send"]` (OpenClaw's own session tools
+    through `tools.invoke`)."""
     if not os.access(openclaw_bin(), os.X_OK):
         unavailable(f"no openclaw at {openclaw_bin()} (tests/fixtures/tools/setup-openclaw.sh)")
-    base = tmp_path_factory.mktemp("oc-live")
     gw_port, llm_port = free_port(), free_port()
     state = copy_fixture(base / "state", gw_port, llm_port)
+    if allow_own_tools:
+        cfg = state / "openclaw.json"
+        cfg.write_text(cfg.read_text().replace("gateway: {", ALLOW_OWN_TOOLS, 1))
     home = base / "home"
     home.mkdir()
     env = oc_env(state, home)
@@ -166,3 +174,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     finally:
         _stop(gw)
         _stop(llm)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """A copy of the fixture with the real gateway running on it."""
+    with running(tmp_path_factory.mktemp("oc-live")) as it:
+        yield it

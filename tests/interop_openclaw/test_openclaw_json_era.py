@@ -183,3 +183,41 @@ def test_send_is_answered_by_openclaws_agent_and_sessiontool_writes_no_store(
     time.sleep(1)
     writes = json_live.audit.read_text() if json_live.audit.exists() else ""
     assert writes == "", writes
+
+
+def test_spawn_and_send_as_go_through_the_gateway(json_live: JsonLive) -> None:
+    """2026.7.35 without `gateway.tools.allow`: `tools.invoke` answers not_found for
+    sessions_spawn / sessions_send, so both are emulated with the gateway's public methods;
+    either way nothing of OpenClaw's is written by sessiontool."""
+    proc = _st(json_live, "--json", "spawn", "json era spawn task", "--label", "je-child")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["via"] == "gateway" and "tool" not in out
+    proc = _st(json_live, "--json", "wait", out["runId"], "--timeout", "300")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["reply"].startswith("ECHO#")  # OpenClaw's agent answered
+    proc = _st(
+        json_live,
+        "--as",
+        "main",
+        "--json",
+        "send",
+        "discord:group:123",
+        "je a2a",
+        "--timeout",
+        "300",
+    )
+    assert proc.returncode == 0, proc.stderr
+    sent = json.loads(proc.stdout)
+    assert sent["status"] == "ok" and sent["reply"].startswith("ECHO#")
+    rec = json.loads(_st(json_live, "--json", "runs", sent["runId"]).stdout)
+    assert rec["via"] == "gateway" and "tool" not in rec
+    deadline = time.monotonic() + 300
+    while True:  # the spawn's announce and the send's reply-back turns, after their runs
+        recs = [json.loads(_st(json_live, "--json", "runs", r).stdout) for r in (out["runId"],)]
+        if all((r.get("followUp") or {}).get("next") == "done" for r in recs):
+            break
+        assert time.monotonic() < deadline, recs
+        time.sleep(1)
+    writes = json_live.audit.read_text() if json_live.audit.exists() else ""
+    assert writes == "", writes
