@@ -272,27 +272,67 @@ def console(stream: IO[str] | None = None) -> Any:
     )
 
 
+KEY_MIN = 24  # a session key is never shortened below this many characters
+
+
+def middle_ellipsis(text: str, width: int) -> str:
+    """`text` in `width` characters, its start and end kept around a "…" (a key's agent and
+    kind lead, its id or peer ends it)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def _key_width(
+    columns: Sequence[str], cells: list[list[str]], keys: Sequence[str], width: int
+) -> int:
+    """How wide each `keys` column may be for the table to fit `width` (the other columns at
+    most 12 wide, as they fold), never below KEY_MIN."""
+    natural = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    gaps = 2 * (len(columns) - 1)
+    if sum(natural) + gaps <= width:
+        return max(natural)
+    rest = sum(min(n, 12) for c, n in zip(columns, natural, strict=True) if c not in keys)
+    return max(KEY_MIN, (width - gaps - rest) // len(keys))
+
+
 def table(
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
     *,
     title: str | None = None,
     no_wrap: Sequence[str] = (),
+    keys: Sequence[str] = (),
 ) -> None:
-    """A table; the `no_wrap` columns (ids, short words) are never folded over two lines."""
+    """A table; the `no_wrap` columns (ids, short words) are never folded over two lines. A
+    `keys` column (session keys) is never folded either: a half key copied is no key. Where the
+    table is wider than the terminal its keys are shortened in the middle ("…") and a line
+    under it says where the whole values are."""
+    from rich.markup import escape
     from rich.table import Table
 
+    cells = [[_cell(v) for v in r] for r in rows]
+    c = console()
+    shortened = False
+    if keys:
+        fit = _key_width(columns, cells, keys, c.width)
+        at = [i for i, col in enumerate(columns) if col in keys]
+        for r in cells:
+            for i in at:
+                if len(r[i]) > fit:
+                    r[i], shortened = middle_ellipsis(r[i], fit), True
     t = Table(title=title, box=None, header_style="bold", pad_edge=False)
-    for c in columns:
-        if c in no_wrap:
-            t.add_column(c, no_wrap=True, overflow="ignore")
+    for col in columns:
+        if col in no_wrap or col in keys:
+            t.add_column(col, no_wrap=True, overflow="ignore")
         else:
-            t.add_column(c, overflow="fold")
-    from rich.markup import escape
-
-    for r in rows:
-        t.add_row(*[escape(_cell(v)) for v in r])
-    console().print(t)
+            t.add_column(col, overflow="fold")
+    for r in cells:
+        t.add_row(*[escape(v) for v in r])
+    c.print(t)
+    if shortened:
+        c.print("[dim](keys shortened with … to fit; --json or piped output has them whole)[/]")
 
 
 # -- sessions ----------------------------------------------------------------------------------
@@ -318,6 +358,7 @@ def sessions_table(result: dict[str, Any]) -> None:
             ]
             for r in rows
         ),
+        keys=("KEY",),
     )
 
 
@@ -571,4 +612,9 @@ def usage_table(result: dict[str, Any]) -> None:
     rows.append(
         ["TOTAL", *(compact_count(t[c]) for c in USAGE_COLUMNS[:-1]), "$" + _usd(t["cost"])]
     )
-    table(columns, rows, no_wrap=(columns[0], columns[-1]) if by == "day" else ())
+    table(
+        columns,
+        rows,
+        no_wrap=(columns[0], columns[-1]) if by == "day" else (),
+        keys=(columns[0],) if by == "session" else (),
+    )

@@ -451,6 +451,7 @@ def _runs_table(rows: list[dict[str, Any]]) -> None:
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
             cells,
             no_wrap=("RUN", "KIND", "STATUS", "CREATED"),
+            keys=("SESSION",),
         )
 
 
