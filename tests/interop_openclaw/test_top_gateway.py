@@ -1,7 +1,8 @@
 """`sessiontool top` in tmux, as a person runs it, on a copy of the OpenClaw 2026.9.6 fixture
 with its real gateway running: the SQLite store's sessions are listed with the gateway up, a
 message sent with `s` goes through the gateway and its reply is shown, the run appears as ended
-without a key press, and `q` leaves with 0; and from an empty state dir through the same gateway
+without a key press, the transcript followed with Enter shows a message sent from elsewhere
+meanwhile, and `q` leaves with 0; and from an empty state dir through the same gateway
 as a remote target (`--gateway URL`), where a change is seen by listing again every 5 s."""
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ def test_top_over_the_real_gateway(live: Live, tmp_path: Path) -> None:
         assert "hello from top" in screen  # the fake model answers with the message
         p.keys("Escape")
         p.wait_for(" ok ", 30)  # the run, ended, in the runs pane: no key pressed for it
+        p.keys("Enter")  # the transcript, read from the database, followed
+        p.wait_for("following (Esc: back)")
+        p.wait_for("hello from top", 30)
+        other = subprocess.run(
+            [sys.executable, "-m", "sessiontool", "--state-dir", str(live.state)]
+            + ["send", "discord:group:123", "and one from elsewhere", "--timeout", "300"],
+            env=live.env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert other.returncode == 0, other.stderr
+        p.wait_for("and one from elsewhere", 30)  # it came in while top followed
+        p.keys("Escape")
+        p.wait_for("Sessions (")
         p.keys("q")
         p.wait_for("AFTER-TOP")
     assert rc_file.read_text().strip() == "top-exited=0"
