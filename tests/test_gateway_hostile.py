@@ -533,8 +533,8 @@ def test_a_ping_flood_ends_the_connection_attempt_at_its_deadline(
         )
     else:
         assert ran.error.startswith(
-            f"OpenClaw's gateway at {url}: connection lost: the server "
-            "read nothing sessiontool sent for "
+            f"OpenClaw's gateway at {url}: connection lost: the server reads nothing "
+            "sessiontool sends (a send timed out after "
         ), ran.error
 
 

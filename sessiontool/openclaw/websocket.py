@@ -137,7 +137,10 @@ class WebSocket:
             self.sock.settimeout(wait)
             self.sock.sendall(data)
         except TimeoutError as exc:  # a frame half sent leaves no stream to use
-            why = f"connection lost: the server read nothing sessiontool sent for {wait:.3g}s"
+            why = (
+                "connection lost: the server reads nothing sessiontool sends "
+                f"(a send timed out after {wait:.2g}s)"
+            )
             raise self._abort(ConnectionClosed(None, why=why)) from exc
         except OSError as exc:
             raise self._abort(ConnectionClosed(None, why=f"connection lost: {exc}")) from exc
