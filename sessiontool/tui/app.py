@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from typing import Any
 
 from rich.text import Text
@@ -31,11 +32,13 @@ from sessiontool.tui.screens import (
     PromptScreen,
     TranscriptScreen,
 )
+from sessiontool.tui.subscribe import Subscription
 
 TICK_S = 0.5  # how often the change marker is looked at: a change shows within a second
 GATEWAY_EVERY_S = 10.0
 COST_EVERY_S = 30.0
 REMOTE_EVERY_S = 5.0  # a remote gateway's store has no file to stat: listed again this often
+REMOTE_LIVE_EVERY_S = 60.0  # ... or, while its sessions.changed events come, this often
 RSS_TICKS = 10  # the running runs' memory: every 5 s (a walk of /proc)
 # The newest sessions drawn (as `list` shows 200 by default); `/` searches all of them. A table
 # measures every cell it is given: 1,000 rows cost a second of CPU per redraw, 200 a fifth.
@@ -87,7 +90,7 @@ class TopApp(App[int]):
         self.gateway = "…"
         self.gateway_at = 0.0
         self.ticks = 0
-        self.remote = False
+        self.sub: Subscription | None = None  # a remote gateway's sessions.changed events
         self.serial = False  # every gateway call under gateway_lock (guard)
         self.gateway_lock = threading.RLock()
 
@@ -111,7 +114,9 @@ class TopApp(App[int]):
         self.table("deliveries").add_columns(*rows.DELIVERY_COLUMNS)
         self.table("sessions").focus()
         self.agents = model.agent_ids(self.ctx, self.opts)
-        self.remote = _remote(self.ctx)
+        if _remote(self.ctx):
+            self.sub = Subscription(self.ctx.paths)
+            self.sub.start()
         self.serial = model.through_gateway(self.ctx, self.agents)
         self.tick()
         self.set_interval(TICK_S, self.tick)
@@ -123,8 +128,9 @@ class TopApp(App[int]):
 
     def current_marker(self) -> watch.Marker:
         mark = watch.marker(self.ctx.paths, self.agents)
-        if self.remote:
-            mark += ((int(time.monotonic() // REMOTE_EVERY_S), 0, 0),)
+        if self.sub is not None:  # a remote gateway: its events, else every few seconds
+            every = REMOTE_LIVE_EVERY_S if self.sub.live else REMOTE_EVERY_S
+            mark += ((self.sub.generation(), int(time.monotonic() // every), 0),)
         return mark
 
     def tick(self) -> None:
@@ -182,6 +188,8 @@ class TopApp(App[int]):
 
     def apply_gateway(self, state: str | BaseException) -> None:
         self.gateway = state if isinstance(state, str) else "?"
+        if self.sub is not None:
+            self.gateway += ", events" if self.sub.live else f", listed every {REMOTE_EVERY_S:g} s"
         self.draw_status()
 
     def apply_cost(self, cost: model.Cost | BaseException) -> None:
@@ -228,6 +236,8 @@ class TopApp(App[int]):
         return str(key) if key is not None else None
 
     def action_leave(self) -> None:
+        if self.sub is not None:
+            self.sub.stop()
         self.exit(0)
 
     def action_filter(self) -> None:
@@ -288,7 +298,8 @@ class TopApp(App[int]):
         def typed(text: str | None) -> None:
             if text and text.strip():
                 self.notify(f"sending to {fmt.esc(key)}…")
-                self.background(lambda: self.send_and_wait(key, text), self.replied)
+                job = partial(_send_and_wait, self.ctx, self.guard, key, text)
+                self.background(job, self.replied)
 
         self.push_screen(PromptScreen(fmt.esc(f"Message to {key} (Enter: send)")), typed)
 
@@ -334,15 +345,6 @@ class TopApp(App[int]):
     def locked(self, fn: Callable[..., Any], *args: Any) -> Any:
         with self.guard():
             return fn(self.ctx, *args)
-
-    def send_and_wait(self, key: str, text: str) -> dict[str, Any]:
-        """`sessiontool send KEY TEXT --timeout 0`, then `sessiontool wait RUN_ID` (the wait
-        reads run records only: the gateway is free for the panes meanwhile)."""
-        with self.guard():
-            result = _send(self.ctx, key, text)
-        if result.get("status") != "accepted":
-            return result
-        return _wait(self.ctx, str(result["runId"]))
 
     def background(self, work: Callable[[], Any], done: Callable[[Any], None]) -> None:
         def run() -> None:
@@ -410,15 +412,21 @@ def _abort(ctx: Context, run_id: str) -> dict[str, Any]:
     return abort_run(ctx, run_id)
 
 
-def _send(ctx: Context, key: str, text: str) -> dict[str, Any]:
-    """`sessiontool send KEY TEXT --timeout 0`."""
+def _send_and_wait(
+    ctx: Context, guard: Callable[[], AbstractContextManager[Any]], key: str, text: str
+) -> dict[str, Any]:
+    """`sessiontool send KEY TEXT --timeout 0`, then `sessiontool wait RUN_ID` (the wait reads
+    run records only: the gateway is free for the panes meanwhile)."""
     from sessiontool.runs.submit import send
     from sessiontool.state import safefs
 
     dirs, files = ctx.paths.written_paths()
     safefs.preflight(ctx.paths.root, dirs, files)
-    result, _ = send(ctx, key, text, timeout=0)
-    return result
+    with guard():
+        result, _ = send(ctx, key, text, timeout=0)
+    if result.get("status") != "accepted":
+        return result
+    return _wait(ctx, str(result["runId"]))
 
 
 def _wait(ctx: Context, run_id: str) -> dict[str, Any]:

@@ -3,7 +3,8 @@ with its real gateway running: the SQLite store's sessions are listed with the g
 message sent with `s` goes through the gateway and its reply is shown, the run appears as ended
 without a key press, the transcript followed with Enter shows a message sent from elsewhere
 meanwhile, and `q` leaves with 0; and from an empty state dir through the same gateway
-as a remote target (`--gateway URL`), where a change is seen by listing again every 5 s."""
+as a remote target (`--gateway URL`), where a change is seen from the gateway's own
+`sessions.changed` events."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,7 +68,8 @@ def test_top_over_the_real_gateway(live: Live, tmp_path: Path) -> None:
 
 def test_top_through_a_remote_gateway(live: Live, tmp_path: Path) -> None:
     """From a machine with no state of its own (`--gateway URL`, an empty state dir): the
-    gateway's sessions, and a label set on the gateway's host shows without a key press."""
+    gateway's sessions, and a label set on the gateway's host shows without a key press, told by
+    the gateway's `sessions.changed` event (the listing without events comes every 60 s)."""
     pytest.importorskip("textual")
     empty = tmp_path / "laptop-state"
     empty.mkdir()
@@ -81,6 +84,7 @@ def test_top_through_a_remote_gateway(live: Live, tmp_path: Path) -> None:
     with pane(argv, env, after=after, size=(120, 36)) as p:
         screen = p.wait_for("store: gateway", 60)
         assert "discord:group:123" in screen
+        p.wait_for("gateway: up, events", 30)  # subscribed to the gateway's sessions.changed
         label = subprocess.run(
             [sys.executable, "-m", "sessiontool", "--state-dir", str(live.state)]
             + ["label", "discord:group:123", "seen-by-top"],
@@ -90,7 +94,9 @@ def test_top_through_a_remote_gateway(live: Live, tmp_path: Path) -> None:
             timeout=300,
         )
         assert label.returncode == 0, label.stderr
+        labelled = time.monotonic()
         p.wait_for("seen-by-top", 30)
+        assert time.monotonic() - labelled < 5  # from the event, not the 60 s listing
         p.keys("q")
         p.wait_for("AFTER-TOP")
     assert rc_file.read_text().strip() == "top-exited=0"
