@@ -10,7 +10,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import app, command, get_ctx
-from sessiontool.errors import UsageError
+from sessiontool.errors import ExitCode, UsageError
 
 # sessiontool is not on a package index: name the package itself, and the checkout's extra.
 INSTALL = (
@@ -74,5 +74,7 @@ def top_cmd(
     from sessiontool.tui.model import Options
 
     top = make_app(ctx, Options(all_agents=all_agents, budget=budget), colored=render.use_color())
-    code = top.run()
-    return code if isinstance(code, int) else 0
+    value = top.run()
+    if top.return_code:  # it ended on an error: Textual has printed what went wrong
+        return int(ExitCode.FAILURE)
+    return value if isinstance(value, int) else 0
