@@ -248,6 +248,8 @@ def local_time(ms: Any) -> str:
 
 
 def _cell(v: Any) -> str:
+    if isinstance(v, bool):  # as JSON spells it, not Python
+        return "true" if v else "false"
     return esc(v)
 
 
@@ -606,7 +608,7 @@ def usage_table(result: dict[str, Any]) -> None:
         measure: Any = (lambda r: r["cost"]) if t["cost"] > 0 else _tokens_of
         top = max((measure(r) for r in result["rows"]), default=0)
         width = max(8, min(30, console().width - 80))  # the numbers keep their room
-        columns.append("COST" if t["cost"] > 0 else "TOKENS")
+        columns.append("COST BAR" if t["cost"] > 0 else "TOKENS BAR")  # not a second COST
         for row, r in zip(rows, result["rows"], strict=True):
             row.append(bar(measure(r), top, width))
     rows.append(

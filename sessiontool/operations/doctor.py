@@ -335,7 +335,18 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
         for p in gateway.pop("problems")
     )
     problems.extend(_check_gateway_down(ctx.paths, stores, gateway))
-    return _doctor_result(_one_finding_per_link(problems), stores, gateway)
+    problems = _one_finding_per_link(problems)
+    _said_once(problems)
+    return _doctor_result(problems, stores, gateway)
+
+
+def _said_once(problems: list[Problem]) -> None:
+    """A warning the checks' reads left for stderr about a file a finding names already (the
+    outbox's malformed lines) is that finding said twice: it is dropped."""
+    paths = {p.path for p in problems}
+    for message in diag.drain():
+        if not any(message.startswith(f"{path}:") for path in paths):
+            diag.warn(message)
 
 
 def _check_gateway_down(

@@ -73,5 +73,4 @@ def gateway_cmd(
             )
         render.write_out(f"{render.esc(result['url'])}: {what}\n")
         return
-    lines = [f"{k}\t{render.esc(str(v))}" for k, v in result.items() if v is not None]
-    render.write_out("".join(line + "\n" for line in lines))
+    render.write_out(render.tsv([k, v] for k, v in result.items() if v is not None))

@@ -130,6 +130,9 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
         )
         rows.append((f"agent {a['id']} format", f"{a['format']} ({a['why']})"))
     rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
+    if not render.is_terminal():  # TSV as every piped output: names hold spaces
+        render.write_out(render.tsv(rows))
+        return
     width = max(len(name) for name, _ in rows)
     render.write_out(
         "".join(f"{render.esc(name).ljust(width)}  {render.esc(value)}\n" for name, value in rows)
@@ -194,7 +197,7 @@ def doctor_cmd(
         ]
         out += _gateway_text(result.get("gateway") or {})
         for p in result["problems"]:
-            head = "warning: " if p["severity"] == "warning" else ""
+            head = "warning: " if p["severity"] == "warning" else "problem: "
             out.append(
                 f"{head}{p['kind']}: {render.esc(p['path'])}\n    {render.esc(p['detail'])}\n"
             )

@@ -340,6 +340,13 @@ def _human_value(key: str, value: Any) -> str:
     return s.replace("\n", "\n\t")
 
 
+def _machine_value(key: str, value: Any) -> str:
+    """A run record's value for scripts: times as ISO only, objects as JSON, text whole."""
+    if key.endswith("At") and isinstance(value, int | float) and not isinstance(value, bool):
+        return render.iso_or_dash(value)
+    return value if isinstance(value, str) else render.json_line(value).strip()
+
+
 @app.command("runs")
 @command
 def runs_cmd(
@@ -416,8 +423,13 @@ def _show_one(view: dict[str, Any], as_json: bool) -> None:
     if as_json:
         render.emit_json(view)
         return
-    lines = [f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in view.items() if k != "log"]
-    text = "\n".join(lines) + "\n"
+    if render.is_terminal():
+        lines = [
+            f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in view.items() if k != "log"
+        ]
+        text = "\n".join(lines) + "\n"
+    else:  # TSV as every piped output: whole values, newlines escaped, no ages
+        text = render.tsv([k, _machine_value(k, v)] for k, v in view.items() if k != "log")
     if "log" in view:
         text += "--- log ---\n" + view["log"]
     render.write_out(text)
