@@ -189,8 +189,9 @@ def test_send_spawn_announce_wait_runs_label_through_a_remote_gateway(
     assert rec["status"] == "ok" and rec["via"] == "gateway" and rec["announcedAt"]
     rows = {r["key"]: r for r in local(live, "list", "--limit", "all")["sessions"]}
     assert rows[child]["label"] == "remote-kid"  # in the host's own store
-    main = json.dumps(local(live, "history", "main", "--limit", "10")["messages"])
-    assert child in main and "Status: ok" in main
+    from .test_openclaw_gateway import _announced
+
+    _announced(live, rec)  # OpenClaw's announce form: the requester's reply under its key
     listed = st_json(env, live, "runs")["runs"]
     assert {r["runId"] for r in listed} >= {run_id, sent["runId"]}
     # the run records are the laptop's, kept for this gateway only
