@@ -3,10 +3,13 @@
 a slow, time-bounded fuzz of random commands over state dirs with planted links, corrupt or
 wrong-typed run records, stores, configs, transcripts and index files, and of the commands
 that write beside it (`export --to`, `export --html`, `gateway forget`) over export DIRs and
-gateways' parts holding links out, foreign files and dead temp files.
+gateways' parts holding links out, foreign files and dead temp files, and of remote reads
+(`--gateway URL`) from a scripted hostile gateway (tests/fakes/rawgateway.py `hostile`: broken
+frames, floods, nesting, a 300 MB answer, junk answers and controls in what it says).
 
 The contract: an exit code the README documents, one clear line (never a traceback or an
-`internal error`), and nothing written outside the state dir.
+`internal error`), and nothing written outside the state dir; against a hostile gateway also no
+C1 control or bidi override on stderr and an end within the documented deadlines.
 
 The slow fuzz runs `SESSIONTOOL_FUZZ_CASES` cases (default 60; CI's landing gate sets a fixed
 larger count) from `SESSIONTOOL_FUZZ_SEED` (default: a fixed seed), so the same commit always
@@ -26,13 +29,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import FIXTURE_STATE, run_cli
+from tests.fakes import rawgateway
 from tests.reliability.util import snapshot, worker_pids
 from tests.test_openclaw_sqlite import MAIN_DB, OC_STATE
 
@@ -477,6 +481,26 @@ OUTPUT_COMMANDS: list[list[str]] = [
 # the first stream's draws: a case of MUTATIONS and COMMANDS (a seed in FOUND_SEEDS) stays the
 # case it was whatever is added here.
 OUTPUT_SHARE = 0.3
+# Remote reads from a scripted hostile gateway (issue 37), drawn from a third stream after the
+# second's draws (so the cases above stay the cases they were), with this probability.
+GATEWAY_COMMANDS: list[list[str]] = [
+    ["list", "--json"],
+    ["list", "--all-agents"],
+    ["history", "main"],
+    ["history", "main", "--json"],
+    ["usage", "--by", "model"],
+    ["search", "hi", "--json"],
+]
+GATEWAY_SHARE = 0.2
+GATEWAY_ENV = {
+    "OPENCLAW_GATEWAY_TOKEN": "fuzz-token",
+    "SESSIONTOOL_OPENCLAW_BIN": "",
+    "OPENCLAW_HANDSHAKE_TIMEOUT_MS": "2000",  # a flood waits out 2 s, not 15
+}
+GATEWAY_WALL_S = 30.0  # the 2 s handshake, a call's own deadline is never reached: far under it
+RAW_ON_A_TERMINAL = set(
+    "\x85\x9b\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 COMMANDS: list[list[str]] = [
@@ -539,28 +563,50 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
                 continue
             names.append(m.__name__)
         command = extra.choice(OUTPUT_COMMANDS)
+    third = random.Random(extra.random())
+    served = None
+    if third.random() < GATEWAY_SHARE:
+        what, served = rawgateway.hostile(third, _junk)
+        names.append(f"gateway: {what}")
+        command = ["--gateway", "@GW@", *third.choice(GATEWAY_COMMANDS)]
     # Taken after the mutations: one of them may write through a link another planted (junk
     # into an index name that is a link to outside); only what sessiontool writes counts.
     before = snapshot(outside)
-    argv = [
-        a.replace("@OUT@", str(base / "export")).replace("@SITE@", str(base / "site"))
-        for a in command
-    ]
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sessiontool", *argv],
-            capture_output=True,
-            env={
-                **os.environ,
-                "SESSIONTOOL_STATE_DIR": str(state),
-                "SESSIONTOOL_LOCK_TIMEOUT": "2",
-            },
-            timeout=120,
-        )
-    finally:
-        _reap(state)
-    err = proc.stderr.decode("utf-8", "replace")
     problems = []
+    started = time.monotonic()
+    proc: subprocess.CompletedProcess[bytes] | None = None
+    try:
+        with rawgateway.serving(served) if served else nullcontext(0) as port:
+            argv = [
+                a.replace("@OUT@", str(base / "export"))
+                .replace("@SITE@", str(base / "site"))
+                .replace("@GW@", f"ws://127.0.0.1:{port}")
+                for a in command
+            ]
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "sessiontool", *argv],
+                    capture_output=True,
+                    env={
+                        **os.environ,
+                        "SESSIONTOOL_STATE_DIR": str(state),
+                        "SESSIONTOOL_LOCK_TIMEOUT": "2",
+                        **(GATEWAY_ENV if served else {}),
+                    },
+                    timeout=120,
+                )
+            finally:
+                _reap(state)
+    except Exception as exc:  # noqa: BLE001 - the hostile gateway's own failure, reported
+        if proc is None:
+            raise
+        problems.append(f"the scripted gateway failed: {type(exc).__name__}: {exc}")
+    wall = time.monotonic() - started
+    err = proc.stderr.decode("utf-8", "replace")
+    if served and RAW_ON_A_TERMINAL & set(err):
+        problems.append(f"raw controls on stderr: {sorted(RAW_ON_A_TERMINAL & set(err))}")
+    if served and wall > GATEWAY_WALL_S:
+        problems.append(f"took {wall:.0f}s against a hostile gateway")
     if proc.returncode not in DOCUMENTED:
         problems.append(f"exit {proc.returncode}")
     if "Traceback" in err or "internal error" in err:

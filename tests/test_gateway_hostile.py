@@ -27,67 +27,26 @@ from sessiontool.openclaw import wsconnection
 
 from .conftest import note_output
 from .fakes.rawgateway import (
+    KEY,
     OP_CLOSE,
     OP_CONT,
     OP_PING,
     OP_TEXT,
+    Answer,
     Peer,
     close_payload,
+    gateway,
     head,
+    history,
+    listed,
     nested,
+    raw_answer,
+    row,
     serving,
     sframe,
 )
 
 TOKEN = "s3cret-H0stile"
-KEY = "agent:main:main"
-Answer = Callable[[Peer, dict[str, Any]], None]
-
-
-def row(key: str = KEY, **more: Any) -> dict[str, Any]:
-    return {"key": key, "agentId": "main", "sessionId": "s1", "updatedAt": 1_795_000_000_000} | more
-
-
-def listed(*rows: dict[str, Any]) -> dict[str, Any]:
-    return {"count": len(rows), "sessions": list(rows)}
-
-
-def history(*messages: dict[str, Any]) -> dict[str, Any]:
-    return {"sessionKey": KEY, "sessionId": "s1", "messages": list(messages), "sessionInfo": row()}
-
-
-def gateway(**answers: Answer) -> Callable[[Peer], None]:
-    """A gateway script: the handshake, then each request answered by `answers[method]`
-    (`config.get` with nothing, `sessions.list` with one session, `chat.history` with one
-    message, unless the test says otherwise), until the client closes."""
-    plain: dict[str, Any] = {
-        "config.get": {},
-        "sessions.list": listed(row()),
-        "chat.history": history({"role": "user", "content": "hi", "timestamp": 1}),
-    }
-
-    def script(p: Peer) -> None:
-        p.hello()
-        while True:
-            req = p.read_request_frame()
-            method = req["method"]
-            if method in answers:
-                answers[method](p, req)
-            else:
-                p.answer(req, plain.get(method, {}))
-
-    return script
-
-
-def raw_answer(body: bytes) -> Answer:
-    """Answer with these bytes as the `res` frame's text, the request's id put in."""
-
-    def answer(p: Peer, req: dict[str, Any]) -> None:
-        p.send_raw(
-            sframe(OP_TEXT, body.replace(b'"id":"x"', b'"id":' + json.dumps(req["id"]).encode()))
-        )
-
-    return answer
 
 
 class Ran:

@@ -9,7 +9,6 @@ What the user sees of these failures (exit code, one line, no secret) is checked
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import queue
@@ -17,13 +16,14 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sessiontool.openclaw import tls, wsconnection
+from sessiontool.openclaw import tls, websocket, wsconnection
 from sessiontool.openclaw.websocket import (
     ConnectionClosed,
     HandshakeError,
@@ -34,95 +34,12 @@ from sessiontool.openclaw.websocket import (
 
 from .conftest import run_cli
 from .fakes import gateway as fake
+from .fakes.rawgateway import Peer, close_payload, sframe
 from .runhelpers import MODULES_PROBE
 
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TOKEN = "s3cret-WS-t0ken"
 
 # -- a raw server: one scripted connection per accept, in a thread -----------------------------
-
-
-class Peer:
-    """The server's end of one connection: the upgrade request it read, frames both ways."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.buf = b""
-        self.request = ""
-        conn.settimeout(20)
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            data = self.conn.recv(65536)
-            if not data:
-                raise EOFError(f"client closed with {len(self.buf)} of {n} bytes read")
-            self.buf += data
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def read_request(self) -> str:
-        while b"\r\n\r\n" not in self.buf:
-            data = self.conn.recv(65536)
-            if not data:
-                raise EOFError("no upgrade request")
-            self.buf += data
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        self.request = head.decode()
-        return self.request
-
-    def header(self, name: str) -> str | None:
-        for line in self.request.split("\r\n")[1:]:
-            k, _, v = line.partition(":")
-            if k.strip().lower() == name.lower():
-                return v.strip()
-        return None
-
-    def upgrade(self, status: str = "101 Switching Protocols", accept: str | None = None) -> None:
-        """Read the request, answer it (a right Sec-WebSocket-Accept unless `accept`)."""
-        self.read_request()
-        key = self.header("Sec-WebSocket-Key") or ""
-        right = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
-        self.send_raw(
-            f"HTTP/1.1 {status}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Accept: {right if accept is None else accept}\r\n\r\n".encode()
-        )
-
-    def send_raw(self, data: bytes) -> None:
-        self.conn.sendall(data)
-
-    def read_frame(self) -> tuple[int, bool, bytes]:
-        """A client frame (opcode, fin, unmasked payload); a client frame must be masked."""
-        b0, b1 = self._read(2)
-        assert b1 & 0x80, "a client frame without the mask bit"
-        n = b1 & 0x7F
-        if n == 126:
-            n = struct.unpack("!H", self._read(2))[0]
-        elif n == 127:
-            n = struct.unpack("!Q", self._read(8))[0]
-        key = self._read(4)
-        data = bytes(c ^ key[i % 4] for i, c in enumerate(self._read(n)))
-        return b0 & 0x0F, bool(b0 & 0x80), data
-
-
-def sframe(op: int, payload: bytes, fin: bool = True, rsv: int = 0, mask: bool = False) -> bytes:
-    """A server frame, unmasked unless `mask` (a protocol error from a server)."""
-    n = len(payload)
-    head = bytes([(0x80 if fin else 0) | rsv | op])
-    m = 0x80 if mask else 0
-    if n < 126:
-        head += bytes([m | n])
-    elif n < 65536:
-        head += bytes([m | 126]) + struct.pack("!H", n)
-    else:
-        head += bytes([m | 127]) + struct.pack("!Q", n)
-    if mask:
-        key = b"\x01\x02\x03\x04"
-        return head + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
-    return head + payload
-
-
-def close_payload(code: int, reason: str = "") -> bytes:
-    return struct.pack("!H", code) + reason.encode()
 
 
 @pytest.fixture
@@ -393,6 +310,56 @@ def test_a_protocol_error_of_the_server_closes_with_its_code(
         ws.recv(timeout=10)
     op, _, payload = got.get(timeout=10)
     assert (op, payload[:2]) == (0x8, struct.pack("!H", code))
+
+
+def test_a_ping_flood_cannot_hold_recv_past_its_deadline(raw: Any) -> None:
+    """Each ping is answered, but a stream of them is no message: recv gives up at its own
+    deadline, not when the pings stop (issue 37, item 10)."""
+    stop = threading.Event()
+
+    def script(p: Peer) -> None:
+        p.upgrade()
+
+        def drain() -> None:
+            try:
+                while True:
+                    p.read_frame()
+            except (EOFError, OSError):
+                stop.set()
+
+        t = threading.Thread(target=drain, daemon=True)
+        t.start()
+        try:
+            while not stop.is_set():
+                p.send_raw(sframe(0x9, b"p") * 200)
+        except OSError:
+            pass
+        t.join(20)
+
+    ws = connect(f"ws://127.0.0.1:{raw(script)}")
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        ws.recv(timeout=0.5)
+    assert time.monotonic() - start < 3
+    ws.close(timeout=0.2)
+    assert ws.closed is not None
+
+
+def test_empty_continuation_frames_count_against_the_message(raw: Any) -> None:
+    """An empty frame costs its header and one of MAX_FRAMES frames: a message of them ends
+    at once with 1009, whatever the size limit (issue 37, item 9)."""
+    got: queue.Queue[tuple[int, bool, bytes]] = queue.Queue()
+
+    def script(p: Peer) -> None:
+        p.upgrade()
+        p.send_raw(sframe(0x1, b"{", fin=False) + sframe(0x0, b"", fin=False) * 5000)
+        got.put(p.read_frame())
+
+    ws = connect(f"ws://127.0.0.1:{raw(script)}")
+    with pytest.raises(PayloadTooBig, match=f"in more than {websocket.MAX_FRAMES} frames"):
+        ws.recv(timeout=10)
+    op, _, payload = got.get(timeout=10)
+    assert (op, payload[:2]) == (0x8, struct.pack("!H", 1009))
 
 
 @pytest.mark.parametrize(

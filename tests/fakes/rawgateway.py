@@ -222,3 +222,194 @@ def serving(script: Callable[[Peer], None]) -> Iterator[int]:
         assert not t.is_alive(), "the raw gateway's thread did not end"
     if errors:
         raise errors[0]
+
+
+# -- a gateway's answers, hostile where a test (or the fuzz) says ------------------------------
+
+KEY = "agent:main:main"
+Answer = Callable[[Peer, dict[str, Any]], None]
+
+
+KEY = "agent:main:main"
+
+
+def row(key: str = KEY, **more: Any) -> dict[str, Any]:
+    return {"key": key, "agentId": "main", "sessionId": "s1", "updatedAt": 1_795_000_000_000} | more
+
+
+def listed(*rows: dict[str, Any]) -> dict[str, Any]:
+    return {"count": len(rows), "sessions": list(rows)}
+
+
+def history(*messages: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionKey": KEY, "sessionId": "s1", "messages": list(messages), "sessionInfo": row()}
+
+
+def gateway(**answers: Answer) -> Callable[[Peer], None]:
+    """A gateway script: the handshake, then each request answered by `answers[method]`
+    (`config.get` with nothing, `sessions.list` with one session, `chat.history` with one
+    message, unless the test says otherwise), until the client closes."""
+    plain: dict[str, Any] = {
+        "config.get": {},
+        "sessions.list": listed(row()),
+        "chat.history": history({"role": "user", "content": "hi", "timestamp": 1}),
+    }
+
+    def script(p: Peer) -> None:
+        p.hello()
+        while True:
+            req = p.read_request_frame()
+            method = req["method"]
+            if method in answers:
+                answers[method](p, req)
+            else:
+                p.answer(req, plain.get(method, {}))
+
+    return script
+
+
+def raw_answer(body: bytes) -> Answer:
+    """Answer with these bytes as the `res` frame's text, the request's id put in."""
+
+    def answer(p: Peer, req: dict[str, Any]) -> None:
+        p.send_raw(
+            sframe(OP_TEXT, body.replace(b'"id":"x"', b'"id":' + json.dumps(req["id"]).encode()))
+        )
+
+    return answer
+
+
+# What the fuzz draws from (tests/test_fuzz_hostile_state.py): each a way a gateway can be broken
+# or hostile, in the handshake or in the answer to one method, with junk of the fuzz's own.
+FOREIGN = "\u202egnp.exe\u202c \x9b2J \x1b[31m \x85 \u2066x\u2069 \u200f\n"
+BROKEN_FRAMES = [
+    sframe(OP_TEXT, b'{"a":1}', mask=True),
+    sframe(OP_TEXT, b"{}", rsv=0x40),
+    sframe(OP_TEXT, b'{"a":"\xff\xfe"}'),
+    bytes([0x81, 127]) + struct.pack("!Q", 1 << 63),
+    sframe(0x3, b"opcode 3"),
+    sframe(OP_CONT, b"continuing nothing"),
+    sframe(OP_PING, b"p" * 10, fin=False),
+    sframe(OP_CLOSE, b"\x03"),
+]
+
+
+def _pings_unread(p: Peer, req: dict[str, Any] | None = None) -> None:
+    batch = sframe(OP_PING, b"p" * 125) * 500
+    while True:  # until the client gives up (BrokenPipe ends the script)
+        p.send_raw(batch)
+
+
+def _empty_continuations(p: Peer, req: dict[str, Any]) -> None:
+    p.send_raw(head(OP_TEXT, 1, fin=False) + b"{")
+    batch = head(OP_CONT, 0, fin=False) * 65536
+    while True:
+        p.send_raw(batch)
+
+
+def _too_big(p: Peer, req: dict[str, Any]) -> None:
+    p.send_raw(head(OP_TEXT, 300_000_000) + b'{"type":"res","id":' + json.dumps(req["id"]).encode())
+    chunk = b"x" * (1 << 20)
+    while True:
+        p.send_raw(chunk)
+
+
+def hostile(rng: Any, junk: Callable[[Any], Any]) -> tuple[str, Callable[[Peer], None]]:
+    """A hostile gateway drawn with `rng` (junk values from `junk(rng)`): its name and its
+    script. Every one of them ends (the client closes, or the script does) within the
+    client's own deadlines, set short by the caller (OPENCLAW_HANDSHAKE_TIMEOUT_MS)."""
+    method = rng.choice(["config.get", "sessions.list", "chat.history"])
+    kind = rng.choice(
+        [
+            "broken-frame-in-handshake",
+            "broken-frame-in-answer",
+            "close-reason",
+            "pings-unread",
+            "nested",
+            "too-big",
+            "empty-continuations",
+            "error-answer",
+            "junk-payload",
+            "junk-rows",
+            "fragments-and-pings",
+        ]
+    )
+    name = f"{kind} ({method})"
+    broken = rng.choice(BROKEN_FRAMES)
+    answers: dict[str, Answer] = {}
+
+    if kind == "broken-frame-in-handshake":
+        name = "broken-frame-in-handshake"
+
+        def script(p: Peer) -> None:
+            p.upgrade()
+            p.send_raw(broken)
+            p.until_closed()
+
+        return name, script
+    if kind == "close-reason":
+        name = "close-reason"
+        reason = f"{rng.choice(['unauthorized: ', 'pairing required ', ''])}{FOREIGN}"
+        code = rng.choice([1008, 1002, 4000, 1011])
+
+        def closes(p: Peer) -> None:
+            p.challenge()
+            p.read_request_frame()
+            text = reason.encode()[:123].decode("utf-8", "ignore")
+            p.send_raw(sframe(OP_CLOSE, close_payload(code, text)))
+            p.until_closed()
+
+        return name, closes
+    if kind == "pings-unread":
+        name = "pings-unread"
+
+        def floods(p: Peer) -> None:
+            p.upgrade()
+            _pings_unread(p)
+
+        return name, floods
+    if kind == "broken-frame-in-answer":
+
+        def breaks(p: Peer, req: dict[str, Any]) -> None:
+            p.send_raw(broken)
+            p.until_closed()
+
+        answers[method] = breaks
+    elif kind == "nested":
+        depth = rng.choice([100_000, 990, 150])
+        answers[method] = raw_answer(nested(depth))
+    elif kind == "too-big":
+        answers[method] = _too_big
+    elif kind == "empty-continuations":
+        answers[method] = _empty_continuations
+    elif kind == "error-answer":
+        error = rng.choice([{"code": junk(rng), "message": f"no {FOREIGN}"}, junk(rng)])
+        answers[method] = lambda p, req: p.send_json(
+            {"type": "res", "id": req["id"], "ok": False, "error": error}
+        )
+    elif kind == "junk-payload":
+        payload = junk(rng)
+        answers[method] = lambda p, req: p.send_json(
+            {"type": "res", "id": req["id"], "ok": True, "payload": payload}
+        )
+    elif kind == "junk-rows":
+        field = rng.choice(["key", "agentId", "sessionId", "updatedAt", "label", "model", "origin"])
+        bad_row = row(label=f"lab{FOREIGN}") | {field: junk(rng)}
+        bad_msg = {rng.choice(["role", "content", "timestamp", "usage", "__openclaw"]): junk(rng)}
+        message = {"role": "assistant", "content": FOREIGN, "timestamp": 1, "model": FOREIGN}
+        answers["sessions.list"] = lambda p, req: p.answer(req, listed(bad_row, row()))
+        answers["chat.history"] = lambda p, req: p.answer(req, history(message | bad_msg))
+    else:  # fragments-and-pings: a good answer in pieces, pings between them
+
+        def pieces(p: Peer, req: dict[str, Any]) -> None:
+            plain = listed(row()) if req["method"] == "sessions.list" else {}
+            text = json.dumps({"type": "res", "id": req["id"], "ok": True, "payload": plain})
+            cut = len(text) // 2
+            p.send_raw(
+                sframe(OP_TEXT, text[:cut].encode(), fin=False)
+                + sframe(OP_PING, b"ping")
+                + sframe(OP_CONT, text[cut:].encode())
+            )
+
+        answers[method] = pieces
+    return name, gateway(**answers)
