@@ -98,6 +98,16 @@ def unwrap_help(cmd: Any) -> None:
         seen.extend(getattr(c, "commands", {}).values())
 
 
+def add_examples_for_help(cmd: Any, args: list[str]) -> None:
+    """A command's help ends with its examples (cli/examples.py), read only when help is asked
+    for: a run or a completion loads neither the table nor rich for it."""
+    if os.environ.get(COMPLETE_VAR) or not ("--help" in args or "-h" in args):
+        return
+    from sessiontool.cli.examples import add_examples
+
+    add_examples(cmd)
+
+
 def refuse_repeated_options() -> None:
     """An option that takes one value, given twice (`runs --kind send --kind spawn`), is a
     usage error: Click would keep the last one silently, hiding the mistake. Options that take
@@ -160,6 +170,7 @@ def main(argv: list[str] | None = None, *, fast_exit: bool | None = None) -> Non
         register_for(command_name(args))
     cmd = typer.main.get_command(app)
     unwrap_help(cmd)
+    add_examples_for_help(cmd, args)
     refuse_repeated_options()
     code: int
     try:
