@@ -22,6 +22,7 @@ and changes nothing, so it is the probe; operator.write is enough for both tools
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import SessiontoolError
@@ -33,8 +34,21 @@ SPAWN, SEND = "sessions_spawn", "sessions_send"
 ALLOW_LINE = 'gateway: { tools: { allow: ["sessions_spawn", "sessions_send"] } }'
 CALL_TIMEOUT_S = 60.0
 
-# Per gateway (its URL) and tool, for this process: True allowed, False not.
-_known: dict[tuple[str, str], bool] = {}
+# Per gateway (its URL) and tool: True allowed, False not, with when it was learnt. Kept for
+# KNOWN_FOR_S only, so a long-lived process (the `mcp` server) sees a changed gateway config.
+_known: dict[tuple[str, str], tuple[bool, float]] = {}
+KNOWN_FOR_S = 60.0
+
+
+def _learn(url: str, name: str, answer: bool) -> None:
+    _known[(url, name)] = (answer, time.monotonic())
+
+
+def _recall(url: str, name: str) -> bool | None:
+    got = _known.get((url, name))
+    if got is None or time.monotonic() - got[1] > KNOWN_FOR_S:
+        return None
+    return got[0]
 
 
 class ToolRefused(SessiontoolError):
@@ -80,20 +94,20 @@ def invoke(
         data = gateway.call(paths, "tools.invoke", params, timeout_s=timeout_s)
     except SessiontoolError as exc:
         if _unavailable(exc):
-            _known[(url, name)] = False
+            _learn(url, name, False)
             return None
         raise
     if data.get("ok") is True:
-        _known[(url, name)] = True
+        _learn(url, name, True)
         output = data.get("output")
         details = output.get("details") if isinstance(output, dict) else None
         return details if isinstance(details, dict) else {}
     raw = data.get("error")
     err: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if err.get("code") == "not_found":
-        _known[(url, name)] = False
+        _learn(url, name, False)
         return None
-    _known[(url, name)] = True
+    _learn(url, name, True)
     message = err.get("message") if isinstance(err.get("message"), str) else "failed"
     raise ToolRefused(
         f"OpenClaw's {name} (tools.invoke): {message}",
@@ -102,17 +116,20 @@ def invoke(
 
 
 def allowed(paths: StatePaths, name: str, session_key: str) -> bool:
-    """Whether this gateway runs OpenClaw's tool `name` for sessiontool: asked once per process
-    and gateway with an argument-less call, which the tool refuses before doing anything."""
+    """Whether this gateway runs OpenClaw's tool `name` for sessiontool: asked with an
+    argument-less call, which the tool refuses before doing anything, once per process and
+    gateway (a long-lived process asks again after KNOWN_FOR_S)."""
     url = _gateway_url(paths)
-    if (url, name) not in _known:
-        try:
-            invoke(paths, name, session_key, {})
-        except ToolRefused:
-            pass  # it ran (and wanted its arguments): allowed
-        except SessiontoolError:
-            return False  # not reachable or refused: the caller's own call says why
-    return _known.get((url, name), False)
+    known = _recall(url, name)
+    if known is not None:
+        return known
+    try:
+        invoke(paths, name, session_key, {})
+    except ToolRefused:
+        pass  # it ran (and wanted its arguments): allowed
+    except SessiontoolError:
+        return False  # not reachable or refused: the caller's own call says why
+    return bool(_recall(url, name))
 
 
 def doctor_line(paths: StatePaths, info: dict[str, Any]) -> str | None:
