@@ -85,7 +85,7 @@ def test_an_answer_is_asked_again_after_a_while(
 ) -> None:
     script, calls, paths = answers
     now = [1000.0]
-    monkeypatch.setattr(own_tools.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("sessiontool.openclaw.own_tools.time.monotonic", lambda: now[0])
     script.append(NOT_FOUND)
     assert not own_tools.allowed(paths, "sessions_send", "main")
     now[0] += own_tools.KNOWN_FOR_S + 1  # the operator added gateway.tools.allow meanwhile
