@@ -252,3 +252,27 @@ def test_color_follows_the_choice_and_no_color(
     monkeypatch.delenv("NO_COLOR")
     assert make(ctx, Options(), colored=False).no_color is True
     assert "NO_COLOR" not in os.environ
+
+
+def test_an_unreadable_store_is_said_in_the_footer_and_the_panes_stay(
+    fixture_state: Path,
+) -> None:
+    app = make_app(fixture_state)
+    path = fixture_state / "agents" / "main" / "sessions" / "sessions.json"
+    good = path.read_text()
+
+    def status() -> str:
+        return str(app.query_one("#status").render())
+
+    async def script(pilot: Pilot[int]) -> None:
+        await until(pilot, lambda: keys_of(app, "sessions"))
+        shown = keys_of(app, "sessions")
+        path.write_text("{ not json")
+        await until(pilot, lambda: "error:" in status(), 5.0)
+        assert keys_of(app, "sessions") == shown  # what it showed stays
+        path.write_text(good)
+        await until(pilot, lambda: "error:" not in status(), 5.0)
+        assert keys_of(app, "sessions") == shown
+        await pilot.press("q")
+
+    assert drive(app, script) == 0

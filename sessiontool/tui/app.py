@@ -86,7 +86,7 @@ class TopApp(App[int]):
         self.rss: dict[str, int | None] = {}
         self.cost: model.Cost | None = None
         self.cost_at = 0.0
-        self.cost_due = True
+        self.cost_due = False  # after the first listing: the two would race for the gateway
         self.gateway = "…"
         self.gateway_at = 0.0
         self.ticks = 0
@@ -113,11 +113,10 @@ class TopApp(App[int]):
         self.table("runs").add_columns(*rows.RUN_COLUMNS)
         self.table("deliveries").add_columns(*rows.DELIVERY_COLUMNS)
         self.table("sessions").focus()
-        self.agents = model.agent_ids(self.ctx, self.opts)
         if _remote(self.ctx):
             self.sub = Subscription(self.ctx.paths)
             self.sub.start()
-        self.serial = model.through_gateway(self.ctx, self.agents)
+        self.serial = self.sub is not None or model.through_gateway(self.ctx)
         self.tick()
         self.set_interval(TICK_S, self.tick)
 
@@ -159,13 +158,17 @@ class TopApp(App[int]):
 
     def apply(self, snap: model.Snapshot | BaseException) -> None:
         self.reading = False
-        if isinstance(snap, BaseException):
-            self.snap.error = getattr(snap, "message", str(snap))
+        if isinstance(snap, BaseException) or snap.error:
+            # A listing that failed (a store torn mid-write, a gateway gone): the panes keep what
+            # they showed, the footer says why; the next change is read again.
+            if isinstance(snap, BaseException) and not isinstance(snap, SessiontoolError):
+                raise snap
+            self.snap.error = snap.message if isinstance(snap, SessiontoolError) else snap.error
             self.draw_status()
             return
         self.snap = snap
         self.cost_due = True
-        self.agents = model.agent_ids(self.ctx, self.opts)
+        self.agents = snap.agents
         self.draw_sessions()
         self.draw_runs()
         self.draw_deliveries()

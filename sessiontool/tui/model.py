@@ -31,6 +31,7 @@ class Snapshot:
     runs: list[dict[str, Any]] = field(default_factory=list)
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)  # whose stores the marker watches
     error: str | None = None  # a listing that failed: shown in the footer, the rest still drawn
 
 
@@ -50,7 +51,8 @@ def read_snapshot(ctx: Context, opts: Options) -> Snapshot:
     snap = Snapshot()
     try:
         snap.sessions = list_sessions(ctx, limit=None, all_agents=opts.all_agents)["sessions"]
-        snap.formats = sorted({detect(ctx.paths, a).format for a in agent_ids(ctx, opts)})
+        snap.agents = agent_ids(ctx, opts)
+        snap.formats = sorted({detect(ctx.paths, a).format for a in snap.agents})
         snap.runs = runs_in_order(list_runs(ctx)["runs"])
         if ctx.requester.is_operator:
             snap.deliveries = list(reversed(read_deliveries(ctx.paths)))[:DELIVERIES_SHOWN]
@@ -59,11 +61,12 @@ def read_snapshot(ctx: Context, opts: Options) -> Snapshot:
     return snap
 
 
-def through_gateway(ctx: Context, agents: list[str]) -> bool:
-    """Whether a store `top` shows is written (or read) through OpenClaw's gateway."""
-    from sessiontool.state.detect import detect
+def through_gateway(ctx: Context) -> bool:
+    """Whether a store on this disk is written through OpenClaw's gateway (its SQLite one);
+    asked of the disk alone, so that it costs no call to the gateway."""
+    from sessiontool.state.detect import detect, local_agent_ids
 
-    return any(detect(ctx.paths, a).gateway_written for a in agents)
+    return any(detect(ctx.paths, a).gateway_written for a in local_agent_ids(ctx.paths))
 
 
 def runs_in_order(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
