@@ -7,6 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from sessiontool.sessions.listing import OPENCLAW_ROW_FIELDS
+
 from .conftest import run_cli, run_json
 from .test_openclaw_sqlite import LIMIT_KEYS, MAIN_DB, copy_oc, tree_digest
 
@@ -26,7 +28,7 @@ def test_export_reads_back_the_same_and_reruns_add_only_changes(tmp_path: Path) 
             assert row.pop("transcriptPath").endswith(row["sessionId"] + ".jsonl")
         for row in a["sessions"]:  # shown for OpenClaw's SQLite store only (docs/openclaw.md)
             assert row.pop("agentId") in ("main", "ops")
-            for name in ("inputTokens", "outputTokens", "modelProvider", "status", "spawnedBy"):
+            for name in OPENCLAW_ROW_FIELDS:
                 row.pop(name, None)
         assert a == b
     for key in LIMIT_KEYS + ("agent:ops:telegram:group:-100555",):

@@ -155,6 +155,7 @@ def test_a_malformed_page_is_exit_5_never_an_internal_error(tmp_path: Path) -> N
 
 
 def test_list_json_shows_the_fields_openclaws_own_rows_carry(tmp_path: Path) -> None:
+    from sessiontool.sessions.listing import OPENCLAW_ROW_FIELDS
     from tests.test_openclaw_sqlite import CLI_EXPECTED
 
     state = copy_oc(tmp_path / "state")
@@ -165,7 +166,7 @@ def test_list_json_shows_the_fields_openclaws_own_rows_carry(tmp_path: Path) -> 
     shown = 0
     for row, theirs in zip(got["sessions"], real, strict=True):
         assert row["agentId"] == theirs["agentId"]
-        for name in ("inputTokens", "outputTokens", "modelProvider", "status", "spawnedBy"):
+        for name in OPENCLAW_ROW_FIELDS:  # lineage too: parentSessionKey, spawnDepth
             if name in row or name in theirs:
                 # Where OpenClaw's CLI fills a field from the agent's defaults (a reset entry
                 # has no model), the row leaves it out rather than guess (README).
@@ -177,6 +178,7 @@ def test_list_json_shows_the_fields_openclaws_own_rows_carry(tmp_path: Path) -> 
     assert shown >= 12 * 3
     sub = [r for r in got["sessions"] if r.get("spawnedBy")]
     assert [r["spawnedBy"] for r in sub] == ["agent:main:main"]
+    assert [(r["parentSessionKey"], r["spawnDepth"]) for r in sub] == [("agent:main:main", 1)]
 
 
 def test_export_keeps_openclaws_participants(tmp_path: Path) -> None:
