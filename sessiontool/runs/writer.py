@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 Entry = dict[str, Any]
 
 
-
 class SessionWriter(Protocol):
     """What a write command, the run worker and the follow-up steps ask of a store."""
 
