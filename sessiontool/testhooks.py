@@ -7,7 +7,9 @@ Points: `store-locked` (store.update_store, holding the store lock, before the w
 written, the agent not started), `after-runner` (the agent is done, nothing recorded),
 `index-write` (inside the final store update, holding the store lock), `deliver` (a delivery
 recorded as started, before its command), `cleanup` (a spawn's cleanup step), `run-created`
-(`send`: the run recorded, its worker not yet started). The run points
+(`send`: the run recorded, its worker not yet started), `index-part` (an index catch-up,
+after each file it read and the commit of a part when one was due), `index-commit` (between a part's commit
+and taking the index's write lock again). The run points
 also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes
 `sessiontool test pause: <point> pid=<pid>` to stderr (a worker's stderr is its run log), so
 the test knows where it is, then sleeps."""

@@ -236,3 +236,30 @@ def test_counts_json_reads_but_no_integer_holds_count_as_zero(state: Path) -> No
     assert total["turns"] == 4 + 4 and total["output"] == (10 + 11 + 12 + 13) + 4 * 5
     assert total["input"] == 100 + 101 + 102 + 103  # the four counts read as 0
     assert _cli(state, "search", "big")["count"] == 4
+
+
+def test_first_builds_at_once_share_the_work_and_agree(tmp_path: Path) -> None:
+    """Several commands building the same index at once, each committing after every file:
+    one waits for another's part, sees it written and plans again; every answer is right and
+    no turn or row is written twice."""
+    state, fresh = tmp_path / "busy", tmp_path / "fresh"
+    _make_state(state, SESSIONS)
+    shutil.copytree(state, fresh)
+    env = {**ONE_AT_A_TIME, "SESSIONTOOL_INDEX_COMMIT_BYTES": "1"}
+    # Each pauses between a commit and taking the lock again: the others get in there.
+    env["SESSIONTOOL_TEST_PAUSE"] = "index-commit:0.3"
+    procs = [_start(state, ["usage", "--by", "day", "--json"], env) for _ in range(3)]
+    query = ["search", "alpha0 OR alpha3 OR bravo", "--limit", "100", "--json"]
+    procs.append(_start(state, query, env))
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert "internal error" not in err
+    expected = _answers(fresh)
+    assert all(json.loads(out) == expected[1] for out, _ in outs[:3])
+    found = json.loads(outs[3][0])
+    for h in found["hits"]:
+        h["transcriptPath"] = Path(h["transcriptPath"]).name
+    assert found == expected[0]
+    assert _answers(state) == expected
+    assert _names(_dump(state)) == _names(_dump(fresh))

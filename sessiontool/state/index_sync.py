@@ -94,7 +94,10 @@ Progress = Callable[[int, int, int, int], None]
 # Each commit ends an FTS5 segment (merged with the others later: work a single transaction
 # would not do), so the parts are big: an interrupted build loses at most ~10 s of work.
 COMMIT_BYTES = 256 << 20
-RESTARTS = 5
+# A sync starts over when another process committed between two of its parts (that one made
+# progress, so this ends: the last to start finds everything done); the bound only guards
+# against a bug.
+RESTARTS = 1000
 
 
 class _Restart(Exception):
@@ -337,6 +340,7 @@ class CatchUp:
         c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
         c.execute("COMMIT")
         seen = c.execute("PRAGMA data_version").fetchone()[0]
+        testhooks.pause("index-commit")  # the lock is free here: another writer may take it
         try:
             c.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
