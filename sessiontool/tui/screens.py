@@ -18,7 +18,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Label, RichLog, Static
 
 from sessiontool.context import Context
-from sessiontool.errors import SessiontoolError
+from sessiontool.errors import SessiontoolError, from_os_error
 from sessiontool.tui import fmt
 
 DIALOG_CSS = """
@@ -129,6 +129,8 @@ class TranscriptScreen(Screen[None]):
                 self.post(self.add_message, msg)
         except SessiontoolError as exc:
             self.post(self.add_line, f"[{exc.message}]")
+        except OSError as exc:  # a transcript gone or unreadable while followed
+            self.post(self.add_line, f"[{from_os_error(exc).message}]")
 
     def _messages(self) -> Iterator[dict[str, Any]]:
         """As `history --follow`: the last 200 messages, then what is appended after them
