@@ -64,6 +64,7 @@ def test_top_over_the_real_gateway(live: Live, tmp_path: Path) -> None:
         p.keys("q")
         p.wait_for("AFTER-TOP")
     assert rc_file.read_text().strip() == "top-exited=0"
+    reap(live.state)  # the send's run worker
 
 
 def test_top_through_a_remote_gateway(live: Live, tmp_path: Path) -> None:
