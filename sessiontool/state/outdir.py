@@ -72,18 +72,11 @@ def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, wha
     while todo:
         rel_dir = todo.pop()
         d = out_root / rel_dir if rel_dir else out_root
-        try:
-            names = sorted(os.listdir(d))
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise from_os_error(exc, "read") from exc
-        for name in names:
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            p = d / name
-            temp = temp_file_of(name)
-            if temp is not None and (f"{rel_dir}/{temp[0]}" if rel_dir else temp[0]) in listed:
-                if not pid_alive(temp[1]) and os.path.isfile(p) and not os.path.islink(p):
+        for name in _names(d):
+            rel, p = _join(rel_dir, name), d / name
+            writer_dead = _temp_of_listed(p, rel_dir, listed)
+            if writer_dead is not None:
+                if writer_dead:
                     dead.append(p)
                 continue
             if (rel in listed or rel in subdirs) and os.path.islink(p):
@@ -100,6 +93,29 @@ def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, wha
             os.unlink(p)
         except OSError:
             pass
+
+
+def _join(rel_dir: str, name: str) -> str:
+    return f"{rel_dir}/{name}" if rel_dir else name
+
+
+def _names(d: Path) -> list[str]:
+    """The entries of `d`, sorted; none when it does not exist."""
+    try:
+        return sorted(os.listdir(d))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise from_os_error(exc, "read") from exc
+
+
+def _temp_of_listed(p: Path, rel_dir: str, listed: set[str]) -> bool | None:
+    """None when `p` is no temp file of a listed name; else whether its writer is dead (and
+    it a plain file, which may then be removed)."""
+    temp = temp_file_of(p.name)
+    if temp is None or _join(rel_dir, temp[0]) not in listed:
+        return None
+    return not pid_alive(temp[1]) and os.path.isfile(p) and not os.path.islink(p)
 
 
 def sweep_temps(d: Path, ours: Callable[[str], bool]) -> list[str]:
