@@ -163,34 +163,47 @@ def test_spawn_is_openclaws_own_sessions_spawn(allowed: Live) -> None:
     assert "Status: ok" not in json.dumps(hist["messages"])
 
 
-def test_cleanup_delete_and_run_timeout_are_openclaws(allowed: Live) -> None:
+def _full(key: str) -> str:
+    return key if key.startswith("agent:") else "agent:main:" + key
+
+
+def test_a_run_timeout_is_recorded_as_openclaw_records_it(allowed: Live) -> None:
+    """`--run-timeout` is the tool's runTimeoutSeconds: the run's end in sessiontool's record is
+    the one OpenClaw's row for the child says (`timeout` when the run was cut: 2026.9.6's
+    agent.wait says `ok` for it; a run whose exec returned early is `done`/`ok` in both)."""
     proc = st(
         allowed.env,
         allowed.state,
         "--json",
         "spawn",
-        'TOOL[exec]{"command":"sleep 30"}',
+        'TOOL[exec]{"command":"sleep 30","yieldMs":60000}',
         "--run-timeout",
         "3",
-        "--cleanup",
-        "delete",
+        "--label",
+        "slow",
     )
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout)["runId"]
-    proc = st(allowed.env, allowed.state, "--json", "wait", run_id, "--timeout", "300")
-    assert proc.returncode == 1, proc.stdout
-    out = json.loads(proc.stdout)
-    assert out["runStatus"] == "timeout" and "--run-timeout" in out["error"]
+    st(allowed.env, allowed.state, "--json", "wait", run_id, "--timeout", "300")
     rec = until_done(allowed, run_id)
-    key = (
-        rec["sessionKey"]
-        if rec["sessionKey"].startswith("agent:")
-        else "agent:main:" + rec["sessionKey"]
-    )
+    row = rows(allowed)[_full(rec["sessionKey"])]
+    assert (rec["status"], row["status"]) in (("timeout", "timeout"), ("ok", "done")), (rec, row)
+    if rec["status"] == "timeout":
+        assert "--run-timeout" in rec["error"]
+
+
+def test_cleanup_delete_is_openclaws(allowed: Live) -> None:
+    proc = st(allowed.env, allowed.state, "--json", "spawn", "brief job", "--cleanup", "delete")
+    assert proc.returncode == 0, proc.stderr
+    rec = until_done(allowed, json.loads(proc.stdout)["runId"])
+    assert rec["status"] == "ok", rec
+    key = _full(rec["sessionKey"])
     deadline = time.monotonic() + 120
     while key in rows(allowed) and time.monotonic() < deadline:  # OpenClaw archives it
         time.sleep(2)
     assert key not in rows(allowed)
+    # The archive is OpenClaw's (its cleanup argument): test_gateway_own_tools.py checks that
+    # sessiontool sends no sessions.delete of its own.
 
 
 def test_send_as_is_openclaws_own_sessions_send(allowed: Live) -> None:
