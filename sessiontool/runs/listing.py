@@ -10,6 +10,7 @@ from sessiontool.errors import UsageError
 from sessiontool.runs import records, schema
 from sessiontool.runs.reconcile import reconcile
 from sessiontool.runs.submit import run_view, visible_run
+from sessiontool.structs import Value
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
@@ -27,18 +28,30 @@ def parse_kinds(values: list[str]) -> set[str]:
     return kinds
 
 
-def list_runs(
-    ctx: Context,
-    *,
-    status: str | None = None,
-    session: str | None = None,
-    kinds: set[str] | None = None,
-    steps: bool = False,
-    limit: int | None = None,
-) -> dict[str, Any]:
+class RunQuery(Value):
+    """Which runs `list_runs` gives: of a `status`, in a `session`, of `kinds`, with their
+    `steps`, at most `limit` of them (each None or empty: any)."""
+
+    __slots__ = ("status", "session", "kinds", "steps", "limit")
+
+    def __init__(
+        self,
+        status: str | None = None,
+        session: str | None = None,
+        kinds: set[str] | None = None,
+        steps: bool = False,
+        limit: int | None = None,
+    ) -> None:
+        self.status, self.session, self.kinds = status, session, kinds
+        self.steps, self.limit = steps, limit
+
+
+def list_runs(ctx: Context, query: RunQuery | None = None) -> dict[str, Any]:
     """Runs newest first, at most `limit` of them. Steps are internal (one `--as` send is a
     run and two steps): shown only with `steps` (each right after its run) or when `kinds`
     names them."""
+    q = query or RunQuery()
+    status, session, kinds, steps, limit = q.status, q.session, q.kinds, q.steps, q.limit
     if status and status not in schema.FINISHED_STATUSES | schema.ACTIVE_STATUSES:
         valid = ", ".join(sorted(schema.FINISHED_STATUSES | schema.ACTIVE_STATUSES))
         raise UsageError(f"unknown status {status!r} (valid: {valid})")

@@ -396,7 +396,7 @@ def runs_cmd(
     from sessiontool.cli import columns
     from sessiontool.cli.commands.read import parse_limit
     from sessiontool.runs.control import show_run
-    from sessiontool.runs.listing import list_runs, parse_kinds
+    from sessiontool.runs.listing import RunQuery, list_runs, parse_kinds
 
     n = parse_limit(limit)
     names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
@@ -407,7 +407,7 @@ def runs_cmd(
     if log:
         raise UsageError("--log needs a RUN_ID")
     kinds_ = parse_kinds(kinds)
-    result = list_runs(ctx, status=status, session=session, kinds=kinds_, steps=steps, limit=n)
+    result = list_runs(ctx, RunQuery(status, session, kinds_, steps, n))
     if want_json(json_):
         render.emit_json(result)
     elif quiet:

@@ -94,16 +94,15 @@ def make_usage(
     cache_read: int = 0,
     cache_write: int = 0,
     cost: Mapping[str, Any] | float | None = None,
-    total: int | None = None,
 ) -> dict[str, Any]:
     """OpenClaw's usage object, every field present. `totalTokens` counts cache reads and
-    writes too, as OpenClaw does, unless the caller knows better (`total`)."""
+    writes too, as OpenClaw does (a caller that was told the total sets it after)."""
     return {
         "input": input,
         "output": output,
         "cacheRead": cache_read,
         "cacheWrite": cache_write,
-        "totalTokens": total if total is not None else input + output + cache_read + cache_write,
+        "totalTokens": input + output + cache_read + cache_write,
         "cost": make_cost(cost),
     }
 
@@ -131,14 +130,16 @@ def usage_from(raw: Any, cost: Any = None) -> dict[str, Any] | None:
         cost = raw.get("cost")
     if "input" in raw or "output" in raw:
         reported = _num(raw.get("totalTokens"))
-        return make_usage(
+        usage = make_usage(
             _int(raw.get("input")),
             _int(raw.get("output")),
             _int(raw.get("cacheRead")),
             _int(raw.get("cacheWrite")),
             cost=cost,
-            total=int(reported) if reported is not None else None,
         )
+        if reported is not None:
+            usage["totalTokens"] = int(reported)
+        return usage
     if "prompt_tokens" in raw or "completion_tokens" in raw:
         details = raw.get("prompt_tokens_details")
         cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
