@@ -5,6 +5,7 @@ a bridge started again (the README's @reboot line) forwards nothing twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -18,6 +19,7 @@ import pytest
 from sessiontool.flow.delivery import deliver
 from sessiontool.state.config import Config
 from sessiontool.state.paths import StatePaths
+from tests.conftest import run_cli
 from tests.test_delivery import (
     DM_KEY,
     _first_line_while_appending,
@@ -116,3 +118,37 @@ def test_a_script_following_gets_only_new_records(state: Path) -> None:
     finally:
         _stop(proc)
     assert '"runId":"new-' in line.replace(" ", ""), line
+
+
+def test_lines_chooses_how_many_come_first_piped_or_not(state: Path) -> None:
+    """`-n N` as tail's: the last N records (listed, or first when following, even piped), `-n 0`
+    only the new ones at a terminal too."""
+    for i in range(6):
+        _deliver(state, f"old-{i:02d}")
+    listed = run_cli("deliveries", "-n", "2")
+    assert listed.returncode == 0, listed.stderr
+    assert [ln.split("\t")[-1] for ln in listed.stdout.splitlines()] == [
+        "reply old-04",
+        "reply old-05",
+    ]
+    proc = _start_follower("--json", "-n", "3")
+    try:
+        assert proc.stdout is not None
+        got = [json.loads(proc.stdout.readline())["runId"] for _ in range(3)]
+        assert got == ["old-03", "old-04", "old-05"]
+        _deliver(state, "new-0")
+        assert json.loads(proc.stdout.readline())["runId"] == "new-0"
+    finally:
+        _stop(proc)
+    term = Terminal("-n", "0")
+    try:
+        time.sleep(1.0)  # time to print a backlog, were there one
+        _deliver(state, "new-1")
+        (line,) = term.lines(1)
+        assert line.endswith(": reply new-1"), line
+    finally:
+        term.close()
+    bad = run_cli("deliveries", "-n", "-1")
+    assert bad.returncode == 2 and "-1" in bad.stderr
+    retry = run_cli("deliveries", "retry", "-n", "2")
+    assert retry.returncode == 2 and "--lines" in retry.stderr

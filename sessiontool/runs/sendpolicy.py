@@ -69,7 +69,6 @@ def set_send_policy(
     label: str | None,
     action: str,
     *,
-    command: str = "policy",
     create: bool = True,
 ) -> dict[str, Any]:
     """Set (`allow|on`, `deny|off`) or clear (`inherit`) a session's override and return
@@ -77,11 +76,10 @@ def set_send_policy(
 
     A key without an entry gets one (a new UUID v4 sessionId, no transcript yet), as OpenClaw's
     sessions.patch does; clearing an override of a session that has no entry changes nothing.
-    `updatedAt` moves forward, never back, like OpenClaw's patch. `command` names the caller in
-    the operator-only refusal (`policy`, or `send` for its `/send` message). With
-    `create=False` a key that has no entry is not found (exit 3), except the agent's main
+    `updatedAt` moves forward, never back, like OpenClaw's patch. Operators only (`send`'s
+    `/send` message reaches here only for an operator). With `create=False` a key that has no entry is not found (exit 3), except the agent's main
     session, which always exists in OpenClaw's sense: a typo must not create a session."""
-    policy.require_operator(ctx, command)
+    policy.require_operator(ctx, "policy")
     wanted = parse_action(action)
     r = _resolve(ctx, key, label)
     if r.entry is None and wanted is not None and not create and r.key != ctx.main_key(r.agent_id):
@@ -95,7 +93,7 @@ def set_send_policy(
 
     from sessiontool.runs.writer import writer_for
 
-    writer = writer_for(ctx, [r.agent_id], command)
+    writer = writer_for(ctx, [r.agent_id], "policy")
     entry = writer.set_send_policy(ctx, r, wanted)
     # What the store holds now (the gateway's answer, or the entry written).
     out: dict[str, Any] = {

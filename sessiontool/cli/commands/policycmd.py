@@ -134,6 +134,15 @@ def deliveries_cmd(
     quiet: bool = typer.Option(
         False, "-q", "--quiet", help="retry: print only what is still not delivered (for cron)."
     ),
+    lines: int | None = typer.Option(
+        None,
+        "-n",
+        "--lines",
+        min=0,
+        metavar="N",
+        help="Only the last N records (with --follow: first, then the new ones; 0: only new). "
+        "Default: all; with --follow, the last 10 at a terminal and none piped.",
+    ),
 ) -> int:
     """Read or follow the announce outbox, or retry deliveries (operator only).
 
@@ -154,14 +163,14 @@ def deliveries_cmd(
     if words:
         if words[0] != "retry":
             raise UsageError(f"unknown deliveries action {words[0]!r} (expected: retry)")
-        if follow or since is not None:
-            raise UsageError("retry takes ids only, not --follow or --since")
+        if follow or since is not None or lines is not None:
+            raise UsageError("retry takes ids only, not --follow, --since or --lines")
         return _retry(ctx, words[1:], want_json(json_), quiet)
     _no_quiet(quiet)
     since_ms = parse_since(since) if since is not None else None
     if follow:
-        return _follow(ctx, since_ms, want_json(json_))
-    return _list(ctx, since_ms, want_json(json_))
+        return _follow(ctx, since_ms, want_json(json_), lines)
+    return _list(ctx, since_ms, want_json(json_), lines)
 
 
 def _shown(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
@@ -172,10 +181,13 @@ def _shown(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
     return {**rec, "sessionKey": ctx.display(key)} if isinstance(key, str) else rec
 
 
-def _list(ctx: Context, since_ms: int | None, as_json: bool) -> int:
+def _list(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None) -> int:
     from sessiontool.flow.delivery import read_deliveries
 
-    records = [_shown(ctx, r) for r in read_deliveries(ctx.paths, since_ms)]
+    found = read_deliveries(ctx.paths, since_ms)
+    if lines is not None:
+        found = found[len(found) - lines :] if lines else []
+    records = [_shown(ctx, r) for r in found]
     if as_json:
         render.emit_json({"count": len(records), "deliveries": records})
     elif render.is_terminal():
@@ -188,15 +200,17 @@ def _list(ctx: Context, since_ms: int | None, as_json: bool) -> int:
     return 0
 
 
-def _follow(ctx: Context, since_ms: int | None, as_json: bool) -> int:
-    """The records since `since_ms`, then each new one as it is appended. A person at a
-    terminal first sees the last FOLLOW_LAST, as `tail -f` starts (what a spawn just delivered
-    is on the screen); a script reading --json or TSV gets only the new ones (a bridge started
-    again must not forward the same records twice)."""
+def _follow(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None) -> int:
+    """The records since `since_ms` (the last `lines` of them), then each new one as it is
+    appended. Unasked, a person at a terminal first sees the last FOLLOW_LAST, as `tail -f`
+    starts (what a spawn just delivered is on the screen); a script reading --json or TSV gets
+    only the new ones (a bridge started again must not forward the same records twice)."""
     from sessiontool.flow.delivery import follow_deliveries
 
     terminal = render.is_terminal()
-    last = FOLLOW_LAST if since_ms is None and terminal and not as_json else None
+    last = lines
+    if lines is None:
+        last = FOLLOW_LAST if since_ms is None and terminal and not as_json else None
     for rec in follow_deliveries(ctx.paths, since_ms, last=last):
         rec = _shown(ctx, rec)
         if as_json:
