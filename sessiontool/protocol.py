@@ -24,6 +24,10 @@ def is_announce_skip(text: str | None) -> bool:
     return text is not None and text.strip() == ANNOUNCE_SKIP
 
 
+# An assistant message no model wrote (chat.inject's note, the spec's announce result): zero
+# usage, and no turn of any model.
+INJECTED = "injected"
+
 # The assistant message OpenClaw appends to a transcript after posting a reply to a channel.
 MIRROR_PROVIDER = "openclaw"
 MIRROR_MODEL = "delivery-mirror"

@@ -25,7 +25,8 @@ def fixture_state(state: Path) -> Path:
 
 def _assistant_usages(state: Path, since: int | None = None) -> list[dict[str, Any]]:
     """Every assistant message's usage in every transcript on disk (archived included): a
-    turn is an assistant message that carries `usage`."""
+    turn is an assistant message that carries `usage` and that a model wrote (not a note
+    injected with `stopReason: "injected"`)."""
     out = []
     for path in sorted((state / "agents").glob("*/sessions/*.jsonl*")):
         for line in path.read_text().splitlines():
@@ -34,6 +35,8 @@ def _assistant_usages(state: Path, since: int | None = None) -> list[dict[str, A
             obj = json.loads(line)
             msg = obj.get("message") if obj.get("type") == "message" else None
             if not msg or msg.get("role") != "assistant" or not isinstance(msg.get("usage"), dict):
+                continue
+            if msg.get("stopReason") == "injected":
                 continue
             if since is not None and msg["timestamp"] < since:
                 continue
@@ -219,3 +222,27 @@ def test_usage_reads_the_current_agent_like_list_and_search(fixture_state: Path)
     assert every["total"]["turns"] == mine["total"]["turns"] + research["total"]["turns"]
     rc, typo = run_json("--agent", "reserch", "usage")
     assert rc == 3 and "did you mean 'research'" in typo["error"]
+
+
+@pytest.mark.parametrize("first", ["usage", "search"])
+def test_an_injected_note_is_no_turn_of_an_unknown_model(state: Path, first: str) -> None:
+    """The Clawdbot fixture holds a note pinned by chat.inject: an assistant message with
+    `stopReason: "injected"`, zero usage and no model. No model wrote it, so `usage` counts no
+    turn for it (it was a turn of `(unknown)`), whether the index was built for usage alone or
+    for a search first."""
+    shutil.copytree(FIXTURE_STATE, state)
+    injected = [
+        line
+        for f in (state / "agents" / "main" / "sessions").glob("*.jsonl")
+        for line in f.read_text().splitlines()
+        if '"stopReason":"injected"' in line.replace(" ", "")
+    ]
+    assert injected, "the fixture holds an injected note"
+    if first == "search":
+        assert run_cli("search", "pinned").returncode == 0
+    code, out = run_json("usage", "--by", "model")
+    assert code == 0
+    assert [r["model"] for r in out["rows"]] == ["fake/fake-model"], out["rows"]
+    assert out["total"]["turns"] == out["rows"][0]["turns"]
+    hits = run_json("search", "Moderator note pinned")[1]
+    assert hits["count"] >= 1  # the note is still found: only its turn is gone

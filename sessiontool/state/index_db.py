@@ -17,7 +17,7 @@ from sessiontool.state import sqlite_conn
 from sessiontool.state.index_scan import Row
 from sessiontool.state.paths import ensure_dir
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from sessiontool.protocol import INJECTED
+
 CHUNK = 8 * 1024 * 1024
 HIT = ("\x02", "\x03")  # snippet markers: never in text we index (replaced by spaces)
 
@@ -189,7 +191,7 @@ def scan_lines(
         elif role == "assistant":
             usage = msg.get("usage")
             turn = None
-            if isinstance(usage, dict):
+            if isinstance(usage, dict) and msg.get("stopReason") != INJECTED:
                 t = msg.get("timestamp")
                 turn = _turn(msg, usage, t if type(t) is int else _ts(msg, line))
         else:
@@ -202,7 +204,8 @@ def scan_lines(
 
 
 def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> Extracted:
-    """Rows and usage of one message. A turn is an assistant message that carries `usage`."""
+    """Rows and usage of one message. A turn is an assistant message that carries `usage` and
+    that a model wrote (an injected note, with its zero usage, is none)."""
     role = msg.get("role")
     t = msg.get("timestamp")
     ts = t if type(t) is int else _ts(msg, line or {})
@@ -230,7 +233,7 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
                     if call.strip():
                         rows.append((ts, "toolCall", _clean(call)))
         usage = msg.get("usage")
-        if isinstance(usage, dict):
+        if isinstance(usage, dict) and msg.get("stopReason") != INJECTED:
             turn = _turn(msg, usage, ts)
     elif role == "toolResult":
         text = "\n".join(_texts(msg.get("content")))
