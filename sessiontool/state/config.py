@@ -20,7 +20,6 @@ from sessiontool.structs import Value
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
 OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
-RUNNER_TYPES = ("echo", "command", "openai", "llm")
 MAX_CONCURRENT_RUNS = 1024  # a waiting worker holds one open file per slot
 # Values read only by some commands or only by the worker: (key, the Config property reading it)
 CHECKED_ON_LOAD = (
@@ -544,33 +543,18 @@ def _check_own(cfg: Config) -> None:
 
 def check_runner(runner: Any, where: str, name: Callable[[str], str]) -> None:
     """Refuse (exit 2) a runner object sessiontool cannot run; `name` words a key for the
-    message (`<file>: <key>`, the file that set it)."""
+    message (`<file>: <key>`, the file that set it). The types and their checks are one table
+    (`runnertable.py`), read only when a config names a runner."""
+    from sessiontool.state.runnertable import RUNNERS, expected_types
+
     if not isinstance(runner, dict):
         raise ConfigError(f'{name(where)}: expected an object like {{"type": "echo"}}')
     rtype = runner.get("type", "echo")
-    if rtype not in RUNNER_TYPES:
+    row = RUNNERS.get(rtype) if isinstance(rtype, str) else None
+    if row is None:
         raise ConfigError(
-            f"{name(where + '.type')}: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}"
+            f"{name(where + '.type')}: expected one of {expected_types()}, got {rtype!r}"
         )
-    if rtype == "command":
-        cmd = runner.get("command")
-        if not (
-            isinstance(cmd, str)
-            and cmd.strip()
-            or isinstance(cmd, list)
-            and cmd
-            and all(isinstance(c, str) for c in cmd)
-        ):
-            raise ConfigError(f"{name(where + '.command')}: expected a non-empty array of strings")
-        for k in ("input", "output"):
-            if runner.get(k, "text") not in ("text", "json"):
-                raise ConfigError(f'{name(where + "." + k)}: expected "text" or "json"')
-    if rtype == "openai" and not isinstance(runner.get("baseUrl", ""), str):
-        raise ConfigError(f"{name(where + '.baseUrl')}: expected a URL string")
-    if rtype == "llm":
-        if not isinstance(runner.get("model", ""), str):
-            raise ConfigError(f"{name(where + '.model')}: expected a model id or alias")
-        if not isinstance(runner.get("options", {}), dict):
-            raise ConfigError(f"{name(where + '.options')}: expected an object")
-        if not isinstance(runner.get("tools", True), bool):
-            raise ConfigError(f"{name(where + '.tools')}: expected true or false")
+    check = row[2]
+    if check is not None:
+        check(runner, where, name)

@@ -16,32 +16,25 @@ from sessiontool.runs.runners.base import (
     make_usage,
     usage_from,
 )
-from sessiontool.state.config import RUNNER_TYPES  # the config checks the same names
 
 
 def get_runner(cfg: Mapping[str, Any]) -> Runner:
-    """The runner for a runner config object (`{"type": "echo"|"command"|"openai"|"llm", ...}`).
+    """The runner for a runner config object (`{"type": "echo"|"command"|"openai"|"llm", ...}`),
+    looked up in the one table of runners (`state/runnertable.py`).
 
-    The runner modules are imported here, not at module level: most commands never run an agent
+    The runner module is imported here, not at module level: most commands never run an agent
     and should not pay for urllib or subprocess set-up at start-up."""
+    import importlib
+
+    from sessiontool.state.runnertable import RUNNERS, expected_types
+
     rtype = cfg.get("type", "echo")
-    if rtype == "echo":
-        from sessiontool.runs.runners.echo import EchoRunner
-
-        return EchoRunner(cfg)
-    if rtype == "command":
-        from sessiontool.runs.runners.command import CommandRunner
-
-        return CommandRunner(cfg)
-    if rtype == "openai":
-        from sessiontool.runs.runners.openai import OpenAIRunner
-
-        return OpenAIRunner(cfg)
-    if rtype == "llm":
-        from sessiontool.runs.runners.llm import LLMRunner
-
-        return LLMRunner(cfg)
-    raise RunnerError(f"runner.type: expected one of {', '.join(RUNNER_TYPES)}, got {rtype!r}")
+    row = RUNNERS.get(rtype) if isinstance(rtype, str) else None
+    if row is None:
+        raise RunnerError(f"runner.type: expected one of {expected_types()}, got {rtype!r}")
+    module, cls, _check = row
+    runner: Runner = getattr(importlib.import_module(module), cls)(cfg)
+    return runner
 
 
 __all__ = [

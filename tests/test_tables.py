@@ -1,0 +1,44 @@
+"""What grows is one table (issue 36 item 3, pre-commit's `all_languages.py`): a new runner,
+`history` format or OpenClaw schema is one row plus its module. Each test adds a fake one
+through its table alone (patched in-process) and sees every consumer of the table take it."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessiontool.errors import ConfigError
+from sessiontool.runs.runners import RunnerError, get_runner
+from sessiontool.state import runnertable
+from sessiontool.state.config import check_runner
+
+
+@pytest.fixture
+def shout_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes import shout_runner
+
+    row = ("tests.fakes.shout_runner", "ShoutRunner", shout_runner.check)
+    monkeypatch.setitem(runnertable.RUNNERS, "shout", row)
+
+
+def test_a_new_runner_is_one_row_plus_its_module(shout_row: None) -> None:
+    runner = get_runner({"type": "shout", "volume": 3})
+    result = runner.run({"message": "hi"}, env={}, on_agent_pid=print, deadline=None)
+    assert (result.reply, result.model) == ("HI!!!", "shout")
+    # The config check reads the same row: the type is known, its own check runs.
+    check_runner({"type": "shout"}, "agents.defaults.runner", str)
+    with pytest.raises(ConfigError, match=r"agents\.defaults\.runner\.volume: expected a whole"):
+        check_runner({"type": "shout", "volume": "loud"}, "agents.defaults.runner", str)
+
+
+def test_an_unknown_runner_names_every_row(shout_row: None) -> None:
+    with pytest.raises(RunnerError, match="expected one of echo, command, openai, llm, shout"):
+        get_runner({"type": "whisper"})
+    with pytest.raises(ConfigError, match="expected one of echo, command, openai, llm, shout"):
+        check_runner({"type": "whisper"}, "agents.defaults.runner", str)
+
+
+def test_every_row_names_a_class_that_loads() -> None:
+    import importlib
+
+    for name, (module, cls, _check) in runnertable.RUNNERS.items():
+        assert callable(getattr(importlib.import_module(module), cls)), name
