@@ -35,17 +35,66 @@ class Requester(Value):
         return self.session_key is not None and keys.is_subagent(self.session_key)
 
 
+class Options(Value):
+    """The global options that change where and how a command works, parsed once from the
+    command line and never changed: `store` the forced store format (None: auto; it also rides
+    on `Context.paths.store`, which is what the readers are handed), `gateway` the `--gateway`
+    URL, normalized (None: the environment's or the config's), `color` auto, always or never.
+    Frozen: every context carries its own, so two contexts in one process (the `mcp` server)
+    never share an option through module state."""
+
+    __slots__ = ("store", "gateway", "color")
+
+    store: str | None
+    gateway: str | None
+    color: str
+
+    def __init__(
+        self, store: str | None = None, gateway: str | None = None, color: str = "auto"
+    ) -> None:
+        from sessiontool.openclaw.target import explicit_url
+        from sessiontool.state.detect import check_store
+
+        _set = object.__setattr__
+        _set(self, "store", check_store(store))
+        _set(self, "gateway", explicit_url(gateway))
+        _set(self, "color", color)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Options are frozen (set {name!r} when building them)")
+
+
 class Context(Value):
-    __slots__ = ("paths", "config", "requester")
+    """Who asks, against which state, under which options: built once per command (per call in
+    the `mcp` server) and passed down; frozen."""
+
+    __slots__ = ("paths", "config", "requester", "options")
 
     paths: StatePaths
     config: Config
     requester: Requester
+    options: Options
 
-    def __init__(self, paths: StatePaths, config: Config, requester: Requester) -> None:
-        self.paths = paths
-        self.config = config
-        self.requester = requester
+    def __init__(
+        self,
+        paths: StatePaths,
+        config: Config,
+        requester: Requester,
+        options: Options | None = None,
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "paths", paths)
+        _set(self, "config", config)
+        _set(self, "requester", requester)
+        _set(self, "options", options if options is not None else Options())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Context is frozen (build another to change {name!r})")
+
+    def with_options(self, options: Options) -> Context:
+        """This context under `options`: the paths carry its forced store format."""
+        paths = StatePaths(self.paths.root, options.store)
+        return Context(paths, self.config, self.requester, options)
 
     @property
     def agent_id(self) -> str:

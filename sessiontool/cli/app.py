@@ -21,7 +21,7 @@ from sessiontool.state import perms
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from sessiontool.context import Context
+    from sessiontool.context import Context, Options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,9 +54,18 @@ class Globals:
     store: str = "auto"
     create_agent: bool = False
     gateway: str | None = None
+    color: str = "auto"
 
 
 G = Globals()
+
+
+def global_options() -> Options:
+    """The options every context of this command line carries, frozen (a bad `--gateway` URL
+    is exit 2 here). Built from what the Typer callback parsed; nothing below the CLI reads `G`."""
+    from sessiontool.context import Options
+
+    return Options(G.store, G.gateway, G.color)
 
 
 def _version(value: bool) -> None:
@@ -117,7 +126,7 @@ def _global_options(
         raise typer.BadParameter("expected auto, always or never", param_hint="--color")
     if store not in ("auto", "jsonl", "openclaw-sqlite"):
         raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
-    G.store = store
+    G.store, G.color = store, color
     G.create_agent = create_agent
     G.gateway = gateway
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
@@ -139,14 +148,12 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
     neither configured nor on disk (exit 3): a typo must not look like an empty store.
     `check=False` is for `doctor` and `paths`, which report these instead."""
     from sessiontool.context import build_context
-    from sessiontool.state import detect
 
-    detect.set_override(G.store)
     install_store_guard()
     if check:
         check_state_dir_is_dir()
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
-    ctx = remote_context(ctx)
+    ctx = remote_context(ctx, global_options())
     if check and reads:
         check_readable_state(ctx)
     elif check and not G.create_agent:
@@ -181,15 +188,15 @@ def _created_state_dirs() -> list[str]:
     ]
 
 
-def remote_context(ctx: Context) -> Context:
-    """With a remote gateway (`--gateway`, SESSIONTOOL_GATEWAY_URL, OPENCLAW_GATEWAY_URL,
-    OpenClaw's `gateway.remote.url`): the same context in the part of the local state dir kept
-    for that gateway, whose sessions are the gateway's (openclaw/target.py)."""
+def remote_context(ctx: Context, options: Options) -> Context:
+    """`ctx` under `options`, and with a remote gateway (`--gateway`, SESSIONTOOL_GATEWAY_URL,
+    OPENCLAW_GATEWAY_URL, OpenClaw's `gateway.remote.url`): the same context in the part of the
+    local state dir kept for that gateway, whose sessions are the gateway's (openclaw/target.py)."""
     from sessiontool.context import Context
     from sessiontool.openclaw import target
 
-    target.set_explicit(G.gateway)
-    paths = target.select(ctx.paths)
+    ctx = ctx.with_options(options)
+    paths = target.select(ctx.paths, options.gateway)
     if paths is ctx.paths:
         return ctx
     from sessiontool.context import build_context
@@ -202,7 +209,7 @@ def remote_context(ctx: Context) -> Context:
     if remote_cfg is not None:
         cfg = load_config(ctx.paths, G.config, gateway=remote_cfg)
         ctx = build_context(G.state_dir, G.config, G.agent, G.as_key, cfg=cfg)
-    return Context(paths, ctx.config, ctx.requester)
+    return Context(paths, ctx.config, ctx.requester, options)
 
 
 def check_state_dir_is_dir() -> None:

@@ -40,7 +40,6 @@ from sessiontool.state.paths import StatePaths
 ENV_URL = "SESSIONTOOL_GATEWAY_URL"
 SHORTHAND = re.compile(r"^\$\{?([A-Z][A-Z0-9_]{0,127})\}?$")
 
-_explicit: str | None = None
 _bound: dict[str, Target] = {}
 
 
@@ -139,10 +138,10 @@ def url_hash(url: str) -> str:
     return hashlib.sha256(normalize_url(url).encode("utf-8")).hexdigest()[:16]
 
 
-def set_explicit(url: str | None) -> None:
-    """The `--gateway` global option (checked at once: a bad URL is exit 2)."""
-    global _explicit
-    _explicit = normalize_url(url) if url else None
+def explicit_url(url: str | None) -> str | None:
+    """The `--gateway` global option checked at once (a bad URL is exit 2) and normalized; the
+    caller keeps it in its context's options and hands it to `resolve`/`select`."""
+    return normalize_url(url) if url else None
 
 
 def _config_path(paths: StatePaths) -> Path | None:
@@ -240,14 +239,15 @@ def _fingerprint(remote: dict[str, Any]) -> str | None:
     return fp.strip() if isinstance(fp, str) and fp.strip() else None
 
 
-def resolve(paths: StatePaths) -> Target | None:
-    """The remote gateway this command talks to, or None for the state dir's own."""
+def resolve(paths: StatePaths, explicit: str | None = None) -> Target | None:
+    """The remote gateway this command talks to, or None for the state dir's own. `explicit`:
+    the `--gateway` URL (normalized, `explicit_url`), passed down, never kept."""
     cfg = _config(paths)
     gw = _section(cfg, "gateway")
     remote = _section(gw, "remote")
     local_auth = _section(gw, "auth")
     cfg_url = remote.get("url") if isinstance(remote.get("url"), str) else None
-    explicit, source = _explicit, "--gateway"
+    source = "--gateway"
     if explicit is None and os.environ.get(ENV_URL, "").strip():
         explicit, source = normalize_url(os.environ[ENV_URL]), ENV_URL
     if explicit is not None:
@@ -300,10 +300,10 @@ def bind(root: Path, t: Target) -> None:
     detect.bind_gateway(root, t.url)
 
 
-def select(base: StatePaths) -> StatePaths:
+def select(base: StatePaths, explicit: str | None = None) -> StatePaths:
     """The state paths a command works in: `base` itself, or, with a remote target, the part of
     it kept for that gateway (created 0700), bound to it."""
-    t = resolve(base)
+    t = resolve(base, explicit)
     if t is None:
         return base
     from sessiontool.state.paths import ensure_dir
@@ -327,9 +327,7 @@ def rebind_worker(paths: StatePaths) -> None:
     url = os.environ.get(WORKER_ENV, "").strip()
     if not url or paths.root.parent.name != "gateways":
         return
-    global _explicit
-    _explicit = normalize_url(url)
-    t = resolve(StatePaths(paths.root.parent.parent))
+    t = resolve(StatePaths(paths.root.parent.parent), normalize_url(url))
     if t is not None and t.key == paths.root.name:
         bind(paths.root, t)
 

@@ -34,20 +34,19 @@ from sessiontool.structs import Value
 FORMAT_CHOICES = ("auto", "jsonl", "openclaw-sqlite")
 SQLITE_NAME = "openclaw-agent.sqlite"
 
-_override: str | None = None
 
-
-def set_override(value: str | None) -> None:
-    """The `--store` global option: auto (None), jsonl or openclaw-sqlite."""
-    global _override
+def check_store(value: str | None) -> str | None:
+    """The `--store` global option checked: auto (None), jsonl or openclaw-sqlite. The choice
+    travels in `StatePaths.store`, chosen once per context, not in a process global."""
     if value is not None and value not in FORMAT_CHOICES:
         raise UsageError(f"unknown store {value!r} (valid: {', '.join(FORMAT_CHOICES)})")
-    _override = None if value in (None, "auto") else value
+    return None if value in (None, "auto") else value
 
 
-def override() -> str | None:
-    if _override is not None:
-        return _override
+def override(paths: StatePaths) -> str | None:
+    """The store format forced on `paths` (`--store`), else SESSIONTOOL_STORE's, else None."""
+    if paths.store is not None:
+        return paths.store
     env = os.environ.get("SESSIONTOOL_STORE", "").strip()
     if env and env != "auto":
         if env not in FORMAT_CHOICES:
@@ -105,7 +104,7 @@ def detect(paths: StatePaths, agent_id: str) -> StoreInfo:
     url = gateway_url(paths)
     if url is not None:
         return StoreInfo(agent_id, "gateway", Path(url), f"the remote gateway {url}")
-    forced = override()
+    forced = override(paths)
     db = sqlite_path(paths, agent_id)
     if forced == "openclaw-sqlite":
         return StoreInfo(agent_id, forced, db, "--store openclaw-sqlite")

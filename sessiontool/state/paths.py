@@ -55,12 +55,18 @@ def ensure_dir(path: Path) -> Path:
 
 
 class StatePaths(Value):
-    __slots__ = ("root",)
+    """Where a state dir is, and which store format the command forced on it (`--store`: None
+    for auto). The choice travels with the paths, as they are passed down, instead of living in
+    a process global: two contexts in one process (the `mcp` server) never see each other's."""
+
+    __slots__ = ("root", "store")
 
     root: Path
+    store: str | None
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store: str | None = None) -> None:
         self.root = root
+        self.store = store
         safefs.register_root(root)  # every write under it is confined to it
 
     @property

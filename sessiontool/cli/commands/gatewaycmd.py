@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from sessiontool.cli import render
-from sessiontool.cli.app import G, app, command, want_json
+from sessiontool.cli.app import G, app, command, global_options, want_json
 from sessiontool.cli.completers import choices
 from sessiontool.errors import UsageError
 
@@ -19,9 +19,9 @@ def _show() -> dict[str, Any]:
     from sessiontool.openclaw import gateway, target
     from sessiontool.state.paths import StatePaths, resolve_state_dir
 
-    target.set_explicit(G.gateway)
+    explicit = global_options().gateway
     base = StatePaths(resolve_state_dir(G.state_dir))
-    t = target.resolve(base)
+    t = target.resolve(base, explicit)
     if t is None:
         g = gateway.find(base)
         return {
@@ -31,7 +31,7 @@ def _show() -> dict[str, Any]:
             "reachable": g.reachable(),
             "stateDir": str(base.root),
         }
-    paths = target.select(base)
+    paths = target.select(base, explicit)
     return {
         "remote": True,
         **t.to_json(),

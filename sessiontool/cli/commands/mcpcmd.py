@@ -75,19 +75,20 @@ def mcp_cmd(
     only = parse_tools(tools_)
     require_sdk()
     from sessiontool.cli import render
-    from sessiontool.cli.app import remote_context
+    from sessiontool.cli.app import global_options, remote_context
     from sessiontool.context import Context, build_context
     from sessiontool.state import perms
 
     install_store_guard()
     key = as_key or G.as_key
-    ctx = remote_context(build_context(G.state_dir, G.config, G.agent, key))  # bad config: here
+    options = global_options()  # parsed once: every call's context carries these, frozen
+    ctx = remote_context(build_context(G.state_dir, G.config, G.agent, key), options)
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:  # once, on stderr: stdout is the protocol from here on
         render.warning_line(w)
 
     def make_ctx() -> Context:
-        return remote_context(build_context(G.state_dir, G.config, G.agent, key))
+        return remote_context(build_context(G.state_dir, G.config, G.agent, key), options)
 
     from sessiontool.mcpserver import serve
 
