@@ -4,12 +4,22 @@ through its table alone (patched in-process) and sees every consumer of the tabl
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from sessiontool.errors import ConfigError
 from sessiontool.runs.runners import RunnerError, get_runner
 from sessiontool.state import runnertable
 from sessiontool.state.config import check_runner
+
+from .conftest import run_cli, run_json
+from .test_fixtures import copy_state
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -42,3 +52,33 @@ def test_every_row_names_a_class_that_loads() -> None:
 
     for name, (module, cls, _check) in runnertable.RUNNERS.items():
         assert callable(getattr(importlib.import_module(module), cls)), name
+
+
+def test_a_new_history_format_is_one_row_plus_its_renderer(tmp_path: Path) -> None:
+    state = copy_state(tmp_path / "state")
+    rc, data = run_json("--state-dir", str(state), "history", "main")
+    assert rc == 0 and data["messages"], data
+    roles = "".join(f"{m['role'].upper()}\n" for m in data["messages"])
+    fake = [sys.executable, "-m", "tests.fakes.roles_format", "--state-dir", str(state)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [*fake, "history", "main", "--format", "roles"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, roles, "")
+    # The table's names are the valid ones: without the row, the word is refused.
+    proc = run_cli("--state-dir", str(state), "history", "main", "--format", "roles")
+    assert proc.returncode == 2 and "unknown format 'roles'" in proc.stderr
+
+
+def test_the_format_help_names_every_row() -> None:
+    from sessiontool.cli.historyformats import FORMATS
+
+    out = run_cli("history", "--help", env={"COLUMNS": "400"}).stdout
+    line = next(x for x in out.splitlines() if "--format" in x)
+    for name in FORMATS:
+        assert name in line, (name, line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from sessiontool.cli.completers import choices, complete_keys, complete_labels
 from sessiontool.errors import UsageError
 
 if TYPE_CHECKING:
+    from sessiontool.cli.historyformats import HistoryFormat
     from sessiontool.context import Context
     from sessiontool.sessions.history import History
 
@@ -139,7 +141,10 @@ def list_cmd(
         render.write_out(_sessions_tsv(result, None))
 
 
-FORMATS = ("text", "markdown", "json", "jsonl", "html")
+def _complete_format(incomplete: str) -> list[str]:
+    from sessiontool.cli import historyformats
+
+    return historyformats.complete(incomplete)
 
 
 @app.command("history")
@@ -165,7 +170,7 @@ def history_cmd(
         None,
         "--format",
         help="text, markdown, json, jsonl or html (one page, tool results included).",
-        autocompletion=choices(*FORMATS),
+        autocompletion=_complete_format,
     ),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Write to FILE instead of stdout ('-' is stdout)."
@@ -178,18 +183,11 @@ def history_cmd(
     from sessiontool.sessions.history import history
     from sessiontool.state.transcript import file_size
 
-    if fmt is not None and fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
-    if want_json(json_):
-        fmt = "json" if fmt in (None, "json") else fmt
+    fmt, row = _history_format(fmt, json_, follow, output is not None)
     to_stdout = output is not None and str(output) == "-"  # '-' is stdout, as for `send KEY -`
     # An export (-o) is the whole transcript unless --limit says otherwise.
     default_n = None if output is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
-    if follow and output is not None:
-        raise UsageError("--follow writes to stdout; it cannot be combined with -o")
-    if follow and fmt == "html":
-        raise UsageError("--follow cannot write html (a page is written once, whole)")
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
     h = history(
@@ -197,7 +195,7 @@ def history_cmd(
         key,
         label=label,
         limit=n,
-        include_tools=include_tools or fmt == "html",
+        include_tools=include_tools or row.tools,
         raw=raw,
         since_ms=parse_since(since) if since else None,
     )
@@ -209,8 +207,7 @@ def history_cmd(
         require_up(ctx.paths)
     _KEEP.append(h)
     start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
-    fmt = fmt or "text"
-    text = _formatted(ctx, h, fmt, follow)
+    text = row.whole(ctx, h)
     if output is not None:
         body = text if text is not None else render.history_plain(h.session_key, h.messages)
         if to_stdout:
@@ -227,7 +224,7 @@ def history_cmd(
         render.history_rich(h.session_key, h.messages)
     else:
         render.write_out(render.history_plain(h.session_key, h.messages))
-    if not follow or (h.path is None and not via_gateway):
+    if row.message is None or not follow or (h.path is None and not via_gateway):
         return
     _follow(
         ctx,
@@ -236,25 +233,31 @@ def history_cmd(
         via_gateway,
         include_tools=include_tools,
         raw=raw,
-        fmt=fmt,
+        write_message=row.message,
         rich_view=rich_view,
     )
 
 
-def _formatted(ctx: Context, h: History, fmt: str, follow: bool) -> str | bytes | None:
-    """The transcript in `fmt`, whole; None for text, which is drawn (plain or rich) where it
-    goes. With --follow, json is one object a line (the messages that follow are too)."""
-    if fmt == "json" and not follow:
-        return render.json_bytes(h.to_json())
-    if fmt in ("json", "jsonl"):
-        return b"".join(render.json_bytes(m) for m in h.messages)
-    if fmt == "markdown":
-        return render.history_markdown(h.session_key, h.messages)
-    if fmt == "html":
-        from sessiontool.reports.site import standalone_page
+def _history_format(
+    fmt: str | None, json_: bool, follow: bool, to_file: bool
+) -> tuple[str, HistoryFormat]:
+    """The `--format` asked for, its row in the one table of formats (`cli/historyformats.py`),
+    loaded here: `list` does without it."""
+    from sessiontool.cli.historyformats import FORMATS
 
-        return standalone_page(ctx, h)
-    return None
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
+    if want_json(json_):
+        fmt = "json" if fmt in (None, "json") else fmt
+    fmt = fmt or "text"
+    row = FORMATS[fmt]
+    if follow and to_file:
+        raise UsageError("--follow writes to stdout; it cannot be combined with -o")
+    if follow and row.message is None:
+        raise UsageError(f"--follow cannot write {fmt} (a page is written once, whole)")
+    if follow and row.follow_as:
+        return row.follow_as, FORMATS[row.follow_as]
+    return fmt, row
 
 
 def _export(output: Path, body: str | bytes) -> None:
@@ -278,7 +281,7 @@ def _follow(
     *,
     include_tools: bool,
     raw: bool,
-    fmt: str,
+    write_message: Callable[[str, dict[str, Any]], str | bytes],
     rich_view: bool,
 ) -> None:
     """`history --follow`: each message that arrives after the first view, in the same format:
@@ -304,14 +307,10 @@ def _follow(
         if not include_tools and msg.get("role") == "toolResult":
             continue
         m = msg if raw else strip_envelope(msg)
-        if fmt in ("json", "jsonl"):
-            render.write_out(render.json_bytes(m))
-        elif rich_view:  # the same view as the messages above it
+        if rich_view:  # the same view as the messages above it
             render.history_rich(h.session_key, [m])
-        elif fmt == "markdown":
-            render.write_out(render.history_markdown(h.session_key, [m]).split("\n", 2)[-1])
         else:
-            render.write_out(render.history_plain(h.session_key, [m]))
+            render.write_out(write_message(h.session_key, m))
         sys.stdout.flush()
         for w in diag.drain():  # said as it happens (events dropped), not at the end
             render.warning_line(w)
