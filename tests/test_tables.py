@@ -4,6 +4,7 @@ through its table alone (patched in-process) and sees every consumer of the tabl
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -82,3 +83,41 @@ def test_the_format_help_names_every_row() -> None:
     line = next(x for x in out.splitlines() if "--format" in x)
     for name in FORMATS:
         assert name in line, (name, line)
+
+
+def test_a_new_openclaw_schema_is_one_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from sessiontool.openclaw_releases import SQLITE_SCHEMAS
+    from sessiontool.state.openclaw_sqlite import UnsupportedStoreError, check_schema
+
+    from .test_schema_fallback import MAIN_DB, alter
+    from .test_schema_fallback import copy_state as copy_openclaw_state
+
+    state = copy_openclaw_state(tmp_path / "state")
+    alter(state, "UPDATE schema_meta SET schema_version = 24", "PRAGMA user_version = 24")
+    db = state / MAIN_DB
+    with sqlite3.connect(db) as conn:
+        with pytest.raises(UnsupportedStoreError, match="24 is newer than .* reads \\(23\\)"):
+            check_schema(conn, db)
+        # OpenClaw's schema 24, say, adds a column sessiontool reads: one row.
+        row = {**SQLITE_SCHEMAS[23], "session_nodes": ("session_key", "entry_json", "st_new")}
+        monkeypatch.setitem(SQLITE_SCHEMAS, 24, row)
+        with pytest.raises(UnsupportedStoreError, match="24 lacks session_nodes.st_new"):
+            check_schema(conn, db)
+        conn.execute("ALTER TABLE session_nodes ADD COLUMN st_new TEXT")
+        version, columns = check_schema(conn, db)
+        assert version == 24 and "st_new" in columns["session_nodes"]
+    # The real command with the row in place reads it as it reads schema 23.
+    plain = copy_openclaw_state(tmp_path / "plain")
+    rc, want = run_json("--state-dir", str(plain), "list", "--all-agents")
+    code = (
+        "from sessiontool.openclaw_releases import SQLITE_SCHEMAS as S; S[24] = S[23]; "
+        "from sessiontool.cli.main import main; main()"
+    )
+    args = ["--state-dir", str(state), "list", "--all-agents", "--json"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == rc == 0, proc.stderr
+    assert json.loads(proc.stdout)["count"] == want["count"] > 0

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import ForbiddenError, SessiontoolError
 from sessiontool.openclaw.wsclient import GatewayError  # noqa: F401 - re-exported
+from sessiontool.openclaw_releases import STORE_LOCKS
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from sessiontool.openclaw.wsclient import Client, Hello
 
 DEFAULT_PORT = 18789
-LOCKLESS_FROM = (2026, 5, 2)  # first release that serialises store writes in-process only
-CREATED_AT_LOCK_FROM = (2026, 2, 0)  # store lock = session write lock {pid, createdAt, starttime}
 CONNECT_TIMEOUT_S = 0.5
 MESSAGE_METHODS = ("agent", "sessions.send", "sessions.steer", "chat.send")
 # What each write command asks of the gateway, so its first connect asks for it all.
@@ -358,7 +357,7 @@ def parse_version(v: str | None) -> tuple[int, int, int] | None:
 def lockless(version: str | None) -> bool:
     """A JSON-era gateway that no longer takes sessions.json.lock (2026.5.2 to 2026.7.x)."""
     v = parse_version(version)
-    return v is not None and v >= LOCKLESS_FROM
+    return v is not None and v >= STORE_LOCKS[None]
 
 
 # -- write modes -----------------------------------------------------------------------------
@@ -431,11 +430,12 @@ def ready(paths: StatePaths, command: str) -> None:
 def lock_form_for(version: str | None) -> str:
     """The store lock payload an OpenClaw version reads as a live lock (locks.STORE_LOCK_FORMS):
     `createdAt` for 2026.2 to 2026.4.x, `startedAt` (2026.1, Clawdbot) otherwise — including
-    an unknown version, and the lockless 2026.5.2+ that take no lock at all."""
+    an unknown version, and the lockless 2026.5.2+ that take no lock at all (the forms and their
+    releases: `openclaw_releases.STORE_LOCKS`)."""
     v = parse_version(version)
-    if v is not None and CREATED_AT_LOCK_FROM <= v < LOCKLESS_FROM:
-        return "createdAt"
-    return "startedAt"
+    taken = [(first, form) for form, first in STORE_LOCKS.items() if v is not None and first <= v]
+    form = max(taken, key=lambda row: row[0])[1] if taken else None
+    return form or "startedAt"
 
 
 def lock_form(paths: StatePaths) -> str:

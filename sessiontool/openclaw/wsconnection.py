@@ -20,9 +20,10 @@ from typing import Any
 from sessiontool import __version__
 from sessiontool.errors import ExitCode, ForbiddenError, SessiontoolError
 from sessiontool.openclaw.secrets import Secret
+from sessiontool.openclaw_releases import PROTOCOLS, named, newest_protocol
 from sessiontool.state.paths import StatePaths
 
-PROTOCOL = 4
+PROTOCOL = newest_protocol()  # the protocols and their releases: openclaw_releases.PROTOCOLS
 CLIENT_ID = "cli"
 CLIENT_MODE = "cli"
 ROLE = "operator"
@@ -493,7 +494,7 @@ def refused(url: str, secret: Secret | None, exc: RpcError) -> SessiontoolError:
         expected = details.get("expectedProtocol")
         return ProtocolMismatch(
             f"OpenClaw's gateway at {url} speaks protocol {expected or '?'}; "
-            f"sessiontool speaks {PROTOCOL} (OpenClaw 2026.5.28 and later)",
+            f"sessiontool speaks {PROTOCOL} (OpenClaw {named(PROTOCOLS[PROTOCOL])} and later)",
             expected,
         )
     if code == "PAIRING_REQUIRED" or "pairing required" in low or "pending approval" in low:

@@ -14,8 +14,9 @@ gateway writes. When the `-wal`/`-shm` files are absent nobody holds the databas
 mode and the main file is complete: it is opened `immutable=1` (SQLite would otherwise create
 them). A non-empty WAL without its index (a crashed gateway) is read from a private copy under
 the system temp dir. Columns are checked by name; a schema without them is refused with its
-version, never misread; so is a schema version newer than KNOWN_SCHEMA. Either is read through
-the running gateway instead when there is one (`sessions/reading.py` `_sqlite_or_gateway`).
+version, never misread; so is a schema version newer than the newest known (the schemas and
+their columns: `openclaw_releases.SQLITE_SCHEMAS`). Either is read through the running gateway
+instead when there is one (`sessions/reading.py` `_sqlite_or_gateway`).
 """
 
 from __future__ import annotations
@@ -37,13 +38,6 @@ from sessiontool.state.sessions_json import Entry, Folded, normalize_entry
 from sessiontool.state.transcript import Message, ReadResult
 
 BUSY_TIMEOUT_S = 5.0
-KNOWN_SCHEMA = 23
-
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "session_nodes": ("session_key", "current_session_id", "entry_json", "updated_at"),
-    "transcript_events": ("session_id", "seq", "event_json", "event_zstd"),
-    "session_transcript_active_events": ("session_id", "active_position", "event_seq"),
-}
 
 # What the gateway's chat.history shows, applied the same way here (see README, "OpenClaw
 # 2026.8+"): silent control replies (protocol.py) are not messages, a message another session sent with
@@ -144,7 +138,10 @@ def open_uri(path: Path) -> tuple[str, str | None]:
 
 def check_schema(c: sqlite3.Connection, db: Path) -> tuple[int | None, dict[str, set[str]]]:
     """The schema version and the columns of the tables read; refuses (UnsupportedStoreError)
-    a schema that lacks a required column or is newer than KNOWN_SCHEMA."""
+    a schema that lacks a required column or is newer than the newest known. The schemas are
+    one table (`openclaw_releases.py`), loaded here: a JSON-era read does without it."""
+    from sessiontool.openclaw_releases import known_schema, schema_columns
+
     version: int | None = None
     columns: dict[str, set[str]] = {}
     tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -156,12 +153,13 @@ def check_schema(c: sqlite3.Connection, db: Path) -> tuple[int | None, dict[str,
     if version is None:
         row = c.execute("PRAGMA user_version").fetchone()
         version = row[0] if row and row[0] else None
-    for table in list(REQUIRED) + ["session_transcript_cold_archives"]:
+    required = schema_columns(version)
+    for table in [*required, "session_transcript_cold_archives"]:
         if table in tables:
             columns[table] = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
     missing = [
         f"{t}.{col}"
-        for t, cols in REQUIRED.items()
+        for t, cols in required.items()
         for col in cols
         if col not in columns.get(t, set())
     ]
@@ -169,17 +167,17 @@ def check_schema(c: sqlite3.Connection, db: Path) -> tuple[int | None, dict[str,
         v = version if version is not None else "unknown"
         raise UnsupportedStoreError(
             f"{db}: OpenClaw schema version {v} lacks {', '.join(missing)}; "
-            f"sessiontool reads schema {KNOWN_SCHEMA} and refuses to guess",
+            f"sessiontool reads schema {known_schema()} and refuses to guess",
             hint="start OpenClaw's gateway (sessiontool then reads through it), update "
             "sessiontool, or read it with `openclaw sessions --json`",
         )
-    if isinstance(version, int) and version > KNOWN_SCHEMA:
+    if isinstance(version, int) and version > known_schema():
         # A later schema may keep a column's name and change what it holds: the columns
         # being there is not enough to read it (added columns and tables within the known
         # version are fine, and so are the earlier versions 19 and 21).
         raise UnsupportedStoreError(
             f"{db}: OpenClaw schema version {version} is newer than the schema "
-            f"sessiontool reads ({KNOWN_SCHEMA})",
+            f"sessiontool reads ({known_schema()})",
             hint="start OpenClaw's gateway (sessiontool then reads through it), update "
             "sessiontool, or read it with `openclaw sessions --json`",
         )
