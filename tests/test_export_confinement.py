@@ -204,6 +204,18 @@ def test_an_empty_export_dir_is_a_usage_error(tmp_path: Path, option: str, value
     assert list(cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_history_output_file_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    """`history -o "$OUT"` with OUT unset: not exit 5 'cannot write .', nor a file named ' '."""
+    state = copy_oc(tmp_path / "state")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    proc = run_cli("--state-dir", str(state), "history", "main", "-o", value, cwd=cwd)
+    assert proc.returncode == 2, proc.stderr
+    assert "-o needs a file name" in proc.stderr and len(proc.stderr.splitlines()) <= 2
+    assert list(cwd.iterdir()) == []
+
+
 def test_export_to_refuses_a_link_at_a_transcript_or_store_it_writes(tmp_path: Path) -> None:
     state = copy_oc(tmp_path / "state")
     dest = tmp_path / "dest"

@@ -172,8 +172,12 @@ def history_cmd(
         help="text, markdown, json, jsonl or html (one page, tool results included).",
         autocompletion=_complete_format,
     ),
-    output: Path | None = typer.Option(
-        None, "-o", "--output", help="Write to FILE instead of stdout ('-' is stdout)."
+    output_arg: str | None = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Write to FILE instead of stdout ('-' is stdout).",
+        metavar="FILE",
     ),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new messages."),
     json_: bool = typer.Option(False, "--json", help="JSON output (same as --format json)."),
@@ -183,6 +187,7 @@ def history_cmd(
     from sessiontool.sessions.history import history
     from sessiontool.state.transcript import file_size
 
+    output = _output_path(output_arg)
     fmt, row = _history_format(fmt, json_, follow, output is not None)
     to_stdout = output is not None and str(output) == "-"  # '-' is stdout, as for `send KEY -`
     # An export (-o) is the whole transcript unless --limit says otherwise.
@@ -258,6 +263,18 @@ def _history_format(
     if follow and row.follow_as:
         return row.follow_as, FORMATS[row.follow_as]
     return fmt, row
+
+
+def _output_path(arg: str | None) -> Path | None:
+    """`-o FILE` as a path. An empty one (a cron line's unset `$OUT`) is a usage error, as an
+    empty export DIR is: Path('') would be '.', the current directory."""
+    if arg is None:
+        return None
+    if not arg.strip():
+        from sessiontool.errors import UsageError
+
+        raise UsageError("-o needs a file name ('-' for stdout); it was given an empty one")
+    return Path(arg)
 
 
 def _export(output: Path, body: str | bytes) -> None:
