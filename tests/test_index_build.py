@@ -196,16 +196,18 @@ def _on_a_terminal(state: Path, args: list[str], env: dict[str, str]) -> str:
 SLOW = {**ONE_AT_A_TIME, "SESSIONTOOL_TEST_PAUSE": "index-part:0.3"}
 
 
-def test_a_long_build_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
-    for name, args in (("usage", ["usage"]), ("search", ["search", "alpha1"])):
-        state = tmp_path / name
-        _make_state(state, SESSIONS)
-        shown = _on_a_terminal(state, args, SLOW)
-        assert "indexing transcripts" in shown and "/6 files" in shown, shown
-        assert "internal error" not in shown
-        # Warm: nothing to catch up, no line.
-        assert "indexing" not in _on_a_terminal(state, args, SLOW)
+@pytest.mark.parametrize("args", [["usage"], ["search", "alpha1"]])
+def test_a_long_build_shows_progress_on_a_terminal(tmp_path: Path, args: list[str]) -> None:
+    state = tmp_path / args[0]
+    _make_state(state, SESSIONS)
+    shown = _on_a_terminal(state, args, SLOW)
+    assert "indexing transcripts" in shown and "/6 files" in shown, shown
+    assert "internal error" not in shown
+    # Warm: nothing to catch up, no line.
+    assert "indexing" not in _on_a_terminal(state, args, SLOW)
 
+
+def test_a_long_build_shows_no_progress_with_json_or_piped(tmp_path: Path) -> None:
     # With --json, even on a terminal: the JSON and nothing else.
     state = tmp_path / "json"
     _make_state(state, SESSIONS)
