@@ -428,6 +428,7 @@ def test_send_policy_applies_to_every_step(state: Path, tmp_path: Path, agent_lo
     assert transcript_messages(state).get(A, []) == []
 
 
+@pytest.mark.slow  # a step that sleeps 8 s on purpose: CI's slow pass runs it
 def test_a_long_step_is_not_taken_for_lost(state: Path, tmp_path: Path) -> None:
     """Steps run inside the send's worker; a reconciler that looks at one long after it was
     created (a slow model, or turn 1 queued behind the requester's own run) must see it alive."""
