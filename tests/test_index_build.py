@@ -240,6 +240,34 @@ def test_counts_json_reads_but_no_integer_holds_count_as_zero(state: Path) -> No
     assert _cli(state, "search", "big")["count"] == 4
 
 
+@pytest.mark.parametrize("first", ["usage", "search"])
+def test_numbers_past_64_bits_are_no_count_or_time(state: Path, first: str) -> None:
+    """A count, time or cost past SQLite's 64-bit INTEGER (JSON has no bound; the fuzz's
+    hostile gateway sent one): 0 or no time, not 'internal error: OverflowError'."""
+    paths = _make_state(state, {"agent:main:main": _conversation(1)})
+    huge = b"9" * 30
+    with open(paths["agent:main:main"], "ab") as fh:
+        for n, (ts, count) in enumerate(
+            ((huge, b"7"), (b"1e400", huge), (b"-" + huge, b"-" + huge), (b"%d" % (T0 + DAY), huge))
+        ):
+            fh.write(
+                b'{"type":"message","id":"h%d","timestamp":"2026-01-02T00:00:00.000Z",'
+                b'"message":{"role":"assistant","timestamp":%s,"content":"huge %d",'
+                b'"usage":{"input":%s,"output":5,"cost":{"total":%s}}}}\n' % (n, ts, n, count, huge)
+            )
+    got = {
+        cmd: _cli(state, *args)
+        for cmd, args in (
+            (first, [first] + (["huge"] if first == "search" else [])),
+            ("other", ["search", "huge"] if first == "usage" else ["usage"]),
+        )
+    }
+    usage = got["usage" if first == "usage" else "other"]["total"]
+    hits = got["search" if first == "search" else "other"]
+    assert usage["turns"] == 4 + 4 and usage["input"] == 100 + 101 + 102 + 103 + 7
+    assert hits["count"] == 4
+
+
 def test_first_builds_at_once_share_the_work_and_agree(tmp_path: Path) -> None:
     """Several commands building the same index at once, each committing after every file:
     one waits for another's part, sees it written and plans again; every answer is right and

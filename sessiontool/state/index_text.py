@@ -79,16 +79,25 @@ def _flat_values(v: Any, out: list[str], depth: int = 0) -> None:
             _flat_values(x, out, depth + 1)
 
 
+# SQLite's INTEGER is 64 bits: a number past it (JSON has no bound; a hostile gateway's rows,
+# a corrupt line) is no count or time, and would stop the insert with OverflowError.
+_I64 = 1 << 63
+
+
 def _int(v: Any) -> int:
-    """A count: a number, else 0 (also NaN and ±Infinity, which `json` reads and int() refuses)."""
+    """A count: a number that fits SQLite's INTEGER, else 0 (also NaN and ±Infinity, which
+    `json` reads and int() refuses)."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return 0
-    return int(v) if isinstance(v, int) or abs(v) < float("inf") else 0
+    if isinstance(v, float) and not abs(v) < _I64:
+        return 0
+    n = int(v)
+    return n if -_I64 <= n < _I64 else 0
 
 
 def _ts(msg: dict[str, Any], line: dict[str, Any]) -> int:
     t = msg.get("timestamp")
-    if isinstance(t, int | float) and not isinstance(t, bool) and t == t:
+    if isinstance(t, int | float) and not isinstance(t, bool) and abs(t) < _I64:
         return int(t)
     s = line.get("timestamp")
     if isinstance(s, str):
@@ -122,7 +131,7 @@ def extract(raw: bytes) -> Extracted | None:
 
 def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...]:
     """(ts, provider, model, in, out, cache read, cache write, recorded cost) of a message with
-    `usage`; a count that is an int (all of them, nearly always) skips `_int`."""
+    `usage`; a count that is an int within 64 bits (all of them, nearly always) skips `_int`."""
     cost = usage.get("cost")
     recorded = cost.get("total") if isinstance(cost, dict) else None
     i, o, cr, cw = (
@@ -135,12 +144,14 @@ def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...
         ts,
         str(msg.get("provider") or ""),
         str(msg.get("model") or ""),
-        i if type(i) is int else _int(i),
-        o if type(o) is int else _int(o),
-        cr if type(cr) is int else _int(cr),
-        cw if type(cw) is int else _int(cw),
+        i if type(i) is int and -_I64 <= i < _I64 else _int(i),
+        o if type(o) is int and -_I64 <= o < _I64 else _int(o),
+        cr if type(cr) is int and -_I64 <= cr < _I64 else _int(cr),
+        cw if type(cw) is int and -_I64 <= cw < _I64 else _int(cw),
         float(recorded)
-        if isinstance(recorded, int | float) and not isinstance(recorded, bool)
+        if isinstance(recorded, int | float)
+        and not isinstance(recorded, bool)
+        and abs(recorded) < _I64
         else None,
     )
 
@@ -193,7 +204,9 @@ def scan_lines(
             turn = None
             if isinstance(usage, dict) and msg.get("stopReason") != INJECTED:
                 t = msg.get("timestamp")
-                turn = _turn(msg, usage, t if type(t) is int else _ts(msg, line))
+                turn = _turn(
+                    msg, usage, t if type(t) is int and -_I64 <= t < _I64 else _ts(msg, line)
+                )
         else:
             turn = None
         if turn is not None and at >= turns_from:
@@ -208,7 +221,7 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
     that a model wrote (an injected note, with its zero usage, is none)."""
     role = msg.get("role")
     t = msg.get("timestamp")
-    ts = t if type(t) is int else _ts(msg, line or {})
+    ts = t if type(t) is int and -_I64 <= t < _I64 else _ts(msg, line or {})
     rows: list[tuple[int, str, str]] = []
     turn = None
     if role == "user":
