@@ -137,8 +137,10 @@ def test_runs_limit_and_one_run_in_human_form(state: Path) -> None:
     assert proc.returncode == 0
     fields = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
     assert fields["message"] == long_message  # whole, not cut at 60 characters
-    assert fields["createdAt"].startswith("20") and fields["createdAt"].endswith(")")
+    # Piped: the time as ISO 8601 and nothing else (no "(5s ago)", issue 33 item 16).
+    assert fields["createdAt"].startswith("20") and fields["createdAt"].endswith("Z")
     assert fields["createdAt"][:4].isdigit() and "T" in fields["createdAt"]
+    assert "ago" not in fields["createdAt"]
 
 
 REQUESTER = "agent:main:dm:alice"
