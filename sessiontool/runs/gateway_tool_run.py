@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import records
-from sessiontool.runs.gateway_writer import ABORT_CALL_TIMEOUT_S
+from sessiontool.runs.gateway_writer import chat_abort
 from sessiontool.runs.turn import Outcome, RunAborted, abortable
 
 if TYPE_CHECKING:
@@ -194,16 +194,7 @@ def _outcome(rec: Record, ended: dict[str, Any], out: Outcome) -> None:
 
 def _stop(paths: StatePaths, rec: Record) -> bool:
     """An aborted run is stopped in the gateway too (best effort: the record says aborted)."""
-    try:
-        data = gateway.call(
-            paths,
-            "chat.abort",
-            {"sessionKey": rec["sessionKey"], "runId": rec.get("gatewayRunId") or rec["runId"]},
-            timeout_s=ABORT_CALL_TIMEOUT_S,
-        )
-    except SessiontoolError:
-        return False
-    return data.get("aborted") is True
+    return chat_abort(paths, rec["sessionKey"], rec.get("gatewayRunId") or rec["runId"])
 
 
 ANNOUNCE_WAIT_MS = 15_000

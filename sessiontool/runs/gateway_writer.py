@@ -276,11 +276,17 @@ def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
         if not cur.get("gatewayRunId") or not (isinstance(pid, int) and pid_alive(pid)):
             break
         time.sleep(0.05)
+    return chat_abort(paths, rec["sessionKey"], cur.get("gatewayRunId") or rec["runId"])
+
+
+def chat_abort(paths: StatePaths, session_key: str, run_id: str) -> bool:
+    """`chat.abort` of one gateway run, best effort: True when the gateway says it stopped
+    something (a refusal or a gateway that is gone is False; the record says aborted anyway)."""
     try:
         data = gateway.call(
             paths,
             "chat.abort",
-            {"sessionKey": rec["sessionKey"], "runId": cur.get("gatewayRunId") or rec["runId"]},
+            {"sessionKey": session_key, "runId": run_id},
             timeout_s=ABORT_CALL_TIMEOUT_S,
         )
     except SessiontoolError:
