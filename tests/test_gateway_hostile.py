@@ -486,15 +486,19 @@ def test_a_ping_flood_ends_the_connection_attempt_at_its_deadline(
     assert len(script.attempts) == 1, script.attempts  # type: ignore[attr-defined]
     assert ran.rc == 1, ran.err
     url = f"ws://127.0.0.1:{port}"
+    no_challenge = (
+        f"{url} sent no connect.challenge within the handshake's 2s: is it OpenClaw's gateway?"
+    )
+    unread = (
+        f"OpenClaw's gateway at {url}: connection lost: the server reads nothing "
+        "sessiontool sends (a send timed out after "
+    )
     if reads:
-        assert ran.error == (
-            f"{url} sent no connect.challenge within the handshake's 2s: is it OpenClaw's gateway?"
-        )
+        # On a busy machine the flooding server's reader can fall behind until the pongs fill
+        # the socket near the deadline: then the last pong's send is what the deadline ends.
+        assert ran.error == no_challenge or ran.error.startswith(unread), ran.error
     else:
-        assert ran.error.startswith(
-            f"OpenClaw's gateway at {url}: connection lost: the server reads nothing "
-            "sessiontool sends (a send timed out after "
-        ), ran.error
+        assert ran.error.startswith(unread), ran.error
 
 
 @pytest.mark.slow
