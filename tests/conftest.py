@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "clawdbot-2026.1.24"
-FIXTURE_STATE = FIXTURES / "state"
-AGENTS_DIR = Path(__file__).resolve().parent / "agents"
+from tests.helpers import _INTERNAL_ERRORS, _watching_run
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,35 +68,6 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-# "internal error" is reserved for real bugs: any sessiontool run in a test that prints it fails
-# the test, even when the test itself did not look (run_cli and direct subprocess.run calls).
-_INTERNAL_ERRORS: list[str] = []
-
-
-def note_output(args: Any, *streams: str | bytes | None) -> None:
-    for stream in streams:
-        if stream is None:
-            continue
-        text = stream.decode("utf-8", "replace") if isinstance(stream, bytes) else stream
-        for line in text.splitlines():
-            if line.startswith("sessiontool") and "internal error" in line:
-                _INTERNAL_ERRORS.append(f"{args!r}: {line}")
-                break
-
-
-_real_subprocess_run = subprocess.run
-
-
-def _watching_run(*args: Any, **kwargs: Any) -> Any:
-    proc = _real_subprocess_run(*args, **kwargs)
-    argv = args[0] if args else kwargs.get("args")
-    if isinstance(argv, list | tuple) and any(
-        os.fsdecode(a).endswith("sessiontool") for a in argv[:3] if isinstance(a, str | bytes)
-    ):
-        note_output(argv, proc.stdout, proc.stderr)
-    return proc
-
-
 @pytest.fixture(autouse=True)
 def _no_internal_error(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _INTERNAL_ERRORS.clear()
@@ -124,48 +88,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     return tmp_path / "state"
-
-
-def run_cli(
-    *args: str,
-    input: str | bytes | None = None,
-    env: dict[str, str] | None = None,
-    timeout: float = 60,
-    cwd: str | Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run the real `sessiontool` program (same interpreter, so the installed package)."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    return _watching_run(
-        [sys.executable, "-m", "sessiontool", *args],
-        input=input.decode() if isinstance(input, bytes) else input,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-        cwd=cwd,
-    )
-
-
-def run_json(*args: str, **kw: Any) -> tuple[int, Any]:
-    """Run with --json and parse stdout (one JSON line)."""
-    proc = run_cli(*args, "--json", **kw) if "--json" not in args else run_cli(*args, **kw)
-    out = proc.stdout.strip()
-    try:
-        data = json.loads(out) if out else None
-    except ValueError as exc:
-        raise AssertionError(
-            f"not JSON (rc={proc.returncode}): {out!r}\nstderr: {proc.stderr}"
-        ) from exc
-    return proc.returncode, data
-
-
-def write_config(state: Path, cfg: dict[str, Any]) -> Path:
-    state.mkdir(parents=True, exist_ok=True)
-    p = state / "sessiontool.json5"
-    p.write_text(json.dumps(cfg))
-    return p
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AGENTS_DIR, run_cli, run_json
+from tests.helpers import AGENTS_DIR, run_cli, run_json
 from tests.runhelpers import (
     outbox,
     poll,

@@ -26,8 +26,7 @@ from sessiontool.protocol import is_announce_skip
 from sessiontool.runs.submit import validate_model
 from sessiontool.state.config import Config, load_config
 from sessiontool.state.paths import StatePaths
-
-from .conftest import write_config
+from tests.helpers import write_config
 
 CHILD = "agent:main:subagent:0b6f2c1e-5d7a-4c1b-9e3f-2a4b6c8d0e1f"
 

@@ -14,8 +14,7 @@ import pytest
 
 from sessiontool.context import build_context
 from sessiontool.runs import archive
-
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
 
 NOW = 1_800_000_000_000
 MINUTE = 60_000

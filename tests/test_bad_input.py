@@ -13,8 +13,8 @@ import pytest
 from sessiontool.errors import UsageError
 from sessiontool.sessions.resolve import validate_key_input
 from sessiontool.state import paths
+from tests.helpers import run_cli, run_json, write_config
 
-from .conftest import run_cli, run_json, write_config
 from .test_fixtures import copy_state
 
 SECRET = "TOP-SECRET-do-not-leak"

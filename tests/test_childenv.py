@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_json
+from tests.helpers import run_json
 from tests.runhelpers import runner_config
 
 SECRETS = {

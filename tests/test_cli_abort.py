@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_json
+from tests.helpers import run_json
+
 from .runhelpers import (
     alive,
     py_command,

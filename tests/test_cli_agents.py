@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
 
 AGENTS = [
     {"id": "main", "name": "Main"},

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from .conftest import ROOT, run_cli, run_json, write_config
+from tests.helpers import ROOT, run_cli, run_json, write_config
+
 from .runhelpers import reap
 from .test_delivery import outbox_lines
 

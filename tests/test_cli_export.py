@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 
 from sessiontool.sessions.listing import OPENCLAW_ROW_FIELDS
+from tests.helpers import run_cli, run_json
 
-from .conftest import run_cli, run_json
 from .test_openclaw_sqlite import LIMIT_KEYS, MAIN_DB, copy_oc, tree_digest
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
+
 from .runhelpers import py_command, records, runner_config, sessiontool, wait_until
 
 

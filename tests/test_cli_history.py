@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
+
 from .runhelpers import py_command, runner_config, sessiontool
 from .test_fixtures import EXPECTED, copy_state, expected, key_file_part, main_store
 

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from tests import htmlcheck
-from tests.conftest import FIXTURE_STATE, run_cli, run_json, write_config
+from tests.helpers import FIXTURE_STATE, run_cli, run_json, write_config
 
 OC_STATE = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6" / "state"
 FIXTURES = {"clawdbot": FIXTURE_STATE, "openclaw": OC_STATE}

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
+
 from .test_fixtures import FIXTURES, MAX_MAIN_UPDATED, copy_state, expected, main_store
 
 INTERNAL_KINDS = {"cron", "hook", "node"}

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
+
 from .runhelpers import NOW, PINNED, read_store, sessions_dir, write_store, write_transcript
 
 DAY = 86_400_000

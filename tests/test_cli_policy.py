@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
+
 from .runhelpers import read_store, store_path, write_store
 
 NOW = "1767225600000"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
+
 from .runhelpers import (
     alive,
     py_command,

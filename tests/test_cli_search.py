@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_STATE, run_cli, run_json
+from tests.helpers import FIXTURE_STATE, run_cli, run_json
 
 MAIN = "agent:main:main"
 ALICE = "agent:main:dm:alice"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sessiontool.flow.announce import format_count, format_duration
-from tests.conftest import AGENTS_DIR, run_cli, run_json, write_config
+from tests.helpers import AGENTS_DIR, run_cli, run_json, write_config
 from tests.runhelpers import (
     alive,
     outbox,

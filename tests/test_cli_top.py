@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURE_STATE, ROOT, run_cli
+from tests.helpers import FIXTURE_STATE, ROOT, run_cli
+
 from .tmuxpane import pane
 
 

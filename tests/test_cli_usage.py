@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_STATE, run_cli, run_json, write_config
+from tests.helpers import FIXTURE_STATE, run_cli, run_json, write_config
 
 PRICE = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 FIELDS = ("input", "output", "cacheRead", "cacheWrite")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
+
 from .runhelpers import (
     py_command,
     runner_config,

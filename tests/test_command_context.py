@@ -17,7 +17,7 @@ from typing import Any
 import json5
 import pytest
 
-from tests.conftest import ROOT, run_json
+from tests.helpers import ROOT, run_json
 from tests.runhelpers import outbox, poll, runner_config, settle, text_of
 
 pytestmark = pytest.mark.usefixtures("reap_workers")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, run_cli
+from tests.helpers import ROOT, run_cli
+
 from .runhelpers import NOW, write_store
 
 REGEN = "scripts/regen-docs"

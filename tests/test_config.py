@@ -12,8 +12,7 @@ from sessiontool.errors import ConfigError
 from sessiontool.state import config_models
 from sessiontool.state.config import load_config
 from sessiontool.state.paths import StatePaths
-
-from .conftest import FIXTURE_STATE, run_cli, write_config
+from tests.helpers import FIXTURE_STATE, run_cli, write_config
 
 OPENCLAW = """{
   // OpenClaw's own config: comments, unquoted keys, trailing commas

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import run_cli, write_config
+from tests.helpers import run_cli, write_config
 
 
 def test_a_runner_typo_under_agents_defaults_is_reported(state: Path) -> None:

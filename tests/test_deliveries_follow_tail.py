@@ -19,7 +19,7 @@ import pytest
 from sessiontool.flow.delivery import deliver
 from sessiontool.state.config import Config
 from sessiontool.state.paths import StatePaths
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.test_delivery import (
     DM_KEY,
     _first_line_while_appending,

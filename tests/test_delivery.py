@@ -25,8 +25,7 @@ from sessiontool.flow.delivery import (
 )
 from sessiontool.state.config import Config
 from sessiontool.state.paths import StatePaths
-
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 
 GROUP_KEY = "agent:main:discord:group:42"
 DM_KEY = "agent:main:dm:alice"

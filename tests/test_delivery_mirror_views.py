@@ -12,7 +12,7 @@ from typing import Any
 
 from sessiontool.flow.delivery import mirror_message
 from tests import htmlcheck
-from tests.conftest import FIXTURE_STATE, run_cli, run_json
+from tests.helpers import FIXTURE_STATE, run_cli, run_json
 from tests.test_cli_html import _append, _copy
 
 KEY = "agent:main:telegram:group:-100777"

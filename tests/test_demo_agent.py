@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURE_STATE, run_cli, write_config
+from tests.helpers import FIXTURE_STATE, run_cli, write_config
+
 from .fakes import gateway as fake
 from .runhelpers import reap
 from .test_openclaw_sqlite import tree_digest

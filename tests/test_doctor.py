@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
+
 from .runhelpers import NOW, PINNED, sessions_dir, write_store, write_transcript
 from .test_fixtures import copy_state, tree_digest
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import reap
 
 

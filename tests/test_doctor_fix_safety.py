@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.reliability.util import dead_pid, read_store
 from tests.runhelpers import reap, runner_config
 

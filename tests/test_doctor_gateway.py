@@ -13,7 +13,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from .conftest import run_cli
+from tests.helpers import run_cli
+
 from .fakes import gateway as fake
 
 TOKEN = "s3cret-T0ken-doctor"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.test_cli_html import OC_STATE, _copy
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_STATE, run_cli, run_json
+from tests.helpers import FIXTURE_STATE, run_cli, run_json
 from tests.test_openclaw_sqlite import copy_oc, tree_digest
 
 MAIN_SID = "792f111c-3bb9-4b35-afcd-c0f4605431d4"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import FIXTURE_STATE, FIXTURES, run_cli, run_json
+from tests.helpers import FIXTURE_STATE, FIXTURES, run_cli, run_json
 
 EXPECTED = FIXTURES / "expected" / "tools-invoke"
 MAIN_STORE = FIXTURE_STATE / "agents" / "main" / "sessions" / "sessions.json"

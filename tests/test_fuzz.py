@@ -42,7 +42,7 @@ from sessiontool.state import config_models, keys, transcript
 from sessiontool.state import sessions_json as store
 from sessiontool.state.envelopes import strip_envelope_text
 from sessiontool.state.paths import StatePaths, is_plain_name, transcript_path_for
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.reliability.util import reap_state, snapshot
 
 RANDOM = os.environ.get("SESSIONTOOL_FUZZ_RANDOM") == "1"

@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_STATE, run_cli
 from tests.fakes import rawgateway
+from tests.helpers import FIXTURE_STATE, run_cli
 from tests.reliability.util import snapshot, worker_pids
 from tests.test_openclaw_sqlite import MAIN_DB, OC_STATE
 

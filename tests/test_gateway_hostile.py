@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from sessiontool.openclaw import wsconnection
+from tests.helpers import note_output
 
-from .conftest import note_output
 from .fakes.rawgateway import (
     KEY,
     OP_CLOSE,

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli
+from tests.helpers import run_cli
+
 from .fakes import gateway as fake
 
 

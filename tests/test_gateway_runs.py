@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli
+from tests.helpers import run_cli
+
 from .fakes import gateway as fake
 from .test_openclaw_sqlite import OC_STATE, tree_digest
 

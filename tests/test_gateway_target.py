@@ -10,7 +10,7 @@ import json
 import socket
 from pathlib import Path
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 
 SECRET = "s3cret-remote-token-xyz"
 ENV_SECRET = "env-token-abc-123"

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli
+from tests.helpers import run_cli
+
 from .fakes import gateway as fake
 
 TOKEN = "s3cret-TLS-t0ken"

@@ -14,7 +14,7 @@ from sessiontool.cli.app import app
 from sessiontool.cli.commands import COMMANDS, register_all
 from sessiontool.cli.examples import EXAMPLES
 from sessiontool.cli.main import GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 def _tree() -> Any:
@@ -71,7 +71,7 @@ def test_config_keys_named_in_hints_are_documented() -> None:
     explains (`agents.defaults.models` was named, not documented)."""
     import re
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     key = re.compile(
         r"\b(?:agents|session|tools|models|sessiontool)\.(?:defaults|list\[\]|providers|"
@@ -91,7 +91,7 @@ def test_config_keys_named_in_hints_are_documented() -> None:
 
 
 def test_readme_says_where_llm_runner_turns_are() -> None:
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "Its turns are not logged in `llm`'s own database (`llm logs` does not show" in readme

@@ -22,7 +22,7 @@ import pytest
 from sessiontool.flow.delivery import mirror_message
 from tests import htmlcheck
 from tests.cdp import Browser
-from tests.conftest import FIXTURE_STATE, ROOT, run_cli, run_json
+from tests.helpers import FIXTURE_STATE, ROOT, run_cli, run_json
 from tests.test_cli_html import OC_STATE, _append, _index
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from tests import htmlcheck
-from tests.conftest import run_json
+from tests.helpers import run_json
 from tests.test_cli_html import OC_STATE, _copy
 
 KEY = "agent:main:reset-me"

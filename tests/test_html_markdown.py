@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import htmlcheck
-from tests.conftest import FIXTURE_STATE, run_cli
+from tests.helpers import FIXTURE_STATE, run_cli
 from tests.test_cli_html import _append, _copy
 from tests.test_startup import imported_modules
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import ROOT
+from tests.helpers import ROOT
 
 LINT = str(Path(sys.executable).with_name("lint-imports"))
 

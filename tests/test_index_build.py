@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.test_index_catchup import DAY, T0, _conversation, _dump, _line, _make_state
 
 INDEX = ("sessiontool", "index.sqlite")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import FIXTURE_STATE, run_cli, run_json
+from tests.helpers import FIXTURE_STATE, run_cli, run_json
 
 DAY = 86_400_000
 T0 = 1_795_000_000_000  # 2026-11-18T...Z

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_STATE, run_cli
+from tests.helpers import FIXTURE_STATE, run_cli
 from tests.test_index_catchup import DAY, T0, _conversation, _line, _make_state
 
 INDEX = ("sessiontool", "index.sqlite")

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import FIXTURE_STATE, run_json
+from tests.helpers import FIXTURE_STATE, run_json
+
 from .runhelpers import py_command, runner_config, settle
 from .test_openclaw_sqlite import OC_STATE
 

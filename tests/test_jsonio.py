@@ -27,8 +27,7 @@ from sessiontool.state.jsonio import (
     to_utf8,
 )
 from sessiontool.state.paths import StatePaths
-
-from .conftest import FIXTURE_STATE, ROOT, run_cli
+from tests.helpers import FIXTURE_STATE, ROOT, run_cli
 
 FIXTURES = ROOT / "tests" / "fixtures"
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import poll, records, settle, text_of
 
 pytest.importorskip("llm", reason="the llm extra is not installed (pip install -e '.[test]')")

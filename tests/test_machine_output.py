@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_cli, run_json, write_config
+from tests.helpers import run_cli, run_json, write_config
+
 from .runhelpers import alive, records
 from .test_startup import imported_modules
 

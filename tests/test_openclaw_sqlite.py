@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import append_openclaw_events
-
-from .conftest import run_cli, run_json
 
 OC = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6"
 OC_STATE = OC / "state"

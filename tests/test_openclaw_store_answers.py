@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import append_openclaw_events
 from tests.test_openclaw_sqlite import MAIN_DB, copy_oc
 

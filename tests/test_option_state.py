@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT
+from tests.helpers import ROOT
+
 from .runhelpers import write_store
 
 # (module, name) -> why it may stay a module global. None of them holds an option: each is the

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import reap
 
 NOBODY = 65534

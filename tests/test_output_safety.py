@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 
 EVIL_KEY = "agent:main:evil\nagent:main:main"
 ESC_KEY = "agent:main:x\x1b[2Jcleared"

@@ -8,7 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-from tests.conftest import ROOT, run_cli
+from tests.helpers import ROOT, run_cli
 
 
 def _history_examples() -> list[list[str]]:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import sessiontool
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tests" / "fixtures" / "tools"

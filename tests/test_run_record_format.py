@@ -14,7 +14,7 @@ import pytest
 from sessiontool.runs import schema
 from sessiontool.runs.record_types import FollowUp, RunKind, RunRecord, RunStatus
 from sessiontool.runs.submit import PUBLIC_RUN_FIELDS
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import py_command, runner_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "run-records"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import records, runner_config
 
 pytestmark = pytest.mark.usefixtures("reap_workers")

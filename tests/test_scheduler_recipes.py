@@ -17,7 +17,8 @@ from typing import Any
 import json5
 import pytest
 
-from .conftest import ROOT, run_json
+from tests.helpers import ROOT, run_json
+
 from .runhelpers import reap, runner_config
 
 README = ROOT / "README.md"

@@ -10,7 +10,7 @@ import socket
 import sqlite3
 from pathlib import Path
 
-from .conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 
 OC_STATE = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6" / "state"
 MAIN_DB = Path("agents") / "main" / "agent" / "openclaw-agent.sqlite"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.helpers import run_cli
+
 from . import htmlcheck
-from .conftest import run_cli
 from .test_cli_html import _index
 
 CHILD = "agent:main:subagent:7b1c0e0e-0000-4000-8000-000000000001"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import write_config
+from tests.helpers import write_config
+
 from .runhelpers import MODULES_PROBE
 
 HEAVY = ("rich", "json5", "websockets", "cryptography", "textual")

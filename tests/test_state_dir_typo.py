@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 def test_a_write_says_it_created_the_state_dir_once(tmp_path: Path) -> None:

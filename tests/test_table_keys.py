@@ -10,7 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.conftest import FIXTURE_STATE, run_cli
+from tests.helpers import FIXTURE_STATE, run_cli
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -16,8 +16,8 @@ from sessiontool.errors import ConfigError
 from sessiontool.runs.runners import RunnerError, get_runner
 from sessiontool.state import runnertable
 from sessiontool.state.config import check_runner
+from tests.helpers import run_cli, run_json
 
-from .conftest import run_cli, run_json
 from .test_fixtures import copy_state
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,7 @@ import pytest
 
 from sessiontool.context import build_context
 from sessiontool.runs import tools
-
-from .conftest import write_config
+from tests.helpers import write_config
 
 
 def test_five_tools_each_fully_described() -> None:

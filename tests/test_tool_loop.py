@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli, run_json
 from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import run_cli, run_json
 from tests.runhelpers import records, text_of
 
 pytestmark = pytest.mark.usefixtures("reap_workers")

@@ -25,8 +25,8 @@ from sessiontool.context import build_context  # noqa: E402
 from sessiontool.tui.app import TopApp  # noqa: E402
 from sessiontool.tui.model import Options  # noqa: E402
 from sessiontool.tui.screens import ConfirmScreen, MessageScreen, TranscriptScreen  # noqa: E402
+from tests.helpers import FIXTURE_STATE, run_json  # noqa: E402
 
-from .conftest import FIXTURE_STATE, run_json  # noqa: E402
 from .runhelpers import alive, py_command, records, runner_config  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("reap_workers")

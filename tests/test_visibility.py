@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AGENTS_DIR, run_cli, run_json, write_config
+from tests.helpers import AGENTS_DIR, run_cli, run_json, write_config
 from tests.runhelpers import alive, records, store_path, text_of, transcript_messages
 
 FINISHED = ("ok", "error", "timeout", "aborted", "lost")

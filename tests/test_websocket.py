@@ -31,8 +31,8 @@ from sessiontool.openclaw.websocket import (
     PayloadTooBig,
     connect,
 )
+from tests.helpers import run_cli
 
-from .conftest import run_cli
 from .fakes import gateway as fake
 from .fakes.rawgateway import Peer, close_payload, sframe
 from .runhelpers import MODULES_PROBE

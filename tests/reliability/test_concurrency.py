@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.reliability.util import (
     FINISHED,
     check_transcripts,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import note_output, run_json
+from tests.helpers import note_output, run_json
 from tests.reliability.util import read_store, sessions_dir, wait_until
 from tests.runhelpers import py_command, reap, records, runner_config
 

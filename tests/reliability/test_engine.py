@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.reliability.util import (
     FINISHED,
     check_transcripts,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import note_output, run_cli
+from tests.helpers import note_output, run_cli
 from tests.reliability.util import wait_until
 
 OLD_TS = "2020-01-01T00:00:00.000Z"

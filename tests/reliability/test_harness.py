@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli, write_config
+from tests.helpers import run_cli, write_config
 from tests.reliability.util import (
     FINISHED,
     parse_transcript,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.reliability.util import children
 from tests.runhelpers import alive
 

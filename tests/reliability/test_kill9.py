@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.reliability.util import (
     FINISHED,
     check_transcripts,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sessiontool.state import perms
-from tests.conftest import run_cli, run_json
+from tests.helpers import run_cli, run_json
 from tests.reliability.util import FINISHED, wait_until
 from tests.runhelpers import records
 

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_json
+from tests.helpers import run_json
 from tests.reliability.util import (
     read_store,
     sessions_dir,

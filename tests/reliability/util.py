@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.conftest import run_json
+from tests.helpers import run_json
 from tests.runhelpers import alive, read_store, records, sessions_dir
 
 T = TypeVar("T")
