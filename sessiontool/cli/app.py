@@ -153,7 +153,7 @@ def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
     if check:
         check_state_dir_is_dir()
     ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
-    ctx = remote_context(ctx, global_options())
+    ctx = remote_context(ctx, global_options(), G.as_key)
     if check and reads:
         check_readable_state(ctx)
     elif check and not G.create_agent:
@@ -188,10 +188,13 @@ def _created_state_dirs() -> list[str]:
     ]
 
 
-def remote_context(ctx: Context, options: Options) -> Context:
+def remote_context(ctx: Context, options: Options, as_key: str | None = None) -> Context:
     """`ctx` under `options`, and with a remote gateway (`--gateway`, SESSIONTOOL_GATEWAY_URL,
     OPENCLAW_GATEWAY_URL, OpenClaw's `gateway.remote.url`): the same context in the part of the
-    local state dir kept for that gateway, whose sessions are the gateway's (openclaw/target.py)."""
+    local state dir kept for that gateway, whose sessions are the gateway's (openclaw/target.py).
+    `as_key` is the key `ctx` was built for, as the user typed it (`--as`, or `mcp --as`): it
+    is read again under the gateway's config (its main key and scope), never taken from the
+    global options (`mcp --as K` then acted as the operator on a remote gateway)."""
     from sessiontool.context import Context
     from sessiontool.openclaw import target
 
@@ -208,7 +211,7 @@ def remote_context(ctx: Context, options: Options) -> Context:
     remote_cfg = gateway_config(paths)
     if remote_cfg is not None:
         cfg = load_config(ctx.paths, G.config, gateway=remote_cfg)
-        ctx = build_context(G.state_dir, G.config, G.agent, G.as_key, cfg=cfg)
+        ctx = build_context(G.state_dir, G.config, G.agent, as_key, cfg=cfg)
     return Context(paths, ctx.config, ctx.requester, options)
 
 

@@ -82,13 +82,13 @@ def mcp_cmd(
     install_store_guard()
     key = as_key or G.as_key
     options = global_options()  # parsed once: every call's context carries these, frozen
-    ctx = remote_context(build_context(G.state_dir, G.config, G.agent, key), options)
+    ctx = remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
     perms.check_state_dir(ctx.paths.root)
     for w in ctx.config.warnings:  # once, on stderr: stdout is the protocol from here on
         render.warning_line(w)
 
     def make_ctx() -> Context:
-        return remote_context(build_context(G.state_dir, G.config, G.agent, key), options)
+        return remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
 
     from sessiontool.mcpserver import serve
 
