@@ -395,3 +395,36 @@ def test_every_request_gets_an_answer_even_one_the_sdk_cannot_parse(state: Path)
     assert by_id[None]["error"]["code"] == -32700
     assert [t["name"] for t in by_id[6]["result"]["tools"]][:1] == ["sessions_list"]
     assert len(answers) == 7, answers  # a bad notification gets no answer
+
+
+def test_mcp_as_acts_as_that_session_on_a_remote_gateway(state: Path, tmp_path: Path) -> None:
+    """`--gateway URL mcp --as main`: a send goes to the gateway as that session (inter-session
+    provenance naming it), its key read under the gateway's own config (main key `work`), not
+    as the operator (the remote context took the global `--as`, which `mcp --as` does not set)."""
+    from .fakes import gateway as fake
+    from .runhelpers import reap
+
+    config = {"session": {"mainKey": "work"}}
+    with fake.running(tmp_path / "gw", token="mcp-remote-token", config=config) as gw:
+        url = f"ws://127.0.0.1:{gw.port}"
+        params = server("--as", "main")
+        at = params.args.index("mcp")
+        params.args[at:at] = ["--gateway", url]
+        params.env = {**(params.env or {}), "OPENCLAW_GATEWAY_TOKEN": "mcp-remote-token"}
+        sent: dict[str, Any] = {}
+
+        async def session(c: Client) -> None:
+            sent.update(
+                ok(await c.call_tool("sessions_send", {"sessionKey": "room", "message": "hi"}))
+            )
+
+        try:
+            run(session, params)
+        finally:
+            for root in state.glob("gateways/*"):
+                reap(root)
+        turns = [c["params"] for c in gw.calls("agent")]
+    assert sent["status"] == "ok", sent
+    first = turns[0]
+    assert first["sessionKey"] == "agent:main:room" and first["message"] == "hi"
+    assert first["inputProvenance"]["sourceSessionKey"] == "agent:main:work"

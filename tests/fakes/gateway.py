@@ -9,7 +9,8 @@ to a JSON-lines file the tests read.
 For `history --follow` it serves `chat.history` from `history` (messages with `__openclaw`
 ids and seqs) and, on `sessions.messages.subscribe`, sends the next message of `events` as a
 `session.message` event (appending it to the history); a connection that has sent one is
-closed while `drop_after_event` lasts. `grant_scopes` caps the scopes hello-ok grants.
+closed while `drop_after_event` lasts. `grant_scopes` caps the scopes hello-ok grants;
+`config` is the OpenClaw config `config.get` answers (else the method is unknown).
 
 A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`); `fail ...`
 makes the gateway refuse it. With `store` set it plays a lockless JSON-era gateway: it applies
@@ -45,6 +46,7 @@ SCOPE = {
     "tools.invoke": WRITE,
     "sessions.reset": ADMIN,
     "sessions.messages.subscribe": READ,
+    "config.get": READ,
 }
 
 
@@ -250,6 +252,8 @@ class Server:
         if method == "sessions.list":  # `sessions` rows, or an empty store
             rows = self.cfg.get("sessions") or []
             return res({"ts": int(time.time() * 1000), "count": len(rows), "sessions": rows})
+        if method == "config.get" and "config" in self.cfg:  # the gateway host's OpenClaw config
+            return res({"path": "/srv/openclaw/openclaw.json", "parsed": self.cfg["config"]})
         if method == "status":
             return res({"runtimeVersion": self.cfg.get("version", "2026.9.6")})
         if method == "agent":
