@@ -68,7 +68,7 @@ def test_usage_builds_no_text_and_a_later_search_adds_it(tmp_path: Path) -> None
     # The turns and per-day sums only: no message rows, no words.
     assert _count(first, "SELECT count(*) FROM msgs") == 0
     assert _count(first, "SELECT count(*) FROM files WHERE text = 0") == 6
-    assert _count(first, "SELECT count(*) FROM turns") == 6 * 11
+    assert _count(first, "SELECT sum(turns) FROM days") == 6 * 11
     fts_pages = _count(first, "SELECT count(*) FROM fts_data")
 
     # An append, read by usage alone (turns only), then by a search (text from the start).
@@ -145,8 +145,8 @@ def test_ctrl_c_during_a_first_build_leaves_an_index_the_next_command_continues(
         read = con.execute("SELECT count(*) FROM files WHERE off > 0").fetchone()[0]
         # What was committed is whole: each file read has all its turns, the others none.
         per_file = con.execute(
-            "SELECT f.off > 0, count(t.file_id) FROM files f LEFT JOIN turns t "
-            "ON t.file_id = f.id GROUP BY f.id"
+            "SELECT f.off > 0, coalesce(sum(d.turns), 0) FROM files f LEFT JOIN days d "
+            "ON d.file_id = f.id GROUP BY f.id"
         ).fetchall()
     finally:
         con.close()

@@ -20,6 +20,7 @@ from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
 from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
 from sessiontool.state import search_index as si
+from sessiontool.state.index_db import each_turns
 
 GROUPS = ("session", "agent", "model", "day", "label")
 COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")
@@ -105,14 +106,8 @@ _SUMS = (
     "sum(turns), sum(runs), sum(input), sum(output), sum(cache_read), sum(cache_write), "
     "sum(cost), sum(n_cost)"
 )
-_TURN_SUMS = (
-    "count(*), sum(run_start), sum(input), sum(output), sum(cache_read), sum(cache_write), "
-    "sum(cost), count(cost)"
-)
 # A delivery mirror (protocol.is_delivery_mirror) is no turn: the reply it posted is counted.
 _NO_MIRRORS = f" AND NOT (provider IS '{MIRROR_PROVIDER}' AND model IS '{MIRROR_MODEL}')"
-# UTC day number of a ms timestamp, flooring as Python's // does (days.day is ts // DAY_MS).
-_DAY_OF_TS = f"(CASE WHEN ts >= 0 THEN ts / {si.DAY_MS} ELSE -((-ts - 1) / {si.DAY_MS}) - 1 END)"
 
 
 def _sums(
@@ -152,13 +147,37 @@ def _sums(
     for a, b in parts:
         if a is None or b is None or a >= b:
             continue
-        out += conn.execute(
-            f"SELECT file_id, {_DAY_OF_TS if day else '0'} AS d, provider, model, "
-            f"{_TURN_SUMS} FROM turns WHERE ts >= ? AND ts < ?{scope} "
-            "GROUP BY file_id, d, provider, model",
-            (a, b),
-        ).fetchall()
+        out += _partial(conn, day, a, b, scope)
     return out
+
+
+def _partial(
+    conn: Any, day: bool, since_ms: int, until_ms: int, scope: str
+) -> list[tuple[Any, ...]]:
+    """The rows of the turns at `since_ms` or later and before `until_ms` (within a day or
+    two: a --since/--until boundary), summed from the single turns their days keep."""
+    sums: dict[tuple[int, int, str, str], list[Any]] = {}
+    for file_id, provider, model, each in conn.execute(
+        f"SELECT file_id, provider, model, each FROM days WHERE day >= ? AND day <= ?{scope}",
+        (since_ms // si.DAY_MS, (until_ms - 1) // si.DAY_MS),
+    ):
+        for ts, i, o, cr, cw, cost, run_start in each_turns(each):
+            if not since_ms <= ts < until_ms:
+                continue
+            key = (file_id, ts // si.DAY_MS if day else 0, provider, model)
+            s = sums.get(key)
+            if s is None:
+                s = sums[key] = [0, 0, 0, 0, 0, 0, None, 0]
+            s[0] += 1
+            s[1] += run_start
+            s[2] += i
+            s[3] += o
+            s[4] += cr
+            s[5] += cw
+            if cost is not None:
+                s[6] = cost if s[6] is None else s[6] + cost
+                s[7] += 1
+    return [(*k, *v) for k, v in sums.items()]
 
 
 def _empty() -> dict[str, Any]:

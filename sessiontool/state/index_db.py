@@ -17,7 +17,7 @@ from sessiontool.state import sqlite_conn
 from sessiontool.state.index_scan import Row
 from sessiontool.state.paths import ensure_dir
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0
 
@@ -30,15 +30,10 @@ CREATE TABLE msgs(
   id INTEGER PRIMARY KEY AUTOINCREMENT, file_id INTEGER NOT NULL, ts INTEGER, role TEXT,
   cjk INTEGER, off INTEGER, part INTEGER, text TEXT);
 CREATE INDEX msgs_file ON msgs(file_id);
-CREATE TABLE turns(
-  file_id INTEGER NOT NULL, ts INTEGER, provider TEXT, model TEXT, input INTEGER,
-  output INTEGER, cache_read INTEGER, cache_write INTEGER, cost REAL, run_start INTEGER);
-CREATE INDEX turns_file ON turns(file_id);
-CREATE INDEX turns_ts ON turns(ts);
 CREATE TABLE days(
   file_id INTEGER NOT NULL, day INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
   turns INTEGER, runs INTEGER, input INTEGER, output INTEGER, cache_read INTEGER,
-  cache_write INTEGER, cost REAL, n_cost INTEGER,
+  cache_write INTEGER, cost REAL, n_cost INTEGER, each TEXT NOT NULL,
   PRIMARY KEY(file_id, day, provider, model)) WITHOUT ROWID;
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT NULL);
@@ -50,7 +45,10 @@ CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT N
 # the store again (half of what a search costs beyond Python's start-up).
 # `days`: each transcript's turns summed per UTC day and model, kept as the turns are indexed,
 # so `usage` over a year of transcripts sums a few rows per session and day instead of every
-# assistant message (`turns` still answers the partial days at a --since/--until boundary).
+# assistant message. `days.each` keeps the day's single turns, for the partial days at a
+# --since/--until boundary: JSON arrays [ts, in, out, cache read, cache write, recorded cost,
+# run start] joined by commas (`each_turns` reads them). One text per day instead of a table
+# row per turn: a table of turns and its two indexes were a quarter of a cold `usage`.
 DAY_MS = 86_400_000
 # Contentless: the text stays in the transcripts (a hit's text is read back from its line), so
 # the index holds words and positions only. A purged row leaves its words behind in the FTS
@@ -224,32 +222,31 @@ def insert_rows(
             )
     if turns:
         c.executemany(
-            "INSERT INTO turns(file_id, ts, provider, model, input, output, cache_read, "
-            "cache_write, cost, run_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            turns,
-        )
-        c.executemany(
             "INSERT INTO days(file_id, day, provider, model, turns, runs, input, output, "
-            "cache_read, cache_write, cost, n_cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "cache_read, cache_write, cost, n_cost, each) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(file_id, day, provider, model) DO UPDATE SET "
             "turns = turns + excluded.turns, runs = runs + excluded.runs, "
             "input = input + excluded.input, output = output + excluded.output, "
             "cache_read = cache_read + excluded.cache_read, "
             "cache_write = cache_write + excluded.cache_write, "
-            "cost = cost + excluded.cost, n_cost = n_cost + excluded.n_cost",
+            "cost = cost + excluded.cost, n_cost = n_cost + excluded.n_cost, "
+            "each = each || ',' || excluded.each",
             day_sums(turns),
         )
 
 
 def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Turns (file_id, ts, provider, model, in, out, cr, cw, cost, run_start) summed per
-    file, UTC day and model, as `days` rows."""
+    file, UTC day and model, as `days` rows (with their `each`)."""
+    import orjson
+
     sums: dict[tuple[int, int, str, str], list[Any]] = {}
     for file_id, ts, provider, model, i, o, cr, cw, cost, run_start in turns:
         key = (file_id, ts // DAY_MS, provider, model)
         s = sums.get(key)
         if s is None:
-            s = sums[key] = [0, 0, 0, 0, 0, 0, 0.0, 0]
+            s = sums[key] = [0, 0, 0, 0, 0, 0, 0.0, 0, []]
         s[0] += 1
         s[1] += run_start
         s[2] += i
@@ -259,7 +256,17 @@ def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         if cost is not None:
             s[6] += cost
             s[7] += 1
-    return [(*k, *v) for k, v in sums.items()]
+        s[8].append((ts, i, o, cr, cw, cost, run_start))
+    return [(*k, *v[:8], orjson.dumps(v[8])[1:-1].decode()) for k, v in sums.items()]
+
+
+def each_turns(each: str) -> list[list[Any]]:
+    """The single turns of a `days` row: [ts, in, out, cache read, cache write, recorded cost
+    (None: none), run start] each."""
+    import orjson
+
+    got: list[list[Any]] = orjson.loads("[" + each + "]")
+    return got
 
 
 INDEX_FILES = ("", "-wal", "-shm", "-journal")

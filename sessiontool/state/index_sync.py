@@ -164,7 +164,6 @@ class CatchUp:
         c = self.conn
         cur = c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
         self.dead += max(0, cur.rowcount)
-        c.execute("DELETE FROM turns WHERE file_id = ?", (file_id,))
         c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
         c.execute(
             "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
