@@ -21,11 +21,6 @@ from .runhelpers import write_store
 # (module, name) -> why it may stay a module global. None of them holds an option: each is the
 # same in every call of a process, whoever asks and against whichever target.
 ALLOWED_GLOBALS = {
-    ("sessiontool/cli/render.py", "_color_choice"): (
-        "--color: presentation only, set once by the CLI's Typer callback of a one-command "
-        "process; read only in cli/ (never by the mcp server, whose stdout is the protocol). "
-        "The value is also in Options.color; it leaves render with item 1's one output path"
-    ),
     ("sessiontool/state/sessions_json.py", "_write_guard"): (
         "not an option: the one hook (openclaw's guard_store_write) installed, idempotently and "
         "with the same value, by every process that writes, so that state/ needs no gateway code"

@@ -68,6 +68,12 @@ def global_options() -> Options:
     return Options(G.store, G.gateway, G.color)
 
 
+def look() -> render.Look:
+    """How this command's output looks (`--color`), before its context is built; afterwards
+    `output.look(ctx.options)` gives the same."""
+    return render.Look(G.color)
+
+
 def _version(value: bool) -> None:
     if value:
         render.write_out(f"sessiontool {__version__} (tested against {TESTED_WITH})\n")
@@ -130,7 +136,6 @@ def _global_options(
     G.create_agent = create_agent
     G.gateway = gateway
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
-    render.set_color(color)
 
 
 def install_store_guard() -> None:

@@ -1,4 +1,4 @@
-"""The TSV columns of `list`, `runs` and `search`: one place that names them, orders them (the
+"""The TSV columns of `list`, `runs`, `search` and `deliveries`: one place that names them, orders them (the
 terminal table's order, then what only scripts want), documents them in `--help` and lets
 `--fields` pick them, as `gh --json FIELDS` and `kubectl -o custom-columns` do.
 
@@ -66,6 +66,10 @@ SEARCH: dict[str, Getter] = {
     "snippet": render.marked_snippet,
     "label": _plain("label"),
 }
+# The outbox (`deliveries`), the JSON's keys: no `--fields` yet, so all of them, in this order.
+DELIVERIES: dict[str, Getter] = {
+    k: _plain(k) for k in ("ts", "mode", "status", "sessionKey", "channel", "to", "text")
+}
 SEARCH_DEFAULT = ("key", "sessionId", "timestamp", "role", "snippet")
 
 
@@ -84,16 +88,6 @@ def pick(spec: Mapping[str, Getter], fields: str | None, default: Iterable[str])
 
 def rows(spec: Mapping[str, Getter], names: list[str], records: Iterable[Mapping[str, Any]]) -> Any:
     return ([spec[n](r) for n in names] for r in records)
-
-
-def sessions_tsv(result: Mapping[str, Any], fields: list[str] | None = None) -> str:
-    """The table's columns in its order, then sessionId; or the `--fields` asked for."""
-    return render.tsv(rows(SESSIONS, fields or list(SESSIONS), result["sessions"]))
-
-
-def search_tsv(result: Mapping[str, Any], fields: list[str] | None = None) -> str:
-    """key, sessionId, time, role, snippet with each match as `[match]`; or the `--fields`."""
-    return render.tsv(rows(SEARCH, fields or list(SEARCH_DEFAULT), result["hits"]))
 
 
 def help_text(names: Iterable[str]) -> str:

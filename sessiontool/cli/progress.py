@@ -22,8 +22,9 @@ class BuildProgress:
     thread only (no refresh thread: the index forks its worker processes only while this
     process has one thread)."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, look: render.Look) -> None:
         self.enabled = enabled
+        self.look = look
         self.start = time.monotonic()
         self.last = 0.0
         self.bar: Any = None
@@ -52,7 +53,7 @@ class BuildProgress:
                 DownloadColumn(),
                 TransferSpeedColumn(),
                 TimeRemainingColumn(),
-                console=render.console(sys.stderr),
+                console=render.console(self.look, sys.stderr),
                 auto_refresh=False,
                 transient=True,
                 redirect_stdout=False,
@@ -82,6 +83,6 @@ class BuildProgress:
             self.bar = None
 
 
-def build_progress(as_json: bool) -> BuildProgress:
+def build_progress(as_json: bool, look: render.Look) -> BuildProgress:
     """On when stderr is a terminal and the output is not JSON."""
-    return BuildProgress(not as_json and render.is_terminal(sys.stderr))
+    return BuildProgress(not as_json and look.terminal(sys.stderr), look)

@@ -9,40 +9,36 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import orjson
 
 from sessiontool.clock import iso, now_ms
 
-_color_choice = "auto"
+
+class Look(NamedTuple):
+    """How this command's output looks: `--color` (auto, always or never), taken from the frozen
+    `Options` once per command and passed to whatever draws. Never a module global: two
+    contexts in one process (the `mcp` server) never share it."""
+
+    color: str = "auto"
+
+    def colored(self, stream: IO[str] | None = None) -> bool:
+        if self.color != "auto":
+            return self.color == "always"
+        if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+            return False
+        return _isatty(stream or sys.stdout)
+
+    def terminal(self, stream: IO[str] | None = None) -> bool:
+        """Whether to render for a person: the stream is a terminal, or `--color always` asked
+        for the terminal view of stdout anyway (`sessiontool --color always list | less -R`)."""
+        if self.color == "always" and (stream is None or stream is sys.stdout):
+            return True
+        return _isatty(stream or sys.stdout)
 
 
-def set_color(choice: str) -> None:
-    global _color_choice
-    _color_choice = choice
-
-
-def use_color(stream: IO[str] | None = None) -> bool:
-    stream = stream or sys.stdout
-    if _color_choice == "always":
-        return True
-    if _color_choice == "never":
-        return False
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def is_terminal(stream: IO[str] | None = None) -> bool:
-    """Whether to render for a person: stdout is a terminal, or `--color always` asked for the
-    terminal view anyway (`sessiontool --color always list | less -R`)."""
-    if _color_choice == "always" and (stream is None or stream is sys.stdout):
-        return True
-    stream = stream or sys.stdout
+def _isatty(stream: IO[str]) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -127,10 +123,10 @@ def err(text: str) -> None:
         pass
 
 
-def empty(text: str) -> None:
+def empty(look: Look, text: str) -> None:
     """The one rule for an empty result: a line (on stderr) when stdout is a terminal, so a
     person sees that nothing matched; nothing at all when piped, so a script reads no rows."""
-    if is_terminal():
+    if look.terminal():
         err(text)
 
 
@@ -260,25 +256,25 @@ def tsv(rows: Iterable[Sequence[Any]]) -> str:
 # -- rich --------------------------------------------------------------------------------------
 
 
-def console(stream: IO[str] | None = None) -> Any:
+def console(look: Look, stream: IO[str] | None = None) -> Any:
     from rich.console import Console
 
-    color = use_color(stream)
+    color = look.colored(stream)
     return Console(
         file=stream or sys.stdout,
         no_color=not color,
         color_system="auto" if color else None,
-        force_terminal=True if _color_choice == "always" else None,
+        force_terminal=True if look.color == "always" else None,
         highlight=False,
         soft_wrap=False,
     )
 
 
 def table(
+    look: Look,
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
     *,
-    title: str | None = None,
     no_wrap: Sequence[str] = (),
     keys: Sequence[str] = (),
 ) -> None:
@@ -290,7 +286,7 @@ def table(
     from rich.table import Table
 
     cells = [[_cell(v) for v in r] for r in rows]
-    c = console()
+    c = console(look)
     shortened = False
     if keys:
         from sessiontool.cli.fit import key_width, middle_ellipsis
@@ -301,7 +297,7 @@ def table(
             for i in at:
                 if len(r[i]) > fit:
                     r[i], shortened = middle_ellipsis(r[i], fit), True
-    t = Table(title=title, box=None, header_style="bold", pad_edge=False)
+    t = Table(box=None, header_style="bold", pad_edge=False)
     for col in columns:
         if col in no_wrap or col in keys:
             t.add_column(col, no_wrap=True, overflow="ignore")
@@ -317,13 +313,14 @@ def table(
 # -- sessions ----------------------------------------------------------------------------------
 
 
-def sessions_table(result: dict[str, Any]) -> None:
+def sessions_table(look: Look, result: Mapping[str, Any]) -> None:
     rows = result["sessions"]
     if not rows:
-        empty("No sessions.")
+        empty(look, "No sessions.")
         return
     now = now_ms()
     table(
+        look,
         ["KEY", "KIND", "CHANNEL", "LABEL", "UPDATED", "MODEL", "TOKENS"],
         (
             [
@@ -341,7 +338,7 @@ def sessions_table(result: dict[str, Any]) -> None:
     )
 
 
-def sessions_messages(result: dict[str, Any]) -> None:
+def sessions_messages(result: Mapping[str, Any]) -> None:
     """`list --message-limit N` on a terminal: each session's last messages under the table."""
     out: list[str] = []
     for r in result["sessions"]:
@@ -464,10 +461,10 @@ def history_plain(session_key: str, messages: list[dict[str, Any]]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def history_rich(session_key: str, messages: list[dict[str, Any]]) -> None:
+def history_rich(look: Look, session_key: str, messages: list[dict[str, Any]]) -> None:
     from rich.markup import escape
 
-    c = console()
+    c = console(look)
     styles = {"user": "bold cyan", "assistant": "bold green", "toolResult": "bold yellow"}
     for i, m in enumerate(messages):
         role = str(m.get("role"))
@@ -520,10 +517,10 @@ def marked_snippet(h: Mapping[str, Any]) -> str:
     return _marked(h["snippet"], h["highlights"], "[", "]")
 
 
-def search_rich(result: dict[str, Any]) -> None:
+def search_rich(look: Look, result: Mapping[str, Any]) -> None:
     from rich.markup import escape
 
-    c = console()
+    c = console(look)
     for h in result["hits"]:
         who = h.get("key") or f"{h['sessionId']} (archived)"
         label = f" [dim]({escape(esc(h['label']))})[/]" if h.get("label") else ""
@@ -549,13 +546,13 @@ def _usd(v: Any) -> str:
     return f"{float(v):.4f}"
 
 
-def usage_tsv(result: dict[str, Any]) -> str:
+def usage_cells(result: Mapping[str, Any]) -> list[list[Any]]:
     """No header, as every TSV (cli/columns.py): the group, then USAGE_COLUMNS; TOTAL last."""
     by = result["by"]
     rows: list[list[Any]] = []
     for r in [*result["rows"], {by: "TOTAL", **result["total"]}]:
         rows.append([r[by], *(r[c] for c in USAGE_COLUMNS[:-1]), _usd(r["cost"])])
-    return tsv(rows)
+    return rows
 
 
 _EIGHTHS = "▏▎▍▌▋▊▉"
@@ -573,7 +570,7 @@ def _tokens_of(r: dict[str, Any]) -> int:
     return int(r["input"] + r["output"] + r["cacheRead"] + r["cacheWrite"])
 
 
-def usage_table(result: dict[str, Any]) -> None:
+def usage_table(look: Look, result: Mapping[str, Any]) -> None:
     by = result["by"]
     rows = [
         [r[by], *(compact_count(r[c]) for c in USAGE_COLUMNS[:-1]), "$" + _usd(r["cost"])]
@@ -584,7 +581,7 @@ def usage_table(result: dict[str, Any]) -> None:
     if by == "day":  # one bar per day: cost, or tokens where nothing was priced
         measure: Any = (lambda r: r["cost"]) if t["cost"] > 0 else _tokens_of
         top = max((measure(r) for r in result["rows"]), default=0)
-        width = max(8, min(30, console().width - 80))  # the numbers keep their room
+        width = max(8, min(30, console(look).width - 80))  # the numbers keep their room
         columns.append("COST BAR" if t["cost"] > 0 else "TOKENS BAR")  # not a second COST
         for row, r in zip(rows, result["rows"], strict=True):
             row.append(bar(measure(r), top, width))
@@ -592,6 +589,7 @@ def usage_table(result: dict[str, Any]) -> None:
         ["TOTAL", *(compact_count(t[c]) for c in USAGE_COLUMNS[:-1]), "$" + _usd(t["cost"])]
     )
     table(
+        look,
         columns,
         rows,
         no_wrap=(columns[0], columns[-1]) if by == "day" else (),

@@ -229,12 +229,14 @@ def check_arguments(
 def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
     from sessiontool.sessions.listing import list_sessions
 
-    return list_sessions(
-        ctx,
-        kinds=args.get("kinds"),
-        limit=args.get("limit", 200),
-        active_minutes=args.get("activeMinutes"),
-        message_limit=min(args.get("messageLimit", 0), 20),
+    return dict[str, Any](
+        list_sessions(
+            ctx,
+            kinds=args.get("kinds"),
+            limit=args.get("limit", 200),
+            active_minutes=args.get("activeMinutes"),
+            message_limit=min(args.get("messageLimit", 0), 20),
+        )
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sessiontool import diag
 from sessiontool.context import Context
@@ -22,6 +22,16 @@ from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name, transcript_path_for
 from sessiontool.state.sessions_json import Entry, listable
 from sessiontool.state.transcript import Message, is_tool_result_line
+
+SessionRow = dict[str, Any]  # OpenClaw's row: its keys pass through from the store entry
+
+
+class SessionsResult(TypedDict):
+    """What `list` (and the sessions_list tool) returns; `--json` writes it as is."""
+
+    count: int
+    sessions: list[SessionRow]
+
 
 LIST_DEFAULT_LIMIT = 200
 MESSAGE_LIMIT_MAX = 20
@@ -101,13 +111,13 @@ def build_row(
     *,
     kind: str | None = None,
     sessions_dir: Path | None = None,
-) -> dict[str, Any]:
+) -> SessionRow:
     """One list row. `kind` and `sessions_dir` may be passed in when the caller already has
     them (list builds thousands of rows: no path object or classification twice per row)."""
     main_key = ctx.config.main_key
     if kind is None:
         kind = keys.kind_of(full_key, entry, main_key)
-    row: dict[str, Any] = {
+    row: SessionRow = {
         "key": ctx.display(full_key),
         "kind": kind,
         "channel": keys.row_channel(full_key, entry, main_key, kind),
@@ -187,7 +197,7 @@ def list_sessions(
     message_limit: int = 0,
     since_ms: int | None = None,
     all_agents: bool = False,
-) -> dict[str, Any]:
+) -> SessionsResult:
     policy.check_tool(ctx, "sessions_list")
     wanted = _parse_kinds(kinds)
     if active_minutes is not None and active_minutes < 1:
@@ -215,7 +225,7 @@ def _list_in_scope(
     cutoff: int | None,
     n_messages: int,
     all_agents: bool,
-) -> dict[str, Any]:
+) -> SessionsResult:
     candidates: list[tuple[float, str, str, Entry, str]] = []
     main_key = ctx.config.main_key
     sessions_dirs: dict[str, Path] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output, render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.completers import complete_keys
 from sessiontool.errors import ExitCode, UsageError
@@ -78,9 +78,11 @@ def search_cmd(
 
     if session is not None and label is not None:
         raise UsageError("give --session or --label, not both")
-    with build_progress(want_json(json_)) as progress:
+    ctx = get_ctx(reads=True)
+    look = output.look(ctx.options)
+    with build_progress(want_json(json_), look) as progress:
         result = search(
-            get_ctx(reads=True),
+            ctx,
             query,
             session=session,
             label=label,
@@ -92,16 +94,14 @@ def search_cmd(
             include_archived=include_archived,
             progress=progress,
         )
-    if want_json(json_):
-        render.emit_json(result)
-    elif not result["hits"]:
-        render.empty("No matches.")
-    elif names:
-        render.write_out(columns.search_tsv(result, names))
-    elif render.is_terminal():
-        render.search_rich(result)
-    else:
-        render.write_out(columns.search_tsv(result))
+    view = output.View(
+        result,
+        rows="hits",
+        columns=lambda: (columns.SEARCH, columns.SEARCH_DEFAULT),
+        table=render.search_rich,
+        empty="No matches.",
+    )
+    output.show(view, look, as_json=want_json(json_), fields=names)
 
 
 @app.command("usage")
@@ -137,9 +137,11 @@ def usage_cmd(
     from sessiontool.reports.usage import usage
 
     as_json = want_json(json_)
-    with build_progress(as_json) as progress:
+    ctx = get_ctx(reads=True)
+    look = output.look(ctx.options)
+    with build_progress(as_json, look) as progress:
         result = usage(
-            get_ctx(reads=True),
+            ctx,
             by=by,
             since_ms=_time(since, "--since"),
             until_ms=_time(until, "--until"),
@@ -149,20 +151,12 @@ def usage_cmd(
         )
     if cost_only:
         cost = result["total"]["cost"]
-        if as_json:
-            slim = {"cost": cost, "currency": "USD"}
-            for k in ("budget", "overBudget", "unpriced"):
-                if k in result:
-                    slim[k] = result[k]
-            render.emit_json(slim)
-        else:
-            render.write_out(f"{cost:.4f}\n")
-    elif as_json:
-        render.emit_json(result)
-    elif render.is_terminal():
-        render.usage_table(result)
+        slim = {"cost": cost, "currency": "USD"}
+        slim.update((k, result[k]) for k in ("budget", "overBudget", "unpriced") if k in result)
+        view = output.View(slim, text=lambda r: f"{r['cost']:.4f}\n")
     else:
-        render.write_out(render.usage_tsv(result))
+        view = output.View(result, cells=render.usage_cells, table=render.usage_table)
+    output.show(view, look, as_json=as_json)
     if result.get("unpriced") and not as_json:
         render.warning_line("no price configured for: " + ", ".join(result["unpriced"]))
     if result.get("overBudget"):

@@ -4,12 +4,13 @@ what it returns."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import typer
 
-from sessiontool.cli import render
-from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli import output, render
+from sessiontool.cli.app import app, command, get_ctx, look, want_json
 from sessiontool.cli.completers import SHELLS, complete_keys, complete_labels
 
 KEY_HELP = "Session key, bare key, 'main' or sessionId."
@@ -20,11 +21,8 @@ def _complete_shells(incomplete: str) -> list[str]:
     return [s for s in SHELLS if s.startswith(incomplete)]
 
 
-def _emit_session(result: dict[str, Any], as_json: bool, human: str) -> None:
-    if as_json:
-        render.emit_json(result)
-    else:
-        render.write_out(human + "\n")
+def _emit_session(result: Mapping[str, Any], as_json: bool, human: str) -> None:
+    output.show(output.View(result, text=lambda _: human + "\n"), look(), as_json=as_json)
 
 
 @app.command("label")
@@ -114,10 +112,13 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
     """Show where sessiontool reads and writes: state dir, config files, stores, runs, outbox."""
     from sessiontool.operations.manage import state_paths
 
-    result = state_paths(get_ctx())
-    if want_json(json_):
-        render.emit_json(result)
-        return
+    ctx = get_ctx()
+    view = output.View(state_paths(ctx), cells=_path_rows, table=_paths_table)
+    output.show(view, output.look(ctx.options), as_json=want_json(json_))
+
+
+def _path_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """One (name, path) a line: TSV as every piped output (names hold spaces)."""
     rows: list[tuple[str, str]] = [("state dir", result["stateDir"])]
     if result["configFiles"]:
         rows += [("config", f) for f in result["configFiles"]]
@@ -129,10 +130,11 @@ def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) 
             (f"agent {a['id']} store", a["store"] + ("" if a["exists"] else " (not created yet)"))
         )
         rows.append((f"agent {a['id']} format", f"{a['format']} ({a['why']})"))
-    rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
-    if not render.is_terminal():  # TSV as every piped output: names hold spaces
-        render.write_out(render.tsv(rows))
-        return
+    return [*rows, ("runs", result["runsDir"]), ("outbox", result["outbox"])]
+
+
+def _paths_table(look: render.Look, result: Mapping[str, Any]) -> None:
+    rows = _path_rows(result)
     width = max(len(name) for name, _ in rows)
     render.write_out(
         "".join(f"{render.esc(name).ljust(width)}  {render.esc(value)}\n" for name, value in rows)
@@ -176,47 +178,50 @@ def doctor_cmd(
     result = doctor(ctx, explicit_agent=G.agent)
     if fixed is not None:
         result["fix"] = fixed
-    if want_json(json_):
-        render.emit_json(result)
-    else:
-        out = []
-        if fixed is not None:
-            out += [f"{d['action']} {render.esc(d['path'])}\n" for d in fixed["fixed"]]
-            out += [
-                f"could not fix {render.esc(d['path'])}: {render.esc(d['error'])}\n"
-                for d in fixed["failed"]
-            ]
-            if fixed["needsYes"]:
-                out.append(f"{len(fixed['needsYes'])} more need confirmation: doctor --fix --yes\n")
-            if not fixed["fixed"] and not fixed["failed"]:
-                out.append("nothing to fix\n")
-        out += [
-            f"store {s['agent']}: {s['format']} ({s['reason']})\n"
-            for s in result["stores"]
-            if s["format"] != "jsonl"
-        ]
-        out += _gateway_text(result.get("gateway") or {})
-        for p in result["problems"]:
-            head = "warning: " if p["severity"] == "warning" else "problem: "
-            out.append(
-                f"{head}{p['kind']}: {render.esc(p['path'])}\n    {render.esc(p['detail'])}\n"
-            )
-            if p.get("hint"):
-                out.append(f"    hint: {render.esc(p['hint'])}\n")
-        errors, warnings = result["errors"], result["warnings"]
-        if not errors and not warnings:
-            out.append("no problems found\n")
-        else:
-            parts = []
-            if errors:
-                parts.append(f"{errors} problem{'s' if errors != 1 else ''}")
-            if warnings:
-                parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
-            out.append(" and ".join(parts) + " found\n")
-        render.write_out("".join(out))
+    output.show(
+        output.View(result, text=_doctor_text), output.look(ctx.options), as_json=want_json(json_)
+    )
     if result["errors"]:
         return 1
     return 2 if result["warnings"] else 0
+
+
+def _doctor_text(result: Mapping[str, Any]) -> str:
+    """doctor's report for a person (a pipe gets the same: its lines are for reading)."""
+    fixed = result.get("fix")
+    out = []
+    if fixed is not None:
+        out += [f"{d['action']} {render.esc(d['path'])}\n" for d in fixed["fixed"]]
+        out += [
+            f"could not fix {render.esc(d['path'])}: {render.esc(d['error'])}\n"
+            for d in fixed["failed"]
+        ]
+        if fixed["needsYes"]:
+            out.append(f"{len(fixed['needsYes'])} more need confirmation: doctor --fix --yes\n")
+        if not fixed["fixed"] and not fixed["failed"]:
+            out.append("nothing to fix\n")
+    out += [
+        f"store {s['agent']}: {s['format']} ({s['reason']})\n"
+        for s in result["stores"]
+        if s["format"] != "jsonl"
+    ]
+    out += _gateway_text(result.get("gateway") or {})
+    for p in result["problems"]:
+        head = "warning: " if p["severity"] == "warning" else "problem: "
+        out.append(f"{head}{p['kind']}: {render.esc(p['path'])}\n    {render.esc(p['detail'])}\n")
+        if p.get("hint"):
+            out.append(f"    hint: {render.esc(p['hint'])}\n")
+    errors, warnings = result["errors"], result["warnings"]
+    if not errors and not warnings:
+        out.append("no problems found\n")
+    else:
+        parts = []
+        if errors:
+            parts.append(f"{errors} problem{'s' if errors != 1 else ''}")
+        if warnings:
+            parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+        out.append(" and ".join(parts) + " found\n")
+    return "".join(out)
 
 
 def _gateway_text(gw: dict[str, Any]) -> list[str]:
@@ -275,18 +280,19 @@ def prune_cmd(
     ctx = get_ctx()
     require_writable(ctx.paths, all_agent_ids(ctx), "prune")
     result = prune(ctx, seconds, dry_run=dry_run)
-    if want_json(json_):
-        render.emit_json(result)
-        return
-    if quiet:
-        return
-    d = result["deleted"]
-    verb = "would delete" if dry_run else "deleted"
-    tail = " (dry run: nothing changed)" if dry_run else ""
-    render.write_out(
-        f"{verb} {d['runs']} run record(s), {d['logs']} log(s), "
-        f"{d['deliveries']} outbox line(s){tail}\n"
-    )
+
+    def text(r: Mapping[str, Any]) -> str:
+        if quiet:
+            return ""
+        d = r["deleted"]
+        verb = "would delete" if dry_run else "deleted"
+        tail = " (dry run: nothing changed)" if dry_run else ""
+        return (
+            f"{verb} {d['runs']} run record(s), {d['logs']} log(s), "
+            f"{d['deliveries']} outbox line(s){tail}\n"
+        )
+
+    output.show(output.View(result, text=text), output.look(ctx.options), as_json=want_json(json_))
 
 
 @app.command("completion")

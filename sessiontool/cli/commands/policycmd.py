@@ -3,11 +3,12 @@ operator commands about where agents' words may go."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output, render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.completers import choices, complete_keys, complete_labels
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
 
 
-def _decision_line(result: dict[str, Any]) -> str:
+def _decision_line(result: Mapping[str, Any]) -> str:
     line = f"{render.esc(result['sessionKey'])}: send {result['effective']} ({result['decidedBy']})"
     if "sendPolicy" in result:
         value = result["sendPolicy"]
@@ -59,13 +60,10 @@ def policy_cmd(
         result = policy_status(ctx, key, label)
     else:
         result = set_send_policy(ctx, key, label, action, create=create)
-    if want_json(json_):
-        render.emit_json(result)
-    else:
-        render.write_out(_decision_line(result))
+    view = output.View(result, text=_decision_line)
+    output.show(view, output.look(ctx.options), as_json=want_json(json_))
 
 
-_TSV_FIELDS = ("ts", "mode", "status", "sessionKey", "channel", "to", "text")
 FOLLOW_LAST = 10  # `deliveries --follow` first shows the last ones, as `tail -f` does
 
 
@@ -96,20 +94,24 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
     from sessiontool.flow.redeliver import retry
 
     result = retry(ctx, ids)
-    if as_json:
-        render.emit_json(result)
-        return 0 if result["delivered"] == result["count"] else 1
-    if not result["deliveries"] and not quiet:
-        render.empty("Nothing to retry.")
-    for rec in result["deliveries"]:
-        if rec.get("status") != DELIVERED:
-            why = f": {rec['error']}" if rec.get("error") else ""
-            render.error_line(
-                f"delivery {rec['id']} is still not delivered ({rec.get('status')}){why}"
-            )
-        elif not quiet:
-            line = f"{rec['id']}\t{rec.get('previousStatus')} -> {rec.get('status')}"
-            render.write_out(render.esc(line) + "\n")
+    look = output.look(ctx.options)
+    if not as_json and not result["deliveries"] and not quiet:
+        render.empty(look, "Nothing to retry.")
+
+    def text(r: Mapping[str, Any]) -> str:
+        out = []
+        for rec in r["deliveries"]:
+            if rec.get("status") != DELIVERED:
+                why = f": {rec['error']}" if rec.get("error") else ""
+                render.error_line(
+                    f"delivery {rec['id']} is still not delivered ({rec.get('status')}){why}"
+                )
+            elif not quiet:
+                line = f"{rec['id']}\t{rec.get('previousStatus')} -> {rec.get('status')}"
+                out.append(render.esc(line) + "\n")
+        return "".join(out)
+
+    output.show(output.View(result, text=text), look, as_json=as_json)
     return 0 if result["delivered"] == result["count"] else 1
 
 
@@ -181,6 +183,16 @@ def _shown(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
     return {**rec, "sessionKey": ctx.display(key)} if isinstance(key, str) else rec
 
 
+def _delivery_columns() -> output.Columns:
+    from sessiontool.cli import columns
+
+    return columns.DELIVERIES, list(columns.DELIVERIES)
+
+
+def _readable_lines(look: render.Look, result: Mapping[str, Any]) -> None:
+    render.write_out("".join(_readable(rec) for rec in result["deliveries"]))
+
+
 def _list(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None) -> int:
     from sessiontool.flow.delivery import read_deliveries
 
@@ -188,15 +200,14 @@ def _list(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None) 
     if lines is not None:
         found = found[len(found) - lines :] if lines else []
     records = [_shown(ctx, r) for r in found]
-    if as_json:
-        render.emit_json({"count": len(records), "deliveries": records})
-    elif render.is_terminal():
-        if not records:
-            render.empty("No deliveries.")
-        for rec in records:
-            render.write_out(_readable(rec))
-    else:
-        render.write_out(render.tsv([rec.get(f) for f in _TSV_FIELDS] for rec in records))
+    view = output.View(
+        {"count": len(records), "deliveries": records},
+        rows="deliveries",
+        columns=_delivery_columns,
+        table=_readable_lines,
+        empty="No deliveries.",
+    )
+    output.show(view, output.look(ctx.options), as_json=as_json)
     return 0
 
 
@@ -207,16 +218,16 @@ def _follow(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None
     only the new ones (a bridge started again must not forward the same records twice)."""
     from sessiontool.flow.delivery import follow_deliveries
 
-    terminal = render.is_terminal()
+    look = output.look(ctx.options)
+    fmt = output.choose(look, as_json=as_json)
     last = lines
     if lines is None:
-        last = FOLLOW_LAST if since_ms is None and terminal and not as_json else None
+        last = FOLLOW_LAST if since_ms is None and fmt == "table" else None
     for rec in follow_deliveries(ctx.paths, since_ms, last=last):
-        rec = _shown(ctx, rec)
-        if as_json:
-            render.emit_json(rec)
-        elif terminal:
-            render.write_out(_readable(rec))
-        else:
-            render.write_out(render.tsv([[rec.get(f) for f in _TSV_FIELDS]]))
+        shown = _shown(ctx, rec)
+        one = {"count": 1, "deliveries": [shown]}
+        view = output.View(one, "deliveries", _delivery_columns, table=_readable_lines)
+        if fmt == "json":  # one record a line, each alone
+            view = output.View(shown)
+        output.emit(view, look, fmt)
     return 0

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sessiontool.cli import render
-from sessiontool.cli.app import app, command, get_ctx, want_json
+from sessiontool.cli import output, render
+from sessiontool.cli.app import app, command, get_ctx, look, want_json
 from sessiontool.cli.completers import choices, complete_keys, complete_labels
 from sessiontool.errors import UsageError
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from sessiontool.cli.historyformats import HistoryFormat
     from sessiontool.context import Context
     from sessiontool.sessions.history import History
+    from sessiontool.sessions.listing import SessionsResult
 
 
 def _without_cyclic_gc() -> None:
@@ -44,12 +45,6 @@ def _picked(fields: str | None) -> list[str] | None:
     from sessiontool.cli import columns
 
     return columns.pick(columns.SESSIONS, fields, columns.SESSIONS)
-
-
-def _sessions_tsv(result: dict[str, Any], names: list[str] | None) -> str:
-    from sessiontool.cli import columns
-
-    return columns.sessions_tsv(result, names)
 
 
 def parse_limit(value: str) -> int | None:
@@ -107,7 +102,7 @@ def list_cmd(
 
     as_json = want_json(json_)
     names = _picked(fields)
-    if message_limit and not as_json and not quiet and not render.is_terminal():
+    if message_limit and not as_json and not quiet and not look().terminal():
         raise UsageError(
             "--message-limit needs --json when the output is piped (TSV is one line per session)",
             hint="sessiontool list --message-limit N --json",
@@ -124,21 +119,31 @@ def list_cmd(
         all_agents=all_agents,
     )
     _KEEP.append(result)
-    if as_json and names:
-        rows = [{k: r.get(k) for k in names} for r in result["sessions"]]
-        render.emit_json_rows({"count": result["count"]}, "sessions", rows)
-    elif as_json:
-        render.emit_json_rows({"count": result["count"]}, "sessions", result["sessions"])
-    elif names:
-        render.write_out(_sessions_tsv(result, names))
-    elif quiet:
-        render.write_out("".join(render.esc(r["key"]) + "\n" for r in result["sessions"]))
-    elif render.is_terminal():
-        render.sessions_table(result)
+    output.show(
+        _sessions_view(result, message_limit),
+        output.look(ctx.options),
+        as_json=as_json,
+        quiet=quiet,
+        fields=names,
+    )
+
+
+def _sessions_view(result: SessionsResult, message_limit: int) -> output.View:
+    """`list`'s result for every format; the TSV columns are cli/columns.py's (loaded only
+    when a TSV is written: cron's `list --json` every minute does without them)."""
+
+    def table(look: render.Look, data: SessionsResult) -> None:
+        render.sessions_table(look, data)
         if message_limit:
-            render.sessions_messages(result)
-    else:
-        render.write_out(_sessions_tsv(result, None))
+            render.sessions_messages(data)
+
+    return output.View(result, rows="sessions", columns=_session_columns, table=table, ids="key")
+
+
+def _session_columns() -> output.Columns:
+    from sessiontool.cli import columns
+
+    return columns.SESSIONS, list(columns.SESSIONS)
 
 
 def _complete_format(incomplete: str) -> list[str]:
@@ -187,11 +192,11 @@ def history_cmd(
     from sessiontool.sessions.history import history
     from sessiontool.state.transcript import file_size
 
-    output = _output_path(output_arg)
-    fmt, row = _history_format(fmt, json_, follow, output is not None)
-    to_stdout = output is not None and str(output) == "-"  # '-' is stdout, as for `send KEY -`
+    dest = _output_path(output_arg)
+    fmt, row = _history_format(fmt, json_, follow, dest is not None)
+    to_stdout = dest is not None and str(dest) == "-"  # '-' is stdout, as for `send KEY -`
     # An export (-o) is the whole transcript unless --limit says otherwise.
-    default_n = None if output is not None else 200
+    default_n = None if dest is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
@@ -213,20 +218,21 @@ def history_cmd(
     _KEEP.append(h)
     start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
     text = row.whole(ctx, h)
-    if output is not None:
+    if dest is not None:
         body = text if text is not None else render.history_plain(h.session_key, h.messages)
         if to_stdout:
             render.write_out(body)
         else:
-            _export(output, body)
+            _export(dest, body)
         return
-    rich_view = text is None and render.is_terminal() and render.use_color()
+    style = output.look(ctx.options)
+    rich_view = text is None and style.terminal() and style.colored()
     if not h.messages and not follow and fmt == "text":
-        render.empty("No messages.")
+        render.empty(style, "No messages.")
     if text is not None:
         render.write_out(text)
     elif rich_view:
-        render.history_rich(h.session_key, h.messages)
+        render.history_rich(style, h.session_key, h.messages)
     else:
         render.write_out(render.history_plain(h.session_key, h.messages))
     if row.message is None or not follow or (h.path is None and not via_gateway):
@@ -325,7 +331,7 @@ def _follow(
             continue
         m = msg if raw else strip_envelope(msg)
         if rich_view:  # the same view as the messages above it
-            render.history_rich(h.session_key, [m])
+            render.history_rich(output.look(ctx.options), h.session_key, [m])
         else:
             render.write_out(write_message(h.session_key, m))
         sys.stdout.flush()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output, render
 from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.completers import (
     choices,
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
 
 
-def _spinner(text: str) -> AbstractContextManager[Any]:
+def _spinner(look: render.Look, text: str) -> AbstractContextManager[Any]:
     """A spinner on stderr while waiting, only when stderr is a terminal."""
-    if not render.is_terminal(sys.stderr):
+    if not look.terminal(sys.stderr):
         return nullcontext()
     from rich.console import Console
 
@@ -146,7 +146,7 @@ def send_cmd(
         return _print_result(result, code, as_json, ids_only=quiet)
     run_id = result["runId"]
     try:
-        with _spinner("waiting for the reply…"):
+        with _spinner(output.look(ctx.options), "waiting for the reply…"):
             rec = wait_for(ctx.paths, run_id, wait_s)
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
@@ -288,10 +288,11 @@ def wait_cmd(
     wait_s = parse_duration(timeout, option="--timeout") if timeout is not None else None
     as_json = want_json(json_)
     if not ids:
-        render.empty("No open runs.")
+        render.empty(output.look(ctx.options), "No open runs.")
         return 0
     try:
-        with _spinner("waiting for the run…" if len(ids) == 1 else f"waiting for {len(ids)} runs…"):
+        waiting = "waiting for the run…" if len(ids) == 1 else f"waiting for {len(ids)} runs…"
+        with _spinner(output.look(ctx.options), waiting):
             recs = wait_all(ctx.paths, ids, wait_s)
     except KeyboardInterrupt:
         return _interrupted(ids[0], None, as_json) if len(ids) == 1 else _interrupted_many(ids)
@@ -401,48 +402,45 @@ def runs_cmd(
     n = parse_limit(limit)
     names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
     ctx = get_ctx(reads=True)
+    look = output.look(ctx.options)
     if run_id is not None:
-        _show_one(show_run(ctx, run_id, log=log), want_json(json_))
+        one = output.View(show_run(ctx, run_id, log=log), text=_run_piped, table=_run_lines)
+        output.show(one, look, as_json=want_json(json_))
         return
     if log:
         raise UsageError("--log needs a RUN_ID")
     kinds_ = parse_kinds(kinds)
     result = list_runs(ctx, RunQuery(status, session, kinds_, steps, n))
-    if want_json(json_):
-        render.emit_json(result)
-    elif quiet:
-        render.write_out("".join(render.esc(r["runId"]) + "\n" for r in result["runs"]))
-    elif names:
-        render.write_out(render.tsv(columns.rows(columns.RUNS, names, result["runs"])))
-    else:
-        _runs_table(result["runs"])
+    view = output.View(
+        result,
+        rows="runs",
+        columns=lambda: (columns.RUNS, columns.RUNS_DEFAULT),
+        table=_runs_table,
+        ids="runId",
+    )
+    output.show(view, look, as_json=want_json(json_), quiet=quiet, fields=names)
 
 
-def _show_one(view: dict[str, Any], as_json: bool) -> None:
-    """One run: its JSON, or one `field<TAB>value` line each, then its log when asked for."""
-    if as_json:
-        render.emit_json(view)
-        return
-    if render.is_terminal():
-        lines = [
-            f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in view.items() if k != "log"
-        ]
-        text = "\n".join(lines) + "\n"
-    else:  # TSV as every piped output: whole values, newlines escaped, no ages
-        text = render.tsv([k, _machine_value(k, v)] for k, v in view.items() if k != "log")
+def _run_piped(view: Mapping[str, Any]) -> str:
+    """One run piped: `field<TAB>value` lines as every TSV, whole values, newlines escaped, no
+    ages; then its log when asked for."""
+    text = render.tsv([k, _machine_value(k, v)] for k, v in view.items() if k != "log")
+    return text + ("--- log ---\n" + view["log"] if "log" in view else "")
+
+
+def _run_lines(look: render.Look, view: Mapping[str, Any]) -> None:
+    """One run on a terminal: one `field<TAB>value` line each, then its log when asked for."""
+    lines = [f"{k}\t{render.esc_text(_human_value(k, v))}" for k, v in view.items() if k != "log"]
+    text = "\n".join(lines) + "\n"
     if "log" in view:
         text += "--- log ---\n" + view["log"]
     render.write_out(text)
 
 
-def _runs_table(rows: list[dict[str, Any]]) -> None:
-    """The table on a terminal (short run ids, ages, results cut to fit), else TSV without a
-    header: whole values, as `--fields` gives them."""
-    from sessiontool.cli import columns
-
-    if not render.is_terminal():
-        render.write_out(render.tsv(columns.rows(columns.RUNS, list(columns.RUNS_DEFAULT), rows)))
-        return
+def _runs_table(look: render.Look, result: Mapping[str, Any]) -> None:
+    """The table on a terminal (short run ids, ages, results cut to fit); piped, the TSV is
+    cli/columns.py's, whole values as `--fields` gives them."""
+    rows = result["runs"]
     short = short_ids([r["runId"] for r in rows])
     cells = [
         [
@@ -457,9 +455,10 @@ def _runs_table(rows: list[dict[str, Any]]) -> None:
         for r in rows
     ]
     if not rows:
-        render.empty("No runs.")
+        render.empty(look, "No runs.")
     else:
         render.table(
+            look,
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
             cells,
             no_wrap=("RUN", "KIND", "STATUS", "CREATED"),
@@ -506,9 +505,8 @@ def abort_cmd(
     """Stop a run: kill its agent's process group and mark it aborted."""
     from sessiontool.runs.control import abort_run
 
-    result = abort_run(get_ctx(reads=True), run_id)
-    if want_json(json_):
-        render.emit_json(result)
-    else:
-        render.write_out(f"{result['runId']}\t{result['status']}\n")
+    ctx = get_ctx(reads=True)
+    result = abort_run(ctx, run_id)
+    view = output.View(result, text=lambda r: f"{r['runId']}\t{r['status']}\n")
+    output.show(view, output.look(ctx.options), as_json=want_json(json_))
     return 0

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output
 from sessiontool.cli.app import app, command, get_ctx
 from sessiontool.errors import ExitCode, UsageError
 
@@ -73,7 +73,11 @@ def top_cmd(
     from sessiontool.tui.app import make_app
     from sessiontool.tui.model import Options
 
-    top = make_app(ctx, Options(all_agents=all_agents, budget=budget), colored=render.use_color())
+    top = make_app(
+        ctx,
+        Options(all_agents=all_agents, budget=budget),
+        colored=output.look(ctx.options).colored(),
+    )
     value = top.run()
     if top.return_code:  # it ended on an error: Textual has printed what went wrong
         return int(ExitCode.FAILURE)

@@ -1,0 +1,147 @@
+"""The one output path (issue 36 item 1): a command hands its typed result to `emit` as a `View`
+(which of its keys are the rows, their columns, its terminal view), and the table of formats
+below turns it into JSON, TSV, a terminal table, the ids alone or a line of text. One row per
+format (pre-commit's `all_languages.py`, as `historyformats.py` is for `history`): a new format
+for every listing is one row here; no command decides between JSON, TSV and a table.
+
+The choice follows one rule for every command (`choose`): `--json` → json; `-q` → ids;
+`--fields` → tsv; else a table on a terminal and TSV when piped. How it looks (`--color`) comes
+from the frozen `Options` as a `render.Look`, passed in, never from a module global.
+
+Loaded by `list --json` too: it imports nothing beyond render, and cli/columns.py (the TSV
+columns) only when a TSV is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from sessiontool.cli import render
+from sessiontool.cli.render import Look
+
+if TYPE_CHECKING:
+    from sessiontool.cli.columns import Getter
+    from sessiontool.context import Options
+
+Columns = tuple["Mapping[str, Getter]", Sequence[str]]
+
+
+class View(NamedTuple):
+    """One result as every format sees it. Only `data` is required: a result without rows is
+    written as its JSON, or as `text` for a person and a pipe alike."""
+
+    data: Any  # the typed result: what --json writes, byte for byte
+    rows: str | None = None  # the key of its rows in `data` (streamed by json, one line each)
+    columns: Callable[[], Columns] | None = None  # (every column, the default ones), lazily
+    cells: Callable[[Any], Sequence[Sequence[Any]]] | None = None  # TSV rows not in `rows`
+    table: Callable[[Look, Any], None] | None = None  # the terminal view of `data`
+    text: Callable[[Any], str] | None = None  # the whole text, for a terminal or a pipe
+    ids: str | None = None  # the field `-q` prints, one a line
+    empty: str | None = None  # said on a terminal (stderr) when there are no rows
+
+
+def _rows(view: View) -> Sequence[Any]:
+    return view.data[view.rows] if view.rows else []
+
+
+def _json(view: View, look: Look, fields: Sequence[str] | None) -> None:
+    if view.rows is None:
+        render.emit_json(view.data)
+        return
+    rows = _rows(view)
+    if fields:
+        rows = [{k: r.get(k) for k in fields} for r in rows]
+    head = {k: v for k, v in view.data.items() if k != view.rows}
+    render.emit_json_rows(head, view.rows, rows)
+
+
+def _tsv(view: View, look: Look, fields: Sequence[str] | None) -> None:
+    if view.cells is not None:
+        render.write_out(render.tsv(view.cells(view.data)))
+        return
+    if view.columns is None:
+        _text(view, look, fields)
+        return
+    from sessiontool.cli import columns
+
+    if view.empty and not _rows(view):
+        render.empty(look, view.empty)
+    spec, default = view.columns()
+    render.write_out(render.tsv(columns.rows(spec, list(fields or default), _rows(view))))
+
+
+def _table(view: View, look: Look, fields: Sequence[str] | None) -> None:
+    if view.rows is not None and view.empty and not _rows(view):
+        render.empty(look, view.empty)
+    elif view.table is not None:
+        view.table(look, view.data)
+    else:
+        _text(view, look, fields)
+
+
+def _ids(view: View, look: Look, fields: Sequence[str] | None) -> None:
+    ids = view.ids or ""
+    render.write_out("".join(render.esc(r[ids]) + "\n" for r in _rows(view)))
+
+
+def _text(view: View, look: Look, fields: Sequence[str] | None) -> None:
+    text = view.text(view.data) if view.text is not None else None
+    if text is None:  # nothing for a person: the JSON is all there is
+        _json(view, look, fields)
+    elif text:
+        render.write_out(text)
+
+
+class Format(NamedTuple):
+    write: Callable[[View, Look, Sequence[str] | None], None]
+    # Whether `--fields` applies (the format writes columns).
+    columns: bool = False
+
+
+FORMATS: dict[str, Format] = {
+    "json": Format(_json, columns=True),
+    "tsv": Format(_tsv, columns=True),
+    "table": Format(_table),
+    "ids": Format(_ids),
+    "text": Format(_text),
+}
+
+
+def look(options: Options) -> Look:
+    """How output looks under these options (`--color`)."""
+    return Look(options.color)
+
+
+def choose(look: Look, *, as_json: bool, quiet: bool = False, fields: Any = None) -> str:
+    """The one rule: `--json`, then `-q`, then `--fields` (TSV even on a terminal), then a
+    table for a person and TSV for a pipe."""
+    if as_json:
+        return "json"
+    if quiet:
+        return "ids"
+    if fields:
+        return "tsv"
+    return "table" if look.terminal() else "tsv"
+
+
+def emit(
+    view: View,
+    look: Look,
+    fmt: str,
+    fields: Sequence[str] | None = None,
+) -> None:
+    """Write `view` in the format named `fmt` (a row of FORMATS)."""
+    row = FORMATS[fmt]
+    row.write(view, look, fields if row.columns else None)
+
+
+def show(
+    view: View,
+    look: Look,
+    *,
+    as_json: bool,
+    quiet: bool = False,
+    fields: Sequence[str] | None = None,
+) -> None:
+    """`choose` then `emit`: what a command calls."""
+    emit(view, look, choose(look, as_json=as_json, quiet=quiet, fields=fields), fields)
