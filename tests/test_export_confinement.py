@@ -326,3 +326,33 @@ def test_export_to_refuses_a_link_out_on_the_way_before_writing_any_agent(
     assert str(planted) in line
     assert list(victim.iterdir()) == []
     assert not (dest / "agents" / "main").exists()
+
+
+def test_a_remote_export_into_the_local_state_dir_is_refused(state: Path, tmp_path: Path) -> None:
+    """`--gateway URL export --to DIR` reads the gateway but keeps its own files in the local
+    state dir (`gateways/<key>`): a DIR anywhere in the local state dir is refused as a local
+    export's is (exit 2, DIR named), not only one inside that gateway's part; a DIR outside it
+    is written."""
+    from .fakes import gateway as fake
+
+    secret = "remote-export-token"
+    rows = [{"key": "agent:main:good", "agentId": "main", "sessionId": "sid-good", "updatedAt": 1}]
+    env = {"OPENCLAW_GATEWAY_TOKEN": secret}
+    with fake.running(tmp_path / "gw", token=secret, sessions=rows) as gw:
+        url = f"ws://127.0.0.1:{gw.port}"
+        refused = []
+        for to in (state, state / "backup", state / "gateways"):
+            for opt in ("--to", "--html"):
+                refused.append(
+                    (to, run_cli("--gateway", url, "export", opt, str(to), "--json", env=env))
+                )
+        ok = run_cli("--gateway", url, "export", "--to", str(tmp_path / "out"), env=env)
+    for to, proc in refused:
+        assert proc.returncode == 2, (to, proc.stderr)
+        err = json.loads(proc.stdout or proc.stderr)
+        assert "outside the state dir" in str(err), err
+        assert str(to) in str(err), err
+        assert not (to / "agents").exists() and not (to / "index.html").exists()
+    assert not (state / "backup").exists()
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "out" / "agents" / "main" / "sessions" / "sid-good.jsonl").is_file()

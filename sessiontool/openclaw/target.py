@@ -291,6 +291,13 @@ def gateway_root(base: StatePaths, t: Target) -> Path:
     return base.root / "gateways" / t.key
 
 
+def local_root(root: Path) -> Path:
+    """The local state dir `root` belongs to: a remote gateway's part (`<state>/gateways/<key>`,
+    bound to it) lies inside it, so a write that must stay out of the state dir (an export's
+    DIR) stays out of all of it, not only out of that gateway's part."""
+    return root.parent.parent if bound_to(root) is not None else root
+
+
 def bind(root: Path, t: Target) -> None:
     """`root` (a gateway_root) belongs to remote target `t`: `gateway.find` asks `bound_to`, the
     store detection `detect.gateway_url`."""

@@ -107,9 +107,11 @@ def _written_here(name: str) -> bool:
 
 
 def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> dict[str, Any]:
+    from sessiontool.openclaw.target import local_root
     from sessiontool.sessions.resolve import all_agent_ids
 
-    out_root = outdir.open_dir(dest, "--to", ctx.paths.root)
+    state_root = local_root(ctx.paths.root)
+    out_root = outdir.open_dir(dest, "--to", state_root)
     out = StatePaths(out_root)
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
     counts = {"agents": 0, "sessions": 0, "written": 0, "unchanged": 0, "skipped": 0}
@@ -119,10 +121,10 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
         for agent_id in agent_ids:
             if not is_plain_name(agent_id):
                 continue
-            if resolves_inside(out.sessions_dir(agent_id), ctx.paths.root):
+            if resolves_inside(out.sessions_dir(agent_id), state_root):
                 raise UsageError(
                     f"--to must be outside the state dir it exports: {out.sessions_dir(agent_id)}"
-                    f" leads into {ctx.paths.root}"
+                    f" leads into {state_root}"
                 )
             # A link on the way to the sessions dir, leading out of DIR: refused before any
             # agent's files are written.

@@ -164,13 +164,14 @@ def export_html(
     all_agents: bool,
     since_ms: int | None = None,
 ) -> dict[str, Any]:
+    from sessiontool.openclaw.target import local_root
     from sessiontool.reports.usage import configured_prices, cost_function
     from sessiontool.sessions.reading import read_scope
     from sessiontool.sessions.resolve import all_agent_ids
     from sessiontool.state import outdir
     from sessiontool.state.paths import ensure_dir
 
-    out_root = outdir.open_dir(dest, "--html", ctx.paths.root)
+    out_root = outdir.open_dir(dest, "--html", local_root(ctx.paths.root))
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
     bad = [a for a in agent_ids if not is_plain_name(a)]
     if bad:

@@ -27,14 +27,19 @@ from sessiontool.state.locks import pid_alive
 
 def open_dir(dest: str, option: str, state_root: Path) -> Path:
     """DIR as an absolute path, checked (named, outside the state dir, a directory if it
-    exists) and confined: every write under it stays under it."""
+    exists) and confined: every write under it stays under it. `state_root` is the local state
+    dir, also when the export reads a remote gateway (target.local_root): its part of the
+    state dir is no more a place to export into than the rest."""
     if not dest.strip():
         raise UsageError(
             f"{option} needs a directory; it was given an empty one (an unset variable?)"
         )
     out = Path(dest).expanduser().absolute()
     if safefs.resolves_inside(out, state_root):
-        raise UsageError(f"{option} must be outside the state dir it exports")
+        raise UsageError(
+            f"{option} {out}: must be outside the state dir it exports ({state_root})",
+            extra={"path": str(out)},
+        )
     if os.path.lexists(out) and not os.path.isdir(out):
         raise UsageError(f"{option} {out}: not a directory")
     safefs.register_root(out)
