@@ -91,6 +91,30 @@ def test_spawn_runs_openclaws_sessions_spawn_and_follows_its_run(allowed: FakeGa
     assert rec["followUp"]["announcedBy"] == "sessiontool"
 
 
+def test_openclaws_own_announce_under_way_stays_the_one(tmp_path: Path) -> None:
+    """Where OpenClaw announces the child itself (2026.7.35) and its announce outlasts the
+    grace sessiontool gives it, sessiontool's announce under OpenClaw's key finds that run
+    (`in_flight`): the record names OpenClaw's announce, and no second one ran."""
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    with fake.running(
+        tmp_path / "gw", token="t0ken-fake", tools_allowed=TOOLS, own_announce_s=3
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        it = FakeGateway(state, gw, {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH})
+        proc = it.st("--json", "spawn", "summarise Z", "--cleanup", "delete")
+        assert proc.returncode == 0, proc.stderr
+        rec = it.until(json.loads(proc.stdout)["runId"], done, "its announce")
+        key = f"announce:v1:{rec['sessionKey']}:{rec['gatewayRunId']}"
+        assert rec["followUp"]["announceRunId"] == key
+        assert rec["followUp"]["announcedBy"] == "openclaw"
+        (announce,) = it.calls("agent")  # sent once, under OpenClaw's key, and not run again
+        assert announce["params"]["idempotencyKey"] == key
+        assert len(gw.finals()) == 1  # the child's turn; no announce turn of sessiontool's
+
+
 def test_send_as_runs_openclaws_sessions_send(allowed: FakeGateway) -> None:
     proc = allowed.st("--as", "agent:main:main", "--json", "send", "discord:group:123", "hi")
     assert proc.returncode == 0, proc.stderr

@@ -333,5 +333,11 @@ def client(
 
 
 def close_all() -> None:
+    """Every connection of this process closed at once, before it forks a worker
+    (runs/spawnproc.py): our close frame is sent, the gateway's answer not waited for (that round
+    trip was a spawn command's own time, up to a second on a busy gateway); the gateway ends the
+    socket as it does a process's that exits."""
     for c in _clients.values():
-        c.drop()
+        if c.conn is not None:
+            c.conn.ws.close(timeout=0)
+            c.conn = None

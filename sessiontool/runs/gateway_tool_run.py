@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import records
-from sessiontool.runs.gateway_writer import chat_abort
+from sessiontool.runs.gateway_writer import announce_call, chat_abort
 from sessiontool.runs.turn import Outcome, RunAborted, abortable
 
 if TYPE_CHECKING:
@@ -197,16 +197,19 @@ def _stop(paths: StatePaths, rec: Record) -> bool:
     return chat_abort(paths, rec["sessionKey"], rec.get("gatewayRunId") or rec["runId"])
 
 
-ANNOUNCE_WAIT_MS = 15_000
+# How long the announce step lets OpenClaw's own announce come first: it starts as the child's
+# run ends (2026.7.35 at once), before the worker hears of that end. Not how long it may run:
+# an announce of OpenClaw's under way is found by sending ours under its key (`in_flight`).
+ANNOUNCE_GRACE_MS = 1_000
 
 
 def openclaw_announce(paths: StatePaths, rec: Record) -> str | None:
     """OpenClaw's announce of a child it spawned: the requester's run
-    `announce:v1:<childSessionKey>:<child's runId>` (its idempotency key), when it ran within
-    ANNOUNCE_WAIT_MS of the child's end; None when the gateway has no such run (2026.9.6's
-    direct announce after a tools.invoke spawn can fail, "operator tool invocation authority
+    `announce:v1:<childSessionKey>:<child's runId>` (its idempotency key), when it ended within
+    ANNOUNCE_GRACE_MS of the child's end; None when the gateway has no such run ended (2026.9.6's
+    direct announce after a tools.invoke spawn fails, "operator tool invocation authority
     expired", and its requester-settle recovery hands the result over later, in a run of its
-    own). Never an announce of sessiontool's: that would be a second one."""
+    own)."""
     gw_run = rec.get("gatewayRunId")
     if not isinstance(gw_run, str):
         return None
@@ -215,8 +218,8 @@ def openclaw_announce(paths: StatePaths, rec: Record) -> str | None:
         ended = gateway.call(
             paths,
             "agent.wait",
-            {"runId": announce_id, "timeoutMs": ANNOUNCE_WAIT_MS},
-            timeout_s=ANNOUNCE_WAIT_MS / 1000 + 15,
+            {"runId": announce_id, "timeoutMs": ANNOUNCE_GRACE_MS},
+            timeout_s=ANNOUNCE_GRACE_MS / 1000 + 15,
         )
     except SessiontoolError:
         return None
@@ -229,14 +232,17 @@ def announce(
 ) -> dict[str, Any]:
     """The announce of a spawn OpenClaw's sessions_spawn made: OpenClaw hands the result to the
     requester itself (and archives a `--cleanup delete` child), and its announce run is recorded
-    (`announceRunId`, `announcedBy: openclaw`). When it does not come (2026.9.6's direct
-    announce after a tools.invoke spawn fails), it is handed over in OpenClaw's form under
-    OpenClaw's own key (`announcedBy: sessiontool`), so a later retry of OpenClaw's finds it done
-    instead of announcing a second time. Raises on failure (the step is retried)."""
-    from sessiontool.runs.writer import writer_of
-
+    (`announceRunId`, `announcedBy: openclaw`). When it has not ended within the grace, it is
+    handed over in OpenClaw's form under OpenClaw's own key: the gateway runs one announce per
+    key, so an announce of OpenClaw's already under way answers `in_flight` and stays the one
+    (`announcedBy: openclaw`); else ours runs (`announcedBy: sessiontool`), and a later retry of
+    OpenClaw's finds it done instead of announcing a second time. (A retry of this step after
+    its own call was accepted also answers `in_flight`, and is then counted as OpenClaw's: the
+    one announce was made either way.) Raises on failure (the step is retried)."""
     seen = openclaw_announce(paths, rec)
     if seen is not None:
         return {"announceRunId": seen, "announcedBy": "openclaw"}
-    run = writer_of(rec).announce_to_requester(paths, cfg, rec, text(paths, cfg, rec))
-    return {"announceRunId": run, "announcedBy": "sessiontool"}
+    data = announce_call(paths, rec, text(paths, cfg, rec))
+    run = data.get("runId") if isinstance(data.get("runId"), str) else None
+    by = "openclaw" if data.get("status") == "in_flight" else "sessiontool"
+    return {"announceRunId": run, "announcedBy": by}

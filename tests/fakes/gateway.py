@@ -366,10 +366,27 @@ class Server:
             details = {"runId": run_id, "status": "accepted", "sessionKey": args["sessionKey"]}
             details["delivery"] = {"status": "pending", "mode": "announce"}
         turn.update(gatewayRunId=run_id, idempotencyKey=params.get("idempotencyKey") or run_id)
-        threading.Thread(target=self.finish, args=(run, turn), daemon=True).start()
+        target = self.finish
+        if name == "sessions_spawn" and self.cfg.get("own_announce_s"):
+            target = self.finish_and_announce
+        threading.Thread(target=target, args=(run, turn), daemon=True).start()
         res({"ok": True, "toolName": name, "output": {"details": details}, "source": "core"})
 
+    def finish_and_announce(self, run: dict[str, Any], turn: dict[str, Any]) -> None:
+        """`own_announce_s`: OpenClaw's own announce of a spawned child (2026.7.35 makes it;
+        2026.9.6's fails after tools.invoke), the requester's run under the key
+        `announce:v1:<child>:<run>`, started as the child's run ends and lasting that long."""
+        self.finish(run, turn)
+        key = f"announce:v1:{turn['sessionKey']}:{turn['gatewayRunId']}"
+        own: dict[str, Any] = {"done": threading.Event(), "final": None, "owner": -1}
+        self.runs[key] = own
+        time.sleep(float(self.cfg["own_announce_s"]))
+        own["final"] = {"status": "ok", "result": {"payloads": [{"text": "announced"}]}}
+        own["done"].set()
+
     def agent(self, ws: Any, n: int, params: dict[str, Any], res: Any, err: Any) -> None:
+        if params.get("idempotencyKey") in self.runs:  # a run under that key exists: one run
+            return res({"runId": params["idempotencyKey"], "status": "in_flight"})
         # The gateway names the run itself (not by the idempotency key), as 2026.9.6 does.
         run_id, msg = "gw-" + uuid.uuid4().hex[:12], params.get("message", "")
         run: dict[str, Any] = {
