@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output
 from sessiontool.cli.app import app, command, get_ctx, want_json
 
 
@@ -44,16 +47,27 @@ def export_cmd(
     if since is not None:
         raise UsageError("--since goes with --html (--to exports every session)")
     assert to is not None
-    result = export(get_ctx(), to, agent=agent, all_agents=all_agents)
-    if want_json(json_):
-        render.emit_json(result)
-    else:
-        skipped = f", {result['skipped']} skipped" if result["skipped"] else ""
-        render.write_out(
-            f"exported {result['sessions']} session(s) of {result['agents']} agent(s) to "
-            f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged"
-            f"{skipped}\n"
-        )
+    ctx = get_ctx()
+    result = export(ctx, to, agent=agent, all_agents=all_agents)
+    output.show(
+        output.View(result, text=_exported), output.look(ctx.options), as_json=want_json(json_)
+    )
+
+
+def _exported(result: Mapping[str, Any]) -> str:
+    skipped = f", {result['skipped']} skipped" if result["skipped"] else ""
+    return (
+        f"exported {result['sessions']} session(s) of {result['agents']} agent(s) to "
+        f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged"
+        f"{skipped}\n"
+    )
+
+
+def _pages(result: Mapping[str, Any]) -> str:
+    return (
+        f"exported {result['sessions']} session(s) as {result['pages']} page(s) to "
+        f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged\n"
+    )
 
 
 def _export_html(
@@ -63,11 +77,6 @@ def _export_html(
     from sessiontool.reports.site import export_html
 
     since_ms = parse_since(since) if since else None
-    result = export_html(get_ctx(), dest, agent=agent, all_agents=all_agents, since_ms=since_ms)
-    if as_json:
-        render.emit_json(result)
-    else:
-        render.write_out(
-            f"exported {result['sessions']} session(s) as {result['pages']} page(s) to "
-            f"{result['to']}: {result['written']} written, {result['unchanged']} unchanged\n"
-        )
+    ctx = get_ctx()
+    result = export_html(ctx, dest, agent=agent, all_agents=all_agents, since_ms=since_ms)
+    output.show(output.View(result, text=_pages), output.look(ctx.options), as_json=as_json)

@@ -3,12 +3,13 @@ and `gateway forget URL` (drop the device token stored for a gateway)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import typer
 
-from sessiontool.cli import render
-from sessiontool.cli.app import G, app, command, global_options, want_json
+from sessiontool.cli import output, render
+from sessiontool.cli.app import G, app, command, global_options, look, want_json
 from sessiontool.cli.completers import choices
 from sessiontool.errors import UsageError
 
@@ -61,16 +62,24 @@ def gateway_cmd(
         from sessiontool.state.paths import StatePaths, resolve_state_dir
 
         result = target.forget(StatePaths(resolve_state_dir(G.state_dir)), url)
-    if want_json(json_):
-        render.emit_json(result)
-        return
     if action == "forget":
-        what = "removed" if result["removed"] else "no device token stored"
-        if result.get("deviceId"):
-            what += (
-                f" (device {result['deviceId'][:16]}; on the gateway's host, "
-                f"openclaw devices remove {result['deviceId']} revokes it there too)"
-            )
-        render.write_out(f"{render.esc(result['url'])}: {what}\n")
-        return
-    render.write_out(render.tsv([k, v] for k, v in result.items() if v is not None))
+        view = output.View(result, text=_forgotten)
+    else:  # `field<TAB>value` lines, on a terminal too
+        view = output.View(
+            result, cells=_fields, table=lambda _, r: render.write_out(render.tsv(_fields(r)))
+        )
+    output.show(view, look(), as_json=want_json(json_))
+
+
+def _fields(result: Mapping[str, Any]) -> list[list[Any]]:
+    return [[k, v] for k, v in result.items() if v is not None]
+
+
+def _forgotten(result: Mapping[str, Any]) -> str:
+    what = "removed" if result["removed"] else "no device token stored"
+    if result.get("deviceId"):
+        what += (
+            f" (device {result['deviceId'][:16]}; on the gateway's host, "
+            f"openclaw devices remove {result['deviceId']} revokes it there too)"
+        )
+    return f"{render.esc(result['url'])}: {what}\n"

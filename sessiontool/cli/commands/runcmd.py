@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sessiontool.cli import output, render
-from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
+from sessiontool.cli.app import app, check_writable, command, get_ctx, look, read_stdin, want_json
 from sessiontool.cli.completers import (
     choices,
     complete_keys,
@@ -42,36 +42,36 @@ def _print_result(
     ids_only: bool = False,
 ) -> int:
     """`ids_only` (`-q`): the run id on stdout whatever happened (errors still on stderr)."""
-    if as_json:
-        render.emit_json(result)
-        return code
+    view = output.View(result, text=lambda r: _result_text(r, accepted_text, ids_only))
+    output.show(view, look(), as_json=as_json)
+    return code
+
+
+def _result_text(result: Mapping[str, Any], accepted_text: str | None, ids_only: bool) -> str:
+    """What stdout gets for a run's result; what went wrong is said on stderr here."""
     status = result.get("status")
+    failed = f"{result.get('error')} (run {result.get('runId')}, {result.get('runStatus')})"
     if ids_only and result.get("runId"):
-        render.write_out(f"{result['runId']}\n")
         if status not in ("accepted", "ok", "timeout"):
-            render.error_line(
-                f"{result.get('error')} (run {result.get('runId')}, {result.get('runStatus')})"
-            )
-        return code
+            render.error_line(failed)
+        return f"{result['runId']}\n"
     if status == "accepted":
-        render.write_out(f"{accepted_text or result['runId']}\n")
-    elif status == "ok":
+        return f"{accepted_text or result['runId']}\n"
+    if status == "ok":
         if "reply" in result:
             reply = render.esc_text(result["reply"])
-            render.write_out(reply + ("\n" if not reply.endswith("\n") else ""))
-        elif "sendPolicy" in result:
+            return reply + ("\n" if not reply.endswith("\n") else "")
+        if "sendPolicy" in result:
             render.err(
                 f"send policy of {result['sessionKey']}: {result['sendPolicy'] or 'inherit'}"
             )
-    elif status == "timeout":
+        return ""
+    if status == "timeout":
         # The run id on stdout: `id=$(sessiontool send … --timeout 10) || sessiontool wait "$id"`.
-        render.write_out(f"{result['runId']}\n")
         render.err(f"still running: sessiontool wait {result['runId']}")
-    else:
-        render.error_line(
-            f"{result.get('error')} (run {result.get('runId')}, {result.get('runStatus')})"
-        )
-    return code
+        return f"{result['runId']}\n"
+    render.error_line(failed)
+    return ""
 
 
 @app.command("send")
@@ -200,16 +200,14 @@ def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
 
     msg = f"stopped waiting; run {run_id} goes on: sessiontool wait {run_id} (or abort {run_id})"
     render.err(msg)
-    if as_json:
-        render.emit_json(
-            {
-                "status": "interrupted",
-                "runId": run_id,
-                "sessionKey": session_key,
-                "error": msg,
-                "code": int(ExitCode.INTERRUPTED),
-            }
-        )
+    result = {
+        "status": "interrupted",
+        "runId": run_id,
+        "sessionKey": session_key,
+        "error": msg,
+        "code": int(ExitCode.INTERRUPTED),
+    }
+    output.show(output.View(result, text=lambda _: ""), look(), as_json=as_json)
     return int(ExitCode.INTERRUPTED)
 
 
@@ -303,12 +301,16 @@ def wait_cmd(
             # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
             code = _report_delivery(ctx, result, rec, wait_s or 30.0, code)
         codes.append(code)
-        if len(ids) == 1 or as_json:
+        if len(ids) == 1:
             _print_result(result, code, as_json)
         else:  # TSV: whole values (a newline as `\n`), the status --json gives
-            detail = result.get("reply") if result.get("status") == "ok" else result.get("error")
-            render.write_out(render.tsv([[rec["runId"], result["status"], detail or ""]]))
+            output.show(output.View(result, text=_wait_line), look(), as_json=as_json)
     return worst_exit(codes)
+
+
+def _wait_line(result: Mapping[str, Any]) -> str:
+    detail = result.get("reply") if result.get("status") == "ok" else result.get("error")
+    return render.tsv([[result["runId"], result["status"], detail or ""]])
 
 
 def _interrupted_many(ids: list[str]) -> int:

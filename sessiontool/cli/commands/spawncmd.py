@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output, render
 from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.completers import choices, complete_agent_ids
 
@@ -54,9 +57,11 @@ def spawn_cmd(
         run_timeout=timeout_s,
         cleanup=cleanup,
     )
-    if want_json(json_):
-        render.emit_json(result)
-    elif quiet:
-        render.write_out(f"{result['runId']}\n")
-    else:
-        render.write_out(f"{result['runId']}\t{render.esc(result['childSessionKey'])}\n")
+    view = output.View(result, text=lambda r: _spawned(r, quiet))
+    output.show(view, output.look(ctx.options), as_json=want_json(json_))
+
+
+def _spawned(result: Mapping[str, Any], quiet: bool) -> str:
+    if quiet:
+        return f"{result['runId']}\n"
+    return f"{result['runId']}\t{render.esc(result['childSessionKey'])}\n"

@@ -3,9 +3,12 @@ sub-agents). `spawn` itself lives in `spawncmd`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import typer
 
-from sessiontool.cli import render
+from sessiontool.cli import output, render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 
 
@@ -18,10 +21,12 @@ def agents_cmd(
     """List the agent ids this requester may spawn sub-agents under."""
     from sessiontool.flow.policy import agents_list
 
-    result = agents_list(get_ctx())
-    if want_json(json_):
-        render.emit_json(result)
-        return
+    ctx = get_ctx()
+    view = output.View(agents_list(ctx), text=lambda r: _agent_lines(r, quiet))
+    output.show(view, output.look(ctx.options), as_json=want_json(json_))
+
+
+def _agent_lines(result: Mapping[str, Any], quiet: bool) -> str:
     lines = []
     for item in result["agents"]:
         if quiet:
@@ -33,7 +38,7 @@ def agents_cmd(
             marks.append("not configured")
         cols = [render.esc(item["id"]), render.esc(item.get("name", "")), ", ".join(marks)]
         lines.append("\t".join(cols).rstrip("\t"))
-    render.write_out("".join(line + "\n" for line in lines))
+    return "".join(line + "\n" for line in lines)
 
 
 @app.command("sweep")
@@ -59,10 +64,8 @@ def sweep_cmd(
 
     require_writable(ctx.paths, all_agent_ids(ctx), "sweep")
     result = sweep(ctx, dry_run=dry_run)
-    if want_json(json_):
-        render.emit_json(result)
-    elif not quiet:
-        render.write_out(sweep_text(result["archived"], dry_run))
+    view = output.View(result, text=lambda r: "" if quiet else sweep_text(r["archived"], dry_run))
+    output.show(view, output.look(ctx.options), as_json=want_json(json_))
 
 
 def sweep_text(archived: list[str], dry_run: bool) -> str:
