@@ -31,6 +31,7 @@ from .fakes.rawgateway import (
     OP_CLOSE,
     OP_CONT,
     OP_PING,
+    OP_PONG,
     OP_TEXT,
     Answer,
     Peer,
@@ -509,6 +510,54 @@ def test_a_ping_flood_ends_at_the_default_15s_deadline(tmp_path: Path) -> None:
     assert 14.5 < ran.wall < 15 + 5, ran.wall  # the documented 15 s
     assert len(script.attempts) == 1, script.attempts  # type: ignore[attr-defined]
     assert ran.rc == 1 and "connection lost" in ran.error, ran.err
+
+
+def flood_after_handshake(op: int, reads: bool) -> Callable[[Peer], None]:
+    """A gateway whose handshake is OpenClaw's, then answers `sessions.list` with nothing but
+    frames of `op` (pings, or unasked pongs), their pongs read or never read."""
+
+    def flood(p: Peer, req: dict[str, Any]) -> None:
+        counted.append(req["method"])
+        if reads:
+            t = threading.Thread(target=p.until_closed, daemon=True)
+            t.start()
+        batch = sframe(op, b"p" * 125) * 64
+        try:
+            while True:  # until the client closes the socket
+                p.send_raw(batch)
+        finally:
+            if reads:
+                t.join(20)
+
+    counted: list[str] = []
+    script = gateway(**{"sessions.list": flood})
+    script.calls = counted  # type: ignore[attr-defined]
+    return script
+
+
+@pytest.mark.parametrize(
+    ("op", "reads"),
+    [(OP_PING, True), (OP_PING, False), (OP_PONG, True)],
+    ids=["pings-pongs-read", "pings-pongs-unread", "unasked-pongs"],
+)
+def test_a_ping_flood_in_answer_to_a_call_ends_at_once(
+    tmp_path: Path, op: int, reads: bool
+) -> None:
+    """Before: a gateway that answered a read with pings alone kept it alive for the call's
+    60 s (each ping answered; pings are no answer and no tick). Now a run of
+    wsconnection.MAX_CONTROL_RUN pings or pongs with no message between ends the call with one
+    error line, exit 1, never retried (the bound is set generously for a busy machine: the
+    flood ends in milliseconds)."""
+    script = flood_after_handshake(op, reads)
+    with serving(script) as port:
+        ran = cli(tmp_path, port, "list")
+    assert ran.rc == 1, ran.err
+    assert ran.wall < 20, ran.wall
+    assert ran.error == (
+        "gateway sessions.list: a ping flood "
+        f"({wsconnection.MAX_CONTROL_RUN} pings or pongs in a row, no message)"
+    ), ran.err
+    assert script.calls == ["sessions.list"]  # type: ignore[attr-defined]
 
 
 PROTOCOL_ERRORS = {

@@ -36,7 +36,13 @@ CLOSE_SEND_S = 1.0  # a close frame is a courtesy: never waited on longer than t
 MAX_FRAMES = 4096  # frames of one message (OpenClaw's gateway sends one; any is allowed up to this)
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 DATA_OPS = (OP_CONT, OP_TEXT, OP_BINARY)
-CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_BAD_DATA, CLOSE_TOO_BIG = 1000, 1002, 1007, 1009
+CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_BAD_DATA, CLOSE_POLICY, CLOSE_TOO_BIG = (
+    1000,
+    1002,
+    1007,
+    1008,
+    1009,
+)
 
 
 class WebSocketError(Exception):
@@ -67,6 +73,11 @@ class ConnectionClosed(WebSocketError):
 class ProtocolError(ConnectionClosed):
     """The server broke RFC 6455 (or the bound on a message): the connection is closed with
     1002, 1007 or 1009, and the error names what came."""
+
+
+class ControlFlood(ProtocolError):
+    """More pings and pongs in a row than `max_controls`, no data between them: the connection
+    is closed (1008) rather than kept answering them until the caller's deadline."""
 
 
 class PayloadTooBig(ProtocolError):
@@ -116,6 +127,10 @@ class WebSocket:
         self.part_frames = 0
         self.closed: ConnectionClosed | None = None
         self.close_sent = False
+        # Pings and pongs since the last data frame, and how many in a row are allowed (None:
+        # any, until the caller's deadline; wsconnection.py sets it once the handshake is done).
+        self.controls = 0
+        self.max_controls: int | None = None
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -157,6 +172,7 @@ class WebSocket:
             got = self._parse()
             if got is not None:
                 op, payload = got
+                self._count(op)
                 msg = self._handle(op, payload, deadline)
                 if msg is not None:
                     return msg
@@ -164,6 +180,19 @@ class WebSocket:
                     raise TimeoutError("no message in time")  # a flood of pings or fragments
                 continue
             self._fill(deadline)
+
+    def _count(self, op: int) -> None:
+        """A data frame ends a run of pings and pongs; a run longer than `max_controls` is a
+        flood (a gateway pings a few times a minute and ticks between), ended here, before its
+        pong is sent."""
+        if op in DATA_OPS:
+            self.controls = 0
+            return
+        if op in (OP_PING, OP_PONG):
+            self.controls += 1
+            if self.max_controls is not None and self.controls > self.max_controls:
+                why = f"a ping flood ({self.max_controls} pings or pongs in a row, no message)"
+                self._fail(CLOSE_POLICY, why, ControlFlood(None, why=why))
 
     def _fill(self, deadline: float | None) -> None:
         remaining = None if deadline is None else deadline - time.monotonic()

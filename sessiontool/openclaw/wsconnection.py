@@ -39,6 +39,10 @@ MAX_RETRY_AFTER_S = 10.0
 # holds at most about three copies of one (the bytes, the text, what the text says).
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 100  # JSON nesting of a gateway frame (a real one nests about a dozen levels)
+# Pings (and pongs) in a row with no message between, once the handshake is done: the gateway
+# ticks every 30 s (hello-ok.policy.tickIntervalMs) and pings far less often than it ticks, so a
+# run of this many is a flood, ended at once instead of answered until the call's deadline.
+MAX_CONTROL_RUN = 256
 
 
 class GatewayError(SessiontoolError):
@@ -432,6 +436,7 @@ def _hello(
         methods=frozenset(m for m in methods or [] if isinstance(m, str)),
         tick_s=tick / 1000 if isinstance(tick, int | float) and tick > 0 else 30.0,
     )
+    ws.max_controls = MAX_CONTROL_RUN  # the handshake is bounded by its own deadline
     return Connection(ws, hello, frozenset(scopes))
 
 
