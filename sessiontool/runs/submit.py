@@ -88,11 +88,16 @@ def send(
     deliver: bool = False,
     wait: Callable[[Any, str, float], RunRecord] | None = None,
     on_created: Callable[[str], None] | None = None,
+    create: bool = True,
+    on_new_session: Callable[[str], None] | None = None,
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation). `on_created` gets
     the run id as soon as the run exists (the CLI then names it if Ctrl-C comes before the
-    worker is started)."""
+    worker is started). A key no session has yet is a session the run creates (as OpenClaw
+    does): `create=False` refuses it instead (exit 3, nothing written), and `on_new_session`
+    gets its display key once its run exists; whether the session does exist after the
+    command is `session_exists`'s to say (a run withdrawn from a full disk created nothing)."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -108,6 +113,11 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
+    new = r.entry is None and r.key != ctx.main_key(r.agent_id)  # `main` always exists
+    if new and not create:
+        from sessiontool.errors import session_not_found
+
+        raise session_not_found(key or "")
     from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [r.agent_id, ctx.agent_id], "send")
@@ -165,6 +175,8 @@ def send(
     )
     if on_created is not None:
         on_created(rec["runId"])
+    if new and on_new_session is not None:
+        on_new_session(display)
     testhooks.pause("run-created")
     _start(ctx, rec)
     if timeout <= 0:
@@ -175,6 +187,17 @@ def send(
     from sessiontool.runs.wait import wait_for
 
     return run_result(ctx, (wait or wait_for)(ctx.paths, rec["runId"], timeout))
+
+
+def session_exists(ctx: Context, key: str) -> bool:
+    """Whether a session has an entry now (a send's new key, after its run: the worker writes
+    the entry when the turn starts; a withdrawn run never did)."""
+    from sessiontool.errors import NotFoundError
+
+    try:
+        return resolve(ctx, key).entry is not None
+    except NotFoundError:
+        return False
 
 
 def _via(writer: SessionWriter) -> str | None:

@@ -109,10 +109,9 @@ def send_cmd(
     `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
     exit status stays the run's; `deliveries retry` tries again)."""
     from sessiontool.durations import parse_duration
-    from sessiontool.errors import session_not_found
+    from sessiontool.errors import SessiontoolError
     from sessiontool.runs.submit import run_result, send
     from sessiontool.runs.wait import wait_for
-    from sessiontool.sessions.resolve import resolve
 
     if label is not None and message is None:
         key, message = None, key
@@ -124,24 +123,23 @@ def send_cmd(
     as_json = want_json(json_)
     ctx = get_ctx()
     check_writable(ctx)
-    created: str | None = None
-    if key is not None and message.strip():
-        target = resolve(ctx, key, label=label, create=True)
-        if target.entry is None:
-            if no_create:
-                raise session_not_found(key)
-            if target.key != ctx.main_key(target.agent_id):  # `main` always exists
-                created = ctx.display(target.key)
+    new: list[str] = []  # the key of a session this send's run creates
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
     with _ctrl_c_names_the_run() as interrupted:
         result, code = send(
-            ctx, key, message, label=label, timeout=0, deliver=deliver, on_created=interrupted.arm
+            ctx,
+            key,
+            message,
+            label=label,
+            timeout=0,
+            deliver=deliver,
+            on_created=interrupted.arm,
+            create=not no_create,
+            on_new_session=None if quiet else new.append,
         )
     if interrupted.run_id is not None and interrupted.seen:
         return _interrupted(interrupted.run_id, result.get("sessionKey"), as_json)
-    if created and not quiet and result.get("runId"):
-        render.err(f"created session {render.esc(created)}")
     if result.get("status") != "accepted" or wait_s <= 0:
         return _print_result(result, code, as_json, ids_only=quiet)
     run_id = result["runId"]
@@ -150,7 +148,11 @@ def send_cmd(
             rec = wait_for(ctx.paths, run_id, wait_s)
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
+    except SessiontoolError:  # withdrawn (a full disk): the error says so; K only if it exists
+        _say_created(ctx, new)
+        raise
     result, code = run_result(ctx, rec)
+    _say_created(ctx, new)
     own_delivery = (result.get("delivery") or {}).get("mode") == "deliver"
     if deliver and own_delivery and result.get("status") == "ok":
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
@@ -158,6 +160,16 @@ def send_cmd(
         # OpenClaw's gateway the turn delivered it itself: no outbox line will come either.
         code = _report_delivery(ctx, result, rec, wait_s, code)
     return _print_result(result, code, as_json, ids_only=quiet)
+
+
+def _say_created(ctx: Context, new: list[str]) -> None:
+    """`created session K` once the run that was to create it is over and K exists: not for a
+    run withdrawn before it started (a full disk), nor before the run ran (`--timeout 0`)."""
+    from sessiontool.runs.submit import session_exists
+
+    for key in new:
+        if session_exists(ctx, key):
+            render.err(f"created session {render.esc(key)}")
 
 
 class _Interrupt:
