@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sessiontool import testhooks
 from sessiontool.context import Context
@@ -87,17 +87,11 @@ def send(
     timeout: float = 30.0,
     deliver: bool = False,
     wait: Callable[[Any, str, float], RunRecord] | None = None,
-    on_created: Callable[[str], None] | None = None,
-    create: bool = True,
-    on_new_session: Callable[[str], None] | None = None,
+    watch: SendWatch | None = None,
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
-    its own way (the MCP server: in slices, with progress and cancellation). `on_created` gets
-    the run id as soon as the run exists (the CLI then names it if Ctrl-C comes before the
-    worker is started). A key no session has yet is a session the run creates (as OpenClaw
-    does): `create=False` refuses it instead (exit 3, nothing written), and `on_new_session`
-    gets its display key once its run exists; whether the session does exist after the
-    command is `session_exists`'s to say (a run withdrawn from a full disk created nothing)."""
+    its own way (the MCP server: in slices, with progress and cancellation). `watch` is told
+    what the send does as it does it (SendWatch)."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -113,15 +107,12 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
-    new = r.entry is None and r.key != ctx.main_key(r.agent_id)  # `main` always exists
-    if new and not create:
-        from sessiontool.errors import session_not_found
-
-        raise session_not_found(key or "")
+    display = ctx.display(r.key)
+    if watch is not None and r.entry is None and r.key != ctx.main_key(r.agent_id):
+        watch.new_session(display)  # `main` always exists
     from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [r.agent_id, ctx.agent_id], "send")
-    display = ctx.display(r.key)
     req = ctx.requester
     try:
         if req.session_key is not None and req.session_key == r.key:
@@ -139,22 +130,7 @@ def send(
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, (r.agent_id, r.entry), *([req.session_key] if a2a else []))
     writer.before_run(ctx)
-    if a2a:
-        from sessiontool.flow.a2a import context_prompt, session_channel
-
-        req_entry = writer.requester_entry(ctx, req.session_key)  # type: ignore[arg-type]
-        provenance: dict[str, Any] = {
-            "kind": "inter_session",
-            "sourceSessionKey": req.session_key,
-            "sourceChannel": session_channel(req.session_key, req_entry),  # type: ignore[arg-type]
-            "sourceTool": "sessions_send",
-        }
-        if provenance["sourceChannel"] is None:
-            del provenance["sourceChannel"]
-        system = context_prompt(req.session_key, provenance.get("sourceChannel"), r.key)  # type: ignore[arg-type]
-    else:
-        provenance = {"kind": "external_user", "sourceTool": "sessiontool"}
-        system = None
+    provenance, system = _provenance(ctx, writer, r.key) if a2a else ({**_EXTERNAL}, None)
     # OpenClaw's own sessions_send carries an agent-to-agent send out where its gateway
     # allows the tool (its reply-back turns and announce step are then OpenClaw's).
     own = a2a and writer.openclaw_sends(ctx, req.session_key)  # type: ignore[arg-type]
@@ -173,10 +149,8 @@ def send(
         deliver=True if (deliver and not a2a) else None,
         timeoutSeconds=timeout,
     )
-    if on_created is not None:
-        on_created(rec["runId"])
-    if new and on_new_session is not None:
-        on_new_session(display)
+    if watch is not None:
+        watch.run_created(rec["runId"])
     testhooks.pause("run-created")
     _start(ctx, rec)
     if timeout <= 0:
@@ -187,6 +161,41 @@ def send(
     from sessiontool.runs.wait import wait_for
 
     return run_result(ctx, (wait or wait_for)(ctx.paths, rec["runId"], timeout))
+
+
+_EXTERNAL: dict[str, Any] = {"kind": "external_user", "sourceTool": "sessiontool"}
+
+
+def _provenance(ctx: Context, writer: SessionWriter, target: str) -> tuple[dict[str, Any], str]:
+    """An agent-to-agent send's provenance (OpenClaw's inter_session) and its system prompt."""
+    from sessiontool.flow.a2a import context_prompt, session_channel
+
+    source = ctx.requester.session_key
+    assert source is not None
+    req_entry = writer.requester_entry(ctx, source)
+    provenance: dict[str, Any] = {
+        "kind": "inter_session",
+        "sourceSessionKey": source,
+        "sourceChannel": session_channel(source, req_entry),
+        "sourceTool": "sessions_send",
+    }
+    if provenance["sourceChannel"] is None:
+        del provenance["sourceChannel"]
+    return provenance, context_prompt(source, provenance.get("sourceChannel"), target)
+
+
+class SendWatch(Protocol):
+    """What a caller of `send` is told as it happens (the CLI; the MCP server and the tools
+    pass none)."""
+
+    def new_session(self, key: str) -> None:
+        """The key names no session yet: the run will create it (as OpenClaw does). Told
+        before anything is written, so raising here refuses the send (`--no-create`). Whether
+        the session exists once the command is over is `session_exists`'s to say: a run
+        withdrawn from a full disk may have made none."""
+
+    def run_created(self, run_id: str) -> None:
+        """The run exists (the CLI then names it if Ctrl-C comes before its worker starts)."""
 
 
 def session_exists(ctx: Context, key: str) -> bool:

@@ -123,7 +123,7 @@ def send_cmd(
     as_json = want_json(json_)
     ctx = get_ctx()
     check_writable(ctx)
-    new: list[str] = []  # the key of a session this send's run creates
+    watch = _SendWatch(key, no_create, quiet)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
     with _ctrl_c_names_the_run() as interrupted:
@@ -134,9 +134,7 @@ def send_cmd(
             label=label,
             timeout=0,
             deliver=deliver,
-            on_created=interrupted.arm,
-            create=not no_create,
-            on_new_session=None if quiet else new.append,
+            watch=watch.on(interrupted),
         )
     if interrupted.run_id is not None and interrupted.seen:
         return _interrupted(interrupted.run_id, result.get("sessionKey"), as_json)
@@ -149,10 +147,10 @@ def send_cmd(
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
     except SessiontoolError:  # withdrawn (a full disk): the error says so; K only if it exists
-        _say_created(ctx, new)
+        watch.say_created(ctx)
         raise
     result, code = run_result(ctx, rec)
-    _say_created(ctx, new)
+    watch.say_created(ctx)
     own_delivery = (result.get("delivery") or {}).get("mode") == "deliver"
     if deliver and own_delivery and result.get("status") == "ok":
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
@@ -162,14 +160,38 @@ def send_cmd(
     return _print_result(result, code, as_json, ids_only=quiet)
 
 
-def _say_created(ctx: Context, new: list[str]) -> None:
-    """`created session K` once the run that was to create it is over and K exists: not for a
-    run withdrawn before it started (a full disk), nor before the run ran (`--timeout 0`)."""
-    from sessiontool.runs.submit import session_exists
+class _SendWatch:
+    """What `send` tells the command: a new key (refused with --no-create, else named once it
+    exists) and the run's id (for Ctrl-C)."""
 
-    for key in new:
-        if session_exists(ctx, key):
-            render.err(f"created session {render.esc(key)}")
+    def __init__(self, typed: str | None, no_create: bool, quiet: bool) -> None:
+        self.typed, self.no_create, self.quiet = typed, no_create, quiet
+        self.new: str | None = None
+        self.interrupt: _Interrupt | None = None
+
+    def on(self, interrupt: _Interrupt) -> _SendWatch:
+        self.interrupt = interrupt
+        return self
+
+    def new_session(self, key: str) -> None:
+        if self.no_create:
+            from sessiontool.errors import session_not_found
+
+            raise session_not_found(self.typed or key)  # as the user typed it
+        self.new = key
+
+    def run_created(self, run_id: str) -> None:
+        if self.interrupt is not None:
+            self.interrupt.arm(run_id)
+
+    def say_created(self, ctx: Context) -> None:
+        """`created session K` once the run that was to create it is over and K exists: not
+        for a run withdrawn before it made it (a full disk), nor before the run ran
+        (`--timeout 0`)."""
+        from sessiontool.runs.submit import session_exists
+
+        if self.new is not None and not self.quiet and session_exists(ctx, self.new):
+            render.err(f"created session {render.esc(self.new)}")
 
 
 class _Interrupt:
