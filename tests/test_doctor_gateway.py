@@ -96,7 +96,11 @@ def test_a_device_not_approved_yet_names_its_id_and_the_approve_line(tmp_path: P
     assert rem["deviceId"] == device_id and rem["identity"] == f"device {device_id}"
     assert rem["pairing"] == f"pending approval (request {request_id})"
     (problem,) = [p for p in data["problems"] if p["kind"] == "gateway-not-paired"]
-    assert problem["hint"] == f"on the gateway's host run: openclaw devices approve {request_id}"
+    assert problem["hint"] == (
+        f"on the gateway's host run: openclaw devices approve {request_id}, then run the command "
+        "again with the shared secret set: it fetches the device token, and later commands need "
+        "no secret"
+    )
     lines = gateway_lines(out, gw.port)
     assert lines[1] == f"  identity: device {device_id}"
     assert lines[2] == f"  pairing: pending approval (request {request_id})"

@@ -32,7 +32,9 @@ class Device:
     path: Path
     private_raw: bytes
     public_raw: bytes
-    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)  # url -> {token, scopes}
+    # url -> {token, scopes, request}: the device token and the scopes it was issued with, and
+    # the pairing request last named (a first pairing or a scope upgrade) until a token follows
+    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def device_id(self) -> str:
@@ -82,11 +84,38 @@ class Device:
         t = self.tokens.get(url, {}).get("token")
         return t if isinstance(t, str) and t else None
 
+    def scopes_for(self, url: str) -> list[str]:
+        """The scopes the kept device token was issued with (what the gateway approved)."""
+        got = self.tokens.get(url, {}).get("scopes")
+        return [s for s in got if isinstance(s, str)] if isinstance(got, list) else []
+
+    def request_for(self, url: str) -> str | None:
+        """The pairing request the gateway last named for this device (first pairing or a
+        scope upgrade), until a device token arrives after it."""
+        r = self.tokens.get(url, {}).get("request")
+        return r if isinstance(r, str) and r else None
+
     def remember(self, url: str, token: str, scopes: list[str]) -> None:
-        """Keep a device token hello-ok issued (0600), unless it is the one already kept."""
+        """Keep a device token hello-ok issued (0600). A new token is kept with the scopes it
+        came with; the token already kept keeps its scopes plus any this connection was
+        granted (a read on a token approved for writes does not narrow it: the file's scopes
+        follow what was approved). Either way the pairing request it answers is done."""
+        entry = self.tokens.get(url, {})
         if self.token_for(url) == token:
-            return
+            held = self.scopes_for(url)
+            merged = held + [s for s in scopes if s not in held]
+            if merged == held and "request" not in entry:
+                return
+            scopes = merged
         self.tokens[url] = {"token": token, "scopes": scopes}
+        self._save()
+
+    def note_request(self, url: str, request_id: str) -> None:
+        """Keep the pairing request the gateway named (beside the token, if any), so that a
+        later refusal can say that the approval is what it waits on."""
+        if self.request_for(url) == request_id:
+            return
+        self.tokens[url] = {**self.tokens.get(url, {}), "request": request_id}
         self._save()
 
     def forget(self, url: str) -> None:

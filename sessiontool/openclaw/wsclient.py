@@ -46,7 +46,6 @@ from sessiontool.openclaw.wsconnection import (
     RpcError,
     code_extra,
     open_connection,
-    refused,
 )
 from sessiontool.state.paths import StatePaths
 
@@ -283,13 +282,20 @@ class Client:
                 if exc.detail_code == "DEVICE_IDENTITY_REQUIRED" and not use_device:
                     use_device = True
                     continue
-                if exc.detail_code == "AUTH_DEVICE_TOKEN_MISMATCH" and not retried_token:
+                if (
+                    exc.detail_code == "AUTH_DEVICE_TOKEN_MISMATCH"
+                    and self.secret is not None  # without it no token gets in: pairing.py says so
+                    and not retried_token
+                ):
                     from sessiontool.openclaw import device
 
                     device.load_or_create(self.paths).forget(self.url)
                     retried_token = True
                     continue
-                raise refused(self.url, self.secret, exc) from None
+                from sessiontool.openclaw import pairing
+
+                mine = self.paths if use_device else None
+                raise pairing.refused(self.url, self.secret, exc, scopes, mine) from None
             if not use_device and not _covered(scopes, conn.granted):
                 # The device-less path was let in with its scopes cleared: present a device.
                 conn.close()

@@ -81,6 +81,8 @@ class Server:
         self.drop_after_accept = int(cfg.get("drop_after_accept", 0))
         self.runs: dict[str, dict[str, Any]] = {}
         self.device_tokens: set[str] = set()
+        self.paired: dict[str, dict[str, Any]] = {}  # pairing "remote": device id -> grant
+        self.requests: dict[str, dict[str, Any]] = {}  # pending pairing requests by id
         self.store_stat: Any = None
         self.store_data: dict[str, Any] = {}
         self.history: list[dict[str, Any]] = list(cfg.get("history", []))
@@ -134,7 +136,8 @@ class Server:
             ws.close(close, message[:100])
 
         try:  # a test may change the version between two commands (FakeGateway.set)
-            self.cfg["version"] = json.loads(Path(self.cfg["path"]).read_text()).get("version")
+            now = json.loads(Path(self.cfg["path"]).read_text())
+            self.cfg["version"], self.cfg["approved"] = now.get("version"), now.get("approved")
         except (OSError, ValueError, KeyError):
             pass
         proto = int(self.cfg.get("protocol", 4))
@@ -150,6 +153,14 @@ class Server:
         token = auth.get("token") or auth.get("password")
         secret = self.cfg.get("token")
         shared_ok = bool(secret) and token == secret
+        if self.cfg.get("pairing") == "remote" and device:
+            why = self.check_device(device, p, token or "", nonce, ts)
+            if why:
+                return refuse("INVALID_REQUEST", why, {"code": "DEVICE_AUTH_SIGNATURE_INVALID"})
+            no, issued_token = self.remote_pairing(device["id"], token or "", shared_ok, p)
+            if no is not None:
+                return refuse(*no)
+            return self.hello_ok(ws, n, req, proto, list(p.get("scopes") or []), issued_token)
         if secret and not shared_ok and token not in self.device_tokens:
             details = {
                 "code": "AUTH_TOKEN_MISMATCH",
@@ -173,6 +184,11 @@ class Server:
             scopes = []
         if "grant_scopes" in self.cfg:
             scopes = [x for x in scopes if x in self.cfg["grant_scopes"]]
+        self.hello_ok(ws, n, req, proto, scopes, issued)
+
+    def hello_ok(
+        self, ws: Any, n: int, req: dict[str, Any], proto: int, scopes: list[str], issued: Any
+    ) -> None:
         hello_auth: dict[str, Any] = {"role": "operator", "scopes": scopes, "method": "token"}
         if issued:
             hello_auth["deviceToken"] = issued
@@ -191,6 +207,53 @@ class Server:
                 self.request(ws, n, scopes, json.loads(raw))
         except Exception:  # noqa: BLE001 - the client went away
             pass
+
+    def remote_pairing(
+        self, dev: str, token: str, shared_ok: bool, p: dict[str, Any]
+    ) -> tuple[tuple[str, str, dict[str, Any]] | None, str | None]:
+        """`pairing: "remote"`: OpenClaw 2026.9.6's pairing off loopback, as measured on the
+        real gateway. A device token only in hello-ok; without the shared secret a device gets
+        in only with its current token (none: AUTH_TOKEN_MISSING; another: AUTH_TOKEN_MISMATCH;
+        fewer scopes than asked: AUTH_SCOPE_MISMATCH, no request made); with it, an unpaired
+        device or one asking more scopes gets a pairing request (not-paired / scope-upgrade).
+        Approving (the test's `FakeGateway.set(approved=[request ids])`) replaces the device's
+        token. Returns (refusal, None) or (None, the device's token)."""
+        approved = set(self.cfg.get("approved") or [])
+        scopes = set(p.get("scopes") or [])
+        with self.lock:
+            for rid in [r for r in self.requests if r in approved]:
+                req = self.requests.pop(rid)
+                fresh = "devtok-" + uuid.uuid4().hex
+                self.paired[req["device"]] = {"scopes": req["scopes"], "token": fresh}
+            entry = self.paired.get(dev)
+        if not shared_ok:
+            if not token:
+                details = {"code": "AUTH_TOKEN_MISSING", "canRetryWithDeviceToken": False}
+                return ("INVALID_REQUEST", "unauthorized: gateway token missing", details), None
+            if entry is None or token != entry["token"]:
+                details = {"code": "AUTH_TOKEN_MISMATCH", "canRetryWithDeviceToken": True}
+                return ("INVALID_REQUEST", "unauthorized: gateway token mismatch", details), None
+            if not scopes <= set(entry["scopes"]):
+                details = {"code": "AUTH_SCOPE_MISMATCH", "authReason": "scope_mismatch"}
+                why = "unauthorized: device token scope mismatch (re-pair or approve scope upgrade)"
+                return ("INVALID_REQUEST", why, details), None
+            return None, entry["token"]
+        if entry is not None and scopes <= set(entry["scopes"]):
+            return None, entry["token"]
+        rid = str(uuid.uuid4())
+        held = entry["scopes"] if entry else []
+        asked = sorted(scopes | set(held))
+        with self.lock:
+            self.requests[rid] = {"device": dev, "scopes": asked}
+        details = {
+            "code": "PAIRING_REQUIRED",
+            "reason": "scope-upgrade" if entry else "not-paired",
+            "requestId": rid,
+            "requestedScopes": asked,
+        }
+        if entry:
+            details["approvedScopes"] = held
+        return ("NOT_PAIRED", "pairing required", details), None
 
     def check_device(
         self, device: dict[str, Any], p: dict[str, Any], token: str, nonce: str, ts: int
