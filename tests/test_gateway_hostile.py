@@ -560,6 +560,56 @@ def test_a_ping_flood_in_answer_to_a_call_ends_at_once(
     assert script.calls == ["sessions.list"]  # type: ignore[attr-defined]
 
 
+# A resolver that hangs, or is slow, for names under .dns.test: socket.getaddrinfo replaced in
+# the command's own process (a sitecustomize on its PYTHONPATH), the only honest way to make a
+# real process's resolution hang without a resolver of the test's own.
+SLOW_RESOLVER = """\
+import socket, time
+_real = socket.getaddrinfo
+def _getaddrinfo(host, *args, **kw):
+    if isinstance(host, str) and host.endswith(".hang.dns.test"):
+        time.sleep(3600)
+    if isinstance(host, str) and host.endswith(".slow.dns.test"):
+        time.sleep(0.5)
+        host = "127.0.0.1"
+    return _real(host, *args, **kw)
+socket.getaddrinfo = _getaddrinfo
+"""
+
+
+def cli_at(tmp_path: Path, url: str, *args: str, **more_env: str) -> Ran:
+    """The real CLI against the gateway at `url`, its resolver the one SLOW_RESOLVER makes."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SLOW_RESOLVER)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, "--gateway", url, *args],
+        capture_output=True,
+        text=True,
+        env=env(tmp_path) | more_env | {"PYTHONPATH": path},
+        timeout=60,
+    )
+    return measured(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start, args)
+
+
+def test_a_resolver_that_hangs_ends_at_the_connect_deadline(tmp_path: Path) -> None:
+    """Before: the name was resolved outside every deadline (socket.create_connection), and a
+    resolver that hung held the command for ever. Now the resolution is part of the connection
+    attempt's deadline (2 s here): `list` ends with the one error line of a remote gateway that
+    does not answer, exit 4; a slow resolver within the deadline still reaches the gateway."""
+    host = "gw.hang.dns.test"
+    ran = cli_at(tmp_path, f"ws://{host}:18789", "list", OPENCLAW_HANDSHAKE_TIMEOUT_MS=FAST)
+    assert ran.rc == 4, ran.err  # as for any remote gateway that does not answer
+    assert 1.9 < ran.wall < 2 + 10, ran.wall  # busy machine: generous above the 2 s
+    assert ran.error == f"no OpenClaw gateway answers at ws://{host}:18789", ran.err
+    with serving(gateway()) as port:
+        ran = cli_at(tmp_path, f"ws://gw.slow.dns.test:{port}", "list", "--json")
+    assert ran.rc == 0, ran.err
+    assert [s["sessionId"] for s in json.loads(ran.out)["sessions"]] == ["s1"]
+
+
 PROTOCOL_ERRORS = {
     "masked": (sframe(OP_TEXT, b'{"a":1}', mask=True), "a masked frame from the server"),
     "rsv1": (sframe(OP_TEXT, b"{}", rsv=0x40), "reserved bits set (no extension was negotiated)"),

@@ -86,10 +86,13 @@ class Gateway:
 
     def reachable(self) -> bool:
         if self._reachable is None:
-            import socket
+            from sessiontool.openclaw.websocket import open_socket
+            from sessiontool.openclaw.wsconnection import connect_timeout_s
 
+            # The name resolved within a connection attempt's deadline (a resolver that hangs
+            # makes the gateway unreachable, a slow one does not), then connected within 0.5 s.
             try:
-                with socket.create_connection((self.host, self.port), CONNECT_TIMEOUT_S):
+                with open_socket(self.host, self.port, CONNECT_TIMEOUT_S, connect_timeout_s()):
                     self._reachable = True
             except OSError:
                 self._reachable = False

@@ -394,10 +394,7 @@ def connect(
     if port != (443 if secure else 80):
         host_header += f":{port}"
     deadline = time.monotonic() + open_timeout
-    try:
-        sock = socket.create_connection((host, port), timeout=open_timeout)
-    except TimeoutError:
-        raise TimeoutError("timed out during opening handshake") from None
+    sock = open_socket(host, port, open_timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if ssl_context is not None:
@@ -425,6 +422,69 @@ def connect(
         sock.close()
         raise
     return WebSocket(sock, rest, max_size)
+
+
+def open_socket(
+    host: str, port: int, timeout: float, resolve_timeout: float | None = None
+) -> socket.socket:
+    """A TCP connection to `host`:`port` within `timeout` seconds, the name's resolution
+    included (or resolved within `resolve_timeout`, then connected within `timeout`: a probe
+    that must not take a slow resolver for a dead host). socket.create_connection resolves with
+    no deadline at all (a resolver that hangs held a command for ever) and then gives each
+    address the whole timeout again. Raises TimeoutError (`timed out resolving HOST`, or `timed
+    out during opening handshake`) or the OSError of the last address tried."""
+    start = time.monotonic()
+    addresses = resolve(host, port, timeout if resolve_timeout is None else resolve_timeout)
+    deadline = (start if resolve_timeout is None else time.monotonic()) + timeout
+    err: OSError | None = None
+    for family, kind, proto, _, addr in addresses:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(remaining)
+            sock.connect(addr)
+            return sock
+        except OSError as exc:
+            sock.close()
+            err = exc
+    if err is not None and not isinstance(err, TimeoutError):
+        raise err
+    raise TimeoutError("timed out during opening handshake")
+
+
+def resolve(host: str, port: int, timeout: float) -> list[Any]:
+    """getaddrinfo's TCP addresses for `host`, within `timeout` seconds. An IP address is read
+    at once; a name is resolved in a thread of its own (getaddrinfo has no timeout and cannot
+    be interrupted), left to finish on its own when the deadline passes: a daemon thread, at
+    most one per connection attempt (a failed attempt is not repeated for 15 s)."""
+    import ipaddress
+
+    tcp = socket.SOCK_STREAM
+    try:
+        ipaddress.ip_address(host)
+        return socket.getaddrinfo(host, port, 0, tcp, 0, socket.AI_NUMERICHOST)
+    except ValueError:
+        pass
+    import threading
+
+    got: list[Any] = []
+
+    def run() -> None:
+        try:
+            got.append(socket.getaddrinfo(host, port, 0, tcp))
+        except OSError as exc:
+            got.append(exc)
+
+    t = threading.Thread(target=run, name=f"resolve {host}", daemon=True)
+    t.start()
+    t.join(timeout)
+    if not got:
+        raise TimeoutError(f"timed out resolving {host}")
+    if isinstance(got[0], OSError):
+        raise got[0]
+    return list(got[0])
 
 
 def _read_head(sock: Any, deadline: float) -> tuple[bytes, bytes]:
