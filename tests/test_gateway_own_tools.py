@@ -91,6 +91,18 @@ def test_spawn_runs_openclaws_sessions_spawn_and_follows_its_run(allowed: FakeGa
     assert rec["followUp"]["announcedBy"] == "sessiontool"
 
 
+def test_the_worker_goes_on_with_the_commands_connection(allowed: FakeGateway) -> None:
+    """One handshake for the spawn: the command's connection (its tools.invoke) is handed to
+    the worker forked from it, which follows the run and announces on it."""
+    proc = allowed.st("--json", "spawn", "summarise W", "--cleanup", "delete")
+    assert proc.returncode == 0, proc.stderr
+    allowed.until(json.loads(proc.stdout)["runId"], done, "its announce")
+    calls = allowed.calls()
+    assert [c["method"] for c in calls] == ["tools.invoke", "agent.wait", "agent.wait", "agent"]
+    assert len({c["conn"] for c in calls}) == 1
+    assert len(allowed.gw.connects()) == 1
+
+
 def test_openclaws_own_announce_under_way_stays_the_one(tmp_path: Path) -> None:
     """Where OpenClaw announces the child itself (2026.7.35) and its announce outlasts the
     grace sessiontool gives it, sessiontool's announce under OpenClaw's key finds that run

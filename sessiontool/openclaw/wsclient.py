@@ -137,8 +137,13 @@ class Client:
 
     def want(self, scopes: frozenset[str] | set[str]) -> None:
         """Scopes a later call of this process will need, asked for at the first connect, so
-        that one connection serves the whole command."""
+        that one connection serves the whole command. A connection already open without them
+        (one a forked worker was handed: hand_over) is replaced now, before the first call,
+        rather than in the middle of the run."""
         self.wanted |= set(scopes)
+        if self.conn is not None and not _covered(frozenset(self.wanted), self.conn.granted):
+            self.conn.ws.close(timeout=0)
+            self.conn = None
 
     def hello(self, scopes: frozenset[str] = frozenset({READ})) -> Hello:
         return self._connection(scopes).hello
@@ -346,4 +351,52 @@ def close_all() -> None:
     for c in _clients.values():
         if c.conn is not None:
             c.conn.ws.close(timeout=0)
+            c.conn = None
+
+
+HANDED_MIN_FD = 4  # a forked worker's descriptors 0-3 are its stdio and its lane lock
+
+
+def hand_over() -> int | None:
+    """Before a worker is forked from this process (runs/spawnproc.py): the descriptor of this
+    process's one open gateway connection, which the forked worker goes on using (the spawn's
+    handshake is not made twice: a round trip and, with a device, a signature). None, every
+    connection closed, when there is not exactly one, or its descriptor is one the worker
+    reassigns."""
+    held = [c.conn for c in _clients.values() if c.conn is not None]
+    fd = _above_stdio(held[0].ws) if len(held) == 1 else None
+    if fd is None:
+        close_all()
+    return fd
+
+
+def _above_stdio(ws: Any) -> int | None:
+    """The connection's descriptor, moved to HANDED_MIN_FD or above if it is lower (a plain
+    socket only: a TLS one is not moved, so not handed over)."""
+    import socket
+
+    sock = ws.sock
+    fd = sock.fileno()
+    if fd >= HANDED_MIN_FD:
+        return int(fd)
+    if type(sock) is not socket.socket:
+        return None
+    import fcntl
+
+    moved = socket.socket(fileno=fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HANDED_MIN_FD))
+    moved.settimeout(sock.gettimeout())
+    sock.close()
+    ws.sock = moved
+    return int(moved.fileno())
+
+
+def let_go() -> None:
+    """After that fork, in the process that handed the connection over: it is the worker's now,
+    so it is forgotten here without a close frame (only this process's descriptor closed)."""
+    for c in _clients.values():
+        if c.conn is not None:
+            try:
+                c.conn.ws.sock.close()
+            except OSError:
+                pass
             c.conn = None

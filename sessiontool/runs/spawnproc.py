@@ -63,13 +63,14 @@ def start_detached(
         raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
     env = _set_env(paths, config_path)
     gw = sys.modules.get("sessiontool.openclaw.wsclient")
-    if gw is not None:  # no gateway socket, nor its reader thread, into the worker
-        gw.close_all()
     in_process = (
         threading.active_count() == 1
         and os.environ.get("SESSIONTOOL_EXEC_WORKER") != "1"
         and not _sqlite_open()
     )
+    # A forked worker goes on with this process's gateway connection (wsclient.hand_over); an
+    # exec'd one gets no socket.
+    handed = (gw.hand_over() if in_process else gw.close_all()) if gw is not None else None
     import gc
 
     try:
@@ -88,6 +89,8 @@ def start_detached(
             raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
         if pid != 0 and in_process:
             gc.unfreeze()
+        if pid != 0 and handed is not None and gw is not None:
+            gw.let_go()
         if pid == 0:  # pragma: no cover - runs in the child
             code = 127
             try:
@@ -102,9 +105,11 @@ def start_detached(
                 if lock_fd is not None:
                     os.dup2(lock_fd, keep)
                     os.set_inheritable(keep, True)
-                    os.closerange(keep + 1, MAX_FD)
-                else:
-                    os.closerange(3, MAX_FD)
+                first = keep + 1 if lock_fd is not None else 3
+                if handed is not None:  # the handed connection's descriptor stays open
+                    os.closerange(first, handed)
+                    first = handed + 1
+                os.closerange(first, MAX_FD)
                 if in_process:
                     os.environ.clear()
                     os.environ.update(env)
