@@ -118,6 +118,29 @@ def test_too_few_scopes_granted_is_a_problem(tmp_path: Path) -> None:
     assert data["gateway"]["remote"]["scopes"] == ["operator.read"]
     (problem,) = [p for p in data["problems"] if p["kind"] == "gateway-scopes"]
     assert "only operator.read" in problem["detail"] and "operator.write" in problem["detail"]
+    # Which way a spawn goes cannot be told without operator.write, and doctor asks no upgrade.
+    want = "unknown until the gateway grants sessiontool operator.write (spawn needs it)"
+    assert data["gateway"]["spawn"] == want
+    assert gw.calls("tools.invoke") == []
+
+
+def test_the_spawn_path_on_a_remote_gateway_is_named_and_where_to_change_it(
+    tmp_path: Path,
+) -> None:
+    """The tool policy is the gateway host's openclaw.json, not one on this machine."""
+    with fake.running(tmp_path / "gw", token=TOKEN) as gw:
+        rc, out, err = doctor(gw.port)
+    assert rc == 0, out + err
+    assert gateway_lines(out, gw.port)[3:] == ["  scopes: operator.read, operator.write"]
+    assert (
+        "  spawn: emulated; add sessions_spawn, sessions_send to gateway.tools.allow on the "
+        "gateway's host for OpenClaw's own\n"
+    ) in out
+    both = ["sessions_spawn", "sessions_send"]
+    with fake.running(tmp_path / "gw2", token=TOKEN, tools_allowed=both) as gw:
+        rc, data = remote(gw.port)
+    assert rc == 0 and data["gateway"]["spawn"] == "OpenClaw's own sessions_spawn"
+    assert sorted(c["params"]["name"] for c in gw.calls("tools.invoke")) == sorted(both)
 
 
 def test_a_refused_credential_is_a_problem_naming_where_it_came_from(tmp_path: Path) -> None:

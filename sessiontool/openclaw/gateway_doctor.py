@@ -99,6 +99,29 @@ def remote_checks(
     return out, problems
 
 
+def spawn_line(paths: StatePaths, remote: dict[str, Any]) -> str | None:
+    """Which way a spawn and an agent-to-agent send go on a remote gateway: OpenClaw's own
+    tools where its tool policy lets sessiontool run them (asked as own_tools does, which
+    needs operator.write), else the emulation, with where to lift the policy: the gateway's
+    host (this machine has no openclaw.json of its own to edit). None when not connected
+    (the connection line says why); unknown without operator.write (doctor asks no upgrade:
+    that would leave a pairing request on the gateway)."""
+    from sessiontool.openclaw import own_tools, wsclient
+
+    scopes = remote.get("scopes")
+    if scopes is None:
+        return None
+    if not wsclient._covered(frozenset({wsclient.WRITE}), frozenset(scopes)):
+        return "unknown until the gateway grants sessiontool operator.write (spawn needs it)"
+    own = all(own_tools.allowed(paths, t, "main") for t in (own_tools.SPAWN, own_tools.SEND))
+    if own:
+        return "OpenClaw's own sessions_spawn"
+    return (
+        "emulated; add sessions_spawn, sessions_send to gateway.tools.allow on the gateway's "
+        "host for OpenClaw's own"
+    )
+
+
 def _device_id(paths: StatePaths) -> str | None:
     """sessiontool's device id for this state dir (the SHA-256 of its public key), when it has
     one; never creates it."""

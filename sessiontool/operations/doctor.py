@@ -324,12 +324,14 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]
     )
     gateway = describe(ctx.paths, doctor_agent_ids(ctx.paths, lambda: agent_ids_on_disk(ctx.paths)))
     if gateway.get("mode") == "gateway (remote)":
-        from sessiontool.openclaw.gateway_doctor import remote_checks
+        from sessiontool.openclaw.gateway_doctor import remote_checks, spawn_line
 
         gateway["remote"], gateway["problems"] = remote_checks(ctx.paths, gateway)
-    from sessiontool.openclaw.own_tools import doctor_line
+        gateway["spawn"] = spawn_line(ctx.paths, gateway["remote"])
+    else:
+        from sessiontool.openclaw.own_tools import doctor_line
 
-    gateway["spawn"] = doctor_line(ctx.paths, gateway)
+        gateway["spawn"] = doctor_line(ctx.paths, gateway)
     problems.extend(
         Problem(p["kind"], p["path"], p["detail"], hint=p.get("hint"))
         for p in gateway.pop("problems")

@@ -237,6 +237,8 @@ def _gateway_text(gw: dict[str, Any]) -> list[str]:
             f"  pairing: {render.esc(rem['pairing'])}\n",
             "  scopes: " + ("unknown" if scopes is None else ", ".join(scopes) or "none") + "\n",
         ]
+        if gw.get("spawn"):
+            out.append(f"  spawn: {render.esc(gw['spawn'])}\n")
     elif gw.get("reachable"):
         out.append(
             f"gateway {gw['url']}: OpenClaw {gw.get('version') or '(version unknown)'}; "
