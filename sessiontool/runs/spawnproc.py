@@ -105,11 +105,7 @@ def start_detached(
                 if lock_fd is not None:
                     os.dup2(lock_fd, keep)
                     os.set_inheritable(keep, True)
-                first = keep + 1 if lock_fd is not None else 3
-                if handed is not None:  # the handed connection's descriptor stays open
-                    os.closerange(first, handed)
-                    first = handed + 1
-                os.closerange(first, MAX_FD)
+                _close_fds(keep + 1 if lock_fd is not None else 3, handed)
                 if in_process:
                     os.environ.clear()
                     os.environ.update(env)
@@ -131,6 +127,14 @@ def start_detached(
         os.waitpid(pid, 0)
     finally:
         os.close(log_fd)
+
+
+def _close_fds(first: int, handed: int | None) -> None:
+    """In the worker: every descriptor from `first` on closed but the handed connection's."""
+    if handed is not None:
+        os.closerange(first, handed)
+        first = handed + 1
+    os.closerange(first, MAX_FD)
 
 
 def _sqlite_open() -> bool:
