@@ -86,6 +86,10 @@ def test_after_each_approval_the_next_command_without_the_secret_says_what_to_ru
         after = me.refused("list")
         assert f"has no device token for sessiontool yet (pairing request {rid})" in after["error"]
         assert "run this command once with OPENCLAW_GATEWAY_TOKEN" in after["hint"]
+        doctor = me.run("doctor", "--json")
+        assert doctor.returncode == 1
+        remote = json.loads(doctor.stdout)["gateway"]["remote"]
+        assert remote["pairing"] == f"requested (request {rid})"
         assert me.run("list", secret=True).returncode == 0
         assert [t["scopes"] for t in me.tokens().values()] == [["operator.read"]]
         assert me.run("list").returncode == 0  # the device token alone now

@@ -73,7 +73,11 @@ def remote_checks(
     if refusal is not None:
         request_id = refusal.extra.get("pairingRequestId")
         out["connection"] = f"refused: {refusal.message}"
-        if request_id or "approve" in (refusal.hint or ""):
+        said = refusal.extra.get("pairing")  # the device without a shared secret (pairing.py)
+        if isinstance(said, str):
+            out["pairing"] = said
+            kind = "gateway-refused" if said == "device token replaced" else "gateway-not-paired"
+        elif request_id or "approve" in (refusal.hint or ""):
             out["pairing"] = f"pending approval (request {request_id or '?'})"
             kind = "gateway-not-paired"
         else:
