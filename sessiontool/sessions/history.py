@@ -31,13 +31,14 @@ def is_tool_output(msg: Message) -> bool:
 
 
 class History(Value):
-    __slots__ = ("session_key", "session_id", "messages", "path", "resolved")
+    __slots__ = ("session_key", "session_id", "messages", "path", "resolved", "children")
 
     session_key: str
     session_id: str | None
     messages: list[Message]
     path: Path | None
     resolved: Resolved
+    children: list[str]  # the sessions spawned from this one, when asked for (else empty)
 
     def __init__(
         self,
@@ -46,7 +47,9 @@ class History(Value):
         messages: list[Message],
         path: Path | None,
         resolved: Resolved,
+        children: list[str] | None = None,
     ) -> None:
+        self.children = children or []
         self.session_key = session_key
         self.session_id = session_id
         self.messages = messages
@@ -61,6 +64,8 @@ class History(Value):
         if any(m.get("truncated") is True for m in self.messages):
             # Read through a gateway that cut a message (chat.history's caps): never silent.
             out["truncated"] = True
+        if self.children:  # `history` (the command) only: sessions_history has no such key
+            out["children"] = self.children
         return out
 
 
@@ -78,6 +83,7 @@ def history(
     include_tools: bool = False,
     raw: bool = False,
     since_ms: int | None = None,
+    with_children: bool = False,
 ) -> History:
     """A session's last `limit` messages (None: all of them, for the operator's export; the
     tool's limit is capped at HISTORY_MAX_LIMIT)."""
@@ -112,4 +118,38 @@ def history(
                 skip_line=None if include_tools else is_tool_result_line,
             )
             messages = res.messages if raw else strip_envelopes(res.messages)
-    return History(ctx.display(r.key), r.session_id, messages, path, r)
+        kids = spawned_from(ctx, r.key) if with_children else None
+    return History(ctx.display(r.key), r.session_id, messages, path, r, kids)
+
+
+def spawned_from(ctx: Context, full_key: str) -> list[str]:
+    """The sessions spawned from `full_key`, the requester may see, in key order: a child names
+    its parent in `spawnedBy` (sessiontool's spawn, OpenClaw's own tool) or only in
+    `parentSessionKey` (a child made through OpenClaw's gateway), as the HTML pages link them
+    (reports/site.py). Every agent's store: a spawn may start its child under another agent.
+    A store that cannot be read is said on stderr and left out, not the history's failure."""
+    from sessiontool import diag
+    from sessiontool.errors import SessiontoolError
+    from sessiontool.sessions.resolve import all_agent_ids
+    from sessiontool.state import keys
+
+    cfg = ctx.config
+    found: list[str] = []
+    for agent_id in all_agent_ids(ctx):
+        try:
+            rows = reading.reader_for(ctx.paths, agent_id).sessions(_PARENT_FIELDS).items()
+        except (OSError, SessiontoolError) as exc:
+            diag.warn(f"children of {ctx.display(full_key)}: agent {agent_id} left out: {exc}")
+            continue
+        for key, f in rows:
+            parent = f.entry.get("spawnedBy") or f.entry.get("parentSessionKey")
+            if not isinstance(parent, str) or not parent or key == full_key:
+                continue
+            if keys.canonical(parent, agent_id, cfg.main_key, cfg.scope) != full_key:
+                continue
+            if policy.visible(ctx, key, f.entry):
+                found.append(ctx.display(key))
+    return sorted(found)
+
+
+_PARENT_FIELDS = ("spawnedBy", "parentSessionKey")

@@ -208,6 +208,7 @@ def history_cmd(
         include_tools=include_tools or row.tools,
         raw=raw,
         since_ms=parse_since(since) if since else None,
+        with_children=fmt in ("text", "json") and not follow,  # follow: they come later
     )
     via_gateway = follow and h.resolved.gateway_written
     if via_gateway:
@@ -219,7 +220,7 @@ def history_cmd(
     start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
     text = row.whole(ctx, h)
     if dest is not None:
-        body = text if text is not None else render.history_plain(h.session_key, h.messages)
+        body = text if text is not None else _plain(h)
         if to_stdout:
             render.write_out(body)
         else:
@@ -233,8 +234,9 @@ def history_cmd(
         render.write_out(text)
     elif rich_view:
         render.history_rich(style, h.session_key, h.messages)
+        render.write_out(_spawned(h))
     else:
-        render.write_out(render.history_plain(h.session_key, h.messages))
+        render.write_out(_plain(h))
     if row.message is None or not follow or (h.path is None and not via_gateway):
         return
     _follow(
@@ -247,6 +249,16 @@ def history_cmd(
         write_message=row.message,
         rich_view=rich_view,
     )
+
+
+def _plain(h: History) -> str:
+    return render.history_plain(h.session_key, h.messages) + _spawned(h)
+
+
+def _spawned(h: History) -> str:
+    """Under the transcript, the sessions spawned from it, one a line, worded as the HTML
+    pages link them ("Spawned KEY"); `--json` has them as `children`."""
+    return "".join(f"Spawned {render.esc(k)}\n" for k in h.children)
 
 
 def _history_format(
