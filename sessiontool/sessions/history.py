@@ -38,7 +38,9 @@ class History(Value):
     messages: list[Message]
     path: Path | None
     resolved: Resolved
-    children: list[str]  # the sessions spawned from this one, when asked for (else empty)
+    # The sessions spawned from this one, when the caller asked (spawned_from): `history`, the
+    # command, does; sessions_history (the tool, the mcp server) has no such key.
+    children: list[str]
 
     def __init__(
         self,
@@ -47,9 +49,8 @@ class History(Value):
         messages: list[Message],
         path: Path | None,
         resolved: Resolved,
-        children: list[str] | None = None,
     ) -> None:
-        self.children = children or []
+        self.children = []
         self.session_key = session_key
         self.session_id = session_id
         self.messages = messages
@@ -83,7 +84,6 @@ def history(
     include_tools: bool = False,
     raw: bool = False,
     since_ms: int | None = None,
-    with_children: bool = False,
 ) -> History:
     """A session's last `limit` messages (None: all of them, for the operator's export; the
     tool's limit is capped at HISTORY_MAX_LIMIT)."""
@@ -118,8 +118,7 @@ def history(
                 skip_line=None if include_tools else is_tool_result_line,
             )
             messages = res.messages if raw else strip_envelopes(res.messages)
-        kids = spawned_from(ctx, r.key) if with_children else None
-    return History(ctx.display(r.key), r.session_id, messages, path, r, kids)
+    return History(ctx.display(r.key), r.session_id, messages, path, r)
 
 
 def spawned_from(ctx: Context, full_key: str) -> list[str]:

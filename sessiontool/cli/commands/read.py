@@ -189,7 +189,8 @@ def history_cmd(
 ) -> None:
     """Show a session's transcript."""
     from sessiontool.durations import parse_since
-    from sessiontool.sessions.history import history
+    from sessiontool.sessions.history import history, spawned_from
+    from sessiontool.sessions.reading import read_scope
     from sessiontool.state.transcript import file_size
 
     dest = _output_path(output_arg)
@@ -200,16 +201,18 @@ def history_cmd(
     n = parse_limit(limit) if limit is not None else default_n
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
-    h = history(
-        ctx,
-        key,
-        label=label,
-        limit=n,
-        include_tools=include_tools or row.tools,
-        raw=raw,
-        since_ms=parse_since(since) if since else None,
-        with_children=fmt in ("text", "json") and not follow,  # follow: they come later
-    )
+    with read_scope():  # one read of the store for the transcript and its children
+        h = history(
+            ctx,
+            key,
+            label=label,
+            limit=n,
+            include_tools=include_tools or row.tools,
+            raw=raw,
+            since_ms=parse_since(since) if since else None,
+        )
+        if fmt in ("text", "json") and not follow:  # under --follow they come later
+            h.children = spawned_from(ctx, h.resolved.key)
     via_gateway = follow and h.resolved.gateway_written
     if via_gateway:
         # No transcript file: the gateway's session.message events (openclaw/gateway_follow.py).
