@@ -260,7 +260,7 @@ def test_index_is_ours_only(fixture_state: Path) -> None:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     finally:
         con.close()
-    assert {"files", "msgs", "turns"} <= tables
+    assert {"files", "msgs", "days"} <= tables
     # Nothing was written beside OpenClaw's files.
     assert not list((fixture_state / "agents").rglob("*.sqlite*"))
 

@@ -237,27 +237,30 @@ def insert_rows(
 
 
 def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Turns (file_id, ts, provider, model, in, out, cr, cw, cost, run_start) summed per
-    file, UTC day and model, as `days` rows (with their `each`)."""
+    """Turns (file_id, provider, model, ts, in, out, cr, cw, cost, run_start) summed per
+    file, UTC day and model, as `days` rows (with their `each`: the turns' last 7 fields)."""
     import orjson
 
-    sums: dict[tuple[int, int, str, str], list[Any]] = {}
-    for file_id, ts, provider, model, i, o, cr, cw, cost, run_start in turns:
-        key = (file_id, ts // DAY_MS, provider, model)
-        s = sums.get(key)
-        if s is None:
-            s = sums[key] = [0, 0, 0, 0, 0, 0, 0.0, 0, []]
-        s[0] += 1
-        s[1] += run_start
-        s[2] += i
-        s[3] += o
-        s[4] += cr
-        s[5] += cw
-        if cost is not None:
-            s[6] += cost
-            s[7] += 1
-        s[8].append((ts, i, o, cr, cw, cost, run_start))
-    return [(*k, *v[:8], orjson.dumps(v[8])[1:-1].decode()) for k, v in sums.items()]
+    groups: dict[tuple[int, int, str, str], list[tuple[Any, ...]]] = {}
+    for t in turns:
+        key = (t[0], t[3] // DAY_MS, t[1], t[2])
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = []
+        g.append(t[3:])
+    out: list[tuple[Any, ...]] = []
+    for key, g in groups.items():
+        _ts, i, o, cr, cw, costs, starts = zip(*g, strict=True)
+        cost, n_cost = 0.0, 0
+        for c in costs:
+            if c is not None:
+                cost += c
+                n_cost += 1
+        out.append(
+            (*key, len(g), sum(starts), sum(i), sum(o), sum(cr), sum(cw), cost, n_cost)
+            + (orjson.dumps(g)[1:-1].decode(),)
+        )
+    return out
 
 
 def each_turns(each: str) -> list[list[Any]]:
