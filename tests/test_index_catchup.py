@@ -129,6 +129,10 @@ def test_same_size_rewrite_and_replaced_file_are_read_again(state: Path) -> None
 def test_unchanged_state_leaves_the_index_untouched(state: Path) -> None:
     _make_state(state, {"agent:main:main": _conversation(2)})
     assert _search("alpha")["count"] == 14
+    # Each command's first full check keeps its snapshot (state/index_snap.py); after that,
+    # nothing changed means nothing written.
+    rc, _out = run_json("usage", "--by", "day")
+    assert rc == 0
     index = state / "sessiontool" / "index.sqlite"
     digest = hashlib.sha256(index.read_bytes()).hexdigest()
     assert _search("alpha")["count"] == 14

@@ -20,7 +20,7 @@ from sessiontool.sessions.listing import list_agent_ids
 from sessiontool.sessions.resolve import agent_sessions
 from sessiontool.state import detect, sessions_json
 from sessiontool.state.paths import is_plain_name, transcript_path_for
-from sessiontool.state.search_index import VIRTUAL_SEP, Index, Virtual
+from sessiontool.state.search_index import VIRTUAL_SEP, Index, Progress, Virtual
 from sessiontool.state.sessions_json import Entry, listable
 
 # `<id>.jsonl.deleted.<stamp>` (delete, archive) and `<id>.jsonl.reset.<stamp>` (reset).
@@ -43,6 +43,9 @@ class SessionRef:
     # OpenClaw's SQLite store resets a session in place: the turns before its last reset are
     # this second transcript, archived (JSONL stores rename them to `.reset.`).
     pre_reset: Virtual | None = field(default=None, compare=False)
+    # The entry's updatedAt (epoch ms), when it has one: a recently updated session's
+    # transcript is hot in a snapshot (reports/snapshot.py).
+    updated: int | None = field(default=None, compare=False)
 
     def display_key(self, ctx: Context) -> str | None:
         return ctx.display(self.key) if self.key is not None else None
@@ -123,7 +126,9 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
             for key, sid, session_file, label, seen in _listed(ctx, agent_id, info.location, kept):
                 if policy.visible(ctx, key, seen):
                     path = transcript_path_for(sdir, sid, session_file)
-                    out.append(SessionRef(agent_id, key, sid, path, label))
+                    updated = seen.get("updatedAt")
+                    updated = updated if isinstance(updated, int) else None
+                    out.append(SessionRef(agent_id, key, sid, path, label, updated=updated))
             continue
         marks_of = getattr(reading.reader_for(ctx.paths, agent_id), "event_marks", None)
         marks: dict[str, str] = marks_of() if marks_of is not None else {}
@@ -165,7 +170,7 @@ def _listed(ctx: Context, agent_id: str, store: Path, kept: Index | None) -> lis
         if not listable(full_key) or not isinstance(sid, str) or not is_plain_name(sid):
             continue
         session_file = f.entry.get("sessionFile")
-        seen = {k: f.entry[k] for k in policy.VISIBILITY_FIELDS if k in f.entry}
+        seen = {k: f.entry[k] for k in (*policy.VISIBILITY_FIELDS, "updatedAt") if k in f.entry}
         rows.append(
             [
                 full_key,
@@ -237,3 +242,107 @@ def archived_transcripts(
                 virtual = Virtual(str(path), stamp, _zst_loader(path))
             out.append(SessionRef(agent_id, None, sid, path, None, True, virtual))
     return out
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """The transcripts a command reads, caught up in the index: `ref` names the session of a
+    file id (None: not one of them), `scoped` says whether `temp.scope` limits the reads to
+    them (`Index.set_scope`)."""
+
+    ref: Callable[[int], SessionRef | None]
+    scoped: bool
+    # Every file id's session at once, where one at a time would be slower (a snapshot).
+    every: Callable[[], dict[int, SessionRef]] | None = None
+
+    def refs(self, ids: set[int]) -> dict[int, SessionRef]:
+        """The sessions of `ids` (those that are one of them)."""
+        if self.every is not None and len(ids) > 100:
+            got = self.every()
+            return {i: got[i] for i in ids if i in got}
+        out = {i: self.ref(i) for i in ids}
+        return {i: r for i, r in out.items() if r is not None}
+
+    def path(self, file_id: int) -> Path | None:
+        ref = self.ref(file_id)
+        return ref.path if ref is not None and ref.virtual is None else None
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What `indexed` catches up: the listable sessions of `agents` (with `archived`, the
+    archived transcripts too), or just `refs`; with their text or (`usage`) turns alone."""
+
+    agents: list[str]
+    archived: bool
+    text: bool
+    refs: list[SessionRef] | None = None
+
+
+def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = None) -> Indexed:
+    """`want`'s transcripts caught up in the index. Over JSONL stores whose markers did not
+    move since a full check, from that check's snapshot (reports/snapshot.py): no session
+    listed, only the hot transcripts stat'ed. Call `search_index.left_out` after it."""
+    from sessiontool.reports import snapshot
+
+    agents, text, refs = want.agents, want.text, want.refs
+    scope = marks = None
+    if refs is None:
+        marks = snapshot.markers(ctx, agents)
+        if marks is not None:
+            scope = snapshot.scope_key(ctx, agents, want.archived, text)
+            got = snapshot.warm(idx, scope, marks, text)
+            if got is not None:
+                snap = got[0]
+                return Indexed(
+                    _snap_refs(idx, snap), idx.snap_scope(*got), lambda: _every(idx, snap)
+                )
+        refs = live_sessions(ctx, agents, idx)
+        if want.archived:
+            refs += archived_transcripts(ctx, agents, refs)
+    ids = idx.sync(
+        [r.path for r in refs if r.virtual is None],
+        [r.virtual for r in refs if r.virtual is not None],
+        text=text,
+        progress=progress,
+    )
+    version = idx.conn.execute("PRAGMA data_version").fetchone()[0]
+    by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
+    scoped = idx.set_scope(by_id)
+    if scope is not None and marks is not None and _snapshot_ok(idx, refs):
+        rows = [
+            (i, r.agent_id, r.key, r.session_id, r.label, int(r.archived)) for i, r in by_id.items()
+        ]
+        paths = {str(r.path): ids.get(str(r.path)) for r in refs}
+        updated = {str(r.path): r.updated for r in refs if r.updated is not None}
+        hot = snapshot.hot_set(idx, paths, updated)
+        idx.keep_snapshot(scope, marks, hot, rows, version)
+    return Indexed(by_id.get, scoped)
+
+
+def _snapshot_ok(idx: Index, refs: list[SessionRef]) -> bool:
+    """A snapshot holds JSONL transcripts only, all of them readable."""
+    return not idx.unreadable and all(r.virtual is None for r in refs)
+
+
+def _snap_refs(idx: Index, snap: int) -> Callable[[int], SessionRef | None]:
+    """A snapshot's sessions, read one file id at a time (only the hits' are needed)."""
+    cache: dict[int, SessionRef | None] = {}
+
+    def ref(file_id: int) -> SessionRef | None:
+        if file_id not in cache:
+            got = idx.snap_ref(snap, file_id)
+            cache[file_id] = None
+            if got is not None:
+                agent, key, sid, label, arch, path = got
+                cache[file_id] = SessionRef(agent, key, sid, Path(path), label, bool(arch))
+        return cache[file_id]
+
+    return ref
+
+
+def _every(idx: Index, snap: int) -> dict[int, SessionRef]:
+    return {
+        file_id: SessionRef(agent, key, sid, Path(path), label, bool(arch))
+        for file_id, agent, key, sid, label, arch, path in idx.snap_refs(snap)
+    }

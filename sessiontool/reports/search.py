@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -285,26 +285,16 @@ def scan_snippet(text: str, terms: list[Term], width: int = 160) -> str:
 # -- searching -------------------------------------------------------------------------------
 
 
-def _scope(
-    ctx: Context,
-    session: str | None,
-    label: str | None,
-    all_agents: bool,
-    include_archived: bool,
-    kept: si.Index,
-) -> list[catalog.SessionRef]:
-    if session is not None or label is not None:
-        from sessiontool.flow import policy
-        from sessiontool.sessions.resolve import resolve
+def _scope(ctx: Context, session: str | None, label: str | None) -> list[catalog.SessionRef] | None:
+    """The one session asked for (None: every session the requester may see)."""
+    if session is None and label is None:
+        return None
+    from sessiontool.flow import policy
+    from sessiontool.sessions.resolve import resolve
 
-        r = resolve(ctx, session, label=label)
-        policy.check_access(ctx, r.key, r.entry, "history")
-        return [ref for ref in catalog.live_sessions(ctx, [r.agent_id]) if ref.key == r.key]
-    agents = catalog.agent_ids(ctx, all_agents)
-    refs = catalog.live_sessions(ctx, agents, kept)
-    if include_archived:
-        refs += catalog.archived_transcripts(ctx, agents, refs)
-    return refs
+    r = resolve(ctx, session, label=label)
+    policy.check_access(ctx, r.key, r.entry, "history")
+    return [ref for ref in catalog.live_sessions(ctx, [r.agent_id]) if ref.key == r.key]
 
 
 def _roles(role: str | None) -> tuple[str, ...]:
@@ -320,6 +310,27 @@ def _fts_error(exc: sqlite3.OperationalError) -> UsageError | None:
     if text.startswith("fts5:") or "syntax error" in text or "unknown special query" in text:
         return _bad(text.removeprefix("fts5: "))
     return None
+
+
+def _query(
+    idx: si.Index, texts: _Texts, q: Query, how: tuple[Any, ...]
+) -> tuple[str, list[tuple[Any, ...]]]:
+    """(engine, hits): FTS5 where the query allows it, a full scan otherwise. `how`: roles,
+    since, until (ms), limit, whether `temp.scope` limits the files."""
+    roles, since_ms, until_ms, limit, scoped = how
+    if not idx.fts:
+        diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
+        return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped)
+    if q.symbols or (q.unsegmented and not (idx.trigram and q.trigram_ok)):
+        return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped)
+    table = "fts_cjk" if q.unsegmented else "fts"
+    try:
+        return table, _match(idx, texts, table, q, roles, since_ms, until_ms, limit, scoped)
+    except sqlite3.OperationalError as exc:
+        bad = _fts_error(exc)
+        if bad is not None:
+            raise bad from None
+        raise
 
 
 def search(
@@ -344,33 +355,20 @@ def search(
     roles = _roles(role)
 
     def run(idx: si.Index) -> tuple[str, list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-        refs = _scope(ctx, session, label, all_agents, include_archived, idx)
-        ids = idx.sync(
-            [r.path for r in refs if r.virtual is None],
-            [r.virtual for r in refs if r.virtual is not None],
-            progress=progress,
-        )
-        si.left_out(idx, session is not None or label is not None)
-        by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
-        scoped = idx.set_scope(by_id)
-        texts = _Texts({i: r.path for i, r in by_id.items() if r.virtual is None})
+        one = _scope(ctx, session, label)
+        agents = catalog.agent_ids(ctx, all_agents) if one is None else []
+        want = catalog.Wanted(agents, include_archived, True, one)
+        found = catalog.indexed(ctx, idx, want, progress)
+        si.left_out(idx, one is not None)
+        scoped = found.scoped
+        texts = _Texts(found.path)
         try:
-            if not idx.fts:
-                diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
-                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped), by_id
-            if q.symbols or (q.unsegmented and not (idx.trigram and q.trigram_ok)):
-                return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped), by_id
-            table = "fts_cjk" if q.unsegmented else "fts"
-            try:
-                found = _match(idx, texts, table, q, roles, since_ms, until_ms, limit, scoped)
-            except sqlite3.OperationalError as exc:
-                bad = _fts_error(exc)
-                if bad is not None:
-                    raise bad from None
-                raise
-            return table, found, by_id
+            engine, rows = _query(idx, texts, q, (roles, since_ms, until_ms, limit, scoped))
         finally:
             texts.close()
+        refs = {r[0]: found.ref(r[0]) for r in rows}
+        kept = [r for r in rows if refs[r[0]] is not None]
+        return engine, kept, {i: r for i, r in refs.items() if r is not None}
 
     with read_scope():
         engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
@@ -417,8 +415,8 @@ def _filters(
 class _Texts:
     """A hit's text, read back from its transcript line (open files cached for one query)."""
 
-    def __init__(self, paths: dict[int, Path]) -> None:
-        self.paths = paths
+    def __init__(self, path_of: Callable[[int], Path | None]) -> None:
+        self.path_of = path_of
         self.files: dict[int, BinaryIO] = {}
 
     def get(self, file_id: int, off: int, part: int, indexed: str | None) -> str | None:
@@ -426,9 +424,12 @@ class _Texts:
             return indexed
         fh = self.files.get(file_id)
         if fh is None:
+            path = self.path_of(file_id)
+            if path is None:
+                return None
             try:
-                fh = open(self.paths[file_id], "rb")  # noqa: SIM115 - closed by close()
-            except (OSError, KeyError):
+                fh = open(path, "rb")  # noqa: SIM115 - closed by close()
+            except OSError:
                 return None
             self.files[file_id] = fh
         return si.row_text(fh, off, part)

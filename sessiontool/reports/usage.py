@@ -106,6 +106,8 @@ _SUMS = (
     "sum(turns), sum(runs), sum(input), sum(output), sum(cache_read), sum(cache_write), "
     "sum(cost), sum(n_cost)"
 )
+# Groups whose name does not depend on the session (their rows need no file id).
+_NO_REF = ("day", "model")
 # A delivery mirror (protocol.is_delivery_mirror) is no turn: the reply it posted is counted.
 _NO_MIRRORS = f" AND NOT (provider IS '{MIRROR_PROVIDER}' AND model IS '{MIRROR_MODEL}')"
 
@@ -132,11 +134,19 @@ def _sums(
         if hi is not None:
             where += " AND day < ?"
             args.append(hi)
-        out += conn.execute(
+        sql = (
             f"SELECT file_id, {'day' if day else '0'} AS d, provider, model, {_SUMS} "
-            f"FROM days WHERE {where} GROUP BY file_id, d, provider, model",
-            args,
-        ).fetchall()
+            f"FROM days WHERE {where} GROUP BY file_id, d, provider, model"
+        )
+        if by in _NO_REF:
+            # Summed over the files here, not per file in Python (flat in the number of
+            # sessions); a model is unpriced when one file's row has tokens and no cost.
+            sql = (
+                f"SELECT NULL, {'day' if day else '0'} AS d, provider, model, {_SUMS.removesuffix(', sum(n_cost)')}, "
+                "CASE WHEN max(n_cost = 0 AND (input OR output OR cache_read OR cache_write)) "
+                f"THEN 0 ELSE 1 END FROM days WHERE {where} GROUP BY d, provider, model"
+            )
+        out += conn.execute(sql, args).fetchall()
         parts: list[tuple[int | None, int | None]] = []
         if since_ms is not None and lo is not None:
             parts.append((since_ms, lo * si.DAY_MS if hi is None else min(lo, hi) * si.DAY_MS))
@@ -184,6 +194,22 @@ def _empty() -> dict[str, Any]:
     return {**dict.fromkeys(COUNTERS, 0), "cost": 0.0}
 
 
+def _read(
+    ctx: Context, idx: si.Index, by: str, how: tuple[Any, ...], progress: si.Progress | None
+) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
+    """The sum rows and the sessions of their file ids (none when `by` needs no session).
+    `how`: since, until (ms), every agent's sessions or the requester agent's."""
+    since_ms, until_ms, all_agents = how
+    agents = catalog.agent_ids(ctx, all_agents)
+    found = catalog.indexed(ctx, idx, catalog.Wanted(agents, True, False), progress)
+    si.left_out(idx, False)
+    rows = _sums(idx, by, since_ms, until_ms, found.scoped)
+    if by in _NO_REF:
+        return rows, {}
+    refs = found.refs({r[0] for r in rows})
+    return [r for r in rows if r[0] in refs], refs
+
+
 def usage(
     ctx: Context,
     *,
@@ -204,19 +230,7 @@ def usage(
     since_ms, until_ms = si.clamp_ms(since_ms), si.clamp_ms(until_ms)
 
     def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-        agents = catalog.agent_ids(ctx, all_agents)
-        refs = catalog.live_sessions(ctx, agents, idx)
-        refs += catalog.archived_transcripts(ctx, agents, refs)
-        ids = idx.sync(
-            [r.path for r in refs if r.virtual is None],
-            [r.virtual for r in refs if r.virtual is not None],
-            text=False,
-            progress=progress,
-        )
-        si.left_out(idx, False)
-        by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
-        scoped = idx.set_scope(by_id)
-        return _sums(idx, by, since_ms, until_ms, scoped), by_id
+        return _read(ctx, idx, by, (since_ms, until_ms, all_agents), progress)
 
     with read_scope():
         rows, by_id = si.using_index(ctx.paths.tool_dir, run)
@@ -224,7 +238,6 @@ def usage(
     groups: dict[str, dict[str, Any]] = {}
     unpriced: set[str] = set()
     for file_id, day_no, provider, model, turns, runs, i, o, cr, cw, recorded, n_rec in rows:
-        ref = by_id[file_id]
         model_name = f"{provider}/{model}" if provider else (model or "(unknown)")
         price = _lookup(prices, provider, model)
         if price is not None:
@@ -234,15 +247,16 @@ def usage(
             if not n_rec and (i or o or cr or cw):
                 unpriced.add(model_name)
         if by == "session":
+            ref = by_id[file_id]
             name = ref.display_key(ctx) or f"{ref.session_id} (archived)"
         elif by == "agent":
-            name = ref.agent_id
+            name = by_id[file_id].agent_id
         elif by == "model":
             name = model_name
         elif by == "day":
             name = _day_name(day_no)
         else:
-            name = ref.label or "(no label)"
+            name = by_id[file_id].label or "(no label)"
         g = groups.setdefault(name, _empty())
         for k, v in zip(COUNTERS, (i, o, cr, cw, turns, runs), strict=True):
             g[k] += int(v or 0)

@@ -18,6 +18,7 @@ keeps the index in step with the transcripts."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -39,6 +40,7 @@ from sessiontool.state.index_db import (
     trigram_available,
 )
 from sessiontool.state.index_scan import Job, row_text
+from sessiontool.state.index_snap import Snapshots
 from sessiontool.state.index_sync import (
     RESTARTS,
     VIRTUAL_SEP,
@@ -77,7 +79,7 @@ def clamp_ms(ms: int | None) -> int | None:
     return None if ms is None else max(MS_MIN, min(MS_MAX, ms))
 
 
-class Index(CatchUp):
+class Index(CatchUp, Snapshots):
     """An open index. Use as a context manager; `sync` before reading."""
 
     def __init__(self, root: Path) -> None:
@@ -103,8 +105,15 @@ class Index(CatchUp):
 
     # -- catching up -------------------------------------------------------------------------
 
-    def _files(self) -> dict[str, tuple[Any, ...]]:
-        """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime, text)."""
+    def _files(self, only: dict[str, Path | None] | None = None) -> dict[str, tuple[Any, ...]]:
+        """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime, text), of
+        every file or of those `only` names."""
+        if only is not None:
+            got = self.conn.execute(
+                "SELECT * FROM files WHERE path IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(only)),),
+            ).fetchall()
+            return {r[1]: r for r in got}
         return {r[1]: r for r in self.conn.execute("SELECT * FROM files").fetchall()}
 
     def sync(
@@ -114,9 +123,12 @@ class Index(CatchUp):
         *,
         text: bool = True,
         progress: Progress | None = None,
+        others: bool = True,
     ) -> dict[str, int]:
         """Bring the index up to date for `paths` and `virtual` transcripts; drop files that no
-        longer exist. Returns path (or virtual name) → file id for those that exist. Without
+        longer exist (without `others`, only those of `paths`: the hot transcripts of a
+        snapshot, state/index_snap.py, are caught up alone). Returns path (or virtual name) →
+        file id for those that exist. Without
         `text` (`usage`), the turns alone are read where no text is indexed yet (the text of
         a file whose text is indexed is kept current). `progress` is told how far a catch-up
         got after each file. A big catch-up is committed in parts: an interrupted one keeps
@@ -125,7 +137,7 @@ class Index(CatchUp):
         virtual = list(virtual)
         for _attempt in range(RESTARTS):
             try:
-                return self._sync(paths, virtual, text, progress)
+                return self._sync(paths, virtual, text, progress, others)
             except _Restart:
                 continue  # another process wrote between two parts: look again
         raise BusyError(f"the search index {self.path} is busy")
@@ -136,6 +148,7 @@ class Index(CatchUp):
         virtual: list[Virtual],
         text: bool,
         progress: Progress | None,
+        others: bool = True,
     ) -> dict[str, int]:
         c = self.conn
         self.unreadable = {}
@@ -153,7 +166,8 @@ class Index(CatchUp):
                 except OSError:
                     pass
         seen = c.execute("PRAGMA data_version").fetchone()[0]
-        known = self._files()
+        only = None if others else wanted  # the others are neither checked nor dropped
+        known = self._files(only)
         fast = unchanged(wanted, sources, stats, known, text)
         if fast is not None:
             return fast
@@ -166,7 +180,7 @@ class Index(CatchUp):
             self.dead = int(got[0]) if got else 0
             dead_before = self.dead
             if c.execute("PRAGMA data_version").fetchone()[0] != seen:
-                known = self._files()  # another process wrote since: read again, under the lock
+                known = self._files(only)  # another process wrote since: read again, under the lock
             by_inode = {(r[2], r[3]): r for r in known.values()}
             ids: dict[str, int] = {}
             jobs: list[Job] = []
@@ -202,9 +216,7 @@ class Index(CatchUp):
             for spath, row in known.items():
                 if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
                     gone.append(row[0])
-            for file_id in gone:
-                self._purge(file_id)
-                c.execute("DELETE FROM files WHERE id = ?", (file_id,))
+            self._forget(gone)
             if self.dead != dead_before:
                 c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
             c.execute("COMMIT")
@@ -217,6 +229,15 @@ class Index(CatchUp):
                 c.execute("ROLLBACK")
             raise
         return ids
+
+    def _forget(self, gone: list[int]) -> None:
+        """Drop these files from the index, and every snapshot with them (their ids may be
+        reused now)."""
+        if gone:
+            self._drop_snaps()
+        for file_id in gone:
+            self._purge(file_id)
+            self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
     # -- the sessions a store lists ----------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""Which transcripts a warm `search` or `usage` reads, found without listing every session: the
+store's change markers against those a kept snapshot of the last full check saw, then a stat
+of its hot transcripts only (state/index_snap.py says why that is enough, and what it misses).
+
+The markers are taken before the full check starts: a change during it moves them after, and
+the next command checks in full again."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any
+
+from sessiontool.context import Context
+from sessiontool.state import detect
+from sessiontool.state.index_snap import Hot
+from sessiontool.state.search_index import Index
+
+# A transcript written, or whose session was updated, this recently at a full check is hot.
+HOT_MS = 24 * 3600 * 1000
+FULL_CHECK_ENV = "SESSIONTOOL_INDEX_FULL_CHECK"
+
+
+def _st(path: Any) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def markers(ctx: Context, agents: list[str]) -> bytes | None:
+    """Each agent's sessions dir and sessions.json stat (a session added, deleted, renamed or
+    its entry updated moves one), or None when a snapshot cannot be trusted: a store that is
+    not JSONL files or a file system with whole-second times."""
+    import orjson
+
+    out: list[Any] = []
+    for agent_id in agents:
+        info = detect.detect(ctx.paths, agent_id)
+        if info.format != "jsonl":
+            return None
+        d = _st(ctx.paths.sessions_dir(agent_id))
+        s = _st(info.location)
+        for st in (d, s):
+            if st is not None and st[3] % 1_000_000_000 == 0:
+                return None
+        out.append([agent_id, str(info.location), d, s])
+    return orjson.dumps(out)
+
+
+def scope_key(ctx: Context, agents: list[str], archived: bool, text: bool) -> str:
+    """What decides the session list and what is indexed of it: the requester, what of the
+    config `policy.visible` reads, the agents, the archived transcripts and the text."""
+    import orjson
+
+    req, cfg = ctx.requester, ctx.config
+    parts = [
+        str(ctx.paths.root),
+        req.session_key,
+        req.agent_id,
+        req.sandboxed,
+        req.is_operator,
+        cfg.sandbox_visibility,
+        cfg.a2a_enabled,
+        [cfg.a2a_allows(a) for a in [req.agent_id, *agents]],
+        agents,
+        archived,
+        text,
+    ]
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
+
+
+def hot_set(idx: Index, paths: dict[str, int | None], updated: dict[str, int]) -> bytes:
+    """The hot transcripts of a full check: `paths` (path → file id, None: no file yet)
+    written or updated (`updated`: the session's updatedAt) within HOT_MS, and every one not
+    there yet."""
+    import orjson
+
+    since_ns = (time.time_ns() // 1_000_000 - HOT_MS) * 1_000_000
+    mtimes = dict(idx.conn.execute("SELECT path, mtime FROM files").fetchall())
+    hot: list[Hot] = []
+    for path, file_id in paths.items():
+        if (
+            file_id is None
+            or (mtimes.get(path) or 0) >= since_ns
+            or updated.get(path, 0) * 1_000_000 >= since_ns
+        ):
+            hot.append([file_id, path])
+    return orjson.dumps(hot)
+
+
+def warm(idx: Index, scope: str, marks: bytes, text: bool) -> tuple[int, int] | None:
+    """(snapshot id, number of files) when the snapshot kept for `scope` still holds: the
+    markers the same, the hot transcripts caught up (only they are read). None: check in full
+    (always with SESSIONTOOL_INDEX_FULL_CHECK set)."""
+    import orjson
+
+    if os.environ.get(FULL_CHECK_ENV, "") not in ("", "0"):
+        return None
+    got = idx.snapshot(scope)
+    if got is None or got[1] != marks:
+        return None
+    snap, _, hot_blob, n = got
+    hot = orjson.loads(hot_blob)
+    changed = idx.hot_changed(hot, text)
+    if changed is None:
+        return None
+    if changed:
+        ids = idx.sync(changed, text=text, others=False)
+        want = {p: i for i, p in hot}
+        if idx.unreadable or any(want.get(p) != i for p, i in ids.items()):
+            return None
+    return snap, n

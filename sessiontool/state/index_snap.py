@@ -1,0 +1,165 @@
+"""Snapshots of a full check, kept in the search index: what lets a warm `search` or `usage` over
+100,000 sessions cost about what it costs over 1,000 (issue 34).
+
+A full check lists every session (sessions.json, the requester's visibility) and stats every
+transcript. When it finds everything indexed, the session list it resolved is kept here under
+a scope (who asked, which agents, with or without the archived transcripts and the text) with
+the store's change markers it saw before it started (each agent's sessions dir and
+sessions.json, reports/snapshot.py) and its *hot* transcripts: those written or whose session
+was updated recently. While the markers stay the same, the next command stats the hot
+transcripts only and reads the session list back from here, one row per hit.
+
+Why that is enough: a writer that follows the store's protocol updates the session's entry
+(its `updatedAt`) in sessions.json when a turn starts or ends, which moves the markers; the
+appends of a turn go to a transcript that is hot at the next full check. A file appended to by
+hand, with no sessions.json change, whose session was idle for a day, is seen at the next
+marker change (`SESSIONTOOL_INDEX_FULL_CHECK=1` forces a full check: docs/reference.md).
+
+The tables are created on the first write (an index without them has no snapshot) and every
+snapshot is dropped when a transcript leaves the index (file ids are then free to be reused)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS snaps(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, "
+    "markers BLOB NOT NULL, hot BLOB NOT NULL, n INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS snap_refs(snap INTEGER NOT NULL, file_id INTEGER NOT NULL, "
+    "agent TEXT NOT NULL, key TEXT, sid TEXT NOT NULL, label TEXT, archived INTEGER NOT NULL, "
+    "PRIMARY KEY(snap, file_id)) WITHOUT ROWID",
+)
+# Scopes kept at once (a search, a usage, an --include-archived search, another requester...).
+KEEP = 8
+
+# (file id, agent, full key or None, sessionId, label, archived)
+SnapRow = tuple[int, str, str | None, str, str | None, int]
+# A hot transcript: [file id (None: no file yet), path].
+Hot = list[Any]
+
+
+class Snapshots:
+    """The snapshot half of `Index` (its base class): needs `conn`."""
+
+    conn: sqlite3.Connection
+
+    def snapshot(self, scope: str) -> tuple[int, bytes, bytes, int] | None:
+        """(id, markers, hot, number of files) kept for `scope`, or None."""
+        try:
+            got = self.conn.execute(
+                "SELECT id, markers, hot, n FROM snaps WHERE scope = ?", (scope,)
+            ).fetchone()
+        except sqlite3.OperationalError:  # no such table: no snapshot kept yet
+            return None
+        return None if got is None else (int(got[0]), bytes(got[1]), bytes(got[2]), int(got[3]))
+
+    def keep_snapshot(
+        self, scope: str, markers: bytes, hot: bytes, rows: list[SnapRow], version: int
+    ) -> None:
+        """Keep a snapshot; best effort (busy: the next full check keeps one). Not when another
+        process wrote to the index since `version` (`PRAGMA data_version` after this process's
+        sync): the file ids in `rows` might have changed meanwhile."""
+        c = self.conn
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return
+        try:
+            if c.execute("PRAGMA data_version").fetchone()[0] != version:
+                c.execute("ROLLBACK")
+                return
+            for stmt in _TABLES:
+                c.execute(stmt)
+            self._drop_snaps("WHERE scope = ?", (scope,))
+            cur = c.execute(
+                "INSERT INTO snaps(scope, markers, hot, n) VALUES (?, ?, ?, ?)",
+                (scope, markers, hot, len(rows)),
+            )
+            snap = int(cur.lastrowid or 0)
+            c.executemany(
+                "INSERT OR IGNORE INTO snap_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ((snap, *r) for r in rows),
+            )
+            self._drop_snaps(
+                f"WHERE id NOT IN (SELECT id FROM snaps ORDER BY id DESC LIMIT {KEEP})"
+            )
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+    def _drop_snaps(self, where: str = "", args: tuple[Any, ...] = ()) -> None:
+        c = self.conn
+        try:
+            ids = [r[0] for r in c.execute(f"SELECT id FROM snaps {where}", args).fetchall()]
+        except sqlite3.OperationalError:  # no such table
+            return
+        for snap in ids:
+            c.execute("DELETE FROM snap_refs WHERE snap = ?", (snap,))
+            c.execute("DELETE FROM snaps WHERE id = ?", (snap,))
+
+    def hot_changed(self, hot: list[Hot], text: bool) -> list[Path] | None:
+        """The hot transcripts that changed since they were indexed (to catch up), or None when
+        one is gone, replaced by a file of another id or new (a full check is needed)."""
+        import orjson
+
+        ids = [h[0] for h in hot if h[0] is not None]
+        rows = {
+            r[0]: r
+            for r in self.conn.execute(
+                "SELECT id, path, dev, ino, size, mtime, ctime, text FROM files "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (orjson.dumps(ids),),
+            )
+        }
+        changed: list[Path] = []
+        for file_id, path in hot:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            row = rows.get(file_id)
+            if row is None or row[1] != path:
+                return None
+            if row[2:7] != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) or (
+                text and not row[7]
+            ):
+                changed.append(Path(path))
+        return changed
+
+    def snap_scope(self, snap: int, n: int) -> bool:
+        """Limit reads to the snapshot's files (as `set_scope`): False when they are every
+        file in the index (no new file since: ids are not reused while a snapshot is kept)."""
+        c = self.conn
+        if n == c.execute("SELECT count(*) FROM files").fetchone()[0]:
+            return False
+        c.execute("PRAGMA temp_store = MEMORY")
+        c.execute("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY)")
+        c.execute("DELETE FROM temp.scope")
+        c.execute(
+            "INSERT INTO temp.scope(id) SELECT file_id FROM snap_refs WHERE snap = ?", (snap,)
+        )
+        return True
+
+    def snap_ref(
+        self, snap: int, file_id: int
+    ) -> tuple[str, str | None, str, str | None, int, str] | None:
+        """(agent, key, sessionId, label, archived, path) of one file of a snapshot."""
+        got = self.conn.execute(
+            "SELECT s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snap_refs s "
+            "JOIN files f ON f.id = s.file_id WHERE s.snap = ? AND s.file_id = ?",
+            (snap, file_id),
+        ).fetchone()
+        return None if got is None else tuple(got)
+
+    def snap_refs(self, snap: int) -> list[tuple[Any, ...]]:
+        """(file id, agent, key, sessionId, label, archived, path) of every file of a snapshot."""
+        return self.conn.execute(
+            "SELECT s.file_id, s.agent, s.key, s.sid, s.label, s.archived, f.path "
+            "FROM snap_refs s JOIN files f ON f.id = s.file_id WHERE s.snap = ?",
+            (snap,),
+        ).fetchall()

@@ -1,0 +1,167 @@
+"""The snapshot a full check keeps (state/index_snap.py, reports/snapshot.py): while the store's
+markers (sessions dir, sessions.json) do not move, a warm `search`/`usage` stats only the hot
+transcripts; a marker change, a new or deleted session, or SESSIONTOOL_INDEX_FULL_CHECK checks
+in full again. An OpenClaw SQLite store keeps no snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import FIXTURE_STATE, run_cli, run_json
+
+T0 = 1_795_000_000_000  # 2026-11-18: more than a day before the tests run (not hot)
+SID = "5a1d0e52-4a59-4c3e-9d0e-1e2b8f6a7c"
+OPENCLAW_STATE = FIXTURE_STATE.parent.parent / "openclaw-2026.9.6" / "state"
+
+
+def _line(role: str, text: str, n: int) -> bytes:
+    msg: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": text}]}
+    msg["timestamp"] = T0 + n * 1000
+    if role == "assistant":
+        msg |= {"provider": "fake", "model": "fake-model", "usage": {"input": 100, "output": 10}}
+    obj = {"type": "message", "id": f"{n:08x}", "parentId": None, "message": msg}
+    return json.dumps(obj).encode() + b"\n"
+
+
+def _sessions_dir(state: Path) -> Path:
+    return state / "agents" / "main" / "sessions"
+
+
+def _write_store(state: Path, store: dict[str, Any]) -> None:
+    path = _sessions_dir(state) / "sessions.json"
+    tmp = path.with_name("sessions.json.tmp")
+    tmp.write_text(json.dumps(store, indent=2))
+    tmp.replace(path)  # as OpenClaw writes it: a new file renamed over the old one
+
+
+def _make(state: Path, n: int, *, aged: bool) -> dict[str, Any]:
+    """`n` sessions, each with one user line `word<i>`; `aged`: their transcripts last written
+    on T0 (an idle store: nothing hot)."""
+    d = _sessions_dir(state)
+    d.mkdir(parents=True)
+    store = {}
+    for i in range(n):
+        sid = f"{SID}{i:02d}"
+        path = d / f"{sid}.jsonl"
+        path.write_bytes(_line("user", f"word{i} hello", 0) + _line("assistant", "ok", 1))
+        if aged:
+            os.utime(path, ns=(T0 * 1_000_000, T0 * 1_000_000))
+        store[f"agent:main:dm:u{i}"] = {"sessionId": sid, "updatedAt": T0 + i}
+    _write_store(state, store)
+    return store
+
+
+def _append(path: Path, text: str, *, keep_mtime: bool = False) -> None:
+    st = path.stat()
+    with open(path, "ab") as fh:
+        fh.write(_line("user", text, 9))
+    if keep_mtime:  # appended, and dated back: still not hot
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _count(word: str, env: dict[str, str] | None = None) -> int:
+    proc = run_cli("search", word, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return int(json.loads(proc.stdout)["count"])
+
+
+def _transcript(state: Path, i: int) -> Path:
+    return _sessions_dir(state) / f"{SID}{i:02d}.jsonl"
+
+
+def _snaps(state: Path) -> int:
+    con = sqlite3.connect(f"file:{state / 'sessiontool' / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM snaps").fetchone()[0])
+    except sqlite3.OperationalError:  # no such table: none kept
+        return 0
+    finally:
+        con.close()
+
+
+def test_a_hot_transcript_appended_without_a_store_change_is_seen(state: Path) -> None:
+    _make(state, 3, aged=False)  # just written: every transcript is hot
+    assert _count("word1") == 1
+    assert _snaps(state) == 1
+    _append(_transcript(state, 1), "zebra appended")
+    assert _count("zebra") == 1
+    rc, out = run_json("usage", "--by", "session")
+    assert rc == 0, out
+    rc, out2 = run_json("usage", "--by", "session")  # warm: the same sums
+    assert out2 == out
+    _append(_transcript(state, 2), "quagga appended")
+    rc, out3 = run_json("usage", "--by", "day")
+    assert rc == 0
+    assert out3["total"]["turns"] == out["total"]["turns"]  # a user line: no turn
+    assert _count("quagga") == 1
+
+
+def test_an_idle_transcript_appended_by_hand_waits_for_a_full_check(state: Path) -> None:
+    """The documented limit: an idle transcript (written and updated over a day ago) appended
+    to with no sessions.json change is seen at the next full check: forced by the variable,
+    or on the next store change."""
+    store = _make(state, 3, aged=True)
+    assert _count("word0") == 1
+    _append(_transcript(state, 0), "okapi appended", keep_mtime=True)
+    assert _count("okapi") == 0  # warm: the idle transcript was not stat'ed
+    assert _count("okapi", env={"SESSIONTOOL_INDEX_FULL_CHECK": "1"}) == 1
+    _append(_transcript(state, 1), "ibex appended", keep_mtime=True)
+    assert _count("ibex") == 0
+    store["agent:main:dm:u2"]["label"] = "renamed"  # any store write moves the markers
+    _write_store(state, store)
+    assert _count("ibex") == 1
+
+
+def test_a_session_updated_recently_is_hot(state: Path) -> None:
+    """The store's protocol: a turn updates the session's updatedAt, then appends."""
+    store = _make(state, 3, aged=True)
+    assert _count("word0") == 1
+    import time
+
+    store["agent:main:dm:u1"]["updatedAt"] = int(time.time() * 1000)
+    _write_store(state, store)
+    assert _count("word1") == 1  # the full check: u1 is hot now
+    _append(_transcript(state, 1), "tapir appended", keep_mtime=True)
+    assert _count("tapir") == 1
+
+
+def test_new_and_deleted_sessions_are_seen(state: Path) -> None:
+    store = _make(state, 3, aged=True)
+    assert _count("hello") == 3
+    # A new session (a new entry and its transcript).
+    sid = f"{SID}99"
+    (_sessions_dir(state) / f"{sid}.jsonl").write_bytes(_line("user", "newword hello", 0))
+    store["agent:main:dm:new"] = {"sessionId": sid, "updatedAt": T0}
+    _write_store(state, store)
+    assert _count("newword") == 1
+    assert _count("hello") == 4
+    # A deleted session: its entry gone and its transcript archived (renamed).
+    del store["agent:main:dm:u0"]
+    _write_store(state, store)
+    path = _transcript(state, 0)
+    path.rename(path.with_name(path.name + ".deleted.2026-11-18T00-00-00.000Z"))
+    assert _count("word0") == 0
+    assert _count("hello") == 3
+    rc, out = run_json("search", "word0", "--include-archived")
+    assert rc == 0, out
+    assert out["count"] == 1 and out["hits"][0]["archived"] is True
+    # A transcript deleted outright, its entry kept: the directory changed.
+    _transcript(state, 1).unlink()
+    assert _count("word1") == 0
+
+
+def test_an_openclaw_sqlite_store_keeps_no_snapshot(state: Path) -> None:
+    shutil.copytree(OPENCLAW_STATE, state)
+    rc, found = run_json("search", '"Slack channel message"', "--role", "user", "--all-agents")
+    assert rc == 0, found
+    assert found["count"] == 1
+    rc, again = run_json("search", '"Slack channel message"', "--role", "user", "--all-agents")
+    assert again == found
+    rc, out = run_json("usage", "--all-agents", "--by", "agent")
+    assert rc == 0, out
+    assert _snaps(state) == 0  # its changes are found by each session's version, every time
