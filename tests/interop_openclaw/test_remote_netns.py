@@ -4,7 +4,10 @@ sessiontool starts from an empty local state dir, as on a laptop that has never 
 - ws://: the first connection exits 4 with the pairing request and the `openclaw devices approve`
   line; after the approval (run on the gateway's host) list/history/send work, on the device
   token sessiontool stored (0600); a write asks once more (operator.write, a scope upgrade);
-  `gateway forget URL` forgets the device and the next connection needs pairing again;
+  after each approval the first command runs without the shared secret: the real gateway
+  hands a device token only to a connection with it, so that command exits 4 saying so and
+  what to run (once with OPENCLAW_GATEWAY_TOKEN), and every command after that one needs no
+  secret; `gateway forget URL` forgets the device and the next connection needs pairing again;
 - wss:// with the certificate the gateway generated (gateway.tls): the right
   gateway.remote.tlsFingerprint connects, a wrong one is refused (exit 4, one line) and no
   pairing request reaches the gateway; with no pin the self-signed certificate is not trusted;
@@ -130,7 +133,7 @@ def device_secrets(ident: Path) -> list[str]:
     data = json.loads(ident.read_text())
     key = data["privateKey"]
     out = [key, base64.urlsafe_b64decode(key + "==").hex()]
-    return out + [t["token"] for t in data.get("tokens", {}).values()]
+    return out + [t["token"] for t in data.get("tokens", {}).values() if "token" in t]
 
 
 def pairing_request(proc: subprocess.CompletedProcess[str]) -> str:
@@ -163,39 +166,74 @@ def test_a_new_machine_pairs_then_reads_and_sends_then_forgets(net: Net, tmp_pat
     gw = net.plain
     me = Laptop(tmp_path / "laptop")
     env = client_env(me.state, OPENCLAW_GATEWAY_TOKEN=TOKEN)
+    bare = client_env(me.state)  # the same laptop without the shared secret
     at = ("--gateway", gw.url)
 
+    never = me.run(bare, *at, "list")
+    assert never.returncode == 4, never.stderr
+    assert "sessiontool has none for it, and no device token from an earlier pairing" in (
+        never.stderr
+    )
     first = me.run(env, *at, "list", "--all-agents")
     rid = pairing_request(first)
     assert gw.url in first.stderr and first.stdout == ""
     approve(gw, rid)
 
+    # The first command after the approval, without the secret: the real gateway hands a
+    # device token only to a connection that sends the secret, so it cannot get in; it says so.
+    after = me.run(bare, *at, "list")
+    assert after.returncode == 4, after.stderr
+    assert f"has no device token for sessiontool yet (pairing request {rid})" in after.stderr
+    assert "run this command once with OPENCLAW_GATEWAY_TOKEN" in after.stderr
+    assert "openclaw.json" not in after.stderr and "AUTH_" not in after.stderr
     got = me.json(env, *at, "list", "--all-agents")
     want = local_read(gw, "list", "--all-agents")
     assert got["count"] == want["count"] > 0
     assert [r["key"] for r in got["sessions"]] == [r["key"] for r in want["sessions"]]
-    assert me.json(env, *at, "history", "main") == local_read(gw, "history", "main")
+    # From now on the stored device token alone gets in.
+    assert me.json(bare, *at, "history", "main") == local_read(gw, "history", "main")
     ident = me.identity()
     assert ident.stat().st_mode & 0o777 == 0o600
-    assert list(json.loads(ident.read_text())["tokens"]) == [gw.url]
+    tokens = json.loads(ident.read_text())["tokens"]
+    assert list(tokens) == [gw.url] and tokens[gw.url]["scopes"] == ["operator.read"]
 
     # A write needs operator.write, which a device paired by a read was not approved for.
     send = ("send", "main", "hello over the veth", "--timeout", "300")
+    lacking = me.run(bare, *at, *send)
+    assert lacking.returncode == 4, lacking.stderr
+    assert "device for operator.read; this command also needs operator.write\n" in (lacking.stderr)
+    assert "AUTH_SCOPE_MISMATCH" not in lacking.stderr and "gateway.auth" not in lacking.stderr
     upgrade = me.run(env, *at, *send)
     rid2 = pairing_request(upgrade)
     assert rid2 != rid
-    assert re.search(
-        r"device for operator\.read; this command needs [^(]*operator\.write", upgrade.stderr
+    assert "device for operator.read; this command also needs operator.write (pairing" in (
+        upgrade.stderr
     )
     approve(gw, rid2)
+    # The approval replaced the device token: the first command after it, without the secret,
+    # is refused as such (measured: AUTH_TOKEN_MISMATCH), and the old token is kept, not lost.
+    replaced = me.run(bare, *at, *send)
+    assert replaced.returncode == 4, replaced.stderr
+    assert "no longer takes the device token sessiontool kept for it" in replaced.stderr
+    assert f"(pairing request {rid2}) replaced it" in replaced.stderr
+    assert "run this command once with OPENCLAW_GATEWAY_TOKEN" in replaced.stderr
     out = me.json(env, *at, *send)
     assert out["status"] == "ok" and "hello over the veth" in out["reply"]
-    msgs = me.json(env, *at, "history", "main", "--limit", "2")["messages"]
-    assert msgs[0]["content"] == "hello over the veth"
+    scopes = json.loads(ident.read_text())["tokens"][gw.url]["scopes"]
+    assert sorted(scopes) == ["operator.read", "operator.write"]  # the file follows the approval
+    second = me.json(bare, *at, "send", "main", "again without a secret", "--timeout", "300")
+    assert second["status"] == "ok"
+    msgs = me.json(bare, *at, "history", "main", "--limit", "2")["messages"]
+    assert msgs[0]["content"] == "again without a secret"
+    assert sorted(json.loads(ident.read_text())["tokens"][gw.url]["scopes"]) == sorted(scopes)
+    doctor = me.run(bare, *at, "doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "  pairing: paired (the gateway issued a device token)\n" in doctor.stdout
+    assert (
+        "  spawn: emulated; add sessions_spawn, sessions_send to gateway.tools.allow on the "
+        "gateway's host for OpenClaw's own\n"
+    ) in doctor.stdout
 
-    # The stored device token alone gets in: no shared secret on this machine any more.
-    bare = client_env(me.state)
-    assert me.json(bare, *at, "list")["count"] > 0
     secrets = [TOKEN, *device_secrets(ident)]
     assert me.assert_secret_free(secrets) > 0  # the send left run records and logs
 
