@@ -39,18 +39,24 @@ class Options(Value):
     """The global options that change where and how a command works, parsed once from the
     command line and never changed: `store` the forced store format (None: auto; it also rides
     on `Context.paths.store`, which is what the readers are handed), `gateway` the `--gateway`
-    URL, normalized (None: the environment's or the config's), `color` auto, always or never.
-    Frozen: every context carries its own, so two contexts in one process (the `mcp` server)
+    URL, normalized (None: the environment's or the config's), `color` auto, always or never,
+    `output` the `--output-format` asked for (a row of cli/output.py's FORMATS; None: each
+    command's rule). Frozen: every context carries its own, so two contexts in one process (the `mcp` server)
     never share an option through module state."""
 
-    __slots__ = ("store", "gateway", "color")
+    __slots__ = ("store", "gateway", "color", "output")
 
     store: str | None
     gateway: str | None
     color: str
+    output: str | None
 
     def __init__(
-        self, store: str | None = None, gateway: str | None = None, color: str = "auto"
+        self,
+        store: str | None = None,
+        gateway: str | None = None,
+        color: str = "auto",
+        output: str | None = None,
     ) -> None:
         from sessiontool.openclaw.target import explicit_url
         from sessiontool.state.detect import check_store
@@ -59,6 +65,7 @@ class Options(Value):
         _set(self, "store", check_store(store))
         _set(self, "gateway", explicit_url(gateway))
         _set(self, "color", color)
+        _set(self, "output", output)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Options are frozen (set {name!r} when building them)")

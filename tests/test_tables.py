@@ -121,3 +121,36 @@ def test_a_new_openclaw_schema_is_one_row(tmp_path: Path, monkeypatch: pytest.Mo
     )
     assert proc.returncode == rc == 0, proc.stderr
     assert json.loads(proc.stdout)["count"] == want["count"] > 0
+
+
+def test_a_new_output_format_is_one_row_plus_its_writer(tmp_path: Path) -> None:
+    """cli/output.py's FORMATS: one row (tests/fakes/csv_format.py) and every listing writes
+    it, `--fields` included; a result that is no listing falls back to its text."""
+    state = copy_state(tmp_path / "state")
+    rc, data = run_json("--state-dir", str(state), "list")
+    assert rc == 0 and data["count"] > 1, data
+    fake = [sys.executable, "-m", "tests.fakes.csv_format", "--state-dir", str(state)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SESSIONTOOL_OUTPUT_FORMAT": "csv"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*fake, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+        )
+
+    proc = run("list", "--fields", "key,kind")
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "key,kind"
+    assert lines[1:] == [f"{r['key']},{r['kind']}" for r in data["sessions"]]
+    rc, hits = run_json("--state-dir", str(state), "search", "the")
+    proc = run("search", "the", "--fields", "sessionId,role")
+    assert proc.returncode == 0, proc.stderr
+    want = ["sessionId,role", *(f"{h['sessionId']},{h['role']}" for h in hits["hits"])]
+    assert proc.stdout.splitlines() == want
+    proc = run("paths")  # no listing: its lines as ever
+    assert proc.returncode == 0 and proc.stdout.startswith("state dir\t"), proc.stdout
+    # --json still means JSON, whatever the format.
+    assert json.loads(run("list", "--json").stdout) == data
+    # The table's names are the valid ones: without the row, the word is refused.
+    proc = run_cli("--state-dir", str(state), "list", env={"SESSIONTOOL_OUTPUT_FORMAT": "csv"})
+    assert proc.returncode == 2 and "unknown output format 'csv'" in proc.stderr

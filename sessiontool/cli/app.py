@@ -6,6 +6,7 @@ the one a command line names and runs it. Nothing here imports a command."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -65,13 +66,22 @@ def global_options() -> Options:
     is exit 2 here). Built from what the Typer callback parsed; nothing below the CLI reads `G`."""
     from sessiontool.context import Options
 
-    return Options(G.store, G.gateway, G.color)
+    return Options(G.store, G.gateway, G.color, output_format())
+
+
+def output_format() -> str | None:
+    """SESSIONTOOL_OUTPUT_FORMAT: one output format (a row of cli/output.py's FORMATS) for
+    every command's result instead of each one's rule (an environment variable, as
+    AWS_DEFAULT_OUTPUT is: the global options' callback has no room for another flag)."""
+    from sessiontool.cli.output import check_format
+
+    return check_format(os.environ.get("SESSIONTOOL_OUTPUT_FORMAT") or None)
 
 
 def look() -> render.Look:
-    """How this command's output looks (`--color`), before its context is built; afterwards
-    `output.look(ctx.options)` gives the same."""
-    return render.Look(G.color)
+    """How this command's output looks (`--color`, the output format), before its context is
+    built; afterwards `output.look(ctx.options)` gives the same."""
+    return render.Look(G.color, output_format())
 
 
 def _version(value: bool) -> None:

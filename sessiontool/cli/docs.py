@@ -216,6 +216,12 @@ ENVIRONMENT = [
         "output: updatedAt, \\(lq5m ago\\(rq, \\fB\\-\\-active\\-minutes\\fR, archive and "
         "prune ages.",
     ),
+    (
+        "SESSIONTOOL_OUTPUT_FORMAT",
+        "One output format for every command's result: json, tsv (also on a terminal), table "
+        "(also piped), ids or text; auto (the default) is each command's rule. "
+        "\\fB\\-\\-json\\fR still means JSON.",
+    ),
     ("SESSIONTOOL_DEBUG", "1 shows a traceback for internal errors."),
     ("NO_COLOR", "Any value turns colour off (as does TERM=dumb or \\fB\\-\\-color never\\fR)."),
 ]

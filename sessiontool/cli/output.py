@@ -80,7 +80,10 @@ def _table(view: View, look: Look, fields: Sequence[str] | None) -> None:
 
 
 def _ids(view: View, look: Look, fields: Sequence[str] | None) -> None:
-    ids = view.ids or ""
+    ids = view.ids
+    if ids is None:  # a result that is no listing: its text is all it has
+        _text(view, look, fields)
+        return
     render.write_out("".join(render.esc(r[ids]) + "\n" for r in _rows(view)))
 
 
@@ -108,17 +111,30 @@ FORMATS: dict[str, Format] = {
 
 
 def look(options: Options) -> Look:
-    """How output looks under these options (`--color`)."""
-    return Look(options.color)
+    """How output looks under these options (`--color`, `--output-format`)."""
+    return Look(options.color, options.output)
+
+
+def check_format(name: str | None) -> str | None:
+    """`--output-format NAME`: a row of FORMATS (auto: None, each command's rule)."""
+    if name is None or name == "auto":
+        return None
+    if name not in FORMATS:
+        from sessiontool.errors import UsageError
+
+        raise UsageError(f"unknown output format {name!r} (valid: auto, {', '.join(FORMATS)})")
+    return name
 
 
 def choose(look: Look, *, as_json: bool, quiet: bool = False, fields: Any = None) -> str:
-    """The one rule: `--json`, then `-q`, then `--fields` (TSV even on a terminal), then a
-    table for a person and TSV for a pipe."""
+    """The one rule: `--json`, then `-q`, then `--output-format`, then `--fields` (TSV even on
+    a terminal), then a table for a person and TSV for a pipe."""
     if as_json:
         return "json"
     if quiet:
         return "ids"
+    if look.format is not None:
+        return look.format
     if fields:
         return "tsv"
     return "table" if look.terminal() else "tsv"

@@ -22,6 +22,7 @@ class Look(NamedTuple):
     contexts in one process (the `mcp` server) never share it."""
 
     color: str = "auto"
+    format: str | None = None  # `--output-format`, a row of cli/output.py's FORMATS
 
     def colored(self, stream: IO[str] | None = None) -> bool:
         if self.color != "auto":
