@@ -9,20 +9,22 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 import orjson
 
 from sessiontool.clock import iso, now_ms
 
 
-class Look(NamedTuple):
-    """How this command's output looks: `--color` (auto, always or never), taken from the frozen
-    `Options` once per command and passed to whatever draws. Never a module global: two
-    contexts in one process (the `mcp` server) never share it."""
+class Look:
+    """How this command's output looks: `--color` (auto, always, never) and the output format
+    (a row of cli/output.py's FORMATS; None: each command's rule), from the frozen `Options`,
+    passed to whatever draws; never a module global (the `mcp` server's contexts share none)."""
 
-    color: str = "auto"
-    format: str | None = None  # `--output-format`, a row of cli/output.py's FORMATS
+    __slots__ = ("color", "format")
+
+    def __init__(self, color: str = "auto", format: str | None = None) -> None:
+        self.color, self.format = color, format
 
     def colored(self, stream: IO[str] | None = None) -> bool:
         if self.color != "auto":

@@ -226,7 +226,7 @@ def _follow(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None
     for rec in follow_deliveries(ctx.paths, since_ms, last=last):
         shown = _shown(ctx, rec)
         one = {"count": 1, "deliveries": [shown]}
-        view = output.View(one, "deliveries", _delivery_columns, table=_readable_lines)
+        view = output.View(one, "deliveries", columns=_delivery_columns, table=_readable_lines)
         if fmt == "json":  # one record a line, each alone
             view = output.View(shown)
         output.emit(view, look, fmt)
