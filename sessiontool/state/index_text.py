@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from sessiontool.protocol import INJECTED
+from sessiontool.state.envelopes import strip_envelope_text
 
 CHUNK = 8 * 1024 * 1024
 HIT = ("\x02", "\x03")  # snippet markers: never in text we index (replaced by spaces)
@@ -47,7 +48,7 @@ def has_unsegmented(text: str) -> bool:
 
 def _clean(text: str) -> str:
     # The snippet markers must never occur in indexed text.
-    return text.replace(HIT[0], " ").replace(HIT[1], " ")
+    return text.replace("\x02", " ").replace("\x03", " ")
 
 
 def _texts(content: Any) -> list[str]:
@@ -116,7 +117,7 @@ def _lenient(raw: bytes) -> Any:
         return None
 
 
-@dataclass
+@dataclass(slots=True)
 class Extracted:
     rows: list[tuple[int, str, str]]  # (ts, role, text)
     turn: tuple[Any, ...] | None  # (provider, model, ts, in, out, cr, cw, recorded cost)
@@ -189,16 +190,25 @@ def scan_lines(
     if rows is None:
         return _scan_turns(file_id, lines, start, turns)
     off, last_role, turns_from = start
+    loads = orjson.loads
     for end, raw in lines:
         at, off = off, end
-        got = _message(raw)
-        if got is None:
+        if b'"message"' not in raw:  # as `_message`, inline: once per line
             continue
-        msg, line = got
+        try:
+            line = loads(raw)
+        except ValueError:
+            line = _lenient(raw)
+        if not isinstance(line, dict) or line.get("type") != "message":
+            continue
+        msg = line.get("message")
+        if not isinstance(msg, dict):
+            continue
         role = msg.get("role")
         ex = extract_message(msg, line)
         for part, (ts, kind, text) in enumerate(ex.rows):
-            rows.append((file_id, ts, kind, int(has_unsegmented(text)), at, part, text))
+            cjk = 0 if text.isascii() else int(has_unsegmented(text))
+            rows.append((file_id, ts, kind, cjk, at, part, text))
         if ex.turn is not None and at >= turns_from:
             turns.append((file_id, *ex.turn, int(last_role not in _IN_RUN)))
         if isinstance(role, str):
@@ -268,8 +278,6 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
         if isinstance(usage, dict) and msg.get("stopReason") != INJECTED:
             turn = _turn(msg, usage, ts)
     elif role == "user":
-        from sessiontool.state.envelopes import strip_envelope_text
-
         text = "\n".join(strip_envelope_text(t) for t in _texts(msg.get("content")))
         if not text and isinstance(msg.get("text"), str):
             text = strip_envelope_text(msg["text"])
