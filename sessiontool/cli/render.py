@@ -9,17 +9,19 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from sessiontool.clock import iso, now_ms
 
+if TYPE_CHECKING:
+    from sessiontool.state.transcript import Message
+
 
 class Look:
-    """How this command's output looks: `--color` (auto, always, never) and the output format
-    (a row of cli/output.py's FORMATS; None: each command's rule), from the frozen `Options`,
-    passed to whatever draws; never a module global (the `mcp` server's contexts share none)."""
+    """How output looks: `--color` and the output format (cli/output.py), from the frozen
+    `Options`, passed to what draws; never a module global (`mcp`'s contexts share none)."""
 
     __slots__ = ("color", "format")
 
@@ -29,13 +31,11 @@ class Look:
     def colored(self, stream: IO[str] | None = None) -> bool:
         if self.color != "auto":
             return self.color == "always"
-        if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-            return False
-        return _isatty(stream or sys.stdout)
+        dumb = os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb"
+        return not dumb and _isatty(stream or sys.stdout)
 
     def terminal(self, stream: IO[str] | None = None) -> bool:
-        """Whether to render for a person: the stream is a terminal, or `--color always` asked
-        for the terminal view of stdout anyway (`sessiontool --color always list | less -R`)."""
+        """For a person: a terminal, or stdout under `--color always` (`list | less -R`)."""
         if self.color == "always" and (stream is None or stream is sys.stdout):
             return True
         return _isatty(stream or sys.stdout)
@@ -100,7 +100,7 @@ def emit_json(obj: Any) -> None:
 STREAM_ROWS = 1000  # rows per write when a listing is streamed
 
 
-def emit_json_rows(head: dict[str, Any], key: str, rows: Sequence[Any]) -> None:
+def emit_json_rows(head: Mapping[str, Any], key: str, rows: Sequence[Any]) -> None:
     """`head` with `key` set to `rows`, as emit_json writes it (the same bytes), but a long
     list is encoded and written STREAM_ROWS rows at a time: 100,000 sessions never become one
     44 MB string."""
@@ -358,7 +358,7 @@ def sessions_messages(result: Mapping[str, Any]) -> None:
         write_out("\n".join(out) + "\n")
 
 
-def _tokens_cell(r: dict[str, Any]) -> str:
+def _tokens_cell(r: Mapping[str, Any]) -> str:
     total = r.get("totalTokens")
     ctx = r.get("contextTokens")
     if total is None:
@@ -371,7 +371,7 @@ def _tokens_cell(r: dict[str, Any]) -> str:
 # -- messages ----------------------------------------------------------------------------------
 
 
-def message_text(msg: dict[str, Any], *, summarise_tools: bool = True) -> str:
+def message_text(msg: Message, *, summarise_tools: bool = True) -> str:
     """The readable text of a message: text blocks, tool calls summarised, images named."""
     content = msg.get("content")
     if isinstance(content, str):
@@ -401,7 +401,7 @@ def message_text(msg: dict[str, Any], *, summarise_tools: bool = True) -> str:
     return "\n".join(parts)
 
 
-def run_failure(msg: dict[str, Any]) -> str | None:
+def run_failure(msg: Message) -> str | None:
     """A failed or aborted run's assistant message carries no text, only `stopReason` and
     `errorMessage` (OpenClaw's shape): show those rather than an empty reply."""
     reason = msg.get("stopReason")
@@ -412,7 +412,7 @@ def run_failure(msg: dict[str, Any]) -> str | None:
     return f"[{'aborted' if reason == 'aborted' else 'error'}: {detail}]"
 
 
-def _role_label(msg: dict[str, Any]) -> str:
+def _role_label(msg: Message) -> str:
     role = str(msg.get("role", "?"))
     if role == "toolResult":
         return f"tool {msg.get('toolName', '')}".strip() + (
@@ -421,7 +421,7 @@ def _role_label(msg: dict[str, Any]) -> str:
     return role
 
 
-def _mirror(session_key: str, messages: list[dict[str, Any]], i: int) -> tuple[str, bool] | None:
+def _mirror(session_key: str, messages: list[Message], i: int) -> tuple[str, bool] | None:
     """A delivery mirror's mark and whether it repeats the reply above (sessions/mirrors.py);
     None for any other message."""
     from sessiontool.sessions import mirrors
@@ -431,7 +431,7 @@ def _mirror(session_key: str, messages: list[dict[str, Any]], i: int) -> tuple[s
     return "↳ " + esc(mirrors.mark(session_key)), mirrors.repeats_reply(messages, i)
 
 
-def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
+def history_markdown(session_key: str, messages: list[Message]) -> str:
     out = [f"# Session {esc(session_key)}\n"]
     for i, m in enumerate(messages):
         when = local_time(m.get("timestamp"))
@@ -449,7 +449,7 @@ def history_markdown(session_key: str, messages: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def history_plain(session_key: str, messages: list[dict[str, Any]]) -> str:
+def history_plain(session_key: str, messages: list[Message]) -> str:
     out = []
     for i, m in enumerate(messages):
         when = local_time(m.get("timestamp"))
@@ -464,7 +464,7 @@ def history_plain(session_key: str, messages: list[dict[str, Any]]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def history_rich(look: Look, session_key: str, messages: list[dict[str, Any]]) -> None:
+def history_rich(look: Look, session_key: str, messages: list[Message]) -> None:
     from rich.markup import escape
 
     c = console(look)
@@ -569,7 +569,7 @@ def bar(value: float, top: float, width: int = 30) -> str:
     return "█" * full + (_EIGHTHS[part - 1] if part else "")
 
 
-def _tokens_of(r: dict[str, Any]) -> int:
+def _tokens_of(r: Mapping[str, Any]) -> int:
     return int(r["input"] + r["output"] + r["cacheRead"] + r["cacheWrite"])
 
 

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool import diag
 from sessiontool.clock import now_ms, parse_iso_ms
@@ -26,6 +26,21 @@ from sessiontool.state.sessions_json import (
     fold,
     read_store,
 )
+
+if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict
+
+    class DoctorResult(TypedDict):
+        """What `doctor` returns (`fix`: what `--fix` did, added by the command); `--json`
+        writes it as is."""
+
+        ok: bool
+        errors: int
+        warnings: int
+        problems: list[dict[str, Any]]
+        stores: list[dict[str, str]]
+        gateway: dict[str, Any] | None
+        fix: NotRequired[dict[str, Any]]
 
 # -- doctor ----------------------------------------------------------------------------------
 
@@ -285,7 +300,7 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
                 )
 
 
-def doctor(ctx: Context, *, explicit_agent: str | None = None) -> dict[str, Any]:
+def doctor(ctx: Context, *, explicit_agent: str | None = None) -> DoctorResult:
     """Check the state dir and report; never write (reads never change the state dir, and a
     lost run is reconciled by `wait`/`runs`, not here)."""
     from sessiontool.openclaw.gateway import describe, doctor_agent_ids
@@ -391,7 +406,7 @@ def _doctor_result(
     problems: list[Problem],
     stores: list[dict[str, str]] | None = None,
     gateway: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> DoctorResult:
     errors = sum(1 for p in problems if p.severity == "problem")
     return {
         "ok": not problems,

@@ -35,7 +35,34 @@ from sessiontool.state.sessions_json import (
 )
 
 if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict
+
     from sessiontool.runs.record_types import RunRecord
+
+    class AgentPaths(TypedDict):
+        id: str
+        sessionsDir: str
+        store: str
+        exists: bool
+        format: str
+        why: str
+
+    class PathsResult(TypedDict):
+        """What `paths` returns; `--json` writes it as is."""
+
+        stateDir: str
+        configFiles: list[str]
+        configDefault: str
+        agents: list[AgentPaths]
+        runsDir: str
+        outbox: str
+
+    class PruneResult(TypedDict):
+        """What `prune` returns: what it deleted (or would, `dryRun`)."""
+
+        deleted: dict[str, int]
+        dryRun: NotRequired[bool]
+
 
 LABEL_MAX = 64
 
@@ -101,12 +128,12 @@ def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict
 # -- paths -----------------------------------------------------------------------------------
 
 
-def state_paths(ctx: Context) -> dict[str, Any]:
+def state_paths(ctx: Context) -> PathsResult:
     """Where everything is, for people and scripts (`paths --json`)."""
     from sessiontool.state.detect import detect
 
     p = ctx.paths
-    agents = []
+    agents: list[AgentPaths] = []
     for a in all_agent_ids(ctx):
         if not is_plain_name(a):
             continue
@@ -261,7 +288,7 @@ def _prune_unusable(paths: StatePaths, counts: dict[str, int], dry_run: bool) ->
             _unlink(paths.runs_dir / name)
 
 
-def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[str, Any]:
+def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> PruneResult:
     """Delete finished run records and their logs, and outbox lines, older than a duration.
     The one place sessiontool deletes anything: spawn records whose child is still in a store
     are kept (the sub-agent archive rule looks for them), and so is anything unfinished or
@@ -305,7 +332,7 @@ def prune(ctx: Context, older_than_s: float, *, dry_run: bool = False) -> dict[s
         counts["runs"] += int(_unlink(record))
     _prune_unusable(paths, counts, dry_run)
     counts["deliveries"] = _prune_outbox(paths, cutoff, dry_run)
-    out: dict[str, Any] = {"deleted": counts}
+    out: PruneResult = {"deleted": counts}
     if dry_run:
         out["dryRun"] = True
     return out

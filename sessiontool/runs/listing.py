@@ -13,7 +13,16 @@ from sessiontool.runs.submit import run_view, visible_run
 from sessiontool.structs import Value
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from sessiontool.runs.record_types import RunRecord
+
+    class RunsResult(TypedDict):
+        """What `runs` returns; `--json` writes it as is (its rows are submit.run_view's)."""
+
+        count: int
+        runs: list[dict[str, Any]]
+
 
 USER_KINDS = ("send", "spawn")
 
@@ -46,7 +55,7 @@ class RunQuery(Value):
         self.steps, self.limit = steps, limit
 
 
-def list_runs(ctx: Context, query: RunQuery | None = None) -> dict[str, Any]:
+def list_runs(ctx: Context, query: RunQuery | None = None) -> RunsResult:
     """Runs newest first, at most `limit` of them. Steps are internal (one `--as` send is a
     run and two steps): shown only with `steps` (each right after its run) or when `kinds`
     names them."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from sessiontool import diag
 from sessiontool.context import Context
@@ -23,14 +23,16 @@ from sessiontool.state.paths import is_plain_name, transcript_path_for
 from sessiontool.state.sessions_json import Entry, listable
 from sessiontool.state.transcript import Message, is_tool_result_line
 
-SessionRow = dict[str, Any]  # OpenClaw's row: its keys pass through from the store entry
+ListRow = dict[str, Any]  # OpenClaw's row: its keys pass through from the store entry
 
+if TYPE_CHECKING:  # for types only: a TypedDict costs `list --json` start-up to create
+    from typing import TypedDict
 
-class SessionsResult(TypedDict):
-    """What `list` (and the sessions_list tool) returns; `--json` writes it as is."""
+    class SessionsResult(TypedDict):
+        """What `list` (and the sessions_list tool) returns; `--json` writes it as is."""
 
-    count: int
-    sessions: list[SessionRow]
+        count: int
+        sessions: list[ListRow]
 
 
 LIST_DEFAULT_LIMIT = 200
@@ -111,13 +113,13 @@ def build_row(
     *,
     kind: str | None = None,
     sessions_dir: Path | None = None,
-) -> SessionRow:
+) -> ListRow:
     """One list row. `kind` and `sessions_dir` may be passed in when the caller already has
     them (list builds thousands of rows: no path object or classification twice per row)."""
     main_key = ctx.config.main_key
     if kind is None:
         kind = keys.kind_of(full_key, entry, main_key)
-    row: SessionRow = {
+    row: ListRow = {
         "key": ctx.display(full_key),
         "kind": kind,
         "channel": keys.row_channel(full_key, entry, main_key, kind),
