@@ -15,7 +15,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from harness import ROOT, Bench, Row, Sample, case, dataset, ms, ratio, ratio_spread
 
@@ -280,9 +279,13 @@ def _fake_llm() -> Path:
 
 
 @contextlib.contextmanager
-def live_gateway(bench: Bench) -> Iterator[tuple[Path, dict[str, str], int] | str]:
+def live_gateway(
+    bench: Bench, *, allow_own_tools: bool = False
+) -> Iterator[tuple[Path, dict[str, str], int] | str]:
     """The real gateway on a fresh fixture copy, answered by the fake LLM; yields (state dir,
-    environment, port), or why it could not be started. Both servers are stopped after."""
+    environment, port), or why it could not be started. Both servers are stopped after.
+    `allow_own_tools`: its config lets OpenClaw's own sessions_spawn / sessions_send through
+    `tools.invoke` (`gateway.tools.allow`)."""
     import signal
     import sys
     import time
@@ -291,13 +294,16 @@ def live_gateway(bench: Bench) -> Iterator[tuple[Path, dict[str, str], int] | st
         yield f"not measured: no openclaw at {OPENCLAW_BIN}"
         return
     sys.path.insert(0, str(ROOT))
-    from tests.interop_openclaw.conftest import copy_fixture, free_port, oc_env
+    from tests.interop_openclaw.conftest import ALLOW_OWN_TOOLS, copy_fixture, free_port, oc_env
 
     base = bench.data / "oc-gateway"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     gw_port, llm_port = free_port(), free_port()
     state = copy_fixture(base / "state", gw_port, llm_port)
+    if allow_own_tools:
+        cfg = state / "openclaw.json"
+        cfg.write_text(cfg.read_text().replace("gateway: {", ALLOW_OWN_TOOLS, 1))
     home = base / "home"
     home.mkdir()
     os.environ["OPENCLAW_BIN"] = OPENCLAW_BIN
@@ -377,232 +383,3 @@ def _faster(
         f"≥ {target:g}× faster",
         r >= target,
     )
-
-
-# Runs `spawn` (with a fresh label) and polls its run record every 5 ms until its follow-up
-# (announce, cleanup) is done; prints the seconds from the spawn's start and the record. Its own
-# start-up is not counted: the clock starts right before the spawn process is started.
-SPAWN_DRIVER = r"""
-import json, os, subprocess, sys, time, uuid
-cmd = json.loads(sys.argv[1]) + ["--label", "bench-" + uuid.uuid4().hex[:8]]
-runs = sys.argv[2]; deadline = float(sys.argv[3])
-t0 = time.perf_counter(); t0_ms = time.time() * 1000
-out = subprocess.run(cmd, capture_output=True, text=True)
-if out.returncode != 0:
-    sys.exit("spawn failed: " + out.stderr[-500:])
-t_spawn = time.perf_counter() - t0
-run_id = json.loads(out.stdout)["runId"]
-path = os.path.join(runs, run_id + ".json")
-while True:
-    try:
-        with open(path, "rb") as fh:
-            rec = json.loads(fh.read())
-    except (OSError, ValueError):
-        rec = {}
-    if (rec.get("followUp") or {}).get("next") == "done":
-        break
-    if rec.get("status") in ("error", "timeout", "aborted", "lost"):
-        sys.exit("spawn ended %s: %s" % (rec.get("status"), rec.get("error")))
-    if time.perf_counter() - t0 > deadline:
-        sys.exit("no announce after %.0f s" % deadline)
-    time.sleep(0.005)
-print(json.dumps({"total": time.perf_counter() - t0, "spawn": t_spawn, "t0": t0_ms,
-                  "record": rec}))
-"""
-
-# The floor: the same gateway calls the spawn's worker makes (sessions.create, the child's
-# `agent` turn to its final answer with the same params (system prompt, provenance, lane,
-# timeout: argv[2]), the announce turn accepted, sessions.delete), made by one
-# warm Python process on a connection opened before the clock starts: what the gateway itself
-# takes for them, with no sessiontool process, worker, record or lane in the time. Only the
-# handshake comes before the clock, as in the worker: the `sessions.list` this floor made
-# there until 2026-11-25 (2-7 s of the gateway's work at load 15-25) took work out of the turn
-# that follows it (gateway CPU during the turn, 6 alternated pairs: median 1.9 s after it,
-# 3.1 s without it, as in the worker's turn), so the floor's turns reported a smaller
-# durationMs than the worker's same turn.
-FLOOR_DRIVER = r"""
-import json, os, sys, time, uuid
-from pathlib import Path
-os.environ["SESSIONTOOL_WORKER"] = "1"
-from sessiontool.openclaw import gateway
-from sessiontool.state.paths import StatePaths
-p = StatePaths(Path(sys.argv[1]))
-key = "agent:main:subagent:" + str(uuid.uuid4()); rid = str(uuid.uuid4())
-gateway.expect(p, "sessions.delete", {"key": key})
-gateway.find(p).handshake(p)  # connected, with the scopes of every call, and nothing else
-t0 = time.perf_counter()
-gateway.call(p, "sessions.create", {"key": key, "parentSessionKey": "agent:main:main",
-             "spawnDepth": 1, "label": "floor-" + rid[:8]})
-turn = dict(json.loads(sys.argv[2]), sessionKey=key, idempotencyKey=rid)
-r = gateway.call(p, "agent", turn, timeout_s=330, expect_final=True)
-a = gateway.call(p, "agent", {"sessionKey": "agent:main:main", "message": "Status: ok",
-                 "idempotencyKey": rid + ":announce", "inputProvenance": {
-                 "kind": "inter_session", "sourceSessionKey": key,
-                 "sourceTool": "sessions_spawn"}}, timeout_s=60)
-gateway.call(p, "sessions.delete", {"key": key, "deleteTranscript": True})
-total = time.perf_counter() - t0
-print(json.dumps({"total": total, "record": {"status": r.get("status"),
-    "gatewayDurationMs": r["result"]["meta"]["durationMs"],
-    "followUp": {"announceRunId": a["runId"]}}}))
-"""
-
-
-def _settle(bench: Bench, state: Path, rec: dict[str, Any]) -> None:
-    """Waits (untimed) for the announce turn the gateway runs after accepting it, so the next
-    run does not share the gateway with it."""
-    import subprocess
-    import sys
-
-    run_id = (rec.get("followUp") or {}).get("announceRunId")
-    if not isinstance(run_id, str):
-        raise RuntimeError(f"no announce run id in the record: {rec}")
-    code = (
-        "import sys; from pathlib import Path; from sessiontool.openclaw import gateway; "
-        "from sessiontool.state.paths import StatePaths; "
-        "gateway.call(StatePaths(Path(sys.argv[1])), 'agent.wait', "
-        "{'runId': sys.argv[2], 'timeoutMs': 120000}, timeout_s=150)"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(state), run_id],
-        capture_output=True,
-        text=True,
-        env=bench.env,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"agent.wait failed: {proc.stderr[-500:]}")
-
-
-@case
-def oc_spawn_through_gateway(bench: Bench) -> list[Row]:
-    """spawn with label + announce + cleanup through the real gateway: the wall time from the
-    spawn's start to its follow-up done (announce accepted, child deleted), against the sum of
-    the gateway's own `durationMs` of the turn it waits for (the child's, from its final
-    answer), run by run; and the same gateway calls made bare on an open connection (the floor),
-    alternately. The announce turn is accepted, not waited for (the gateway runs it after), and
-    its durationMs reaches no caller: it is waited for, untimed, before the next run."""
-    import subprocess
-    import sys
-
-    label = "spawn with label + announce + cleanup through the gateway"
-    with live_gateway(bench) as live:
-        if isinstance(live, str):
-            return [Row(label, live)]
-        state, _env, _port = live
-        spawn = bench.sessiontool(
-            "--state-dir",
-            str(state),
-            "--json",
-            "spawn",
-            "bench spawn task",
-            "--cleanup",
-            "delete",
-            "--run-timeout",
-            "300",
-        )
-        driver = [
-            sys.executable,
-            "-c",
-            SPAWN_DRIVER,
-            json.dumps(spawn),
-            str(state / "sessiontool" / "runs"),
-            "300",
-        ]
-
-        def once() -> dict[str, Any]:
-            proc = subprocess.run(driver, capture_output=True, text=True, env=bench.env)
-            if proc.returncode != 0:
-                raise RuntimeError(f"spawn driver failed: {proc.stderr[-500:]}")
-            rep: dict[str, Any] = json.loads(proc.stdout)
-            rec = rep["record"]
-            if rec.get("status") != "ok" or "gatewayDurationMs" not in rec:
-                raise RuntimeError(f"spawn did not end ok with the turn's durationMs: {rec}")
-            _settle(bench, state, rec)
-            # The params the worker sent: `model`/`modelProvider` are what the turn's answer
-            # reported, recorded after it (the spawn asked for no model). Sent by the floor,
-            # the model is an override the worker's turn never had.
-            sent = {k: v for k, v in rec.items() if k not in ("model", "modelProvider")}
-            same_turn.append(json.dumps(turn_params(sent)))
-            return rep
-
-        from sessiontool.runs.gateway_run import turn_params
-
-        same_turn: list[str] = []  # the child's turn exactly as the worker sent it
-
-        def bare() -> dict[str, Any]:
-            floor = [sys.executable, "-c", FLOOR_DRIVER, str(state), same_turn[-1]]
-            proc = subprocess.run(floor, capture_output=True, text=True, env=bench.env)
-            if proc.returncode != 0:
-                raise RuntimeError(f"floor driver failed: {proc.stderr[-500:]}")
-            rep: dict[str, Any] = json.loads(proc.stdout)
-            _settle(bench, state, rep["record"])
-            return rep
-
-        once()  # warm-up
-        bare()
-        runs = bench.n(9, 3)
-        reps, floors = [], []
-        for _ in range(runs):  # alternately, so a busy spell slows both
-            reps.append(once())
-            floors.append(bare())
-    return _spawn_rows(label, runs, reps, floors)
-
-
-def _walls_turns(reps: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
-    """Per run: the wall time and the child's turn as the gateway timed it (`durationMs`), s."""
-    return [r["total"] for r in reps], [r["record"]["gatewayDurationMs"] / 1000 for r in reps]
-
-
-def _spawn_rows(
-    label: str, runs: int, reps: list[dict[str, Any]], floors: list[dict[str, Any]]
-) -> list[Row]:
-    """The target row (wall / the turns' `durationMs`, run by run), the same for the floor (the
-    gateway calls alone), ours against the floor, and where the rest of our time went, from the
-    run record's own timestamps (ms since the epoch, so only their differences)."""
-    walls, turns = _walls_turns(reps)
-    rs = [w / t for w, t in zip(walls, turns, strict=True)]
-    r = statistics.median(rs)
-    f_walls, f_turns = _walls_turns(floors)
-    f_rs = [w / t for w, t in zip(f_walls, f_turns, strict=True)]
-    vs_floor = [w / f for w, f in zip(walls, f_walls, strict=True)]
-    extra = [w - f for w, f in zip(walls, f_walls, strict=True)]
-
-    def part(a: str, b: str) -> list[float]:
-        return [(x["record"][b] - x["record"][a]) / 1000 for x in reps]
-
-    fg = [x["spawn"] for x in reps]
-    to_record = [(x["record"]["createdAt"] - x["t0"]) / 1000 for x in reps]
-    queued = part("createdAt", "startedAt")
-    turn_extra = [t - c for t, c in zip(part("startedAt", "endedAt"), turns, strict=True)]
-    follow = part("endedAt", "announcedAt")
-    return [
-        Row(
-            f"{label}: wall from `spawn` to announce + cleanup done vs its turns' `durationMs` "
-            f"(median of {runs}, per-run ratio)",
-            f"wall {_sp(walls)} vs child turn's durationMs {_sp(turns)} (min / median / max): "
-            f"ratio {ratio_spread(rs)}",
-            "≤ 1.3× (median)",
-            r <= 1.3,
-        ),
-        Row(
-            "… the floor: the same gateway calls (sessions.create, the child's `agent` turn "
-            "to its final answer, the announce accepted, sessions.delete) from one process on "
-            "a connection already open, alternately with the above",
-            f"wall {_sp(f_walls)} vs durationMs {_sp(f_turns)}: ratio {ratio_spread(f_rs)}",
-        ),
-        Row(
-            f"{label} vs the floor (run by run)",
-            f"ratio {ratio_spread(vs_floor)}; sessiontool's own share (ours − floor) {_sp(extra)}",
-        ),
-        Row(
-            f"{label}: where the time went (min / median / max)",
-            f"`spawn` command {_sp(fg)} (its start → the run record created {_sp(to_record)}); "
-            f"record created → worker started the turn "
-            f"{_sp(queued)}; the run's wall beyond the turn's `durationMs` (connect, "
-            f"sessions.create, the gateway's work outside durationMs) {_sp(turn_extra)}; run's "
-            f"end → announce accepted + child deleted {_sp(follow)}",
-        ),
-    ]
-
-
-def _sp(xs: list[float]) -> str:
-    return " / ".join(ms(x) for x in (min(xs), statistics.median(xs), max(xs)))
