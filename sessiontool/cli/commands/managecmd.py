@@ -224,7 +224,7 @@ def _doctor_text(result: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _gateway_text(gw: dict[str, Any]) -> list[str]:
+def _gateway_text(gw: Mapping[str, Any]) -> list[str]:
     """doctor's lines about the gateway: a remote one's connection, identity, pairing and
     scopes; the state dir's own with its version, write mode and handshake."""
     out: list[str] = []

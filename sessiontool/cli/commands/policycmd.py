@@ -67,7 +67,7 @@ def policy_cmd(
 FOLLOW_LAST = 10  # `deliveries --follow` first shows the last ones, as `tail -f` does
 
 
-def _readable(rec: dict[str, Any]) -> str:
+def _readable(rec: Mapping[str, Any]) -> str:
     target = " ".join(str(rec[k]) for k in ("channel", "to") if rec.get(k)) or "(no target)"
     text = str(rec.get("text") or "").replace("\n", " ")
     if len(text) > 160:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.sessions.history import History
     from sessiontool.sessions.listing import SessionsResult
+    from sessiontool.state.transcript import Message
 
 
 def _without_cyclic_gc() -> None:
@@ -319,7 +320,7 @@ def _follow(
     *,
     include_tools: bool,
     raw: bool,
-    write_message: Callable[[str, dict[str, Any]], str | bytes],
+    write_message: Callable[[str, Message], str | bytes],
     rich_view: bool,
 ) -> None:
     """`history --follow`: each message that arrives after the first view, in the same format:

@@ -34,7 +34,7 @@ def _spinner(look: render.Look, text: str) -> AbstractContextManager[Any]:
 
 
 def _print_result(
-    result: dict[str, Any],
+    result: Mapping[str, Any],
     code: int,
     as_json: bool,
     accepted_text: str | None = None,
