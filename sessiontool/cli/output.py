@@ -113,11 +113,12 @@ def _ids(view: View, look: Look, fields: Sequence[str] | None) -> None:
 
 
 def _text(view: View, look: Look, fields: Sequence[str] | None) -> None:
-    text = view.text(view.data) if view.text is not None else None
-    if text is None:  # nothing for a person: the JSON is all there is
+    if view.text is not None:
+        render.write_out(view.text(view.data))
+    elif view.columns is not None or view.cells is not None:  # a listing: its lines
+        _tsv(view, look, fields)
+    else:  # nothing written for a person: the JSON is all there is
         _json(view, look, fields)
-    elif text:
-        render.write_out(text)
 
 
 class Format:

@@ -1,0 +1,43 @@
+"""cli/output.py, the one output path: which format a command's result is written in is one
+rule for every command (`--json`, `-q`, SESSIONTOOL_OUTPUT_FORMAT, `--fields`, terminal or
+pipe), and SESSIONTOOL_OUTPUT_FORMAT picks any row of its table for every command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import run_cli, run_json
+
+from .test_fixtures import copy_state
+
+
+def test_one_format_for_every_command(tmp_path: Path) -> None:
+    state = copy_state(tmp_path / "state")
+    base = ("--state-dir", str(state))
+    rc, listing = run_json(*base, "list")
+    keys = [r["key"] for r in listing["sessions"]]
+    piped = run_cli(*base, "list").stdout  # the rule: TSV into a pipe
+
+    def out(fmt: str, *args: str) -> str:
+        proc = run_cli(*base, *args, env={"SESSIONTOOL_OUTPUT_FORMAT": fmt})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    table = out("table", "list")  # the terminal's table, into a pipe
+    assert table.splitlines()[0].split()[:3] == ["KEY", "KIND", "CHANNEL"], table
+    assert out("ids", "list").splitlines() == keys
+    assert out("tsv", "list") == out("auto", "list") == out("text", "list") == piped
+    assert json.loads(out("json", "list")) == listing
+    assert json.loads(out("table", "list", "--json")) == listing  # --json still wins
+    assert out("ids", "list", "--fields", "key") == out("ids", "list")  # -q's format
+    # A result that is no listing has no ids: its text, as piped.
+    assert out("ids", "paths") == run_cli(*base, "paths").stdout
+    assert json.loads(out("json", "paths")) == run_json(*base, "paths")[1]
+
+
+def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
+    state = copy_state(tmp_path / "state")
+    proc = run_cli("--state-dir", str(state), "list", env={"SESSIONTOOL_OUTPUT_FORMAT": "xml"})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "unknown output format 'xml' (valid: auto, json, tsv, table, ids, text)" in proc.stderr
