@@ -306,17 +306,10 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
         text=text,
         progress=progress,
     )
-    version = idx.conn.execute("PRAGMA data_version").fetchone()[0]
     by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
     scoped = idx.set_scope(by_id)
     if scope is not None and marks is not None and _snapshot_ok(idx, refs):
-        rows = [
-            (i, r.agent_id, r.key, r.session_id, r.label, int(r.archived)) for i, r in by_id.items()
-        ]
-        paths = {str(r.path): ids.get(str(r.path)) for r in refs}
-        updated = {str(r.path): r.updated for r in refs if r.updated is not None}
-        hot = snapshot.hot_set(idx, paths, updated)
-        idx.keep_snapshot(scope, marks, hot, rows, version)
+        snapshot.keep(idx, scope, marks, refs, ids)
     return Indexed(by_id.get, scoped)
 
 

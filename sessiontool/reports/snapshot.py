@@ -14,7 +14,7 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.state import detect
-from sessiontool.state.index_snap import Hot
+from sessiontool.state.index_snap import Hot, Kept, SnapRow
 from sessiontool.state.search_index import Index
 
 # A transcript written, or whose session was updated, this recently at a full check is hot.
@@ -72,23 +72,22 @@ def scope_key(ctx: Context, agents: list[str], archived: bool, text: bool) -> st
     return hashlib.sha256(orjson.dumps(parts)).hexdigest()
 
 
-def hot_set(idx: Index, paths: dict[str, int | None], updated: dict[str, int]) -> bytes:
-    """The hot transcripts of a full check: `paths` (path → file id, None: no file yet)
-    written or updated (`updated`: the session's updatedAt) within HOT_MS, and every one not
-    there yet."""
-    import orjson
-
-    since_ns = (time.time_ns() // 1_000_000 - HOT_MS) * 1_000_000
-    mtimes = dict(idx.conn.execute("SELECT path, mtime FROM files").fetchall())
+def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, int]) -> None:
+    """Keep the full check of `refs` (SessionRefs; `ids`: path → file id) as the snapshot of
+    `scope`. Hot: those written (mtime) or whose session was updated (updatedAt) within HOT_MS,
+    and every one with no file yet."""
+    version = idx.conn.execute("PRAGMA data_version").fetchone()[0]
+    since_ms = time.time_ns() // 1_000_000 - HOT_MS  # mtimes are the real clock's
+    rows: dict[int, SnapRow] = {}
     hot: list[Hot] = []
-    for path, file_id in paths.items():
-        if (
-            file_id is None
-            or (mtimes.get(path) or 0) >= since_ns
-            or updated.get(path, 0) * 1_000_000 >= since_ns
-        ):
+    for r in refs:
+        path = str(r.path)
+        file_id = ids.get(path)
+        if file_id is not None:
+            rows[file_id] = (file_id, r.agent_id, r.key, r.session_id, r.label, int(r.archived))
+        if file_id is None or (r.updated is not None and r.updated >= since_ms):
             hot.append([file_id, path])
-    return orjson.dumps(hot)
+    idx.keep_snapshot(Kept(scope, marks, list(rows.values()), hot, since_ms * 1_000_000), version)
 
 
 def warm(idx: Index, scope: str, marks: bytes, text: bool) -> tuple[int, int] | None:

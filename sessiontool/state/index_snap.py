@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _TABLES = (
-    "CREATE TABLE IF NOT EXISTS snaps(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, "
-    "markers BLOB NOT NULL, hot BLOB NOT NULL, n INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS snap_refs(snap INTEGER NOT NULL, file_id INTEGER NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS snapshots(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, "
+    "markers BLOB NOT NULL, hot BLOB NOT NULL, n INTEGER NOT NULL, digest BLOB)",
+    "CREATE TABLE IF NOT EXISTS snapshot_refs(snap INTEGER NOT NULL, file_id INTEGER NOT NULL, "
     "agent TEXT NOT NULL, key TEXT, sid TEXT NOT NULL, label TEXT, archived INTEGER NOT NULL, "
     "PRIMARY KEY(snap, file_id)) WITHOUT ROWID",
 )
@@ -41,6 +42,19 @@ SnapRow = tuple[int, str, str | None, str, str | None, int]
 Hot = list[Any]
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A full check to keep: its scope and markers, its files' rows, the transcripts hot for
+    another reason than their mtime (their session's updatedAt; no file yet), and the time
+    (ns) from which an mtime makes a transcript hot."""
+
+    scope: str
+    markers: bytes
+    rows: list[SnapRow]
+    hot: list[Hot]
+    since_ns: int
+
+
 class Snapshots:
     """The snapshot half of `Index` (its base class): needs `conn`."""
 
@@ -50,19 +64,24 @@ class Snapshots:
         """(id, markers, hot, number of files) kept for `scope`, or None."""
         try:
             got = self.conn.execute(
-                "SELECT id, markers, hot, n FROM snaps WHERE scope = ?", (scope,)
+                "SELECT id, markers, hot, n FROM snapshots WHERE scope = ?", (scope,)
             ).fetchone()
         except sqlite3.OperationalError:  # no such table: no snapshot kept yet
             return None
         return None if got is None else (int(got[0]), bytes(got[1]), bytes(got[2]), int(got[3]))
 
-    def keep_snapshot(
-        self, scope: str, markers: bytes, hot: bytes, rows: list[SnapRow], version: int
-    ) -> None:
+    def keep_snapshot(self, snap: Kept, version: int) -> None:
         """Keep a snapshot; best effort (busy: the next full check keeps one). Not when another
         process wrote to the index since `version` (`PRAGMA data_version` after this process's
-        sync): the file ids in `rows` might have changed meanwhile."""
+        sync): the file ids in its rows might have changed meanwhile. The rows of the last
+        snapshot of the scope are kept when they are the same (most store writes change a
+        session's fields, not the list): only the markers and the hot transcripts are new."""
+        import hashlib
+
+        import orjson
+
         c = self.conn
+        digest = hashlib.sha256(orjson.dumps(snap.rows)).digest()
         try:
             c.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:
@@ -73,18 +92,24 @@ class Snapshots:
                 return
             for stmt in _TABLES:
                 c.execute(stmt)
-            self._drop_snaps("WHERE scope = ?", (scope,))
-            cur = c.execute(
-                "INSERT INTO snaps(scope, markers, hot, n) VALUES (?, ?, ?, ?)",
-                (scope, markers, hot, len(rows)),
+            got = c.execute(
+                "SELECT id, digest FROM snapshots WHERE scope = ?", (snap.scope,)
+            ).fetchone()
+            snap_id = (
+                int(got[0]) if got is not None and got[1] == digest else self._insert_snapshot(snap)
             )
-            snap = int(cur.lastrowid or 0)
-            c.executemany(
-                "INSERT OR IGNORE INTO snap_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                ((snap, *r) for r in rows),
-            )
-            self._drop_snaps(
-                f"WHERE id NOT IN (SELECT id FROM snaps ORDER BY id DESC LIMIT {KEEP})"
+            hot = {
+                r[0]: [r[0], r[1]]
+                for r in c.execute(
+                    "SELECT f.id, f.path FROM snapshot_refs s JOIN files f ON f.id = s.file_id "
+                    "WHERE s.snap = ? AND f.mtime >= ?",
+                    (snap_id, snap.since_ns),
+                )
+            }
+            hot_list = list(hot.values()) + [h for h in snap.hot if h[0] not in hot]
+            c.execute(
+                "UPDATE snapshots SET markers = ?, hot = ?, digest = ? WHERE id = ?",
+                (snap.markers, orjson.dumps(hot_list), digest, snap_id),
             )
             c.execute("COMMIT")
         except BaseException:
@@ -92,15 +117,32 @@ class Snapshots:
                 c.execute("ROLLBACK")
             raise
 
+    def _insert_snapshot(self, snap: Kept) -> int:
+        c = self.conn
+        self._drop_snaps("WHERE scope = ?", (snap.scope,))
+        cur = c.execute(
+            "INSERT INTO snapshots(scope, markers, hot, n) VALUES (?, x'', x'', ?)",
+            (snap.scope, len(snap.rows)),
+        )
+        snap_id = int(cur.lastrowid or 0)
+        c.executemany(
+            "INSERT OR IGNORE INTO snapshot_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(snap_id, *r) for r in snap.rows],
+        )
+        self._drop_snaps(
+            f"WHERE id NOT IN (SELECT id FROM snapshots ORDER BY id DESC LIMIT {KEEP})"
+        )
+        return snap_id
+
     def _drop_snaps(self, where: str = "", args: tuple[Any, ...] = ()) -> None:
         c = self.conn
         try:
-            ids = [r[0] for r in c.execute(f"SELECT id FROM snaps {where}", args).fetchall()]
+            ids = [r[0] for r in c.execute(f"SELECT id FROM snapshots {where}", args).fetchall()]
         except sqlite3.OperationalError:  # no such table
             return
         for snap in ids:
-            c.execute("DELETE FROM snap_refs WHERE snap = ?", (snap,))
-            c.execute("DELETE FROM snaps WHERE id = ?", (snap,))
+            c.execute("DELETE FROM snapshot_refs WHERE snap = ?", (snap,))
+            c.execute("DELETE FROM snapshots WHERE id = ?", (snap,))
 
     def hot_changed(self, hot: list[Hot], text: bool) -> list[Path] | None:
         """The hot transcripts that changed since they were indexed (to catch up), or None when
@@ -141,7 +183,7 @@ class Snapshots:
         c.execute("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.scope")
         c.execute(
-            "INSERT INTO temp.scope(id) SELECT file_id FROM snap_refs WHERE snap = ?", (snap,)
+            "INSERT INTO temp.scope(id) SELECT file_id FROM snapshot_refs WHERE snap = ?", (snap,)
         )
         return True
 
@@ -150,7 +192,7 @@ class Snapshots:
     ) -> tuple[str, str | None, str, str | None, int, str] | None:
         """(agent, key, sessionId, label, archived, path) of one file of a snapshot."""
         got = self.conn.execute(
-            "SELECT s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snap_refs s "
+            "SELECT s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snapshot_refs s "
             "JOIN files f ON f.id = s.file_id WHERE s.snap = ? AND s.file_id = ?",
             (snap, file_id),
         ).fetchone()
@@ -160,6 +202,6 @@ class Snapshots:
         """(file id, agent, key, sessionId, label, archived, path) of every file of a snapshot."""
         return self.conn.execute(
             "SELECT s.file_id, s.agent, s.key, s.sid, s.label, s.archived, f.path "
-            "FROM snap_refs s JOIN files f ON f.id = s.file_id WHERE s.snap = ?",
+            "FROM snapshot_refs s JOIN files f ON f.id = s.file_id WHERE s.snap = ?",
             (snap,),
         ).fetchall()
