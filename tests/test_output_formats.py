@@ -36,8 +36,29 @@ def test_one_format_for_every_command(tmp_path: Path) -> None:
     assert json.loads(out("json", "paths")) == run_json(*base, "paths")[1]
 
 
+def test_html_is_one_table_with_every_cell_escaped(tmp_path: Path) -> None:
+    state = copy_state(tmp_path / "state")
+    base = ("--state-dir", str(state))
+    assert run_cli(*base, "label", "main", "<b>x</b> & 'q'").returncode == 0
+    env = {"SESSIONTOOL_OUTPUT_FORMAT": "html"}
+    proc = run_cli(*base, "list", "--fields", "key,label", env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:3] == ["<table>", "<thead><tr><th>key</th><th>label</th></tr>", "</thead>"]
+    assert "<tr><td>main</td><td>&lt;b&gt;x&lt;/b&gt; &amp; &#x27;q&#x27;</td></tr>" in lines
+    assert lines[-1] == "</table>"
+    rc, listing = run_json(*base, "list")
+    assert len([x for x in lines if x.startswith("<tr><td>")]) == listing["count"]
+    # A result without rows writes its lines as the table's rows; only text stays text.
+    paths = run_cli(*base, "paths", env=env).stdout
+    assert f"<tr><td>state dir</td><td>{state}</td></tr>" in paths.splitlines()
+
+
 def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
     state = copy_state(tmp_path / "state")
     proc = run_cli("--state-dir", str(state), "list", env={"SESSIONTOOL_OUTPUT_FORMAT": "xml"})
     assert proc.returncode == 2 and proc.stdout == ""
-    assert "unknown output format 'xml' (valid: auto, json, tsv, table, ids, text)" in proc.stderr
+    assert (
+        "unknown output format 'xml' (valid: auto, json, tsv, table, ids, text, html)"
+        in proc.stderr
+    )

@@ -219,7 +219,7 @@ ENVIRONMENT = [
     (
         "SESSIONTOOL_OUTPUT_FORMAT",
         "One output format for every command's result: json, tsv (also on a terminal), table "
-        "(also piped), ids or text; auto (the default) is each command's rule. "
+        "(also piped), ids, text or html (a table); auto (the default) is each command's rule. "
         "\\fB\\-\\-json\\fR still means JSON.",
     ),
     ("SESSIONTOOL_DEBUG", "1 shows a traceback for internal errors."),

@@ -121,6 +121,32 @@ def _text(view: View, look: Look, fields: Sequence[str] | None) -> None:
         _json(view, look, fields)
 
 
+def _html(view: View, look: Look, fields: Sequence[str] | None) -> None:
+    """A listing (or a result's lines) as one HTML table, every cell escaped; a result that
+    is only text has no table: its text."""
+    import html
+
+    from sessiontool.cli import columns
+
+    if view.columns is not None:
+        spec, default = view.columns()
+        names = list(fields or default)
+        cells: Sequence[Sequence[Any]] = list(columns.rows(spec, names, _rows(view)))
+    elif view.cells is not None:
+        names, cells = [], view.cells(view.data)
+    else:
+        _text(view, look, fields)
+        return
+
+    def row(tag: str, values: Sequence[Any]) -> str:
+        inner = "".join(f"<{tag}>{html.escape(render.tsv([[v]])[:-1])}</{tag}>" for v in values)
+        return f"<tr>{inner}</tr>\n"
+
+    head = f"<thead>{row('th', names)}</thead>\n" if names else ""
+    body = "".join(row("td", r) for r in cells)
+    render.write_out(f"<table>\n{head}<tbody>\n{body}</tbody>\n</table>\n")
+
+
 class Format:
     """One row of FORMATS: its writer, and whether `--fields` applies (it writes columns)."""
 
@@ -138,6 +164,7 @@ FORMATS: dict[str, Format] = {
     "table": Format(_table),
     "ids": Format(_ids),
     "text": Format(_text),
+    "html": Format(_html, columns=True),
 }
 
 
