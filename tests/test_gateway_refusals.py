@@ -1,9 +1,10 @@
-"""What a refused handshake says (wsconnection.refused): a sentence naming what happened and
+"""What a refused handshake says (wsconnection.refused; pairing.refused when a device came): a sentence naming what happened and
 what to run, for the refusals OpenClaw 2026.9.6 sends a device or a shared secret
 (its connect-error detail codes)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sessiontool.openclaw.secrets import Secret
@@ -45,3 +46,31 @@ def test_no_shared_secret_is_a_sentence_and_no_openclaw_json_is_assumed() -> Non
         URL, Secret("token", "x", "config gateway.auth.token"), err("AUTH_TOKEN_MISMATCH")
     )
     assert "check gateway.auth.token in openclaw.json" in (conf.hint or "")
+
+
+def test_a_pairing_request_to_a_gateway_that_asks_no_secret_says_run_again(
+    tmp_path: Path,
+) -> None:
+    """No shared secret to mention (auth mode none): after the approval the next command is
+    let in with the device alone. The request is kept with the device for a later refusal."""
+    from sessiontool.openclaw import device, pairing
+    from sessiontool.state.paths import StatePaths
+
+    paths = StatePaths(tmp_path)
+    asked = frozenset({"operator.read"})
+    e = pairing.refused(URL, None, err("PAIRING_REQUIRED", requestId="r-1"), asked, paths)
+    assert (
+        e.hint
+        == "on the gateway's host run: openclaw devices approve r-1, then run the command again"
+    )
+    assert device.load_or_create(paths).request_for(URL) == "r-1"
+    with_secret = pairing.refused(
+        URL,
+        Secret("token", "x", "env OPENCLAW_GATEWAY_TOKEN"),
+        err("PAIRING_REQUIRED", requestId="r-2"),
+        asked,
+        paths,
+    )
+    assert "again with the shared secret set: it fetches the device token" in (
+        with_secret.hint or ""
+    )

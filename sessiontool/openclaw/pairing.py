@@ -41,10 +41,9 @@ def refused(
     its approval can say so."""
     if device_of is None:
         return _refused(url, secret, exc)
-    paths = device_of
     from sessiontool.openclaw import device
 
-    dev = device.load_or_create(paths)
+    dev = device.load_or_create(device_of)
     details = exc.error.get("details")
     request = details.get("requestId") if isinstance(details, dict) else None
     if exc.detail_code == "PAIRING_REQUIRED" and isinstance(request, str) and request:
@@ -74,11 +73,13 @@ def _pairing_required(
             hint=out.hint,
             extra={**out.extra, "lackingScopes": lacking},
         )
-    if out.hint:
+    if out.hint and secret is not None:
         out.hint += (
             ", then run the command again with the shared secret set: it fetches the device "
             "token, and later commands need no secret"
         )
+    elif out.hint:  # a gateway that asks no secret (auth mode none) lets the device in after
+        out.hint += ", then run the command again"
     return out
 
 
