@@ -1,6 +1,6 @@
-"""What a refused handshake says (wsconnection.refused; pairing.refused when a device came): a sentence naming what happened and
-what to run, for the refusals OpenClaw 2026.9.6 sends a device or a shared secret
-(its connect-error detail codes)."""
+"""What a refused handshake says (wsconnection.refused; pairing.refused when a device came): a
+sentence naming what happened and what to run, for the refusals OpenClaw 2026.9.6 sends a device
+or a shared secret (its connect-error detail codes)."""
 
 from __future__ import annotations
 
