@@ -15,7 +15,7 @@ from tests.helpers import write_config
 
 from .runhelpers import MODULES_PROBE
 
-HEAVY = ("rich", "json5", "websockets", "cryptography", "textual")
+HEAVY = ("rich", "json5", "websockets", "cryptography", "textual", "markupsafe")
 
 
 def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:

@@ -8,35 +8,37 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sessiontool.reports import htmlbase as H
+from sessiontool.reports.htmlbase import Markup
 
-NAV_TOP = '<a href="index.html">All sessions</a><a href="usage.html">Usage</a>'
+NAV_TOP = Markup('<a href="index.html">All sessions</a><a href="usage.html">Usage</a>')
+NO_DATA = Markup('<p class="meta">No data.</p>')
 
 
 def _day(day_no: int) -> str:
     return "(no time)" if day_no < 0 else H.fmt_time(day_no * 86_400_000)[:10]
 
 
-def _key(key: str) -> str:
+def _key(key: str) -> Markup:
     """A session key as HTML that a narrow screen breaks after a colon, not mid-word (a copied
     key stays whole: `<wbr>` adds no character)."""
-    return H.h(key).replace(":", ":<wbr>")
+    return Markup(":<wbr>").join(H.h(key).split(":"))
 
 
-def _reset_note(r: dict[str, Any]) -> str:
+def _reset_note(r: dict[str, Any]) -> Markup:
     """Why a session reset in place shows few messages beside many tokens: its messages are
     counted from the reset, its tokens and cost from the start."""
     if not r.get("reset"):
-        return ""
+        return Markup()
     n = int(r.get("beforeReset") or 0)
     before = (
         f"; tokens and cost include the {n:,} turn{'s' if n != 1 else ''} before it" if n else ""
     )
-    return (
-        f'\n<br><small class="meta">reset {H.fmt_time(r["reset"])}: messages since{before}</small>'
+    return Markup('\n<br><small class="meta">reset {}: messages since{}</small>').format(
+        H.fmt_time(r["reset"]), before
     )
 
 
-def index_page(rows: Sequence[dict[str, Any]]) -> str:
+def index_page(rows: Sequence[dict[str, Any]]) -> Markup:
     """Every session, one table row each; on a phone each row is a card (the style sheet's
     `table.sessions`): the key on its own line, then kind and label, then the figures, each
     named by its `data-label`."""
@@ -45,43 +47,58 @@ def index_page(rows: Sequence[dict[str, Any]]) -> str:
     cost = sum(r["cost"] for r in rows)
     msgs = sum(r["messages"] for r in rows)
     hrefs = {r["key"]: r["href"] for r in rows}
-    header = (
-        f"<nav>{NAV_TOP}</nav><h1>Sessions</h1>"
-        f'<p class="meta">{len(rows):,} sessions · {msgs:,} messages · {tokens:,} tokens · '
-        f"{H.fmt_usd(cost)}</p>"
-    )
+    header = Markup(
+        '<nav>{}</nav><h1>Sessions</h1><p class="meta">{:,} sessions · {:,} messages · '
+        "{:,} tokens · {}</p>"
+    ).format(NAV_TOP, len(rows), msgs, tokens, H.fmt_usd(cost))
     body = [
-        '<table class="sessions"><thead><tr><th>Session</th><th>Kind</th><th>Label</th>'
-        '<th class="n">Last activity (UTC)</th>'
-        '<th class="n">Messages</th><th class="n">Tokens</th><th class="n">Cost</th></tr>'
-        "</thead><tbody>\n"
+        Markup(
+            '<table class="sessions"><thead><tr><th>Session</th><th>Kind</th><th>Label</th>'
+            '<th class="n">Last activity (UTC)</th>'
+            '<th class="n">Messages</th><th class="n">Tokens</th><th class="n">Cost</th></tr>'
+            "</thead><tbody>\n"
+        )
     ]
     for r in rows:
         when = H.fmt_time(r.get("updatedAt") or r.get("last"))
-        parent = ""
+        parent = Markup()
         if r.get("parent"):
             p = _key(r["parent"])
             href = hrefs.get(r["parent"])
-            parent = '\n<br><small class="meta">spawned by ' + (
-                f'<a href="{H.ha(href)}">{p}</a></small>' if href else f"{p}</small>"
+            parent = Markup('\n<br><small class="meta">spawned by {}</small>').format(
+                Markup('<a href="{}">{}</a>').format(H.ha(href), p) if href else p
             )
-        cells = [
-            f'<td class="key"><a href="{H.ha(r["href"])}">{_key(r["key"])}</a>{parent}'
-            f"{_reset_note(r)}</td>",
-            f'<td><span class="kind">{H.h(r["kind"])}</span></td>',
-            f"<td>{H.h(r['label'] or '')}</td>",
-            f'<td class="n">{when}</td>',
-            f'<td class="n" data-label="message{"" if r["messages"] == 1 else "s"}">'
-            f"{r['messages']:,}</td>",
-            f'<td class="n" data-label="tokens">{r["tokens"]:,}</td>',
-            f'<td class="n">{H.fmt_usd(r["cost"])}</td>',
-        ]
         # Cells apart in the source too, so the page's plain text keeps them apart.
-        body.append("<tr>" + "\n".join(cells) + "</tr>\n")
-    body.append("</tbody></table>")
+        body.append(
+            _ROW.format(
+                href=H.ha(r["href"]),
+                key=_key(r["key"]),
+                parent=parent,
+                reset=_reset_note(r),
+                kind=H.h(r["kind"]),
+                label=H.h(r["label"] or ""),
+                when=when,
+                s="" if r["messages"] == 1 else "s",
+                messages=r["messages"],
+                tokens=r["tokens"],
+                cost=H.fmt_usd(r["cost"]),
+            )
+        )
+    body.append(Markup("</tbody></table>"))
     if not rows:
-        body.append('<p class="meta">No sessions.</p>')
+        body.append(Markup('<p class="meta">No sessions.</p>'))
     return H.page("Sessions", header, body, main_class="wide")
+
+
+_ROW = Markup(
+    '<tr><td class="key"><a href="{href}">{key}</a>{parent}{reset}</td>\n'
+    '<td><span class="kind">{kind}</span></td>\n'
+    "<td>{label}</td>\n"
+    '<td class="n">{when}</td>\n'
+    '<td class="n" data-label="message{s}">{messages:,}</td>\n'
+    '<td class="n" data-label="tokens">{tokens:,}</td>\n'
+    '<td class="n">{cost}</td></tr>\n'
+)
 
 
 # -- charts -----------------------------------------------------------------------------------
@@ -92,11 +109,11 @@ def bar_chart(
     series: Sequence[Sequence[float]],
     names: Sequence[str],
     fmt: Callable[[float], str],
-) -> str:
+) -> Markup:
     """Vertical bars, one per label, each stacking `series` (at most two, `b` then `b2`)."""
     n = len(labels)
     if n == 0:
-        return '<p class="meta">No data.</p>'
+        return NO_DATA
     totals = [sum(s[i] for s in series) for i in range(n)]
     top = max(totals) or 1.0
     left, bottom, plot_h = 64, 34, 170
@@ -104,14 +121,17 @@ def bar_chart(
     width = int(left + step * n + 10)
     height = plot_h + bottom + 10
     out = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="{H.ha(" and ".join(names))}">'
+        Markup(
+            '<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{label}">'
+        ).format(w=width, h=height, label=H.ha(" and ".join(names)))
     ]
     for frac in (0.0, 0.5, 1.0):
         y = 10 + plot_h * (1 - frac)
         out.append(
-            f'<line class="g" x1="{left}" x2="{width - 4}" y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{H.ha(fmt(top * frac))}</text>'
+            Markup(
+                '<line class="g" x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}"/>'
+                '<text x="{}" y="{:.1f}" text-anchor="end">{}</text>'
+            ).format(left, width - 4, y, y, left - 6, y + 4, H.ha(fmt(top * frac)))
         )
     every = max(1, round(n / 12))
     bw = step * 0.72
@@ -128,43 +148,68 @@ def bar_chart(
                 continue
             y0 -= hgt
             out.append(
-                f'<rect class="{"b" if k == 0 else "b2"}" x="{x:.1f}" y="{y0:.1f}" width="{bw:.1f}" '
-                f'height="{hgt:.1f}" rx="2"><title>{tip}</title></rect>'
+                Markup(
+                    '<rect class="{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" rx="2">'
+                    "<title>{}</title></rect>"
+                ).format("b" if k == 0 else "b2", x, y0, bw, hgt, tip)
             )
         if i % every == 0:
             out.append(
-                f'<text x="{x + bw / 2:.1f}" y="{10 + plot_h + 16}" text-anchor="middle">'
-                f"{H.ha(label[5:] if len(label) == 10 else label)}</text>"
+                Markup('<text x="{:.1f}" y="{}" text-anchor="middle">{}</text>').format(
+                    x + bw / 2, 10 + plot_h + 16, H.ha(label[5:] if len(label) == 10 else label)
+                )
             )
-    out.append("</svg>")
-    legend = " ".join(
-        f'<span class="sw {"b" if k == 0 else "b2"}"></span> {H.ha(nm)}'
+    out.append(Markup("</svg>"))
+    legend = Markup(" ").join(
+        Markup('<span class="sw {}"></span> {}').format("b" if k == 0 else "b2", H.ha(nm))
         for k, nm in enumerate(names)
     )
-    return "".join(out) + (f'<p class="legend">{legend}</p>' if len(names) > 1 else "")
+    return Markup("").join(out) + (
+        Markup('<p class="legend">{}</p>').format(legend) if len(names) > 1 else ""
+    )
 
 
-def hbar_chart(labels: Sequence[str], values: Sequence[float], fmt: Callable[[float], str]) -> str:
+def hbar_chart(
+    labels: Sequence[str], values: Sequence[float], fmt: Callable[[float], str]
+) -> Markup:
     """Horizontal bars, one row per label (models: long names read better across)."""
     if not labels:
-        return '<p class="meta">No data.</p>'
+        return NO_DATA
     top = max(values) or 1.0
     label_w, bar_w, row = 230, 420, 24
     width = label_w + bar_w + 110
     height = row * len(labels) + 6
-    out = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">']
+    out = [
+        Markup('<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">').format(
+            w=width, h=height
+        )
+    ]
     for i, (label, v) in enumerate(zip(labels, values, strict=True)):
         y = 3 + row * i
         w = bar_w * v / top
         shown = label if len(label) <= 34 else label[:33] + "…"
         out.append(
-            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{H.ha(shown)}</text>'
-            f'<rect class="b" x="{label_w}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row - 8}" '
-            f'rx="2"><title>{H.ha(f"{label}: {fmt(v)}")}</title></rect>'
-            f'<text x="{label_w + max(w, 1) + 6:.1f}" y="{y + 15}">{H.ha(fmt(v))}</text>'
+            Markup(
+                '<text x="{}" y="{}" text-anchor="end">{}</text>'
+                '<rect class="b" x="{}" y="{}" width="{:.1f}" height="{}" '
+                'rx="2"><title>{}</title></rect>'
+                '<text x="{:.1f}" y="{}">{}</text>'
+            ).format(
+                label_w - 8,
+                y + 15,
+                H.ha(shown),
+                label_w,
+                y + 3,
+                max(w, 1),
+                row - 8,
+                H.ha(f"{label}: {fmt(v)}"),
+                label_w + max(w, 1) + 6,
+                y + 15,
+                H.ha(fmt(v)),
+            )
         )
-    out.append("</svg>")
-    return "".join(out)
+    out.append(Markup("</svg>"))
+    return Markup("").join(out)
 
 
 def _short_count(v: float) -> str:
@@ -179,7 +224,7 @@ def _short_usd(v: float) -> str:
     return f"${v:.2f}" if v >= 0.1 or v == 0 else f"${v:.4f}"
 
 
-def usage_page(rows: Sequence[dict[str, Any]]) -> str:
+def usage_page(rows: Sequence[dict[str, Any]]) -> Markup:
     days: dict[int, list[float]] = {}
     models: dict[str, list[float]] = {}
     for r in rows:
@@ -196,51 +241,53 @@ def usage_page(rows: Sequence[dict[str, Any]]) -> str:
     model_keys = sorted(models, key=lambda k: (-models[k][2], -(models[k][0] + models[k][1]), k))
     total_tokens = sum(v[0] + v[1] for v in days.values())
     total_cost = sum(v[2] for v in days.values())
-    header = (
-        f"<nav>{NAV_TOP}</nav><h1>Usage</h1>"
-        f'<p class="meta">{len(rows):,} sessions · {total_tokens:,} tokens · '
-        f"{H.fmt_usd(total_cost)}</p>"
-    )
-    no_cost = (
+    header = Markup(
+        '<nav>{}</nav><h1>Usage</h1><p class="meta">{:,} sessions · {:,} tokens · {}</p>'
+    ).format(NAV_TOP, len(rows), total_tokens, H.fmt_usd(total_cost))
+    no_cost = Markup(
         '<p class="meta">No cost: no price is configured for these models '
         "(models.providers.*.models[].cost) and the transcripts recorded none.</p>"
     )
     body = [
-        "<h2>Cost per day (USD)</h2>",
+        Markup("<h2>Cost per day (USD)</h2>"),
         bar_chart(day_labels, [[days[d][2] for d in day_keys]], ["cost"], _short_usd)
         if total_cost > 0
         else no_cost,
-        "<h2>Tokens per day</h2>",
+        Markup("<h2>Tokens per day</h2>"),
         bar_chart(
             day_labels,
             [[days[d][0] for d in day_keys], [days[d][1] for d in day_keys]],
             ["input + output", "cache read + write"],
             _short_count,
         ),
-        "<h2>Cost per model (USD)</h2>",
+        Markup("<h2>Cost per model (USD)</h2>"),
         hbar_chart(model_keys, [models[m][2] for m in model_keys], _short_usd)
         if total_cost > 0
         else no_cost,
-        "<h2>Tokens per model</h2>",
+        Markup("<h2>Tokens per model</h2>"),
         hbar_chart(model_keys, [models[m][0] + models[m][1] for m in model_keys], _short_count),
-        "<h2>Per day</h2>",
+        Markup("<h2>Per day</h2>"),
         _table("Day (UTC)", [(lbl, days[d]) for lbl, d in zip(day_labels, day_keys, strict=True)]),
-        "<h2>Per model</h2>",
+        Markup("<h2>Per model</h2>"),
         _table("Model", [(m, models[m]) for m in model_keys]),
     ]
     return H.page("Usage", header, body, main_class="wide")
 
 
-def _table(first: str, rows: Sequence[tuple[str, list[float]]]) -> str:
+def _table(first: str, rows: Sequence[tuple[str, list[float]]]) -> Markup:
     out = [
-        f'<table><thead><tr><th>{H.h(first)}</th><th class="n">Turns</th>'
-        '<th class="n">Input + output</th><th class="n">Cache</th><th class="n">Cost</th></tr>'
-        "</thead><tbody>"
+        Markup(
+            '<table><thead><tr><th>{}</th><th class="n">Turns</th>'
+            '<th class="n">Input + output</th><th class="n">Cache</th><th class="n">Cost</th></tr>'
+            "</thead><tbody>"
+        ).format(H.h(first))
     ]
     for name, (io, cache, cost, turns) in rows:
         out.append(
-            f'<tr><td>{H.h(name)}</td><td class="n">{int(turns):,}</td><td class="n">{int(io):,}</td>'
-            f'<td class="n">{int(cache):,}</td><td class="n">{H.fmt_usd(cost)}</td></tr>'
+            Markup(
+                '<tr><td>{}</td><td class="n">{:,}</td><td class="n">{:,}</td>'
+                '<td class="n">{:,}</td><td class="n">{}</td></tr>'
+            ).format(H.h(name), int(turns), int(io), int(cache), H.fmt_usd(cost))
         )
-    out.append("</tbody></table>")
-    return "".join(out)
+    out.append(Markup("</tbody></table>"))
+    return Markup("").join(out)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sessiontool.protocol import is_delivery_mirror
-from sessiontool.reports.htmlbase import fmt_time, fmt_usd, h, ha, page
+from sessiontool.reports.htmlbase import Markup, fill, fmt_time, fmt_usd, h, ha, join, page
 
 Message = dict[str, Any]
 LinkFor = Callable[[str], str | None]  # a session key as a transcript names it → href or None
@@ -67,10 +67,10 @@ def model_name(msg: Message) -> str:
 # -- message pieces ---------------------------------------------------------------------------
 
 
-def _text_block(text: str) -> str:
+def _text_block(text: str) -> Markup:
     """Text as a pre-wrapped paragraph; past a screenful the rest is folded."""
     if len(text) <= FOLD_CHARS and text.count("\n") < FOLD_LINES:
-        return f"<p>{h(text)}</p>"
+        return fill(Markup("<p>{}</p>"), h(text))
     lines = text.split("\n")
     head = "\n".join(lines[:FOLD_KEEP])
     if len(head) > FOLD_CHARS:
@@ -80,28 +80,42 @@ def _text_block(text: str) -> str:
         rest = rest[1:]
     more = rest.rstrip("\n").count("\n") + 1  # 80 lines, 20 shown: "60 more lines"
     label = f"{more:,} more lines" if more > 1 else f"{len(rest):,} more characters"
-    return f'<p>{h(head)}</p><details class="more"><summary>{label}</summary><p>{h(rest)}</p></details>'
+    return fill(
+        Markup('<p>{}</p><details class="more"><summary>{}</summary><p>{}</p></details>'),
+        h(head),
+        label,
+        h(rest),
+    )
 
 
-def _markdown_block(text: str) -> str:
+def _markdown_block(text: str) -> Markup:
     """A model's text with its Markdown rendered (reports/markdown.py); past a screenful the rest
     is folded between two blocks. One huge line or block that cannot be cut is folded as plain
     text when it is very long, else shown whole (a code block scrolls)."""
     from sessiontool.reports import markdown
 
+    # markdown.py's HTML is escaped there (its module docstring): marked Markup here, unread.
     if len(text) <= FOLD_CHARS and text.count("\n") < FOLD_LINES:
-        return f'<div class="md">{markdown.render(text)}</div>'
+        return fill(_MD, Markup(markdown.render(text)))
     folded = markdown.fold(text, FOLD_KEEP)
     if folded is None:
         if len(text) > 10 * FOLD_CHARS:
             return _text_block(text)
-        return f'<div class="md">{markdown.render(text)}</div>'
+        return fill(_MD, Markup(markdown.render(text)))
     head, rest, hidden = folded
     label = f"{hidden:,} more line{'s' if hidden > 1 else ''}"
-    return (
-        f'<div class="md">{head}</div><details class="more"><summary>{label}</summary>'
-        f'<div class="md">{rest}</div></details>'
+    return fill(
+        Markup(
+            '<div class="md">{}</div><details class="more"><summary>{}</summary>'
+            '<div class="md">{}</div></details>'
+        ),
+        Markup(head),
+        label,
+        Markup(rest),
     )
+
+
+_MD = Markup('<div class="md">{}</div>')
 
 
 def _one_line(text: str, n: int = SUMMARY_CHARS) -> str:
@@ -129,25 +143,34 @@ def _session_refs(v: Any) -> list[str]:
     return out
 
 
-def _links(refs: Iterable[str], link_for: LinkFor | None) -> str:
+def _links(refs: Iterable[str], link_for: LinkFor | None) -> Markup:
     if link_for is None:
-        return ""
+        return Markup()
     out = []
     for r in refs:
         href = link_for(r)
         if href is not None:
-            out.append(f'<a href="{ha(href)}">{h(r)}</a>')
-    return (" → " + " ".join(out)) if out else ""
+            out.append(fill(_LINK, ha(href), h(r)))
+    return fill(Markup(" → {}"), join(Markup(" "), out)) if out else Markup()
 
 
-def _tool_call(b: dict[str, Any], link_for: LinkFor | None) -> str:
+_LINK = Markup('<a href="{}">{}</a>')
+
+
+def _tool_call(b: dict[str, Any], link_for: LinkFor | None) -> Markup:
     args = b.get("arguments", {})
     name = h(str(b.get("name", "?")))
     line = json.dumps(args, ensure_ascii=False) if isinstance(args, dict | list) else str(args)
     short = _one_line(line, 80)
-    return (
-        f'<details class="tc"><summary><b>call</b> <code>{name}</code> <code>{h(short)}</code>'
-        f"{_links(_session_refs(args), link_for)}</summary><pre>{h(_json_text(args))}</pre></details>"
+    return fill(
+        Markup(
+            '<details class="tc"><summary><b>call</b> <code>{}</code> <code>{}</code>'
+            "{}</summary><pre>{}</pre></details>"
+        ),
+        name,
+        h(short),
+        _links(_session_refs(args), link_for),
+        h(_json_text(args)),
     )
 
 
@@ -164,19 +187,26 @@ def _blocks_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-def _result(name: str, text: str, error: bool, refs: list[str], link_for: LinkFor | None) -> str:
+def _result(name: str, text: str, error: bool, refs: list[str], link_for: LinkFor | None) -> Markup:
     n = text.count("\n") + 1 if text else 0
     size = f"{n:,} lines" if n > 1 else (f"{len(text):,} chars" if text else "empty")
     cls = "tr err" if error else "tr"
     what = "error" if error else "result"
-    return (
-        f'<details class="{cls}"><summary><b>{what}</b> <code>{h(name)}</code> '
-        f"{h(_one_line(text, 80)) if n <= 1 else size}{_links(refs, link_for)}"
-        f"</summary><pre>{h(text)}</pre></details>"
+    return fill(
+        Markup(
+            '<details class="{}"><summary><b>{}</b> <code>{}</code> {}{}</summary><pre>{}</pre>'
+            "</details>"
+        ),
+        cls,
+        what,
+        h(name),
+        h(_one_line(text, 80)) if n <= 1 else size,
+        _links(refs, link_for),
+        h(text),
     )
 
 
-def _body(msg: Message, link_for: LinkFor | None) -> str:
+def _body(msg: Message, link_for: LinkFor | None) -> Markup:
     role = msg.get("role")
     content = msg.get("content")
     if role == "toolResult":
@@ -202,10 +232,10 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
         return _text_block(text)
     # A model writes Markdown; people and tools write text that may only look like it.
     prose = _markdown_block if role == "assistant" else _text_block
+    out: list[Markup] = []
     if isinstance(content, str):
         out = [prose(content)] if content else []
     else:
-        out = []
         for b in content if isinstance(content, list) else ():
             if not isinstance(b, dict):
                 continue
@@ -213,15 +243,13 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
             if t == "text" and isinstance(b.get("text"), str):
                 out.append(prose(b["text"]))
             elif t == "thinking" and isinstance(b.get("thinking"), str):
-                out.append(
-                    '<details class="th"><summary><b>thinking</b></summary>'
-                    + prose(b["thinking"])
-                    + "</details>"
-                )
+                out.append(fill(_THINKING, prose(b["thinking"])))
             elif t == "toolCall":
                 out.append(_tool_call(b, link_for))
             elif t == "image":
-                out.append(f'<p class="img">[image {h(str(b.get("mimeType", "")))}]</p>')
+                out.append(
+                    fill(Markup('<p class="img">[image {}]</p>'), h(str(b.get("mimeType", ""))))
+                )
         if not out and isinstance(msg.get("text"), str):
             out.append(prose(msg["text"]))
     reason = msg.get("stopReason")
@@ -229,9 +257,16 @@ def _body(msg: Message, link_for: LinkFor | None) -> str:
         err = msg.get("errorMessage")
         detail = err.strip() if isinstance(err, str) and err.strip() else "(no message)"
         out.append(
-            f'<p class="fail">[{"aborted" if reason == "aborted" else "error"}: {h(detail)}]</p>'
+            fill(
+                Markup('<p class="fail">[{}: {}]</p>'),
+                "aborted" if reason == "aborted" else "error",
+                h(detail),
+            )
         )
-    return "".join(out) if out else '<p class="empty">(empty)</p>'
+    return join(Markup(""), out) if out else Markup('<p class="empty">(empty)</p>')
+
+
+_THINKING = Markup('<details class="th"><summary><b>thinking</b></summary>{}</details>')
 
 
 # The Stats line of a sub-agent's announce (flow/announce.py, OpenClaw's format): a Clawdbot-era
@@ -265,14 +300,16 @@ _ROLE_CLASS = {"user": "user", "assistant": "asst", "toolResult": "tool", "syste
 _ROLE_LABEL = {"toolResult": "tool", "custom": "tool (nested)"}
 
 
-def message_html(i: int, msg: Message, link_for: LinkFor | None, price_for: PriceFor | None) -> str:
+def message_html(
+    i: int, msg: Message, link_for: LinkFor | None, price_for: PriceFor | None
+) -> Markup:
     role = str(msg.get("role", "?"))
     ts = fmt_time(msg.get("timestamp"))
     if is_reset(msg):
-        return f'<div class="reset" id="m{i}"><span>Reset · {ts}</span></div>'
+        return fill(Markup('<div class="reset" id="m{}"><span>Reset · {}</span></div>'), i, ts)
     cls = _ROLE_CLASS.get(role, "other")
     label = _ROLE_LABEL.get(role, role)
-    meta = ""
+    meta = Markup()
     u = turn_usage(msg, price_for)
     if u is not None:
         ii, o, cr, cw, cost = u
@@ -283,31 +320,40 @@ def message_html(i: int, msg: Message, link_for: LinkFor | None, price_for: Pric
             bits.append(f"{cw:,} cache write")
         if cost:
             bits.append(fmt_usd(cost))
-        meta = f"<small>{' · '.join(bits)}</small>"
+        meta = fill(Markup("<small>{}</small>"), join(Markup(" · "), bits))
     src, via = _origin(msg)
-    origin = ""
+    origin = Markup()
     if src is not None:
         cls += " inter"
         href = link_for(src) if link_for is not None else None
-        who = f'<a href="{ha(href)}">{h(src)}</a>' if href else f"<code>{h(src)}</code>"
-        origin = f'<p class="from">from {who}{" via " + h(via) if via else ""}</p>'
-    return (
-        f'<article class="m {cls}" id="m{i}"><h3>{h(label)}<time>{ts}</time>{meta}</h3>'
-        f"{origin}{_body(msg, link_for)}</article>"
-    )
+        who = fill(_LINK, ha(href), h(src)) if href else fill(Markup("<code>{}</code>"), h(src))
+        origin = fill(
+            Markup('<p class="from">from {}{}</p>'),
+            who,
+            fill(Markup(" via {}"), h(via)) if via else "",
+        )
+    return fill(_ARTICLE, cls, i, h(label), ts, meta, origin, _body(msg, link_for))
 
 
-def mirror_html(i: int, msg: Message, session_key: str, repeats: bool) -> str:
+_ARTICLE = Markup('<article class="m {}" id="m{}"><h3>{}<time>{}</time>{}</h3>{}{}</article>')
+
+
+def mirror_html(i: int, msg: Message, session_key: str, repeats: bool) -> Markup:
     """A delivery mirror as a small mark under the reply it posted (sessions/mirrors.py); its
     text only when it is not that reply's."""
     from sessiontool.sessions import mirrors
 
     ts = fmt_time(msg.get("timestamp"))
-    note = f"↳ {h(mirrors.mark(session_key))} · <time>{ts}</time>"
+    note = fill(Markup("↳ {} · <time>{}</time>"), h(mirrors.mark(session_key)), ts)
     if repeats:
-        return f'<div class="dlv" id="m{i}"><p>{note} · the reply above</p></div>'
+        return fill(Markup('<div class="dlv" id="m{}"><p>{} · the reply above</p></div>'), i, note)
     text = _blocks_text(msg.get("content"))
-    return f'<div class="dlv" id="m{i}"><p>{note}</p>{_markdown_block(text) if text else ""}</div>'
+    return fill(
+        Markup('<div class="dlv" id="m{}"><p>{}</p>{}</div>'),
+        i,
+        note,
+        _markdown_block(text) if text else "",
+    )
 
 
 # -- the page ---------------------------------------------------------------------------------
@@ -317,33 +363,34 @@ def transcript_page(
     key: str,
     messages: Sequence[Message],
     *,
-    facts: Sequence[str] = (),
-    nav: str = "",
-    related: str = "",
+    facts: Sequence[Markup] = (),
+    nav: Markup = Markup(),
+    related: Markup = Markup(),
     link_for: LinkFor | None = None,
     price_for: PriceFor | None = None,
-) -> str:
+) -> Markup:
     """One session's page. `facts` are short HTML pieces for the header line, `nav` the links
     above the title, `related` HTML shown above the conversation (spawn parent / children)."""
     first = fmt_time(messages[0].get("timestamp")) if messages else ""
     last = fmt_time(messages[-1].get("timestamp")) if messages else ""
-    parts = [*facts, f"{len(messages):,} messages"]
+    parts: list[Markup | str] = [*facts, f"{len(messages):,} messages"]
     if first:
         parts.append(f"{first} – {last} UTC")
-    header = (
-        (f"<nav>{nav}</nav>" if nav else "")
-        + f"<h1>{h(key)}</h1>"
-        + f'<p class="meta">{" · ".join(parts)}</p>'
+    header = fill(
+        Markup('{}<h1>{}</h1><p class="meta">{}</p>'),
+        fill(Markup("<nav>{}</nav>"), nav) if nav else "",
+        h(key),
+        join(Markup(" · "), parts),
     )
-    body: list[str] = [related] if related else []
-    nl = "\n"
+    body: list[Markup] = [related] if related else []
+    nl = Markup("\n")
     for i, m in enumerate(messages):
         if is_delivery_mirror(m):
             from sessiontool.sessions.mirrors import repeats_reply
 
-            body.append(mirror_html(i, m, key, repeats_reply(messages, i)) + nl)
+            body += (mirror_html(i, m, key, repeats_reply(messages, i)), nl)
         else:
-            body.append(message_html(i, m, link_for, price_for) + nl)
+            body += (message_html(i, m, link_for, price_for), nl)
     if not messages:
-        body.append('<p class="meta">No messages.</p>')
+        body.append(Markup('<p class="meta">No messages.</p>'))
     return page(key, header, body)

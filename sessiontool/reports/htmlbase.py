@@ -6,7 +6,13 @@ Self-contained: the style is inline, there is no script, font or image to fetch,
 Content-Security-Policy meta tag forbids loading anything, so a page reads the same offline,
 attached to a ticket or opened years later. A transcript can hold any text (a pasted web page, a
 tool's raw output, terminal escapes): every piece of it goes through `h`, which escapes markup and
-shows control characters as visible escapes, so nothing in it runs or breaks the page."""
+shows control characters as visible escapes, so nothing in it runs or breaks the page.
+
+Escaping is a type (docs/decisions.md): `h` and `ha` return markupsafe's `Markup`, fragments are
+built as `Markup` (`Markup(template).format(...)`, `Markup("").join(...)`), and those escape any
+plain `str` handed to them, so a text that skipped `h` comes out escaped, never as markup.
+markupsafe is imported here, and this module only on the HTML path (site.py and html.py are
+imported inside the functions that write HTML; tests/test_startup.py checks `list`)."""
 
 from __future__ import annotations
 
@@ -14,6 +20,10 @@ import re
 import time
 from collections.abc import Iterable
 from typing import Any
+
+# The other HTML modules take Markup from here (only this module imports markupsafe).
+from markupsafe import Markup as Markup
+from markupsafe import escape
 
 # C0/C1 controls, lone surrogates and non-characters: shown as symbols, never emitted raw (a NUL
 # or an ESC in a page is at best invisible and at worst read as something else).
@@ -30,20 +40,50 @@ def visible(m: re.Match[str]) -> str:
     return f'<span class="c">{shown}</span>'
 
 
-def ha(text: str) -> str:
+# The hot path of a transcript page (some ten fragments per message, bench/cases_html.py) makes
+# its Markup without Markup.__new__'s checks (`_mk(Markup, s)`): only for a str just escaped or
+# just built from Markup and escaped pieces.
+_mk = str.__new__
+_format = str.format
+_join = str.join
+_SAFE = (Markup, int, float)
+
+
+def _esc(a: Any) -> str:
+    """markupsafe.escape's text, without making it a Markup (it is formatted in at once)."""
+    if type(a) is str:
+        t: str = a.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+        return t.replace("'", "&#39;").replace('"', "&#34;")
+    return str(escape(a))
+
+
+def fill(template: Markup, *args: Any) -> Markup:
+    """`template.format(*args)` as Markup.format does it (a plain str escaped, Markup kept; a
+    number as it is, so `{:,}` works), at a third of its cost."""
+    return _mk(Markup, _format(template, *[a if isinstance(a, _SAFE) else _esc(a) for a in args]))
+
+
+def join(sep: Markup, items: Iterable[Any]) -> Markup:
+    """`sep.join(items)` as Markup.join does it (a plain str escaped), without copying the
+    Markup items."""
+    return _mk(Markup, _join(sep, [a if isinstance(a, Markup) else _esc(a) for a in items]))
+
+
+def ha(text: str) -> Markup:
     """Text for a double-quoted attribute (no markup: control characters as U+FFFD)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return UNSAFE.sub("\ufffd", text.replace('"', "&quot;"))
+    return _mk(Markup, UNSAFE.sub("\ufffd", text.replace('"', "&quot;")))
 
 
-def h(text: str) -> str:
-    """Text for an element's content (`ha` for an attribute)."""
+def h(text: str) -> Markup:
+    """Text for an element's content (`ha` for an attribute: `h` leaves quotes as they are, so
+    its result belongs between tags only)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     if UNSAFE.search(text):
         text = UNSAFE.sub(visible, text)
-    return text
+    return _mk(Markup, text)
 
 
 def fmt_time(ms: Any) -> str:
@@ -156,19 +196,26 @@ svg .g{stroke:var(--line)}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
-def page(title: str, header: str, body: Iterable[str], *, main_class: str = "") -> str:
-    """A whole document; `header` and `body` are already HTML, `title` is text."""
-    cls = f' class="{main_class}"' if main_class else ""
-    return "".join(
-        [
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-            '<meta name="referrer" content="no-referrer">'
-            f"<title>{ha(title)}</title><style>{CSS}</style></head>\n<body>"
-            f'<header class="top{" wide" if main_class == "wide" else ""}">{header}</header>\n'
-            f"<main{cls}>\n",
-            *body,
-            "</main></body></html>\n",
-        ]
+_HEAD = Markup(
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    '<meta name="viewport" content="width=device-width,initial-scale=1">'
+    f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+    '<meta name="referrer" content="no-referrer">'
+)
+
+
+def page(title: str, header: Markup, body: Iterable[Markup], *, main_class: str = "") -> Markup:
+    """A whole document; `header` and `body` are HTML (a plain str among them is escaped),
+    `title` is text."""
+    top = Markup(
+        "{head}<title>{title}</title><style>{css}</style></head>\n<body>"
+        '<header class="top{wide}">{header}</header>\n<main{cls}>\n'
+    ).format(
+        head=_HEAD,
+        title=ha(title),
+        css=Markup(CSS),
+        wide=" wide" if main_class == "wide" else "",
+        header=header,
+        cls=Markup(' class="{}"').format(main_class) if main_class else "",
     )
+    return join(Markup(""), [top, *body, Markup("</main></body></html>\n")])

@@ -97,6 +97,10 @@ def _plain(text: str) -> str:
 
 
 def _finish(html: str) -> str:
+    """HTML safe to put in a page as it is: markdown-it escapes the text it renders (raw HTML
+    is off), the rules above escape theirs with `h` and `ha`, and `_plain` escapes before it
+    adds tags. A plain str (a Markup's own str methods escape their arguments); html.py marks
+    it `Markup` where it takes it."""
     return UNSAFE.sub(visible, html) if UNSAFE.search(html) else html
 
 

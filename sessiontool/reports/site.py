@@ -25,6 +25,7 @@ from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.reports import html as H
 from sessiontool.reports import htmlbase as B
+from sessiontool.reports.htmlbase import Markup
 from sessiontool.state import keys
 from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name
@@ -38,30 +39,35 @@ SITE_PAGES = ("index.html", "usage.html")  # beside the manifest and s/, in ever
 DAY_MS = 86_400_000
 
 
-def _facts(ctx: Context, agent_id: str, full_key: str, entry: dict[str, Any]) -> list[str]:
+def _facts(ctx: Context, agent_id: str, full_key: str, entry: dict[str, Any]) -> list[Markup]:
     kind = keys.kind_of(full_key, entry, ctx.config.main_key)
-    out = [f"agent {B.h(agent_id)}", f'<span class="kind">{B.h(kind)}</span>']
+    out = [
+        Markup("agent {}").format(B.h(agent_id)),
+        Markup('<span class="kind">{}</span>').format(B.h(kind)),
+    ]
     for name in ("label", "model"):
         v = entry.get(name)
         if isinstance(v, str) and v:
             out.append(B.h(v))
     sid = entry.get("sessionId")
     if isinstance(sid, str):
-        out.append(f"<code>{B.h(sid)}</code>")
+        out.append(Markup("<code>{}</code>").format(B.h(sid)))
     return out
 
 
 def standalone_page(ctx: Context, hist: History) -> str:
     """`history KEY --format html`: the page on its own (the sessions it names are not linked:
-    there is no page of theirs beside it)."""
+    there is no page of theirs beside it). A plain str: the output code handles text."""
     from sessiontool.reports.usage import cost_function
 
     r = hist.resolved
-    return H.transcript_page(
-        hist.session_key,
-        hist.messages,
-        facts=_facts(ctx, r.agent_id, r.key, r.entry or {}),
-        price_for=cost_function(ctx),
+    return str(
+        H.transcript_page(
+            hist.session_key,
+            hist.messages,
+            facts=_facts(ctx, r.agent_id, r.key, r.entry or {}),
+            price_for=cost_function(ctx),
+        )
     )
 
 
@@ -313,7 +319,7 @@ def _session_page(
         full_key,
         messages,
         facts=_facts(ctx, agent_id, full_key, entry),
-        nav='<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>',
+        nav=Markup('<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>'),
         related=_related(ctx, full_key, parents, children, files),
         link_for=link_for,
         price_for=price_for,
@@ -331,19 +337,23 @@ def _related(
     parents: dict[str, str],
     children: dict[str, list[str]],
     files: dict[str, str],
-) -> str:
-    def link(k: str) -> str:
+) -> Markup:
+    def link(k: str) -> Markup:
         f = files.get(k)
-        return f'<a href="{B.ha(f)}">{B.h(k)}</a>' if f else f"<code>{B.h(k)}</code>"
+        if f:
+            return Markup('<a href="{}">{}</a>').format(B.ha(f), B.h(k))
+        return Markup("<code>{}</code>").format(B.h(k))
 
     parts = []
     p = parents.get(full_key)
     if p is not None:
-        parts.append(f"Spawned by {link(p)}")
+        parts.append(Markup("Spawned by {}").format(link(p)))
     kids = children.get(full_key)
     if kids:
-        parts.append("Spawned " + ", ".join(link(k) for k in kids))
-    return f'<p class="from rel">{" · ".join(parts)}</p>' if parts else ""
+        parts.append(Markup("Spawned {}").format(Markup(", ").join(link(k) for k in kids)))
+    if not parts:
+        return Markup()
+    return Markup('<p class="from rel">{}</p>').format(Markup(" · ").join(parts))
 
 
 def _number(v: Any) -> int | float | None:
