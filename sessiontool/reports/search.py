@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from sessiontool import diag
 from sessiontool.context import Context
@@ -21,6 +21,18 @@ from sessiontool.errors import UsageError
 from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
 from sessiontool.state import search_index as si
+
+if TYPE_CHECKING:  # for types only
+    from typing import TypedDict
+
+    class SearchResult(TypedDict):
+        """What `search` returns; `--json` writes it as is (hits best first)."""
+
+        query: str
+        engine: str
+        count: int
+        hits: list[dict[str, Any]]
+
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
@@ -346,7 +358,7 @@ def search(
     limit: int = DEFAULT_LIMIT,
     include_archived: bool = False,
     progress: si.Progress | None = None,
-) -> dict[str, Any]:
+) -> SearchResult:
     if limit < 1:
         raise UsageError("--limit must be at least 1")
     limit = min(limit, MAX_LIMIT)
@@ -393,7 +405,8 @@ def search(
         if score is not None:
             hit["score"] = round(-float(score), 4)
         hits.append(hit)
-    return {"query": query, "engine": engine, "count": len(hits), "hits": hits}
+    result: SearchResult = {"query": query, "engine": engine, "count": len(hits), "hits": hits}
+    return result
 
 
 def _filters(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
@@ -21,6 +21,23 @@ from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
 from sessiontool.state import search_index as si
 from sessiontool.state.index_db import each_turns
+
+if TYPE_CHECKING:  # for types only
+    from typing import NotRequired, TypedDict
+
+    class UsageResult(TypedDict):
+        """What `usage` returns; `--json` writes it as is (rows and total: COUNTERS, cost)."""
+
+        by: str
+        since: int | None
+        until: int | None
+        currency: str
+        rows: list[dict[str, Any]]
+        total: dict[str, Any]
+        unpriced: NotRequired[list[str]]
+        budget: NotRequired[float]
+        overBudget: NotRequired[bool]
+
 
 GROUPS = ("session", "agent", "model", "day", "label")
 COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")
@@ -219,7 +236,7 @@ def usage(
     budget: float | None = None,
     all_agents: bool = False,
     progress: si.Progress | None = None,
-) -> dict[str, Any]:
+) -> UsageResult:
     """The requester agent's usage (every agent's with `all_agents`), as `list` and `search`
     scope their rows: the read commands agree on whose sessions they read. Reads the turns
     alone (no full-text index is built for it); `progress` hears how a catch-up goes."""
@@ -273,7 +290,7 @@ def usage(
         out_rows.sort(key=lambda r: (-r["cost"], -(r["input"] + r["output"]), r[by]))
     for r in (*out_rows, total):
         r["cost"] = round(r["cost"], 6)
-    result: dict[str, Any] = {
+    result: UsageResult = {
         "by": by,
         "since": since_ms,
         "until": until_ms,
