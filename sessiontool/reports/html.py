@@ -70,7 +70,7 @@ def model_name(msg: Message) -> str:
 def _text_block(text: str) -> Markup:
     """Text as a pre-wrapped paragraph; past a screenful the rest is folded."""
     if len(text) <= FOLD_CHARS and text.count("\n") < FOLD_LINES:
-        return fill(Markup("<p>{}</p>"), h(text))
+        return fill(_P, h(text))
     lines = text.split("\n")
     head = "\n".join(lines[:FOLD_KEEP])
     if len(head) > FOLD_CHARS:
@@ -116,6 +116,7 @@ def _markdown_block(text: str) -> Markup:
 
 
 _MD = Markup('<div class="md">{}</div>')
+_P = Markup("<p>{}</p>")
 
 
 def _one_line(text: str, n: int = SUMMARY_CHARS) -> str:
@@ -145,13 +146,13 @@ def _session_refs(v: Any) -> list[str]:
 
 def _links(refs: Iterable[str], link_for: LinkFor | None) -> Markup:
     if link_for is None:
-        return Markup()
+        return _NONE
     out = []
     for r in refs:
         href = link_for(r)
         if href is not None:
             out.append(fill(_LINK, ha(href), h(r)))
-    return fill(Markup(" → {}"), join(Markup(" "), out)) if out else Markup()
+    return fill(Markup(" → {}"), join(Markup(" "), out)) if out else _NONE
 
 
 _LINK = Markup('<a href="{}">{}</a>')
@@ -163,15 +164,18 @@ def _tool_call(b: dict[str, Any], link_for: LinkFor | None) -> Markup:
     line = json.dumps(args, ensure_ascii=False) if isinstance(args, dict | list) else str(args)
     short = _one_line(line, 80)
     return fill(
-        Markup(
-            '<details class="tc"><summary><b>call</b> <code>{}</code> <code>{}</code>'
-            "{}</summary><pre>{}</pre></details>"
-        ),
+        _CALL,
         name,
         h(short),
         _links(_session_refs(args), link_for),
         h(_json_text(args)),
     )
+
+
+_CALL = Markup(
+    '<details class="tc"><summary><b>call</b> <code>{}</code> <code>{}</code>'
+    "{}</summary><pre>{}</pre></details>"
+)
 
 
 def _blocks_text(content: Any) -> str:
@@ -193,10 +197,7 @@ def _result(name: str, text: str, error: bool, refs: list[str], link_for: LinkFo
     cls = "tr err" if error else "tr"
     what = "error" if error else "result"
     return fill(
-        Markup(
-            '<details class="{}"><summary><b>{}</b> <code>{}</code> {}{}</summary><pre>{}</pre>'
-            "</details>"
-        ),
+        _RESULT,
         cls,
         what,
         h(name),
@@ -204,6 +205,11 @@ def _result(name: str, text: str, error: bool, refs: list[str], link_for: LinkFo
         _links(refs, link_for),
         h(text),
     )
+
+
+_RESULT = Markup(
+    '<details class="{}"><summary><b>{}</b> <code>{}</code> {}{}</summary><pre>{}</pre></details>'
+)
 
 
 def _body(msg: Message, link_for: LinkFor | None) -> Markup:
@@ -263,9 +269,11 @@ def _body(msg: Message, link_for: LinkFor | None) -> Markup:
                 h(detail),
             )
         )
-    return join(Markup(""), out) if out else Markup('<p class="empty">(empty)</p>')
+    return join(_NONE, out) if out else _EMPTY
 
 
+_NONE = Markup()
+_EMPTY = Markup('<p class="empty">(empty)</p>')
 _THINKING = Markup('<details class="th"><summary><b>thinking</b></summary>{}</details>')
 
 
@@ -309,7 +317,7 @@ def message_html(
         return fill(Markup('<div class="reset" id="m{}"><span>Reset · {}</span></div>'), i, ts)
     cls = _ROLE_CLASS.get(role, "other")
     label = _ROLE_LABEL.get(role, role)
-    meta = Markup()
+    meta = _NONE
     u = turn_usage(msg, price_for)
     if u is not None:
         ii, o, cr, cw, cost = u
@@ -320,13 +328,13 @@ def message_html(
             bits.append(f"{cw:,} cache write")
         if cost:
             bits.append(fmt_usd(cost))
-        meta = fill(Markup("<small>{}</small>"), join(Markup(" · "), bits))
+        meta = fill(_SMALL, join(_DOT, bits))
     src, via = _origin(msg)
-    origin = Markup()
+    origin = _NONE
     if src is not None:
         cls += " inter"
         href = link_for(src) if link_for is not None else None
-        who = fill(_LINK, ha(href), h(src)) if href else fill(Markup("<code>{}</code>"), h(src))
+        who = fill(_LINK, ha(href), h(src)) if href else fill(_CODE, h(src))
         origin = fill(
             Markup('<p class="from">from {}{}</p>'),
             who,
@@ -335,6 +343,7 @@ def message_html(
     return fill(_ARTICLE, cls, i, h(label), ts, meta, origin, _body(msg, link_for))
 
 
+_SMALL, _DOT, _CODE = Markup("<small>{}</small>"), Markup(" · "), Markup("<code>{}</code>")
 _ARTICLE = Markup('<article class="m {}" id="m{}"><h3>{}<time>{}</time>{}</h3>{}{}</article>')
 
 
@@ -383,7 +392,7 @@ def transcript_page(
         join(Markup(" · "), parts),
     )
     body: list[Markup] = [related] if related else []
-    nl = Markup("\n")
+    nl = Markup("\n")  # one for every message
     for i, m in enumerate(messages):
         if is_delivery_mirror(m):
             from sessiontool.sessions.mirrors import repeats_reply
