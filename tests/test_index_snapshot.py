@@ -77,7 +77,7 @@ def _transcript(state: Path, i: int) -> Path:
 def _snaps(state: Path) -> int:
     con = sqlite3.connect(f"file:{state / 'sessiontool' / 'index.sqlite'}?mode=ro", uri=True)
     try:
-        return int(con.execute("SELECT count(*) FROM snapshots").fetchone()[0])
+        return int(con.execute("SELECT count(*) FROM snap_scopes").fetchone()[0])
     except sqlite3.OperationalError:  # no such table: none kept
         return 0
     finally:

@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 _TABLES = (
-    "CREATE TABLE IF NOT EXISTS snapshots(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, "
-    "markers BLOB NOT NULL, hot BLOB NOT NULL, n INTEGER NOT NULL, digest BLOB)",
-    "CREATE TABLE IF NOT EXISTS snapshot_refs(snap INTEGER NOT NULL, file_id INTEGER NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS snap_scopes(id INTEGER PRIMARY KEY, scope TEXT UNIQUE NOT NULL, "
+    "list INTEGER NOT NULL, markers BLOB NOT NULL, hot BLOB NOT NULL)",
+    # A session list, shared by the scopes that resolved the same one (`search` and `usage`).
+    "CREATE TABLE IF NOT EXISTS snap_lists(id INTEGER PRIMARY KEY, digest BLOB UNIQUE NOT NULL, "
+    "n INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS snap_rows(list INTEGER NOT NULL, file_id INTEGER NOT NULL, "
     "agent TEXT NOT NULL, key TEXT, sid TEXT NOT NULL, label TEXT, archived INTEGER NOT NULL, "
-    "PRIMARY KEY(snap, file_id)) WITHOUT ROWID",
+    "PRIMARY KEY(list, file_id)) WITHOUT ROWID",
 )
 # Scopes kept at once (a search, a usage, an --include-archived search, another requester...).
 KEEP = 8
@@ -61,10 +64,12 @@ class Snapshots:
     conn: sqlite3.Connection
 
     def snapshot(self, scope: str) -> tuple[int, bytes, bytes, int] | None:
-        """(id, markers, hot, number of files) kept for `scope`, or None."""
+        """(session list id, markers, hot, number of files) kept for `scope`, or None."""
         try:
             got = self.conn.execute(
-                "SELECT id, markers, hot, n FROM snapshots WHERE scope = ?", (scope,)
+                "SELECT s.list, s.markers, s.hot, l.n FROM snap_scopes s "
+                "JOIN snap_lists l ON l.id = s.list WHERE s.scope = ?",
+                (scope,),
             ).fetchone()
         except sqlite3.OperationalError:  # no such table: no snapshot kept yet
             return None
@@ -92,57 +97,53 @@ class Snapshots:
                 return
             for stmt in _TABLES:
                 c.execute(stmt)
-            got = c.execute(
-                "SELECT id, digest FROM snapshots WHERE scope = ?", (snap.scope,)
-            ).fetchone()
-            snap_id = (
-                int(got[0]) if got is not None and got[1] == digest else self._insert_snapshot(snap)
-            )
+            got = c.execute("SELECT id FROM snap_lists WHERE digest = ?", (digest,)).fetchone()
+            list_id = int(got[0]) if got is not None else self._insert_list(digest, snap.rows)
             hot = {
                 r[0]: [r[0], r[1]]
                 for r in c.execute(
-                    "SELECT f.id, f.path FROM snapshot_refs s JOIN files f ON f.id = s.file_id "
-                    "WHERE s.snap = ? AND f.mtime >= ?",
-                    (snap_id, snap.since_ns),
+                    "SELECT f.id, f.path FROM snap_rows s JOIN files f ON f.id = s.file_id "
+                    "WHERE s.list = ? AND f.mtime >= ?",
+                    (list_id, snap.since_ns),
                 )
             }
             hot_list = list(hot.values()) + [h for h in snap.hot if h[0] not in hot]
             c.execute(
-                "UPDATE snapshots SET markers = ?, hot = ?, digest = ? WHERE id = ?",
-                (snap.markers, orjson.dumps(hot_list), digest, snap_id),
+                "INSERT OR REPLACE INTO snap_scopes(scope, list, markers, hot) VALUES (?, ?, ?, ?)",
+                (snap.scope, list_id, snap.markers, orjson.dumps(hot_list)),
             )
+            c.execute(
+                "DELETE FROM snap_scopes WHERE id NOT IN "
+                f"(SELECT id FROM snap_scopes ORDER BY id DESC LIMIT {KEEP})"
+            )
+            for (old,) in c.execute(
+                "SELECT id FROM snap_lists WHERE id NOT IN (SELECT list FROM snap_scopes)"
+            ).fetchall():
+                c.execute("DELETE FROM snap_rows WHERE list = ?", (old,))
+                c.execute("DELETE FROM snap_lists WHERE id = ?", (old,))
             c.execute("COMMIT")
         except BaseException:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
 
-    def _insert_snapshot(self, snap: Kept) -> int:
+    def _insert_list(self, digest: bytes, rows: list[SnapRow]) -> int:
         c = self.conn
-        self._drop_snaps("WHERE scope = ?", (snap.scope,))
-        cur = c.execute(
-            "INSERT INTO snapshots(scope, markers, hot, n) VALUES (?, x'', x'', ?)",
-            (snap.scope, len(snap.rows)),
-        )
-        snap_id = int(cur.lastrowid or 0)
+        cur = c.execute("INSERT INTO snap_lists(digest, n) VALUES (?, ?)", (digest, len(rows)))
+        list_id = int(cur.lastrowid or 0)
         c.executemany(
-            "INSERT OR IGNORE INTO snapshot_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(snap_id, *r) for r in snap.rows],
+            "INSERT OR IGNORE INTO snap_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(list_id, *r) for r in rows],
         )
-        self._drop_snaps(
-            f"WHERE id NOT IN (SELECT id FROM snapshots ORDER BY id DESC LIMIT {KEEP})"
-        )
-        return snap_id
+        return list_id
 
-    def _drop_snaps(self, where: str = "", args: tuple[Any, ...] = ()) -> None:
-        c = self.conn
-        try:
-            ids = [r[0] for r in c.execute(f"SELECT id FROM snapshots {where}", args).fetchall()]
-        except sqlite3.OperationalError:  # no such table
-            return
-        for snap in ids:
-            c.execute("DELETE FROM snapshot_refs WHERE snap = ?", (snap,))
-            c.execute("DELETE FROM snapshots WHERE id = ?", (snap,))
+    def _drop_snaps(self) -> None:
+        """Forget every snapshot (a file left the index: its id may be reused)."""
+        for table in ("snap_scopes", "snap_lists", "snap_rows"):
+            try:
+                self.conn.execute(f"DELETE FROM {table}")
+            except sqlite3.OperationalError:  # no such table
+                return
 
     def hot_changed(self, hot: list[Hot], text: bool) -> list[Path] | None:
         """The hot transcripts that changed since they were indexed (to catch up), or None when
@@ -183,7 +184,7 @@ class Snapshots:
         c.execute("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.scope")
         c.execute(
-            "INSERT INTO temp.scope(id) SELECT file_id FROM snapshot_refs WHERE snap = ?", (snap,)
+            "INSERT INTO temp.scope(id) SELECT file_id FROM snap_rows WHERE list = ?", (snap,)
         )
         return True
 
@@ -192,8 +193,8 @@ class Snapshots:
     ) -> tuple[str, str | None, str, str | None, int, str] | None:
         """(agent, key, sessionId, label, archived, path) of one file of a snapshot."""
         got = self.conn.execute(
-            "SELECT s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snapshot_refs s "
-            "JOIN files f ON f.id = s.file_id WHERE s.snap = ? AND s.file_id = ?",
+            "SELECT s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snap_rows s "
+            "JOIN files f ON f.id = s.file_id WHERE s.list = ? AND s.file_id = ?",
             (snap, file_id),
         ).fetchone()
         return None if got is None else tuple(got)
@@ -202,6 +203,6 @@ class Snapshots:
         """(file id, agent, key, sessionId, label, archived, path) of every file of a snapshot."""
         return self.conn.execute(
             "SELECT s.file_id, s.agent, s.key, s.sid, s.label, s.archived, f.path "
-            "FROM snapshot_refs s JOIN files f ON f.id = s.file_id WHERE s.snap = ?",
+            "FROM snap_rows s JOIN files f ON f.id = s.file_id WHERE s.list = ?",
             (snap,),
         ).fetchall()
