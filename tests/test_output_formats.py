@@ -45,7 +45,7 @@ def test_html_is_one_table_with_every_cell_escaped(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[:3] == ["<table>", "<thead><tr><th>key</th><th>label</th></tr>", "</thead>"]
-    assert "<tr><td>main</td><td>&lt;b&gt;x&lt;/b&gt; &amp; &#x27;q&#x27;</td></tr>" in lines
+    assert "<tr><td>main</td><td>&lt;b&gt;x&lt;/b&gt; &amp; 'q'</td></tr>" in lines
     assert lines[-1] == "</table>"
     rc, listing = run_json(*base, "list")
     assert len([x for x in lines if x.startswith("<tr><td>")]) == listing["count"]

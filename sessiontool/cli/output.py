@@ -123,10 +123,10 @@ def _text(view: View, look: Look, fields: Sequence[str] | None) -> None:
 
 def _html(view: View, look: Look, fields: Sequence[str] | None) -> None:
     """A listing (or a result's lines) as one HTML table, every cell escaped; a result that
-    is only text has no table: its text."""
-    import html
-
+    is only text has no table: its text. Built as the pages are (`reports.htmlbase`'s Markup
+    helpers), so no cell reaches the page unescaped by a missed call."""
     from sessiontool.cli import columns
+    from sessiontool.reports.htmlbase import Markup, fill, h, join
 
     if view.columns is not None:
         spec, default = view.columns()
@@ -138,13 +138,17 @@ def _html(view: View, look: Look, fields: Sequence[str] | None) -> None:
         _text(view, look, fields)
         return
 
-    def row(tag: str, values: Sequence[Any]) -> str:
-        inner = "".join(f"<{tag}>{html.escape(render.tsv([[v]])[:-1])}</{tag}>" for v in values)
-        return f"<tr>{inner}</tr>\n"
+    def row(tag: str, values: Sequence[Any]) -> Markup:
+        cell = Markup(f"<{tag}>{{}}</{tag}>")
+        return fill(
+            Markup("<tr>{}</tr>\n"),
+            join(Markup(""), (fill(cell, h(render.tsv([[v]])[:-1])) for v in values)),
+        )
 
-    head = f"<thead>{row('th', names)}</thead>\n" if names else ""
-    body = "".join(row("td", r) for r in cells)
-    render.write_out(f"<table>\n{head}<tbody>\n{body}</tbody>\n</table>\n")
+    head = fill(Markup("<thead>{}</thead>\n"), row("th", names)) if names else Markup("")
+    body = join(Markup(""), (row("td", r) for r in cells))
+    page = fill(Markup("<table>\n{}<tbody>\n{}</tbody>\n</table>\n"), head, body)
+    render.write_out(str(page))
 
 
 class Format:
