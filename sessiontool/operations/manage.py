@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from typing import NotRequired, TypedDict
 
     from sessiontool.runs.record_types import RunRecord
+    from sessiontool.runs.writer import DeleteResult, LabelResult, ResetResult
 
     class AgentPaths(TypedDict):
         id: str
@@ -100,7 +101,7 @@ def validate_label(text: str) -> str:
 
 def set_label(
     ctx: Context, value: str | None, text: str, *, label: str | None = None
-) -> dict[str, Any]:
+) -> LabelResult:
     """Set a session's label. As in OpenClaw's sessions.patch, a label already used by another
     session of the same agent is refused (exit 2): `--label` must keep naming one session."""
     new_label = validate_label(text)
@@ -108,7 +109,7 @@ def set_label(
     return writer.set_label(ctx, r, new_label)
 
 
-def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
+def reset(ctx: Context, value: str | None, *, label: str | None = None) -> ResetResult:
     """Start a new conversation in the session: on files a new UUID v4 sessionId (the old
     transcript stays on disk, unreferenced); OpenClaw 2026.9.6's gateway resets in place (same
     sessionId, `inPlace: true`)."""
@@ -116,7 +117,7 @@ def reset(ctx: Context, value: str | None, *, label: str | None = None) -> dict[
     return writer.reset(ctx, r)
 
 
-def delete(ctx: Context, value: str | None, *, label: str | None = None) -> dict[str, Any]:
+def delete(ctx: Context, value: str | None, *, label: str | None = None) -> DeleteResult:
     """Remove the session from its store and archive its transcript. A main session is refused
     (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land."""
     r, writer = _locate(ctx, "delete", value, label)

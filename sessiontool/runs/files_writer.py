@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.writer import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
@@ -79,7 +80,7 @@ class FilesWriter:
     owns_delivery = False
 
     # -- session management -----------------------------------------------------------------
-    def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:
+    def set_label(self, ctx: Context, r: Resolved, label: str) -> LabelResult:
         def mutate(s: Store) -> Entry:
             entry = store.get_entry(s, r.agent_id, r.key)
             if entry is None:
@@ -94,7 +95,7 @@ class FilesWriter:
         entry = store.update_store(r.store_path, mutate)
         return {"sessionKey": ctx.display(r.key), "entry": entry}
 
-    def reset(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+    def reset(self, ctx: Context, r: Resolved) -> ResetResult:
         """A new UUID v4 sessionId, zero tokens, `systemSent: false`; the old transcript stays
         on disk (as OpenClaw does), unreferenced."""
 
@@ -117,7 +118,7 @@ class FilesWriter:
             "inPlace": False,
         }
 
-    def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+    def delete(self, ctx: Context, r: Resolved) -> DeleteResult:
         from sessiontool.runs.archive import archive_session
 
         # The transcript lock, then the store entry, then the rename (archive.py's order,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.writer import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
@@ -76,12 +77,12 @@ class GatewayWriter:
     owns_delivery = True
 
     # -- session management -----------------------------------------------------------------
-    def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:
+    def set_label(self, ctx: Context, r: Resolved, label: str) -> LabelResult:
         refuse_label_in_use(ctx, r.agent_id, label, but=r.key)
         data = _call(ctx, "sessions.patch", {"key": r.key, "label": label}, label)
         return {"sessionKey": ctx.display(r.key), "entry": _entry(data), "via": "gateway"}
 
-    def reset(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+    def reset(self, ctx: Context, r: Resolved) -> ResetResult:
         data = _call(ctx, "sessions.reset", {"key": r.key})
         entry = _entry(data)
         sid = entry.get("sessionId") if entry else None
@@ -93,7 +94,7 @@ class GatewayWriter:
             "via": "gateway",
         }
 
-    def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+    def delete(self, ctx: Context, r: Resolved) -> DeleteResult:
         data = _call(ctx, "sessions.delete", {"key": r.key, "deleteTranscript": True})
         archived = data.get("archived")
         first = archived[0] if isinstance(archived, list) and archived else None

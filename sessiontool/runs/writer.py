@@ -35,6 +35,33 @@ if TYPE_CHECKING:
 
 Entry = dict[str, Any]
 
+if TYPE_CHECKING:  # for types only: `list` imports this module, a TypedDict costs start-up
+    from typing import Literal, NotRequired, TypedDict
+
+    class LabelResult(TypedDict):
+        """What `label` returns (`--json` writes it as is): the entry as the store now has it."""
+
+        sessionKey: str
+        entry: Entry | None
+        via: NotRequired[Literal["gateway"]]
+
+    class ResetResult(TypedDict):
+        """What `reset` returns; `inPlace` when the sessionId stayed (OpenClaw 2026.9.6)."""
+
+        sessionKey: str
+        entry: Entry | None
+        previousSessionId: str | None
+        inPlace: bool
+        via: NotRequired[Literal["gateway"]]
+
+    class DeleteResult(TypedDict):
+        """What `delete` returns: where the transcript was archived, if it existed."""
+
+        sessionKey: str
+        entry: None
+        archived: str | None
+        via: NotRequired[Literal["gateway"]]
+
 
 class SessionWriter(Protocol):
     """What a write command, the run worker and the follow-up steps ask of a store."""
@@ -46,15 +73,15 @@ class SessionWriter(Protocol):
     owns_delivery: bool
 
     # -- session management (label, reset, delete, policy) ---------------------------------
-    def set_label(self, ctx: Context, r: Resolved, label: str) -> dict[str, Any]:
+    def set_label(self, ctx: Context, r: Resolved, label: str) -> LabelResult:
         """The session's label; another session of its agent with that label: exit 2."""
         ...
 
-    def reset(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+    def reset(self, ctx: Context, r: Resolved) -> ResetResult:
         """A new conversation in the session (`previousSessionId`, `inPlace`)."""
         ...
 
-    def delete(self, ctx: Context, r: Resolved) -> dict[str, Any]:
+    def delete(self, ctx: Context, r: Resolved) -> DeleteResult:
         """The session gone from its store, its transcript archived."""
         ...
 

@@ -48,10 +48,10 @@ def label_cmd(
     if text is None:
         raise UsageError("usage: sessiontool label KEY TEXT (or --label L TEXT)")
     result = set_label(get_ctx(), key, text, label=label)
+    # A gateway that answers without the entry still set the label it was sent (trimmed).
+    shown = (result["entry"] or {}).get("label", text.strip())
     _emit_session(
-        result,
-        want_json(json_),
-        f"{render.esc(result['sessionKey'])}\tlabel: {render.esc(result['entry']['label'])}",
+        result, want_json(json_), f"{render.esc(result['sessionKey'])}\tlabel: {render.esc(shown)}"
     )
 
 
