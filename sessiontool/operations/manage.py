@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from typing import NotRequired, TypedDict
 
     from sessiontool.runs.record_types import RunRecord
-    from sessiontool.runs.writer import DeleteResult, LabelResult, ResetResult
+    from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
 
     class AgentPaths(TypedDict):
         id: str

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.writer import DeleteResult, LabelResult, ResetResult
+    from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths

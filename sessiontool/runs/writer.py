@@ -29,38 +29,12 @@ if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
-
-if TYPE_CHECKING:  # for types only: `list` imports this module, a TypedDict costs start-up
-    from typing import Literal, NotRequired, TypedDict
-
-    class LabelResult(TypedDict):
-        """What `label` returns (`--json` writes it as is): the entry as the store now has it."""
-
-        sessionKey: str
-        entry: Entry | None
-        via: NotRequired[Literal["gateway"]]
-
-    class ResetResult(TypedDict):
-        """What `reset` returns; `inPlace` when the sessionId stayed (OpenClaw 2026.9.6)."""
-
-        sessionKey: str
-        entry: Entry | None
-        previousSessionId: str | None
-        inPlace: bool
-        via: NotRequired[Literal["gateway"]]
-
-    class DeleteResult(TypedDict):
-        """What `delete` returns: where the transcript was archived, if it existed."""
-
-        sessionKey: str
-        entry: None
-        archived: str | None
-        via: NotRequired[Literal["gateway"]]
 
 
 class SessionWriter(Protocol):
