@@ -165,3 +165,27 @@ def test_an_openclaw_sqlite_store_keeps_no_snapshot(state: Path) -> None:
     rc, out = run_json("usage", "--all-agents", "--by", "agent")
     assert rc == 0, out
     assert _snaps(state) == 0  # its changes are found by each session's version, every time
+
+
+def test_sessiontool_appending_to_an_idle_transcript_is_seen_warm(state: Path) -> None:
+    """sessiontool's own writer appends a turn's first lines before the store's entry is written
+    (at the run's end; a delivery mirror never writes it), but under the transcript lock, whose
+    file is made and removed beside the transcript (as OpenClaw's is): that moves the sessions
+    dir's mtime, a marker, so the next warm search sees the lines on an idle transcript too."""
+    import subprocess
+    import sys
+
+    _make(state, 3, aged=True)
+    assert _count("word0") == 1
+    assert _snaps(state) == 1
+    before = _sessions_dir(state).stat().st_mtime_ns
+    code = (
+        "import sys; from pathlib import Path; from sessiontool.state import transcript; "
+        "transcript.append_message(Path(sys.argv[1]), sys.argv[2], "
+        "{'role': 'user', 'content': [{'type': 'text', 'text': 'tapir appended'}]})"
+    )
+    path = _transcript(state, 0)
+    proc = subprocess.run([sys.executable, "-c", code, str(path), f"{SID}00"], capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert _sessions_dir(state).stat().st_mtime_ns != before
+    assert _count("tapir") == 1

@@ -9,9 +9,10 @@ sessions.json, reports/snapshot.py) and its *hot* transcripts: those written or 
 was updated recently. While the markers stay the same, the next command stats the hot
 transcripts only and reads the session list back from here, one row per hit.
 
-Why that is enough: a writer that follows the store's protocol updates the session's entry
-(its `updatedAt`) in sessions.json when a turn starts or ends, which moves the markers; the
-appends of a turn go to a transcript that is hot at the next full check. A file appended to by
+Why that is enough: a writer that follows the store's protocol appends under the transcript's
+lock (`<file>.lock`, made and removed beside it: the sessions dir's mtime moves) and updates the
+session's entry (its `updatedAt`) in sessions.json when a turn starts or ends; either moves the
+markers. A file appended to by
 hand, with no sessions.json change, whose session was idle for a day, is seen at the next
 marker change (`SESSIONTOOL_INDEX_FULL_CHECK=1` forces a full check: docs/reference.md).
 
