@@ -16,6 +16,7 @@ from sessiontool.state.paths import StatePaths, is_plain_name
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.result_types import AbortResult
 
 # How often the outbox is looked at while a `--deliver` run's worker delivers its reply: the
 # delivery is one command (seconds), so 50 ms is quick to notice and cheap to look.
@@ -58,7 +59,7 @@ def show_run(ctx: Context, given: str, *, log: bool = False) -> dict[str, Any]:
     return view
 
 
-def abort_run(ctx: Context, given: str) -> dict[str, Any]:
+def abort_run(ctx: Context, given: str) -> AbortResult:
     """End a run as `aborted` (`abort`) and, where its turn runs elsewhere (OpenClaw's
     gateway), ask that to stop it too: `gatewayAborted` says whether it stopped something."""
     from sessiontool.runs.submit import get_run
@@ -66,7 +67,7 @@ def abort_run(ctx: Context, given: str) -> dict[str, Any]:
     run_id = full_run_id(ctx, given)
     get_run(ctx, run_id)
     rec = abort(ctx.paths, run_id)
-    result: dict[str, Any] = {"runId": run_id, "status": rec.get("status")}
+    result: AbortResult = {"runId": run_id, "status": rec.get("status")}
     if rec.get("status") == "aborted" and rec.get("startedAt"):
         from sessiontool.runs.writer import writer_of
 

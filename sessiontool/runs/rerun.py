@@ -12,11 +12,12 @@ from sessiontool.runs import records, schema
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
+    from sessiontool.runs.result_types import SendResult, SpawnResult
 
 RERUNNABLE = ("error", "lost", "aborted", "timeout")
 
 
-def rerun(ctx: Context, old: RunRecord) -> dict[str, Any]:
+def rerun(ctx: Context, old: RunRecord) -> SendResult | SpawnResult:
     """Start the new run (never waits) and return the `send --timeout 0` / `spawn` result
     with `rerunOf`. `old` is a visible, reconciled record (`submit.get_run`)."""
     from sessiontool.runs.submit import send, spawn
@@ -39,6 +40,7 @@ def rerun(ctx: Context, old: RunRecord) -> dict[str, Any]:
     key = old.get("sessionKey")
     if not isinstance(message, str) or not isinstance(key, str):
         raise UsageError(f"run {run_id} has no message or session to run again")
+    result: SendResult | SpawnResult
     if old.get("kind") == "spawn":
         result = spawn(
             ctx,
@@ -57,7 +59,8 @@ def rerun(ctx: Context, old: RunRecord) -> dict[str, Any]:
     new_id = result.get("runId")
     if isinstance(new_id, str):
         records.update_record(ctx.paths, new_id, lambda r: r.__setitem__("rerunOf", run_id))
-    return {**result, "rerunOf": run_id}
+    result["rerunOf"] = run_id
+    return result
 
 
 def _number(v: Any) -> float | None:

@@ -65,6 +65,7 @@ class SendResult(TypedDict, total=False):
     via: str
     delivery: DeliveryState
     sendPolicy: str | None
+    rerunOf: str  # `rerun`: the run this one repeats
 
 
 class SpawnResult(TypedDict):
@@ -74,8 +75,9 @@ class SpawnResult(TypedDict):
     status: Literal["accepted"]
     runId: str
     childSessionKey: str
-    via: NotRequired[str]
+    via: NotRequired[str | None]
     tool: NotRequired[Literal["sessions_spawn"]]
+    rerunOf: NotRequired[str]  # `rerun`: the run this one repeats
 
 
 class AbortResult(TypedDict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sessiontool import testhooks
 from sessiontool.context import Context
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
+    from sessiontool.runs.result_types import SendResult, SpawnResult
 
-Result = tuple[dict[str, Any], int]
+Result = tuple["SendResult", int]
 
 SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "inherit"}
 
@@ -45,32 +46,34 @@ def _start(ctx: Context, rec: RunRecord) -> None:
 
 def run_result(ctx: Context, rec: RunRecord) -> Result:
     """The send/wait result shape of spec §5.2 for a record, and its exit code."""
-    out: dict[str, Any] = {"runId": rec["runId"]}
+    out: SendResult
     status = rec.get("status")
     key = ctx.display(rec["sessionKey"])
     if status == "ok":
-        out.update(status="ok", reply=rec.get("reply") or "", sessionKey=key)
+        reply = rec.get("reply") or ""
+        out = {"runId": rec["runId"], "status": "ok", "reply": reply, "sessionKey": key}
         code = ExitCode.OK
     elif records.is_finished(rec):
-        out.update(
-            status="error",
-            error=rec.get("error") or f"run ended with status {status}",
-            runStatus=status,
-            sessionKey=key,
-        )
+        error = rec.get("error") or f"run ended with status {status}"
+        out = {
+            "runId": rec["runId"],
+            "status": "error",
+            "error": error,
+            "runStatus": status,
+            "sessionKey": key,
+        }
         code = ExitCode.FAILURE
     else:
-        out.update(
-            status="timeout",
-            error=f"still running after the wait timed out: sessiontool wait {rec['runId']}",
-            sessionKey=key,
-        )
+        error = f"still running after the wait timed out: sessiontool wait {rec['runId']}"
+        out = {"runId": rec["runId"], "status": "timeout", "error": error, "sessionKey": key}
         code = ExitCode.TIMEOUT
     from sessiontool.runs.writer import writer_of
 
     writer = writer_of(rec)
     own = rec.get("deliver") and not writer.owns_delivery  # else OpenClaw's gateway delivers it
-    mode = "announce" if rec.get("a2a") else "deliver" if own else None
+    mode: Literal["announce", "deliver"] | None = (
+        "announce" if rec.get("a2a") else "deliver" if own else None
+    )
     if writer.kind != "files":
         out["via"] = writer.kind  # the turn is OpenClaw's (its delivery too, with --deliver)
     if mode and rec.get("kind") == "send" and status in (None, "queued", "running", "ok"):
@@ -154,7 +157,7 @@ def send(
     testhooks.pause("run-created")
     _start(ctx, rec)
     if timeout <= 0:
-        out: dict[str, Any] = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}
+        out: SendResult = {"runId": rec["runId"], "status": "accepted", "sessionKey": display}
         if a2a or (deliver and not writer.owns_delivery):
             out["delivery"] = {"status": "pending", "mode": "announce" if a2a else "deliver"}
         return out, 0
@@ -223,7 +226,7 @@ def spawn(
     model: str | None = None,
     run_timeout: float | None = None,
     cleanup: str = "keep",
-) -> dict[str, Any]:
+) -> SpawnResult:
     """Start a sub-agent run in a new isolated session; never waits."""
     from sessiontool.flow.announce import subagent_system_prompt
 
@@ -287,8 +290,13 @@ def spawn(
             **tool,
         )
         _start(ctx, rec)
-        out = {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
-        return {**out, "via": via, "tool": "sessions_spawn"}
+        return {
+            "status": "accepted",
+            "runId": rec["runId"],
+            "childSessionKey": ctx.display(child),
+            "via": via,
+            "tool": "sessions_spawn",
+        }
     system = subagent_system_prompt(
         task=task,
         label=label,
@@ -310,7 +318,11 @@ def spawn(
         model=model if via else None,
     )
     _start(ctx, rec)
-    out = {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
+    out: SpawnResult = {
+        "status": "accepted",
+        "runId": rec["runId"],
+        "childSessionKey": ctx.display(child),
+    }
     if via:
         out["via"] = via
     return out

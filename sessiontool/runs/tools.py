@@ -266,7 +266,7 @@ def _sessions_send(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> 
         timeout=float(args.get("timeoutSeconds", 30)),
         wait=opts.wait,
     )
-    return result
+    return dict(result)  # a tool call's payload: JSON, as `send --json` prints it
 
 
 def _sessions_spawn(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
@@ -275,14 +275,16 @@ def _sessions_spawn(ctx: Context, args: Mapping[str, Any], opts: CallOptions) ->
     if ctx.requester.is_subagent:
         raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
     run_timeout = args.get("runTimeoutSeconds")
-    return submit.spawn(
-        ctx,
-        args["task"],
-        label=args.get("label"),
-        agent_id=args.get("agentId"),
-        model=args.get("model"),
-        run_timeout=float(run_timeout) if run_timeout else None,
-        cleanup=args.get("cleanup", "keep"),
+    return dict(
+        submit.spawn(
+            ctx,
+            args["task"],
+            label=args.get("label"),
+            agent_id=args.get("agentId"),
+            model=args.get("model"),
+            run_timeout=float(run_timeout) if run_timeout else None,
+            cleanup=args.get("cleanup", "keep"),
+        )
     )
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -33,6 +33,9 @@ from sessiontool.tui.screens import (
     TranscriptScreen,
 )
 from sessiontool.tui.subscribe import Subscription
+
+if TYPE_CHECKING:
+    from sessiontool.runs.result_types import AbortResult, SendResult
 
 TICK_S = 0.5  # how often the change marker is looked at: a change shows within a second
 GATEWAY_EVERY_S = 10.0
@@ -408,7 +411,7 @@ def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -
             pass
 
 
-def _abort(ctx: Context, run_id: str) -> dict[str, Any]:
+def _abort(ctx: Context, run_id: str) -> AbortResult:
     """`sessiontool abort RUN_ID`."""
     from sessiontool.runs.control import abort_run
 
@@ -417,7 +420,7 @@ def _abort(ctx: Context, run_id: str) -> dict[str, Any]:
 
 def _send_and_wait(
     ctx: Context, guard: Callable[[], AbstractContextManager[Any]], key: str, text: str
-) -> dict[str, Any]:
+) -> SendResult:
     """`sessiontool send KEY TEXT --timeout 0`, then `sessiontool wait RUN_ID` (the wait reads
     run records only: the gateway is free for the panes meanwhile)."""
     from sessiontool.runs.submit import send
@@ -432,7 +435,7 @@ def _send_and_wait(
     return _wait(ctx, str(result["runId"]))
 
 
-def _wait(ctx: Context, run_id: str) -> dict[str, Any]:
+def _wait(ctx: Context, run_id: str) -> SendResult:
     """`sessiontool wait RUN_ID`: until the run ends."""
     from sessiontool.runs.control import full_run_id
     from sessiontool.runs.submit import get_run, run_result

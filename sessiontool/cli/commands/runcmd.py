@@ -22,6 +22,7 @@ from sessiontool.errors import UsageError
 if TYPE_CHECKING:
     from sessiontool.context import Context
     from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.result_types import DeliveryState, SendResult
 
 
 def _spinner(look: render.Look, text: str) -> AbstractContextManager[Any]:
@@ -151,7 +152,8 @@ def send_cmd(
         raise
     result, code = run_result(ctx, rec)
     watch.say_created(ctx)
-    own_delivery = (result.get("delivery") or {}).get("mode") == "deliver"
+    delivery = result.get("delivery")
+    own_delivery = delivery is not None and delivery["mode"] == "deliver"
     if deliver and own_delivery and result.get("status") == "ok":
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
         # what (if anything) is posted: there is no delivery of the reply to wait for. Through
@@ -246,7 +248,7 @@ def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
 
 
 def _report_delivery(
-    ctx: Context, result: dict[str, Any], rec: Record, wait_s: float, code: int
+    ctx: Context, result: SendResult, rec: Record, wait_s: float, code: int
 ) -> int:
     """Say when a `--deliver` run's reply was not delivered: a warning on stderr, the exit
     status stays the run's (`deliveries retry ID` tries again; `delivery.status` in the JSON
@@ -264,7 +266,7 @@ def _report_delivery(
     if got is None:
         return code
     did, found = got
-    info: dict[str, Any] = {"id": did, "status": found.get("status"), "mode": "deliver"}
+    info: DeliveryState = {"id": did, "status": found.get("status"), "mode": "deliver"}
     if found.get("error"):
         info["error"] = found["error"]
     result["delivery"] = info
