@@ -290,13 +290,7 @@ def spawn(
             **tool,
         )
         _start(ctx, rec)
-        return {
-            "status": "accepted",
-            "runId": rec["runId"],
-            "childSessionKey": ctx.display(child),
-            "via": via,
-            "tool": "sessions_spawn",
-        }
+        return {**_accepted(ctx, rec, child), "via": via, "tool": "sessions_spawn"}
     system = subagent_system_prompt(
         task=task,
         label=label,
@@ -318,14 +312,15 @@ def spawn(
         model=model if via else None,
     )
     _start(ctx, rec)
-    out: SpawnResult = {
-        "status": "accepted",
-        "runId": rec["runId"],
-        "childSessionKey": ctx.display(child),
-    }
+    out = _accepted(ctx, rec, child)
     if via:
         out["via"] = via
     return out
+
+
+def _accepted(ctx: Context, rec: RunRecord, child: str) -> SpawnResult:
+    """What `spawn` answers: the run started, the child's key (spawn never waits)."""
+    return {"status": "accepted", "runId": rec["runId"], "childSessionKey": ctx.display(child)}
 
 
 def _check_transcripts(
