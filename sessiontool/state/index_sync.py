@@ -269,14 +269,16 @@ class CatchUp:
         pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
         # Turns alone (a `usage` build) are read here: the parse is the whole of it, and a
         # worker's turns, pickled and read back, cost more CPU (~15% at 1 GB) than it saves.
+        workers = worker_count()
         if (
-            any(j.text for j in pool_jobs)
+            workers
+            and any(j.text for j in pool_jobs)
             and sum(j.size - j.off for j in pool_jobs) >= parallel_min()
             and len(pool_jobs) > 1
             and can_fork()
         ):
             done: set[int] = set()
-            with closing(read_forked(pool_jobs, worker_count())) as reads:
+            with closing(read_forked(pool_jobs, workers)) as reads:
                 for got in reads:
                     self._save_read(got)
                     done.add(got.job.file_id)
