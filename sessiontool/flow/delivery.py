@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sessiontool.clock import iso_now, now_ms, parse_iso_ms
 from sessiontool.errors import SessiontoolError, StorageError
@@ -30,6 +30,9 @@ from sessiontool.state.paths import (
 )
 from sessiontool.state.sessions_json import read_entry
 from sessiontool.state.transcript import append_message
+
+if TYPE_CHECKING:
+    from sessiontool.flow.result_types import DeliveryRecord
 
 Mode = Literal["announce", "deliver", "spawn-announce"]
 MODES: tuple[str, ...] = ("announce", "deliver", "spawn-announce")
@@ -283,7 +286,7 @@ def deliver(
     delivery_id: str | None = None,
     resume: bool = False,
     retry_of: str | None = None,
-) -> dict[str, Any]:
+) -> DeliveryRecord:
     """Deliver `text` to the channel of the session `session_key` (full form) and return the
     outbox record. The delivery command gets the delivery's id (`delivery_id`, or `retry_of`
     for a retry, whose new line carries no id) in its input and as SESSIONTOOL_DELIVERY_ID:
@@ -298,13 +301,13 @@ def deliver(
     if mode not in MODES:
         raise ValueError(f"unknown delivery mode {mode!r}")
     agent = agent_id or keys.agent_of(session_key)
-    record: dict[str, Any] = {"id": delivery_id} if delivery_id else {}
+    record: DeliveryRecord = {"id": delivery_id} if delivery_id else {}
     if resume and delivery_id and delivery_id in _ids(paths):
         done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), {})
         if done.get("status") == DELIVERED and mirror:
             entry0 = _read_entry(paths, agent, session_key)
             _mirror(paths, agent, entry0, text, resume=True)
-        return done
+        return cast("DeliveryRecord", done)  # the line this very call wrote before (its id)
     record.update(
         {
             "ts": iso_now(),
@@ -323,7 +326,7 @@ def deliver(
         entry = _read_entry(paths, agent, session_key)
         decision = policy.send_decision(config.send_policy, session_key, entry)
         channel, to, account = resolve_target(session_key, entry)
-        record.update(channel=channel, to=to, accountId=account)
+        record.update({"channel": channel, "to": to, "accountId": account})
         command = config.delivery_command
     except SessiontoolError as exc:
         # An unreadable store or config: we cannot tell whether delivery is allowed, so it

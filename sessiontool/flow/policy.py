@@ -4,12 +4,15 @@ visibility, agent-to-agent access, sub-agent tool access and the spawn allowlist
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import ForbiddenError
 from sessiontool.state import keys
 from sessiontool.structs import Value
+
+if TYPE_CHECKING:
+    from sessiontool.flow.result_types import AgentItem, AgentsResult
 
 OPERATOR_ONLY = "is only available to the operator, not to agent sessions"
 
@@ -176,7 +179,7 @@ def check_spawn_agent(ctx: Context, target_agent: str) -> None:
     )
 
 
-def agents_list(ctx: Context) -> dict[str, Any]:
+def agents_list(ctx: Context) -> AgentsResult:
     """OpenClaw's agents_list result: the requester agent first, then the others it may spawn
     under, sorted; with `allowAgents: ["*"]`, every configured agent. A sub-agent requester
     needs `agents_list` in `tools.subagents.tools.allow`."""
@@ -186,12 +189,11 @@ def agents_list(ctx: Context) -> dict[str, Any]:
     requester = ctx.agent_id
     others = set(configured) if allow_any else set(ids)
     others.discard(requester)
-    agents: list[dict[str, Any]] = []
+    agents: list[AgentItem] = []
     for agent_id in [requester, *sorted(others)]:
-        item: dict[str, Any] = {"id": agent_id}
         conf = configured.get(agent_id)
         if conf is not None and conf.name:
-            item["name"] = conf.name
-        item["configured"] = conf is not None
-        agents.append(item)
+            agents.append({"id": agent_id, "name": conf.name, "configured": True})
+        else:
+            agents.append({"id": agent_id, "configured": conf is not None})
     return {"requester": requester, "allowAny": allow_any, "agents": agents}

@@ -11,11 +11,14 @@ each mode per run)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import NotFoundError, UsageError
 from sessiontool.flow import delivery
+
+if TYPE_CHECKING:
+    from sessiontool.flow.result_types import RetriedDelivery, RetryResult
 
 RETRYABLE = ("failed", "pending")
 
@@ -61,7 +64,7 @@ def _match(ids: list[str], known: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
-def retry(ctx: Context, ids: list[str]) -> dict[str, Any]:
+def retry(ctx: Context, ids: list[str]) -> RetryResult:
     """Re-send deliveries by id (all retryable ones when `ids` is empty). A delivery that was
     delivered or denied is refused by id (exit 2): retrying cannot change a policy decision,
     and a delivered text must not be posted twice."""
@@ -78,7 +81,7 @@ def retry(ctx: Context, ids: list[str]) -> dict[str, Any]:
             raise UsageError(
                 f"delivery {did} is {status}; only failed or pending deliveries are retried"
             )
-    results = []
+    results: list[RetriedDelivery] = []
     for did in chosen:
         old = known[did]
         mode = old.get("mode")

@@ -291,7 +291,7 @@ def _sessions_spawn(ctx: Context, args: Mapping[str, Any], opts: CallOptions) ->
 def _agents_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
     from sessiontool.flow.policy import agents_list
 
-    return agents_list(ctx)
+    return dict(agents_list(ctx))
 
 
 # -- the definitions ------------------------------------------------------------------------
