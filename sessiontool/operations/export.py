@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool import diag
 from sessiontool.context import Context
@@ -28,6 +28,20 @@ from sessiontool.state.jsonio import atomic_write, compact_utf8
 from sessiontool.state.paths import StatePaths, ensure_dir, is_plain_name
 from sessiontool.state.safefs import resolves_inside
 from sessiontool.state.sessions_json import read_store, update_store
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class ExportResult(TypedDict):
+        """What `export` returns: DIR, and how many agents and sessions it went through, how
+        many transcripts it wrote, found already up to date, or skipped."""
+
+        to: str
+        agents: int
+        sessions: int
+        written: int
+        unchanged: int
+        skipped: int
 
 
 def _transcript_bytes(session_id: str, entry: dict[str, Any], messages: list[Any]) -> bytes:
@@ -106,7 +120,7 @@ def _written_here(name: str) -> bool:
     return name == "sessions.json" or (name.endswith(".jsonl") and is_plain_name(name))
 
 
-def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> dict[str, Any]:
+def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> ExportResult:
     from sessiontool.openclaw.target import local_root
     from sessiontool.sessions.resolve import all_agent_ids
 
@@ -114,7 +128,14 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
     out_root = outdir.open_dir(dest, "--to", state_root)
     out = StatePaths(out_root)
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
-    counts = {"agents": 0, "sessions": 0, "written": 0, "unchanged": 0, "skipped": 0}
+    counts: ExportResult = {
+        "to": str(out_root),
+        "agents": 0,
+        "sessions": 0,
+        "written": 0,
+        "unchanged": 0,
+        "skipped": 0,
+    }
     # Everything is read and checked before anything is written: a refusal leaves DIR as it was.
     plans: list[tuple[Path, dict[str, Any], list[tuple[Path, bytes]]]] = []
     with read_scope():
@@ -185,4 +206,4 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> d
                 store.update(changed)
 
             update_store(store_path, merge)
-    return {"to": str(out_root), **counts}
+    return counts

@@ -87,3 +87,23 @@ class AbortResult(TypedDict):
     runId: str
     status: str | None
     gatewayAborted: NotRequired[bool]
+
+
+class PolicyDecision(TypedDict):
+    """What `policy KEY` returns: the send policy a send to the session meets, and which layer
+    decided it (`override`, `rule #N`, `default`)."""
+
+    sessionKey: str
+    effective: str
+    decidedBy: str
+
+
+class PolicySet(TypedDict):
+    """What `policy KEY ACTION` (and an operator's `/send on|off|inherit`) returns: the
+    override the store now holds (None: inherit) and the decision it leads to."""
+
+    status: Literal["ok"]
+    sessionKey: str
+    sendPolicy: str | None
+    effective: str
+    decidedBy: str

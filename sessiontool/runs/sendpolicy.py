@@ -4,13 +4,16 @@ command do. Shared by the `policy` command and by `send`'s `/send ...` message."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.flow import policy
 from sessiontool.sessions.resolve import Resolved, resolve
 from sessiontool.state.sessions_json import Entry
+
+if TYPE_CHECKING:
+    from sessiontool.runs.result_types import PolicyDecision, PolicySet
 
 # Every spelling a user may type, and the override it means (None: follow the rules).
 ACTIONS: dict[str, str | None] = {
@@ -36,7 +39,7 @@ def is_action(word: str) -> bool:
     return word.strip().lower() in ACTIONS
 
 
-def decision_json(ctx: Context, full_key: str, entry: Entry | None) -> dict[str, Any]:
+def decision_json(ctx: Context, full_key: str, entry: Entry | None) -> PolicyDecision:
     """`{"sessionKey","effective","decidedBy"}`: what a send to this session would meet, and
     which layer decided it, so an operator can tell an override from a rule."""
     d = policy.send_decision(ctx.config.send_policy, full_key, entry)
@@ -55,7 +58,7 @@ def _resolve(ctx: Context, key: str | None, label: str | None) -> Resolved:
 
 def policy_status(
     ctx: Context, key: str | None, label: str | None = None, *, command: str = "policy"
-) -> dict[str, Any]:
+) -> PolicyDecision:
     """The effective send policy of one session. Operator-only: agents must not probe or learn
     the operator's routing rules."""
     policy.require_operator(ctx, command)
@@ -70,7 +73,7 @@ def set_send_policy(
     action: str,
     *,
     create: bool = True,
-) -> dict[str, Any]:
+) -> PolicySet:
     """Set (`allow|on`, `deny|off`) or clear (`inherit`) a session's override and return
     `{"status":"ok","sessionKey","sendPolicy","effective","decidedBy"}`.
 
@@ -96,12 +99,11 @@ def set_send_policy(
     writer = writer_for(ctx, [r.agent_id], "policy")
     entry = writer.set_send_policy(ctx, r, wanted)
     # What the store holds now (the gateway's answer, or the entry written).
-    out: dict[str, Any] = {
+    decision = decision_json(ctx, r.key, entry)
+    return {
         "status": "ok",
         "sessionKey": ctx.display(r.key),
         "sendPolicy": (entry or {}).get("sendPolicy"),
+        "effective": decision["effective"],
+        "decidedBy": decision["decidedBy"],
     }
-    decision = decision_json(ctx, r.key, entry)
-    out["effective"] = decision["effective"]
-    out["decidedBy"] = decision["decidedBy"]
-    return out
