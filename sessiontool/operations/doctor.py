@@ -30,6 +30,8 @@ from sessiontool.state.sessions_json import (
 if TYPE_CHECKING:
     from typing import NotRequired, TypedDict
 
+    from sessiontool.operations.repair import FixResult
+
     class DoctorResult(TypedDict):
         """What `doctor` returns (`fix`: what `--fix` did, added by the command); `--json`
         writes it as is."""
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
         problems: list[dict[str, Any]]
         stores: list[dict[str, str]]
         gateway: dict[str, Any] | None
-        fix: NotRequired[dict[str, Any]]
+        fix: NotRequired[FixResult]
 
 # -- doctor ----------------------------------------------------------------------------------
 

@@ -11,14 +11,25 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sessiontool.state import safefs
 from sessiontool.state.locks import pid_alive, read_lock
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from sessiontool.state.config import Config
+
+    class FixResult(TypedDict):
+        """What `doctor --fix` did (`fix` in doctor's result): each removal's kind, path and
+        action; what waits for `--yes`; what could not be removed, with the error."""
+
+        fixed: list[dict[str, str]]
+        needsYes: list[dict[str, str]]
+        failed: list[dict[str, str]]
+
 
 # `<name>.<pid>.<8 hex>.tmp` (jsonio.atomic_write) and `<lock>.<pid>.<8 hex>.stale` (a lock
 # moved aside by a breaker).
@@ -295,7 +306,7 @@ def _drop_bad_outbox_lines(paths: StatePaths) -> str | None:
     return None
 
 
-def fix(paths: StatePaths, config: Config, *, yes: bool) -> dict[str, Any]:
+def fix(paths: StatePaths, config: Config, *, yes: bool) -> FixResult:
     """Remove what is safe; quarantined records and planted links only with `yes`. Returns
     what was done, what was left for `--yes`, and what could not be removed."""
     done: list[dict[str, str]] = []

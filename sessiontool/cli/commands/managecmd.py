@@ -5,13 +5,16 @@ what it returns."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from sessiontool.cli import output, render
 from sessiontool.cli.app import app, command, get_ctx, look, want_json
 from sessiontool.cli.completers import SHELLS, complete_keys, complete_labels
+
+if TYPE_CHECKING:
+    from sessiontool.operations.repair import FixResult
 
 KEY_HELP = "Session key, bare key, 'main' or sessionId."
 LABEL_HELP = "Pick the session by its label instead of KEY."
@@ -170,7 +173,7 @@ def doctor_cmd(
     if yes and not fix:
         raise UsageError("--yes only goes with --fix")
     ctx = get_ctx(check=False)
-    fixed: dict[str, Any] | None = None
+    fixed: FixResult | None = None
     if fix:
         from sessiontool.operations import repair
 
