@@ -8,9 +8,30 @@ record fields and the wording can be tested exactly, without running anything.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.protocol import ANNOUNCE_SKIP, REPLY_SKIP
+
+if TYPE_CHECKING:  # for types only: a TypedDict costs start-up to create
+    from typing import Literal, NotRequired, TypedDict
+
+    class CompletionEvent(TypedDict):
+        """OpenClaw 2026.9.6's `task_completion` internal event, as its announce sends it
+        (`agent`'s `internalEvents`); the last three keys only when they have a value."""
+
+        type: Literal["task_completion"]
+        source: Literal["subagent"]
+        childSessionKey: str
+        announceType: Literal["subagent task"]
+        taskLabel: str
+        status: str
+        statusLabel: str
+        result: str
+        replyInstruction: str
+        childSessionId: NotRequired[str]
+        noVisibleResult: NotRequired[bool]
+        statsLine: NotRequired[str]
+
 
 ANNOUNCE_STEP_MESSAGE = "Sub-agent announce step."
 NO_OUTPUT = "(no output)"
@@ -236,7 +257,7 @@ def announce_id(child_key: str, child_run_id: str) -> str:
     return f"announce:v1:{child_key}:{child_run_id}"
 
 
-def completion_event(run: Mapping[str, Any], stats: str | None) -> dict[str, Any]:
+def completion_event(run: Mapping[str, Any], stats: str | None) -> CompletionEvent:
     """The `task_completion` event OpenClaw's announce carries, for a spawn's finished run
     record (`sessionKey`, `sessionId`, `label`, `message`, `status`, `error`, `reply`), with
     its field values as 2026.9.6 builds them: the status words, the task label, the reply
@@ -255,7 +276,7 @@ def completion_event(run: Mapping[str, Any], stats: str | None) -> dict[str, Any
         status_label = f"failed: {error or 'unknown error'}"
     else:
         status_label = "finished with unknown status"
-    event: dict[str, Any] = {
+    event: CompletionEvent = {
         "type": "task_completion",
         "source": "subagent",
         "childSessionKey": run["sessionKey"],

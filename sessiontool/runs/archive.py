@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool import diag
 from sessiontool.clock import archive_stamp, now_ms
@@ -29,6 +29,9 @@ from sessiontool.state.sessions_json import (
     remove_entry,
     update_store,
 )
+
+if TYPE_CHECKING:
+    from sessiontool.runs.result_types import SweepResult
 
 SWEEP_INTERVAL_MS = 60_000
 # The opportunistic sweep runs inside a foreground send or spawn: it must not hold the user up
@@ -178,7 +181,7 @@ def archive_session(
 
 def sweep(
     ctx: Context, *, dry_run: bool, lock_timeout: float | None = None, quiet: bool = False
-) -> dict[str, list[str]]:
+) -> SweepResult:
     """Archive every expired spawned sub-agent: `{"archived": [display keys]}`. `dry_run` names
     them and changes nothing. A session that cannot be archived now (a busy lock) is skipped
     with a warning and is due again on the next sweep."""

@@ -107,3 +107,10 @@ class PolicySet(TypedDict):
     sendPolicy: str | None
     effective: str
     decidedBy: str
+
+
+class SweepResult(TypedDict):
+    """What `sweep` returns: the display keys of the sub-agent sessions it archived (or, with
+    `--dry-run`, would archive)."""
+
+    archived: list[str]

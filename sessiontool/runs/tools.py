@@ -243,12 +243,13 @@ def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> 
 def _sessions_history(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
     from sessiontool.sessions.history import history
 
-    return history(
+    h = history(
         ctx,
         args["sessionKey"],
         limit=args.get("limit", 200),
         include_tools=bool(args.get("includeTools", False)),
-    ).to_json()
+    )
+    return dict(h.to_json())
 
 
 def _sessions_send(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:

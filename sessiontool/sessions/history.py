@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
@@ -17,6 +17,21 @@ from sessiontool.sessions.resolve import (
 from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.transcript import Message, is_tool_result_line
 from sessiontool.structs import Value
+
+if TYPE_CHECKING:  # for types only: a TypedDict costs start-up to create
+    from typing import NotRequired, TypedDict
+
+    class HistoryResult(TypedDict):
+        """What `history --json` and sessions_history return: OpenClaw's shape, the messages
+        as the transcript holds them; `truncated` when a gateway cut one, `children` (the
+        command only) the sessions spawned from this one."""
+
+        sessionKey: str
+        sessionId: NotRequired[str]
+        messages: list[Message]
+        truncated: NotRequired[bool]
+        children: NotRequired[list[str]]
+
 
 HISTORY_DEFAULT_LIMIT = 200
 HISTORY_MAX_LIMIT = 1000
@@ -57,11 +72,16 @@ class History(Value):
         self.path = path
         self.resolved = resolved
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"sessionKey": self.session_key}
+    def to_json(self) -> HistoryResult:
+        out: HistoryResult
         if self.session_id is not None:
-            out["sessionId"] = self.session_id
-        out["messages"] = self.messages
+            out = {
+                "sessionKey": self.session_key,
+                "sessionId": self.session_id,
+                "messages": self.messages,
+            }
+        else:
+            out = {"sessionKey": self.session_key, "messages": self.messages}
         if any(m.get("truncated") is True for m in self.messages):
             # Read through a gateway that cut a message (chat.history's caps): never silent.
             out["truncated"] = True
