@@ -78,6 +78,32 @@ def test_list_imports_no_write_side_modules(populated: Path, tmp_path: Path) -> 
     assert "platformdirs" not in names  # the state dir came from the environment
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("send", "agent:main:s1", "hi", "--timeout", "0"), ("label", "agent:main:s2", "x")],
+    ids=["send", "label"],
+)
+def test_result_types_stay_types_only(
+    populated: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """The result TypedDicts (runs/ and flow/result_types.py) cost start-up to create: the
+    modules that return them import them under TYPE_CHECKING only, so no command loads them."""
+    out = tmp_path / "modules.txt"
+    env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(populated))
+    proc = subprocess.run(
+        [sys.executable, "-c", MODULES_PROBE, str(out), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = set(out.read_text().split())
+    assert "sessiontool.runs.submit" in modules or "sessiontool.operations.manage" in modules
+    assert "sessiontool.runs.result_types" not in modules
+    assert "sessiontool.flow.result_types" not in modules
+
+
 def test_probe_sees_json5_when_the_config_needs_it(state: Path, tmp_path: Path) -> None:
     """The control: JSON5 beyond the common extras (a hex number) does load json5, so the probe
     is not blind; comments, unquoted keys and single quotes alone do not (the fast path)."""
