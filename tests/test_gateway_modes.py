@@ -126,6 +126,32 @@ def test_lock_honouring_gateway_keeps_the_lock_protocol(
     assert "via" not in json.loads(proc.stdout)
 
 
+def test_label_through_a_gateway_that_answers_without_the_entry(tmp_path: Path) -> None:
+    """sessions.patch's answer may leave the entry out: the label is set all the same, the line
+    says the label sent (trimmed), `--json` has `entry: null`; never an internal error."""
+    state = tmp_path / "state"
+    store = state / "agents" / "main" / "sessions" / "sessions.json"
+    store.parent.mkdir(parents=True)
+    store.write_text(json.dumps({"agent:main:s1": {"sessionId": "s-1", "updatedAt": 1}}))
+    with fake.running(
+        tmp_path / "gw", store=str(store), version="2026.6.3", patch_without_entry=True
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "bind": "loopback", "auth": {"mode": "none"}}})
+        )
+        proc = run_cli("--state-dir", str(state), "label", "agent:main:s1", "  first  ")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "agent:main:s1\tlabel: first\n"
+        proc = run_cli("--state-dir", str(state), "--json", "label", "agent:main:s1", "second")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {
+            "sessionKey": "agent:main:s1",
+            "entry": None,
+            "via": "gateway",
+        }
+    assert json.loads(store.read_text())["agent:main:s1"]["label"] == "second"
+
+
 def test_doctor_names_the_gateway(lockless: Any) -> None:
     state, _store, _gw, _n = lockless
     proc = run_cli("--state-dir", str(state), "--json", "doctor")

@@ -357,7 +357,10 @@ class Server:
             return self.next_event(ws, params["key"])
         if method == "sessions.patch":
             if self.cfg.get("store"):
-                return res(self.patch_store(params))
+                patched = self.patch_store(params)
+                if self.cfg.get("patch_without_entry"):  # an answer that leaves the entry out
+                    del patched["entry"]
+                return res(patched)
             return res({"ok": True, "key": params["key"], "entry": {"sessionId": "x", **params}})
         if method == "sessions.create":
             entry = {"sessionId": "x", **{k: v for k, v in params.items() if k != "key"}}
