@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.helpers import FIXTURE_STATE, run_cli, run_json
 
 DAY = 86_400_000
@@ -258,3 +260,41 @@ def test_a_vanished_transcript_is_dropped_even_when_its_session_remains(state: P
     finally:
         con.close()
     assert names == [paths["agent:main:main"].name]
+
+
+def _costed(days: int) -> list[bytes]:
+    """A user message, then two assistant turns (one run) every 5 hours; every other turn
+    records a cost."""
+    out = []
+    for n, t in enumerate(range(T0, T0 + days * DAY, 5 * 3_600_000)):
+        out.append(_line("user", t, f"question {n}", n))
+        for k in (1, 2):
+            obj = json.loads(_line("assistant", t + k * 60_000, f"answer {n}.{k}", n))
+            if (n + k) % 2:
+                obj["message"]["usage"]["cost"] = {"total": 0.001 * (n + k)}
+            out.append(json.dumps(obj).encode() + b"\n")
+    return out
+
+
+def test_partial_days_sum_as_the_whole_days_do(state: Path) -> None:
+    # A range of whole days is summed from the per-day sums; split at a mid-day point, each half
+    # has a partial day, summed from that day's single turns: the totals (runs and recorded
+    # cost too) must agree.
+    _make_state(state, {"agent:main:main": _costed(4), "agent:main:dm:bob": _costed(3)})
+    day0 = T0 - T0 % DAY
+    a, c = day0 + DAY, day0 + 3 * DAY
+    keys = ("turns", "runs", "input", "output", "cacheRead", "cacheWrite")
+
+    def total(since: int, until: int) -> dict[str, Any]:
+        rc, out = run_json("usage", "--since", _iso(since), "--until", _iso(until))
+        assert rc == 0, out
+        return out["total"]  # type: ignore[no-any-return]
+
+    whole = total(a, c)
+    assert whole["turns"] > 0 and whole["runs"] * 2 == whole["turns"] and whole["cost"] > 0
+    b = a + DAY + 11 * 3_600_000
+    left, right = total(a, b), total(b, c)
+    assert left["turns"] and right["turns"]
+    for k in keys:
+        assert left[k] + right[k] == whole[k], k
+    assert left["cost"] + right["cost"] == pytest.approx(whole["cost"])
