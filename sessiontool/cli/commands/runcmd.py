@@ -151,7 +151,7 @@ def send_cmd(
         watch.say_created(ctx)
         raise
     result, code = run_result(ctx, rec)
-    watch.say_created(ctx)
+    watch.say_created(ctx, replied=result.get("status") == "ok")
     delivery = result.get("delivery")
     own_delivery = delivery is not None and delivery["mode"] == "deliver"
     if deliver and own_delivery and result.get("status") == "ok":
@@ -186,13 +186,16 @@ class _SendWatch:
         if self.interrupt is not None:
             self.interrupt.arm(run_id)
 
-    def say_created(self, ctx: Context) -> None:
+    def say_created(self, ctx: Context, replied: bool = False) -> None:
         """`created session K` once the run that was to create it is over and K exists: not
         for a run withdrawn before it made it (a full disk), nor before the run ran
-        (`--timeout 0`)."""
+        (`--timeout 0`). A run that replied wrote K's entry when its turn started, so only
+        another end reads the store again (a big one costs a parse)."""
+        if self.new is None or self.quiet:
+            return
         from sessiontool.runs.submit import session_exists
 
-        if self.new is not None and not self.quiet and session_exists(ctx, self.new):
+        if replied or session_exists(ctx, self.new):
             render.err(f"created session {render.esc(self.new)}")
 
 
