@@ -459,13 +459,10 @@ def resolve(host: str, port: int, timeout: float) -> list[Any]:
     at once; a name is resolved in a thread of its own (getaddrinfo has no timeout and cannot
     be interrupted), left to finish on its own when the deadline passes: a daemon thread, at
     most one per connection attempt (a failed attempt is not repeated for 15 s)."""
-    import ipaddress
-
     tcp = socket.SOCK_STREAM
-    try:
-        ipaddress.ip_address(host)
+    try:  # an IP address: no lookup, answered at once (a name is refused here, never looked up)
         return socket.getaddrinfo(host, port, 0, tcp, 0, socket.AI_NUMERICHOST)
-    except ValueError:
+    except socket.gaierror:
         pass
     import threading
 
