@@ -605,7 +605,11 @@ def test_a_resolver_that_hangs_ends_at_the_connect_deadline(tmp_path: Path) -> N
     ran = cli_at(tmp_path, f"ws://{host}:18789", "list", OPENCLAW_HANDSHAKE_TIMEOUT_MS=FAST)
     assert ran.rc == 4, ran.err  # as for any remote gateway that does not answer
     assert 1.9 < ran.wall < 2 + 10, ran.wall  # busy machine: generous above the 2 s
-    assert ran.error == f"no OpenClaw gateway answers at ws://{host}:18789", ran.err
+    # the name that did not resolve said, not only that nothing answers
+    assert (
+        ran.error
+        == f"no OpenClaw gateway answers at ws://{host}:18789 (timed out resolving {host})"
+    ), ran.err
     with serving(gateway()) as port:
         ran = cli_at(tmp_path, f"ws://gw.slow.dns.test:{port}", "list", "--json")
     assert ran.rc == 0, ran.err

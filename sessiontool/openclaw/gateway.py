@@ -64,6 +64,7 @@ class Gateway:
     section: dict[str, Any] = field(default_factory=dict)
     raw_config: dict[str, Any] = field(default_factory=dict)
     _reachable: bool | None = None
+    unreachable_why: str | None = None  # when the name did not resolve in time: said so
     _version: str | None = None
     _version_asked: bool = False
     _secret: list[Secret | None] = field(default_factory=list)
@@ -94,8 +95,10 @@ class Gateway:
             try:
                 with open_socket(self.host, self.port, CONNECT_TIMEOUT_S, connect_timeout_s()):
                     self._reachable = True
-            except OSError:
+            except OSError as exc:
                 self._reachable = False
+                if str(exc).startswith("timed out resolving"):
+                    self.unreachable_why = str(exc)
         return self._reachable
 
     def secret(self) -> Secret | None:

@@ -114,7 +114,8 @@ def require_up(paths: StatePaths) -> None:
     if not g.reachable():
         from sessiontool.errors import ForbiddenError
 
-        raise ForbiddenError(f"no OpenClaw gateway answers at {g.url}", hint=g.how_to_start())
+        why = f" ({g.unreachable_why})" if g.unreachable_why else ""
+        raise ForbiddenError(f"no OpenClaw gateway answers at {g.url}{why}", hint=g.how_to_start())
 
 
 def gateway_config(paths: StatePaths) -> tuple[Path, dict[str, Any]] | None:
