@@ -40,6 +40,18 @@ class Pane:
                 raise AssertionError(f"{text!r} not on the screen within {timeout}s:\n{screen}")
             time.sleep(0.1)
 
+    def wait_gone(self, text: str, timeout: float = 20.0) -> str:
+        """Until `text` has left the screen: a dialog closed, so the next key is the screen's
+        below it (one sent while the dialog still shows would be the dialog's)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text not in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} still on the screen after {timeout}s:\n{screen}")
+            time.sleep(0.1)
+
 
 @contextmanager
 def pane(

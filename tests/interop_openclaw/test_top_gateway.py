@@ -46,6 +46,7 @@ def test_top_over_the_real_gateway(live: Live, tmp_path: Path) -> None:
         screen = p.wait_for("Reply from", 300)
         assert "hello from top" in screen  # the fake model answers with the message
         p.keys("Escape")
+        p.wait_gone("Reply from")  # an Enter sent while the reply still shows would close it
         p.wait_for(" ok ", 30)  # the run, ended, in the runs pane: no key pressed for it
         p.keys("Enter")  # the transcript, read from the database, followed
         p.wait_for("following (Esc: back)")
