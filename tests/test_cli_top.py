@@ -89,7 +89,7 @@ def test_top_in_tmux_as_a_person_runs_it(state: Path, tmp_path: Path) -> None:
         screen = p.wait_for("Sessions (1 of 9 matching /tg-lounge)")
         assert "agent:main:dm:alice" not in screen
         p.keys("Enter")  # keep the filter
-        time.sleep(0.5)  # a person's pause: a key sent at once would still go to the filter
+        time.sleep(1.0)  # a person's pause: a key sent at once would still go to the filter
         p.keys("Enter")  # the one row left: its transcript
         screen = p.wait_for("following (Esc: back)")
         assert "agent:main:telegram:group:-100777 — following" in screen

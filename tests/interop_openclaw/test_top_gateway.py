@@ -38,7 +38,7 @@ def test_top_over_the_real_gateway(live: Live, tmp_path: Path) -> None:
         p.keys("discord:group:123")
         p.wait_for("matching /discord:group:123")
         p.keys("Enter")  # keep the filter; the table has the keys again a moment later
-        time.sleep(0.5)  # (a person's pause: a key sent at once would still go to the filter)
+        time.sleep(1.0)  # (a person's pause: a key sent at once would still go to the filter)
         p.keys("s")
         p.wait_for("Message to")
         p.keys("hello from top")
