@@ -18,10 +18,10 @@ from .runhelpers import MODULES_PROBE
 HEAVY = ("rich", "json5", "websockets", "cryptography", "textual", "markupsafe")
 
 
-def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
-    """Top-level names of every module loaded by the real entry point (`python -m sessiontool`)
-    by the time it exits. sys.modules, not -X importtime: the latter does not see modules
-    loaded through importlib.import_module, which is how the command modules are loaded."""
+def loaded_modules(*args: str, state: Path, tmp: Path) -> set[str]:
+    """Every module loaded by the real entry point (`python -m sessiontool`) by the time it
+    exits. sys.modules, not -X importtime: the latter does not see modules loaded through
+    importlib.import_module, which is how the command modules are loaded."""
     out = tmp / "modules.txt"
     env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(state))
     proc = subprocess.run(
@@ -32,10 +32,15 @@ def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    modules = out.read_text().split()
+    modules = set(out.read_text().split())
     # The probe sees importlib-loaded modules (a run loads only its own command's module).
     assert any(m.startswith("sessiontool.cli.commands.") for m in modules)
-    return {m.split(".")[0] for m in modules}
+    return modules
+
+
+def imported_modules(*args: str, state: Path, tmp: Path) -> set[str]:
+    """Top-level names of `loaded_modules`."""
+    return {m.split(".")[0] for m in loaded_modules(*args, state=state, tmp=tmp)}
 
 
 @pytest.fixture
@@ -88,17 +93,7 @@ def test_result_types_stay_types_only(
 ) -> None:
     """The result TypedDicts (runs/ and flow/result_types.py) cost start-up to create: the
     modules that return them import them under TYPE_CHECKING only, so no command loads them."""
-    out = tmp_path / "modules.txt"
-    env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(populated))
-    proc = subprocess.run(
-        [sys.executable, "-c", MODULES_PROBE, str(out), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    modules = set(out.read_text().split())
+    modules = loaded_modules(*args, state=populated, tmp=tmp_path)
     assert "sessiontool.runs.submit" in modules or "sessiontool.operations.manage" in modules
     assert "sessiontool.runs.result_types" not in modules
     assert "sessiontool.flow.result_types" not in modules

@@ -7,7 +7,7 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 
@@ -31,25 +31,27 @@ class Pane:
         self.tmux("send-keys", "-t", "main", *keys)
 
     def wait_for(self, text: str, timeout: float = 20.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} not on the screen within {timeout}s:\n{screen}")
-            time.sleep(0.1)
+        return self._wait(
+            lambda screen: text in screen, f"{text!r} not on the screen within {timeout}s", timeout
+        )
 
     def wait_gone(self, text: str, timeout: float = 20.0) -> str:
         """Until `text` has left the screen: a dialog closed, so the next key is the screen's
         below it (one sent while the dialog still shows would be the dialog's)."""
+        return self._wait(
+            lambda screen: text not in screen,
+            f"{text!r} still on the screen after {timeout}s",
+            timeout,
+        )
+
+    def _wait(self, done: Callable[[str], bool], failure: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if text not in screen:
+            if done(screen):
                 return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} still on the screen after {timeout}s:\n{screen}")
+                raise AssertionError(f"{failure}:\n{screen}")
             time.sleep(0.1)
 
 
