@@ -81,3 +81,47 @@ def test_a_lock_that_cannot_be_created_names_what_it_guards(tmp_path: Path) -> N
         flock.held(tmp_path / "z.lock", "the widgets"),
     ):
         pass
+
+
+def test_a_run_lock_waiter_takes_the_file_its_path_names_not_the_one_let_go(
+    tmp_path: Path,
+) -> None:
+    """A run lock's holder unlinks its file as it lets go (steps.release_lock). A worker that
+    was waiting on that file must not wake holding it while a newcomer holds the path's new file:
+    two workers would advance one run, and `lock_held` would call the live one dead."""
+    import threading
+    import time
+
+    from sessiontool.runs import records, steps
+    from sessiontool.state.paths import StatePaths
+
+    paths = StatePaths(tmp_path / "state")
+    paths.runs_dir.mkdir(parents=True)
+    first = steps.try_lock(paths, "r1", block=False)
+    assert first is not None
+    got: list[int | None] = []
+    waiter = threading.Thread(target=lambda: got.append(steps.try_lock(paths, "r1", block=True)))
+    waiter.start()
+    time.sleep(0.3)  # the waiter is blocked in flock on the first file
+    steps.release_lock(paths, "r1", first)
+    newcomer = steps.try_lock(paths, "r1", block=False)
+    try:
+        if newcomer is not None:
+            # The newcomer holds the path's file: the waiter waits for it, not past it.
+            waiter.join(0.5)
+            assert waiter.is_alive(), "two holders of one run's lock"
+            assert records.lock_held(paths, "r1")
+            steps.release_lock(paths, "r1", newcomer)
+            newcomer = None
+        waiter.join(10)
+        assert not waiter.is_alive() and got and got[0] is not None
+        # What the waiter holds is what the path names: others see the lock held.
+        assert os.fstat(got[0]).st_ino == paths.run_lock("r1").stat().st_ino
+        assert records.lock_held(paths, "r1")
+    finally:
+        if newcomer is not None:
+            os.close(newcomer)
+        waiter.join(10)
+        for fd in got:
+            if fd is not None:
+                os.close(fd)

@@ -6,8 +6,6 @@ follow-up stalled gets a follow-up worker. Every command that reads runs (`wait`
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiontool.clock import now_ms
@@ -76,8 +74,14 @@ def reconcile(
             return rec
         if marked["now"]:
             notify(paths, rec["runId"])
-            _unlink(paths.run_lock(rec["runId"]))
-            lanes.remove_marker(paths, rec)
+            # Only while nobody holds it: a lane worker may have taken it since (steps.try_lock).
+            flock.remove_if_free(paths.run_lock(rec["runId"]))
+            if not steps.pending(rec):
+                # With a follow-up to do (a delivery, an announce), the marker stays: the lane's
+                # worker does it when it passes the marker, before the session's next run, as
+                # it would have. A follow-up worker started beside it would write its mirror
+                # into the middle of that next run's turn.
+                lanes.remove_marker(paths, rec)
             try:
                 recover.after_end(paths, rec, marked["recovered"])
             except Exception:  # noqa: BLE001 - best effort; the record already says its end
@@ -133,10 +137,3 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
     if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
         return
     start_detached(paths, ["follow", rec["runId"]])
-
-
-def _unlink(p: Path) -> None:
-    try:
-        os.unlink(p)
-    except OSError:
-        pass

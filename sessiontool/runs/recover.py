@@ -4,8 +4,9 @@ The worker records the outcome it reached (`outcome`), then appends the reply to
 then writes the store and publishes the end. Killed between the append and the end, it leaves a
 `running` record nobody holds, whose reply is on disk: calling it `lost` would contradict the
 transcript (and `abortedLastRun` would say the session's last run failed). The reconciler looks
-for the reply first: the last assistant message after the run's own user line (a lane runs one
-run of a session at a time, so nothing else answers in between), and ends the run with it.
+for the reply first: the last assistant message after the run's own user line that an agent wrote
+(a lane runs one run of a session at a time, so no other agent answers in between; a mirror or an
+injected note may), and ends the run with it.
 """
 
 from __future__ import annotations
@@ -72,9 +73,22 @@ def reply_on_disk(paths: StatePaths, rec: Record) -> dict[str, Any] | None:
         ):
             after = msgs[i + 1 :]
             cut = next((j for j, n in enumerate(after) if n.get("role") == "user"), len(after))
-            answers = [n for n in after[:cut] if n.get("role") == "assistant"]
+            answers = [n for n in after[:cut] if _own_answer(n)]
             return answers[-1] if answers else None
     return None
+
+
+def _own_answer(msg: dict[str, Any]) -> bool:
+    """An assistant message a run's agent wrote: not a delivery mirror or an injected note,
+    which another run's follow-up may append while this run's turn is open (a delivery resumed
+    after its worker died), and which would otherwise be taken for this run's reply."""
+    from sessiontool.protocol import INJECTED, is_delivery_mirror
+
+    return (
+        msg.get("role") == "assistant"
+        and msg.get("stopReason") != INJECTED
+        and not is_delivery_mirror(msg)
+    )
 
 
 def end_dead(paths: StatePaths, r: Record) -> bool:

@@ -32,6 +32,8 @@ from sessiontool.runs import records
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from sessiontool.runs.record_types import FollowUp
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.state.config import Config
@@ -66,16 +68,33 @@ def is_agent_step(name: str) -> bool:
 
 
 def try_lock(paths: StatePaths, run_id: str, *, block: bool) -> int | None:
+    """The run's lock, held through a descriptor of the file its path names now. A holder
+    unlinks the file as it lets go (release_lock), so a waiter blocked on the old file wakes
+    holding a lock nobody else can see: it opens the path again instead, or two workers would
+    advance one run's follow-up at once (and `lock_held` would call a live run dead)."""
     from sessiontool.state.flock import open_lock_file, try_flock, wait_flock
 
-    fd = open_lock_file(paths.run_lock(run_id))
-    if block:
-        wait_flock(fd)
-        return fd
-    if try_flock(fd):
-        return fd
-    os.close(fd)
-    return None
+    path = paths.run_lock(run_id)
+    while True:
+        fd = open_lock_file(path)
+        if block:
+            wait_flock(fd)
+        elif not try_flock(fd):
+            os.close(fd)
+            return None
+        if _names(path, fd):
+            return fd
+        os.close(fd)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file open at `fd`."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
 
 def release_lock(paths: StatePaths, run_id: str, fd: int) -> None:

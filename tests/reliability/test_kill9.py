@@ -21,11 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from sessiontool.protocol import is_delivery_mirror
 from tests.helpers import run_cli, run_json
 from tests.reliability.util import (
     FINISHED,
     check_transcripts,
     kill9,
+    messages,
     parse_transcript,
     read_store,
     reconcile,
@@ -127,6 +129,83 @@ def test_kill_9_at_a_chosen_point(state: Path, point: str) -> None:
     assert texts(state, "agent:main:main") == [*expected[point], "after", "echo: after"]
     assert read_store(state)["agent:main:main"]["abortedLastRun"] is False
     check_transcripts(state)
+
+
+def test_a_dead_runs_delivery_comes_before_the_sessions_next_run(state: Path) -> None:
+    """A worker killed after its reply was written, before its delivery: the run ends with that
+    reply, and its delivery (mirrored into the transcript) still comes before the session's next
+    run, as it would have had the worker lived. (CI's burst once found a late mirror between the
+    next run's message and its reply: the reconciler started a follow-up worker beside the lane's
+    worker; a pause at `deliver` makes that follow-up slow here, so the race always shows.)"""
+    key = "agent:main:discord:group:2"
+    seed_store(state, [key])
+    runner_config(state, {"type": "echo"})
+    rc, first = run_json(
+        "send", key, "m-1", "--deliver", "--timeout", "0",
+        env={"SESSIONTOOL_TEST_PAUSE": "index-write:30"},
+    )  # fmt: skip
+    assert rc == 0, first
+    pid = wait_pause(state, first["runId"], "index-write")
+    rc, second = run_json("send", key, "m-2", "--timeout", "0")  # queued behind it
+    assert rc == 0 and second["status"] == "accepted", second
+    kill9(pid)
+
+    # The reconciler (with its workers) is slow to deliver: 2 s at the `deliver` point.
+    recs = {r["runId"]: r for r in reconcile(env={"SESSIONTOOL_TEST_PAUSE": "deliver:2"})}
+    assert recs[first["runId"]]["status"] == "ok"
+
+    def settled() -> bool:
+        recs = {r["runId"]: r for r in reconcile()}
+        runs = [recs[first["runId"]], recs[second["runId"]]]
+        return all(r["status"] in FINISHED and not _pending_follow_up(r) for r in runs) and (
+            not worker_pids(state)
+        )
+
+    wait_until(settled, 30, "both runs and the delivery to finish", poll=0.3)
+    msgs = messages(state, key)
+    assert [(text_of(m), is_delivery_mirror(m)) for m in msgs] == [
+        ("m-1", False),
+        ("echo: m-1", False),
+        ("echo: m-1", True),
+        ("m-2", False),
+        ("echo: m-2", False),
+    ]
+    check_transcripts(state)
+
+
+def test_a_mirror_written_into_a_dead_runs_turn_is_not_its_reply(state: Path) -> None:
+    """A worker killed between deciding its outcome and writing its reply leaves no reply: a
+    delivery mirror another run's follow-up wrote after its message is not taken for one."""
+    from sessiontool.flow.delivery import mirror_message
+    from sessiontool.runs import recover
+    from sessiontool.state import transcript
+    from sessiontool.state.paths import StatePaths
+
+    paths = StatePaths(state)
+    sid = "3f1c1d9e-1111-4222-8333-944455556666"
+    path = paths.sessions_dir("main") / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    started = int(time.time() * 1000) - 1000
+    for msg in (
+        {"role": "user", "content": [{"type": "text", "text": "m-2"}], "timestamp": started + 1},
+        mirror_message("echo: m-1", started + 2),
+    ):
+        transcript.append_message(path, sid, msg)
+    rec = {
+        "runId": "r-dead",
+        "kind": "send",
+        "sessionKey": "agent:main:discord:group:2",
+        "agentId": "main",
+        "sessionId": sid,
+        "message": "m-2",
+        "startedAt": started,
+        "outcome": "ok",
+    }
+    assert recover.reply_on_disk(paths, rec) is None  # type: ignore[arg-type]
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "echo: m-2"}]}
+    transcript.append_message(path, sid, {**reply, "timestamp": started + 3})
+    found = recover.reply_on_disk(paths, rec)  # type: ignore[arg-type]
+    assert found is not None and found["content"] == reply["content"]
 
 
 def test_random_kills_leave_a_consistent_state(state: Path) -> None:
