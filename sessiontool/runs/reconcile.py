@@ -73,22 +73,7 @@ def reconcile(
         except (NotFoundError, CorruptStateError):
             return rec
         if marked["now"]:
-            notify(paths, rec["runId"])
-            # Only while nobody holds it: a lane worker may have taken it since (steps.try_lock).
-            flock.remove_if_free(paths.run_lock(rec["runId"]))
-            if not steps.pending(rec):
-                # With a follow-up to do (a delivery, an announce), the marker stays: the lane's
-                # worker does it when it passes the marker, before the session's next run, as
-                # it would have. A follow-up worker started beside it would write its mirror
-                # into the middle of that next run's turn.
-                lanes.remove_marker(paths, rec)
-            try:
-                recover.after_end(paths, rec, marked["recovered"])
-            except Exception:  # noqa: BLE001 - best effort; the record already says its end
-                pass
-            writer_of(rec).clear_stale_locks(paths, rec)
-            if resume:
-                _ensure_lane(paths, rec)
+            _after_dead_end(paths, rec, marked["recovered"], resume=resume)
     if resume and is_finished(rec):
         _clear_stale_lock(paths, rec["runId"])
     if resume and is_finished(rec) and ("followUp" in rec or status == "running"):
@@ -101,6 +86,26 @@ def reconcile(
         except Exception:  # noqa: BLE001 - a reconciler never fails on someone else's run
             pass
     return rec
+
+
+def _after_dead_end(paths: StatePaths, rec: Record, recovered: bool, *, resume: bool) -> None:
+    """What follows ending a dead worker's run: its waiters woken, its lock file and lane
+    marker gone, its store updated (or its session flagged), the lane given a worker."""
+    notify(paths, rec["runId"])
+    # Only while nobody holds it: a lane worker may have taken it since (steps.try_lock).
+    flock.remove_if_free(paths.run_lock(rec["runId"]))
+    if not steps.pending(rec):
+        # With a follow-up to do (a delivery, an announce), the marker stays: the lane's worker
+        # does it when it passes the marker, before the session's next run, as it would have.
+        # A follow-up worker started beside that run would write its mirror into its turn.
+        lanes.remove_marker(paths, rec)
+    try:
+        recover.after_end(paths, rec, recovered)
+    except Exception:  # noqa: BLE001 - best effort; the record already says its end
+        pass
+    writer_of(rec).clear_stale_locks(paths, rec)
+    if resume:
+        _ensure_lane(paths, rec)
 
 
 def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
