@@ -89,8 +89,9 @@ def reconcile(
 
 
 def _after_dead_end(paths: StatePaths, rec: Record, recovered: bool, *, resume: bool) -> None:
-    """What follows ending a dead worker's run: its waiters woken, its lock file and lane
-    marker gone, its store updated (or its session flagged), the lane given a worker."""
+    """What follows ending a dead worker's run: its waiters woken, its lock file gone (and its
+    lane marker, unless a follow-up waits), its store updated (or its session flagged), the
+    lane given a worker."""
     notify(paths, rec["runId"])
     # Only while nobody holds it: a lane worker may have taken it since (steps.try_lock).
     flock.remove_if_free(paths.run_lock(rec["runId"]))
