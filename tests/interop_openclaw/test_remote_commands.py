@@ -294,10 +294,13 @@ def test_mcp_over_stdio_reaches_the_remote_gateway(
             listed = await c.call_tool("sessions_list", {})
             assert not listed.is_error, listed
             seen["list"] = listed.structured_content
-            sent = await c.call_tool(
-                "sessions_send",
-                {"sessionKey": "agent:ops:main", "message": "mcp remote", "timeoutSeconds": 300},
-            )
+            args = {"sessionKey": "agent:ops:main", "message": "mcp remote", "timeoutSeconds": 300}
+            sent = await c.call_tool("sessions_send", args)
+            if sent.is_error and "stale gateway lifecycle" in str(sent.structured_content):
+                # OpenClaw restarted its gateway in process under the run and retired it
+                # ("Agent run belongs to a stale gateway lifecycle"): its own event, seen once
+                # in CI, and the run's error said so. The same send once more.
+                sent = await c.call_tool("sessions_send", args)
             assert not sent.is_error, sent
             seen["send"] = sent.structured_content
 
