@@ -274,6 +274,10 @@ def test_agents_search_usage_export_through_a_remote_gateway(
     ]
 
 
+# OpenClaw's own transient failures of a turn (errorCode UNAVAILABLE), as the run's error names them.
+OWN_CONTENTION = ("another OpenClaw process owns state-lifecycle", "stale gateway lifecycle")
+
+
 def test_mcp_over_stdio_reaches_the_remote_gateway(
     live: Live, remote: tuple[dict[str, str], Path]
 ) -> None:
@@ -296,10 +300,11 @@ def test_mcp_over_stdio_reaches_the_remote_gateway(
             seen["list"] = listed.structured_content
             args = {"sessionKey": "agent:ops:main", "message": "mcp remote", "timeoutSeconds": 300}
             sent = await c.call_tool("sessions_send", args)
-            if sent.is_error and "stale gateway lifecycle" in str(sent.structured_content):
-                # OpenClaw restarted its gateway in process under the run and retired it
-                # ("Agent run belongs to a stale gateway lifecycle"): its own event, seen once
-                # in CI, and the run's error said so. The same send once more.
+            if sent.is_error and any(e in str(sent.structured_content) for e in OWN_CONTENTION):
+                # OpenClaw failed the turn on its own state coordination (its idle SQLite
+                # maintenance held the state lifecycle past 5 s on a busy machine, or a gateway
+                # restart in process retired the run): UNAVAILABLE, seen in CI and here, and the
+                # run's error said so. The same send once more.
                 sent = await c.call_tool("sessions_send", args)
             assert not sent.is_error, sent
             seen["send"] = sent.structured_content
