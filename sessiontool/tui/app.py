@@ -105,11 +105,11 @@ class TopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield Label("Sessions", classes="title", id="sessions-title")
         yield Input(placeholder="filter sessions (Enter: keep, Esc: clear)", id="filter")
-        yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield tables.LiveTable(id="sessions", cursor_type="row", zebra_stripes=True)
         yield Label("Runs", classes="title")
         yield tables.LiveTable(id="runs", cursor_type="row")
         yield Label("Deliveries", classes="title")
-        yield DataTable(id="deliveries", cursor_type="row", show_cursor=False)
+        yield tables.LiveTable(id="deliveries", cursor_type="row", show_cursor=False)
         yield Static(id="status")
         yield Footer()
 
@@ -127,8 +127,8 @@ class TopApp(App[int]):
         self.tick()
         self.set_interval(TICK_S, self.tick)
 
-    def table(self, name: str) -> DataTable[Any]:
-        return self.query_one(f"#{name}", DataTable)
+    def table(self, name: str) -> tables.LiveTable:
+        return self.query_one(f"#{name}", tables.LiveTable)
 
     # -- live --------------------------------------------------------------------------------
 
@@ -224,7 +224,7 @@ class TopApp(App[int]):
         tables.fill(self.table("runs"), rows.run_rows(self.snap.runs, self.rss, now_ms()))
 
     def draw_clocks(self) -> None:
-        tables.update_clocks(self.query_one("#runs", tables.LiveTable), self.snap.runs, self.rss)
+        tables.update_clocks(self.table("runs"), self.snap.runs, self.rss)
 
     def draw_deliveries(self) -> None:
         cells = rows.delivery_rows(self.snap.deliveries, self.ctx.display, now_ms())

@@ -4,8 +4,10 @@ ticked at the cost of its own row.
 Textual's `DataTable.update_cell` makes the whole table draw again: each of its render caches
 is keyed by a count that any change bumps, so one clock moving in one row re-renders every
 visible cell of the pane (about 20 ms a second with a pane of runs: issue 47's idle CPU).
-`LiveTable.tick` changes cells whose width stays the same (the clocks' columns are as wide as
-their widest value) and forgets only that row's renders, so only that row is drawn again."""
+`LiveTable.tick` changes cells whose column stays as wide (the clocks' columns are as wide as
+their widest value) and forgets only that row's renders, so only that row is drawn again; a
+cell wider than its column takes DataTable's own update. Every pane is a LiveTable: an age
+that moves, a cost that comes in, redraw their row."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import Column, ColumnKey, RowKey
 
 from sessiontool.clock import now_ms
 from sessiontool.tui import model, rows
@@ -29,8 +31,7 @@ class LiveTable(DataTable[Any]):
         """Show `cells` in row `key`; a cell wider than its column, or a table whose caches
         are not as this version of Textual keeps them, takes DataTable's own (whole) update."""
         row_key = RowKey(key)
-        columns = self.columns
-        if any(columns[c].auto_width or columns[c].width < len(t) for c, t in cells.items()):
+        if any(len(text) > _room(self.columns[c]) for c, text in cells.items()):
             for column, text in cells.items():
                 self.update_cell(row_key, column, Text(text), update_width=True)
             return
@@ -50,6 +51,11 @@ class LiveTable(DataTable[Any]):
         _forget(renderables, lambda k: k[1] == index)  # its cells as renderables
         lines.clear()  # keyed by line number: rebuilt from the rows' renders, which stay
         self.refresh_row(index)
+
+
+def _room(column: Column) -> int:
+    """How wide a cell may be without changing its column's width."""
+    return column.content_width if column.auto_width else column.width
 
 
 def _forget(cache: Any, which: Callable[[Any], bool]) -> None:
@@ -74,9 +80,10 @@ def update_clocks(table: LiveTable, runs: list[dict[str, Any]], rss: dict[str, A
             table.tick(key, changed)
 
 
-def fill(table: DataTable[Any], cells: Sequence[Row]) -> None:
+def fill(table: LiveTable, cells: Sequence[Row]) -> None:
     """Replace the rows, keeping the cursor on the same row key where it still is. The same
-    keyed rows in the same order (a clock moved, a cost came in): only the cells that changed."""
+    keyed rows in the same order (a clock moved, a cost came in, an age): only the cells that
+    changed, each row drawn again on its own."""
     if (
         cells
         and all(k is not None for k, _ in cells)
@@ -84,9 +91,13 @@ def fill(table: DataTable[Any], cells: Sequence[Row]) -> None:
     ):
         for key, texts in cells:
             assert key is not None
-            for column, text in zip(table.ordered_columns, texts, strict=True):
-                if str(table.get_cell(key, column.key)) != text:
-                    table.update_cell(key, column.key, Text(text), update_width=True)
+            changed = {
+                column.key: text
+                for column, text in zip(table.ordered_columns, texts, strict=True)
+                if str(table.get_cell(key, column.key)) != text
+            }
+            if changed:
+                table.tick(key, changed)
         return
     keep = None
     if table.row_count:
