@@ -409,8 +409,9 @@ def test_keys_are_cut_in_the_middle_and_labels_shown_as_list_shows_them(state: P
             "agent:main:dm:eve": {"sessionId": "s-eve", "updatedAt": now_ms() - 2},
         },
     )
-    from sessiontool.tui.rows import KEY_WIDTH
+    from sessiontool.tui.rows import SESSION_WIDTHS
 
+    key_width = SESSION_WIDTHS[0]
     app = make_app(state)
     cells: dict[str, list[str]] = {}
 
@@ -423,7 +424,7 @@ def test_keys_are_cut_in_the_middle_and_labels_shown_as_list_shows_them(state: P
     assert drive(app, script) == 0
     shown = cells[long_key][0]
     head, _, tail = shown.partition("…")
-    assert len(shown) == KEY_WIDTH and long_key.startswith(head) and long_key.endswith(tail)
+    assert len(shown) == key_width and long_key.startswith(head) and long_key.endswith(tail)
     assert len(head) >= 10 and len(tail) >= 10
     assert [cells[k][3] for k in (long_key, "agent:main:dm:bob", "agent:main:dm:eve")] == [
         "tg:ops",

@@ -17,9 +17,9 @@ SESSION_COLUMNS = ("KEY", "KIND", "UPDATED", "LABEL", "MODEL", "TOKENS", "COST")
 # key, `list --json` has it); None: as wide as the widest cell.
 SESSION_WIDTHS: tuple[int | None, ...] = (KEY_WIDTH, None, None, LABEL_WIDTH, None, None, None)
 RUN_COLUMNS = ("RUN", "KIND", "STATUS", "SESSION", "STEP", "ELAPSED", "RSS", "RESULT")
-# ELAPSED and RSS change while a run runs: as wide as their widest value ("12d05h", "10240M"),
-# so a new value never changes the table's layout (tables.py redraws only their row).
-RUN_WIDTHS: tuple[int | None, ...] = (8, None, None, None, None, 6, 6, None)
+# ELAPSED and RSS change while a run runs: as wide as their title or widest value ("12d05h",
+# "10240M"), so a new value never changes the table's layout (tables.py redraws their row).
+RUN_WIDTHS: tuple[int | None, ...] = (8, None, None, None, None, 7, 6, None)
 CLOCKS = (5, 6)  # the columns of RUN_COLUMNS that tick
 DELIVERY_COLUMNS = ("WHEN", "MODE", "STATUS", "SESSION", "TO", "TEXT")
 FILTERED = ("key", "kind", "label", "displayName", "model", "channel")
