@@ -144,6 +144,21 @@ def test_a_10_mb_message_keeps_top_small_and_answering(state: Path, tmp_path: Pa
     assert result["maxrss_kb"] < 200 * 1024, result  # the message is 10 MB; Textual ~50 MB
 
 
+def _entry(i: int, now: int) -> dict[str, object]:
+    """A store entry shaped as OpenClaw writes one (its fields, a delivery context, an origin,
+    a skills list), smaller than a real one (~5.7 KB)."""
+    return {
+        "sessionId": f"s{i:06d}",
+        "updatedAt": now - i,
+        "chatType": "direct",
+        "model": "gpt-5.1",
+        "totalTokens": i,
+        "deliveryContext": {"channel": "telegram", "to": f"user:{i}", "accountId": "default"},
+        "origin": {"provider": "telegram", "surface": "telegram", "from": f"telegram:{i}"},
+        "skills": [{"name": f"skill-{j}", "path": f"/skills/{j}/SKILL.md"} for j in range(6)],
+    }
+
+
 @tmux_only
 @pytest.mark.slow
 def test_q_leaves_at_once_with_100000_sessions(state: Path, tmp_path: Path) -> None:
@@ -153,13 +168,7 @@ def test_q_leaves_at_once_with_100000_sessions(state: Path, tmp_path: Path) -> N
     from tests.runhelpers import write_store
 
     now = int(time.time() * 1000)
-    write_store(
-        state,
-        {
-            f"agent:main:dm:u{i:06d}": {"sessionId": f"s{i:06d}", "updatedAt": now - i}
-            for i in range(100_000)
-        },
-    )
+    write_store(state, {f"agent:main:dm:u{i:06d}": _entry(i, now) for i in range(100_000)})
     out = tmp_path / "top.json"
     started = time.monotonic()
     with pane(_top(state, out), dict(os.environ), size=(120, 40)) as p:
