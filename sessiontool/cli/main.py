@@ -26,6 +26,7 @@ GLOBAL_VALUE_OPTIONS = (
     "--as",
     "--store",
     "--color",
+    "--output-format",
     "--gateway",
 )
 GLOBAL_FLAGS = ("--create-agent",)  # moved like the value options (`--json` stays: see below)
