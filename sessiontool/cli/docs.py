@@ -447,6 +447,13 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(args[i + 1])
         del args[i : i + 2]
     what = args[0] if args else "write"
+    if what in ("write", "check") and not (root / "pyproject.toml").is_file():
+        # An installed (non-editable) package has no checkout beside it: say so, not "stale".
+        print(
+            f"{root} is not a sessiontool checkout (installed package?): pass --root DIR",
+            file=sys.stderr,
+        )
+        return 2
     if what == "man":
         sys.stdout.write(man_page())
     elif what == "completion" and len(args) == 2:
