@@ -75,30 +75,44 @@ def test_spawn_runs_openclaws_sessions_spawn_and_follows_its_run(allowed: FakeGa
     assert finals[rec["gatewayRunId"]]["idempotencyKey"] == out["runId"]
     assert rec["tool"] == "sessions_spawn" and rec["status"] == "ok"
     assert rec["reply"] == "pong: summarise Y"
-    # No emulation: no child created, no turn of sessiontool's, no cleanup of its own; the run
-    # was followed with agent.wait.
+    # No emulation: no child created, no turn of sessiontool's; the run was followed with
+    # agent.wait.
     methods = [c["method"] for c in allowed.calls()]
-    assert "sessions.create" not in methods and "sessions.delete" not in methods
+    assert "sessions.create" not in methods
     waits = allowed.calls("agent.wait")
     assert waits[0]["params"]["runId"] == rec["gatewayRunId"]
     # OpenClaw's own announce did not come (the fake, like 2026.9.6 after tools.invoke, has
-    # none): handed over once, in OpenClaw's form and under OpenClaw's own key.
+    # none): handed over once, in OpenClaw's form and under OpenClaw's own key, and followed
+    # to its end (agent.wait on the announce turn's run).
     key = f"announce:v1:{rec['sessionKey']}:{rec['gatewayRunId']}"
-    assert waits[-1]["params"]["runId"] == key
+    assert waits[1]["params"]["runId"] == key
     (announce,) = allowed.calls("agent")
     assert announce["params"]["idempotencyKey"] == key
     assert announce["params"]["internalEvents"][0]["childSessionKey"] == rec["sessionKey"]
+    assert waits[-1]["params"]["runId"] == rec["followUp"]["announceRunId"]
+    assert rec["followUp"]["announceRunId"] in allowed.gw.finals()
     assert rec["followUp"]["announcedBy"] == "sessiontool"
+    # OpenClaw's own clean-up went with its announce that did not come: the child is removed
+    # by sessiontool once its announce landed.
+    assert methods[-1] == "sessions.delete"
+    assert allowed.calls("sessions.delete")[0]["params"]["key"] == rec["sessionKey"]
 
 
 def test_the_worker_goes_on_with_the_commands_connection(allowed: FakeGateway) -> None:
     """One handshake for the spawn: the command's connection (its tools.invoke) is handed to
-    the worker forked from it, which follows the run and announces on it."""
-    proc = allowed.st("--json", "spawn", "summarise W", "--cleanup", "delete")
+    the worker forked from it, which follows the run and announces on it (a `--cleanup
+    delete` child's removal asks for operator.admin: a connection of its own then)."""
+    proc = allowed.st("--json", "spawn", "summarise W")
     assert proc.returncode == 0, proc.stderr
     allowed.until(json.loads(proc.stdout)["runId"], done, "its announce")
     calls = allowed.calls()
-    assert [c["method"] for c in calls] == ["tools.invoke", "agent.wait", "agent.wait", "agent"]
+    assert [c["method"] for c in calls] == [
+        "tools.invoke",
+        "agent.wait",
+        "agent.wait",
+        "agent",
+        "agent.wait",
+    ]
     assert len({c["conn"] for c in calls}) == 1
     assert len(allowed.gw.connects()) == 1
 

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
-ANNOUNCE_CALL_TIMEOUT_S = 60.0
 ABORT_CALL_TIMEOUT_S = 30.0
 
 
@@ -198,8 +197,11 @@ class GatewayWriter:
     def announce_to_requester(
         self, paths: StatePaths, cfg: Config, rec: Record, text: str
     ) -> str | None:
-        """The announce turn (announce_call); the gateway's run id of it."""
-        run_id = announce_call(paths, rec, text).get("runId")
+        """The announce turn, followed until it landed (runs/gateway_announce.py); the
+        gateway's run id of it. Raises when it did not land."""
+        from sessiontool.runs import gateway_announce
+
+        run_id = gateway_announce.land(paths, rec, text).get("announceRunId")
         return run_id if isinstance(run_id, str) else None
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:
@@ -254,48 +256,3 @@ def chat_abort(paths: StatePaths, session_key: str, run_id: str) -> bool:
     except SessiontoolError:
         return False
     return data.get("aborted") is True
-
-
-def announce_call(paths: StatePaths, rec: Record, text: str) -> dict[str, Any]:
-    """A turn of the requester session in OpenClaw's own announce form (accepted, not waited
-    for: the gateway owns it from there): the `task_completion` event as `internalEvents`, so
-    OpenClaw keeps no user message for it, only the requester's reply, under OpenClaw's own key
-    `announce:v1:<child>:<child's run>` (one announce even if OpenClaw's own is tried as well).
-    A gateway that refuses those fields (older ones) gets `text`, the visible
-    Status/Result/Notes/Stats message. Raises on failure, so the step is retried. The gateway's
-    answer: `accepted` with its run id, or `in_flight` when a run under that key already
-    exists (OpenClaw's own announce got there first)."""
-    from sessiontool.flow import announce
-
-    child = rec["sessionKey"]
-    stats = next((ln for ln in text.splitlines() if ln.startswith("Stats: ")), None)
-    event = announce.completion_event(rec, stats)
-    params: dict[str, Any] = {
-        "sessionKey": rec["requesterSessionKey"],
-        "message": announce.completion_prompt(event),
-        "internalEvents": [event],
-        "idempotencyKey": announce.announce_id(child, rec.get("gatewayRunId") or rec["runId"]),
-        "inputProvenance": {
-            "kind": "inter_session",
-            "sourceSessionKey": child,
-            "sourceChannel": "internal",
-            "sourceTool": "subagent_announce",
-        },
-    }
-    try:
-        data = gateway.call(paths, "agent", params, timeout_s=ANNOUNCE_CALL_TIMEOUT_S)
-    except SessiontoolError as exc:
-        if "internalEvents" not in exc.message and "inputProvenance" not in exc.message:
-            raise
-        params.update(
-            message=text,
-            idempotencyKey=f"{rec['runId']}:announce",
-            inputProvenance={
-                "kind": "inter_session",
-                "sourceSessionKey": child,
-                "sourceTool": "sessions_spawn",
-            },
-        )
-        del params["internalEvents"]
-        data = gateway.call(paths, "agent", params, timeout_s=ANNOUNCE_CALL_TIMEOUT_S)
-    return data if isinstance(data, dict) else {}

@@ -121,6 +121,12 @@ def _ensure_lane(paths: StatePaths, rec: Record) -> None:
         pass
 
 
+def _announce_exhausted(rec: Record) -> bool:
+    from sessiontool.runs import gateway_announce
+
+    return gateway_announce.exhausted(rec)
+
+
 def maybe_resume(paths: StatePaths, rec: Record) -> None:
     """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
     lock, no agent step of it is queued or running, and no attempt was made in the last few
@@ -142,4 +148,6 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
     attempt = fu.get("attemptAt")
     if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
         return
+    if name.endswith("-announce") and _announce_exhausted(rec):
+        return  # its failed turns are not repeated on their own: `deliveries retry` does
     start_detached(paths, ["follow", rec["runId"]])
