@@ -196,3 +196,47 @@ def test_doctor_names_the_path(allowed: FakeGateway, tmp_path: Path) -> None:
     assert gw["spawn"] == "OpenClaw's own sessions_spawn"
     proc = allowed.st("doctor")
     assert "spawn: OpenClaw's own sessions_spawn" in proc.stdout
+
+
+BAD_CHILD_KEYS = [
+    "",
+    "agent:main:subagent:../../etc",
+    "/etc/passwd",
+    "agent:main:sub\x00agent",
+    "agent:main:sub\x1b[31magent",
+    "agent:main:sub\u202eagent",
+    "agent:main:sub\x9bagent",
+    "agent:other:subagent:3f1c",
+    "subagent:3f1c",
+    "agent:main:" + "x" * 100_000,
+    17,
+]
+
+
+@pytest.mark.parametrize("bad", BAD_CHILD_KEYS, ids=lambda v: repr(v)[:24])
+def test_a_child_key_the_gateway_answers_is_checked_before_any_record(
+    tmp_path: Path, bad: object
+) -> None:
+    """A `childSessionKey` that no user could type (empty, a path, a control character,
+    another agent's, 100,000 characters) is refused with one line, exit 1, and no run record
+    is left behind for `runs` to choke on."""
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    with fake.running(
+        tmp_path / "gw", token="t0ken-fake", tools_allowed=TOOLS, child_key=bad
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        it = FakeGateway(state, gw, {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH})
+        proc = it.st("spawn", "summarise Q")
+        assert proc.returncode == 1, proc.stderr
+        (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("sessiontool: error")]
+        assert "invalid sessions_spawn's childSessionKey" in line
+        assert all(c == "\n" or c.isprintable() for c in proc.stderr)
+        assert len(proc.stderr) < 2000
+        runs_dir = state / "sessiontool" / "runs"
+        assert not list(runs_dir.glob("*.json")) if runs_dir.exists() else True
+        listed = it.st("--json", "runs")
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout)["runs"] == []

@@ -71,6 +71,49 @@ def _call(ctx: Context, method: str, params: dict[str, Any], label: str | None =
         raise
 
 
+MAX_KEY_CHARS = 512  # OpenClaw's own keys are short; a key past this is junk, not a session
+
+
+def checked_key(value: Any, agent_id: str, what: str) -> str:
+    """A session key the gateway answered, held to the rule a user's key is held to
+    (sessions/resolve.py `validate_key_input`: no path, no control character), and to be a
+    whole key (`agent:<id>:<rest>`, at most MAX_KEY_CHARS) of the agent asked for, before
+    any record names it. Raises GatewayError (exit 1) saying what came back, escaped."""
+    import unicodedata
+
+    from sessiontool.openclaw.wsconnection import GatewayError
+    from sessiontool.sessions.resolve import validate_key_input
+    from sessiontool.state import keys
+
+    def refuse(why: str) -> GatewayError:
+        shown = (
+            ascii(value[:60]) + ("…" if len(value) > 60 else "")
+            if isinstance(value, str)
+            else type(value).__name__
+        )
+        return GatewayError(
+            f"the gateway answered an invalid {what}: {shown} ({why}); nothing was recorded",
+            hint="check what runs the gateway (sessiontool doctor)",
+        )
+
+    if not isinstance(value, str) or not value:
+        raise refuse("not a session key")
+    if len(value) > MAX_KEY_CHARS:
+        raise refuse(f"{len(value)} characters, at most {MAX_KEY_CHARS}")
+    try:
+        text = validate_key_input(value)
+    except SessiontoolError:
+        raise refuse("keys never name paths or hold control characters") from None
+    if text != value or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value):
+        raise refuse("keys hold no spaces around them, control or format characters")
+    parsed = keys.split_agent_key(value)
+    if parsed is None:
+        raise refuse("not a whole agent:<id>:<rest> key")
+    if keys.normalize_agent_id(parsed[0]) != agent_id or parsed[0] != agent_id:
+        raise refuse(f"a session of agent {ascii(parsed[0])}, not of {agent_id}, the one asked")
+    return value
+
+
 class GatewayWriter:
     kind = "gateway"
     owns_delivery = True
@@ -163,9 +206,10 @@ class GatewayWriter:
         if details is None:
             return None
         child, gw_run = details.get("childSessionKey"), details.get("runId")
-        if details.get("status") != "accepted" or not isinstance(child, str):
+        if details.get("status") != "accepted" or child is None:
             why = details.get("error") or details.get("status") or "no child session"
             raise own_tools.ToolRefused(f"OpenClaw's sessions_spawn: {why}")
+        child = checked_key(child, spawn["agentId"], "sessions_spawn's childSessionKey")
         return {"childSessionKey": child, "runId": gw_run if isinstance(gw_run, str) else None}
 
     def openclaw_sends(self, ctx: Context, requester: str) -> bool:

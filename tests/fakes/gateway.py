@@ -430,7 +430,12 @@ class Server:
         if name == "sessions_spawn":
             child = f"agent:main:subagent:{uuid.uuid4()}"
             turn = {"sessionKey": child, "message": args["task"]}
-            details = {"status": "accepted", "childSessionKey": child, "runId": run_id}
+            # `child_key`: the key it answers instead (a hostile or broken gateway's).
+            details = {
+                "status": "accepted",
+                "childSessionKey": self.cfg.get("child_key", child),
+                "runId": run_id,
+            }
             if args.get("runTimeoutSeconds"):
                 turn["timeout"] = args["runTimeoutSeconds"]
         else:
