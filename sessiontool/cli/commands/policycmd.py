@@ -91,7 +91,7 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
     """What cron mails is stderr: a delivery still not delivered is one line there (however
     stdout is redirected), one that went through a line on stdout (none with -q), and nothing
     to retry is said only to a person at a terminal."""
-    from sessiontool.flow.delivery import DELIVERED
+    from sessiontool.flow.delivery import LANDED
 
     result = _retry_all(ctx, ids)
     look = output.look(ctx.options)
@@ -101,7 +101,7 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
     def text(r: Mapping[str, Any]) -> str:
         out = []
         for rec in r["deliveries"]:
-            if rec.get("status") != DELIVERED:
+            if rec.get("status") not in LANDED:
                 why = f": {rec['error']}" if rec.get("error") else ""
                 render.error_line(
                     f"delivery {rec['id']} is still not delivered ({rec.get('status')}){why}"

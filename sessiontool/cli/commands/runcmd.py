@@ -257,7 +257,7 @@ def _report_delivery(
     status stays the run's (`deliveries retry ID` tries again; `delivery.status` in the JSON
     says it too). Still pending after the wait: `delivery.status` says so."""
     from sessiontool.errors import SessiontoolError
-    from sessiontool.flow.delivery import DELIVERED
+    from sessiontool.flow.delivery import LANDED
     from sessiontool.runs.control import wait_delivery
 
     try:
@@ -273,7 +273,7 @@ def _report_delivery(
     if found.get("error"):
         info["error"] = found["error"]
     result["delivery"] = info
-    if found.get("status") == DELIVERED:
+    if found.get("status") in LANDED:  # `outbox`: recorded for a bridge, which the JSON says
         return code
     render.warning_line(
         f"the reply was not delivered ({found.get('status')}): {found.get('error') or '?'}"
