@@ -428,8 +428,7 @@ def _mirror(session_key: str, messages: list[Message], i: int) -> tuple[str, boo
 
     if not mirrors.is_delivery_mirror(messages[i]):
         return None
-    mark = mirrors.mark(session_key, messages[i])
-    return "↳ " + esc(mark), mirrors.repeats_reply(messages, i)
+    return "↳ " + esc(mirrors.mark(session_key, messages[i])), mirrors.repeats_reply(messages, i)
 
 
 def history_markdown(session_key: str, messages: list[Message]) -> str:

@@ -248,12 +248,11 @@ def _mirror(
     paths: StatePaths,
     agent_id: str,
     entry: Mapping[str, Any] | None,
-    text: str,
+    message: dict[str, Any],
     *,
     resume: bool = False,
-    outbox: bool = False,
 ) -> bool:
-    """Append the mirror to the target's transcript; False when the session has no entry or
+    """Append the mirror (`message`, mirror_message's) to the target's transcript; False when the session has no entry or
     no usable sessionId (nothing to mirror into). A resumed delivery first looks whether the
     mirror is already there, so it is never appended twice."""
     if entry is None:
@@ -264,6 +263,8 @@ def _mirror(
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
     if resume:
         from sessiontool.state.transcript import read_tail
+
+        text = message["content"][0]["text"]
 
         def same(m: dict[str, Any]) -> bool:
             c = m.get("content")
@@ -277,7 +278,7 @@ def _mirror(
 
         if read_tail(path, 1, same).messages:
             return True
-    append_message(path, sid, mirror_message(text, outbox=outbox))
+    append_message(path, sid, message)
     return True
 
 
@@ -302,8 +303,7 @@ def deliver(
     Exactly one outbox line is written whatever happens (with `delivery_id`, one
     line with that id however often it is resumed: `resume` first looks for it); the send policy of the
     target is checked first (`denied`), then the target (`undelivered`), then the delivery
-    command, if any (`failed` on a non-zero exit; without one the line is `outbox`, left for a
-    bridge, never `delivered`). Only a delivered (or outbox) text is mirrored.
+    command (`failed` on a non-zero exit; none: `outbox`, for a bridge). Only those mirror.
 
     A mirror that cannot be written does not undo the delivery: the returned record (not the
     outbox line) then carries `mirrorError`. `agent_id` is only needed for the key `global`."""
@@ -315,7 +315,8 @@ def deliver(
         done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), {})
         if done.get("status") in LANDED and mirror:
             entry0 = _read_entry(paths, agent, session_key)
-            _mirror(paths, agent, entry0, text, resume=True, outbox=done["status"] == OUTBOX)
+            again = mirror_message(text, outbox=done["status"] == OUTBOX)
+            _mirror(paths, agent, entry0, again, resume=True)
         return cast("DeliveryRecord", done)  # the line this very call wrote before (its id)
     record.update(
         {
@@ -376,7 +377,8 @@ def deliver(
     append_outbox(paths, record)
     if record["status"] in LANDED and mirror:
         try:
-            _mirror(paths, agent, entry, text, resume=resume, outbox=record["status"] == OUTBOX)
+            made = mirror_message(text, outbox=record["status"] == OUTBOX)
+            _mirror(paths, agent, entry, made, resume=resume)
         except SessiontoolError as exc:
             return {**record, "mirrorError": exc.message}
     return record
