@@ -58,9 +58,10 @@ def start_detached(
 ) -> None:
     try:
         ensure_dir(paths.runs_dir)
-        log_fd = os.open(
-            worker_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600
-        )
+        from sessiontool.state import safefs
+
+        # A link planted in its place is refused as every other one is (exit 5).
+        log_fd = safefs.open_write(worker_log(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except OSError as exc:
         raise StorageError(f"cannot start the worker: {exc.strerror or exc}") from exc
     env = _set_env(paths, config_path)
