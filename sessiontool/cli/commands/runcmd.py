@@ -493,8 +493,8 @@ def _run_lines(look: render.Look, view: Mapping[str, Any]) -> None:
 
 
 def _runs_table(look: render.Look, result: Mapping[str, Any]) -> None:
-    """The table on a terminal (short run ids, ages, results cut to fit); piped, the TSV is
-    cli/columns.py's, whole values as `--fields` gives them."""
+    """The table on a terminal (short run ids, ages, results cut with "…" to fit: one line a
+    run); piped, the TSV is cli/columns.py's, whole values as `--fields` gives them."""
     rows = result["runs"]
     short = short_ids([r["runId"] for r in rows])
     cells = [
@@ -516,12 +516,16 @@ def _runs_table(look: render.Look, result: Mapping[str, Any]) -> None:
             look,
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
             cells,
-            no_wrap=("RUN", "KIND", "STATUS", "CREATED"),
-            keys=("SESSION",),
+            {
+                **dict.fromkeys(("RUN", "KIND", "STATUS", "CREATED"), "whole"),
+                "SESSION": "key",
+                "RESULT": "cut",
+            },
         )
 
 
-def _short(v: Any, n: int = 60) -> str:
+def _short(v: Any, n: int = 400) -> str:
+    """A result on one line (render.table cuts it to the terminal's width with "…")."""
     s = v if isinstance(v, str) else render.json_line(v).strip()
     s = s.replace("\n", " ")
     return s if len(s) <= n else s[: n - 1] + "…"
