@@ -65,8 +65,12 @@ class _Wait:
             rec = wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
             if records.is_finished(rec) or left <= 0:
                 return rec
-            if self.cancel.is_set() or self.shutdown.is_set():
+            if self.stopped():
                 return rec  # nobody is waiting any more; the run goes on
+
+    def stopped(self) -> bool:
+        """Whether the call was cancelled or the server is shutting down."""
+        return self.cancel.is_set() or self.shutdown.is_set()
 
 
 class SessionToolsServer:
@@ -87,9 +91,12 @@ class SessionToolsServer:
         who = ctx.requester.session_key or f"the operator (agent {ctx.agent_id})"
         self.instructions = (
             f"OpenClaw-format session tools over the state dir {ctx.paths.root}, acting as {who}. "
-            "sessions_list/sessions_history read sessions; sessions_send runs a session's agent "
-            "on a message; sessions_spawn starts a sub-agent whose result is announced back; "
-            "agents_list shows the agents sessions_spawn may use. Transcripts are resources "
+            "sessions_list/sessions_history read sessions, sessions_search their transcripts; "
+            "sessions_send runs a session's agent on a message; sessions_spawn starts a "
+            "sub-agent whose result is announced back; subagents lists, waits for or cancels "
+            "this session's runs and its children's; sessions_yield waits for this session's "
+            "sub-agents and returns their completion events; agents_list shows the agents "
+            "sessions_spawn may use. Transcripts are resources "
             f"{URI_PREFIX}<key>."
         )
 
@@ -109,6 +116,7 @@ class SessionToolsServer:
                     title=t.title,
                     description=t.description,
                     input_schema=t.input_schema,
+                    output_schema=t.output_schema,
                     annotations=types.ToolAnnotations(
                         title=t.title,
                         read_only_hint=t.read_only,
@@ -146,7 +154,7 @@ class SessionToolsServer:
         refused = self._not_offered(ctx, name)
         if refused is not None:
             return refused
-        options = tools.CallOptions(wait=wait, null_is_absent=False)
+        options = tools.CallOptions(wait=wait, null_is_absent=False, cancelled=wait.stopped)
         return tools.call_tool(ctx, name, arguments, options)
 
     async def call_tool(

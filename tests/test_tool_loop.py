@@ -130,6 +130,9 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "sessions_search",
+        "subagents",
+        "sessions_yield",
     }
     assert {"kinds", "limit", "activeMinutes", "messageLimit"} <= set(
         tools["sessions_list"]["properties"]

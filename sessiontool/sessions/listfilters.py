@@ -1,0 +1,49 @@
+"""`list`'s metadata filters, as OpenClaw's sessions_list applies them: an exact `label`, a
+`search` through the label, displayName and key (not the transcripts: that is `search`), only
+sessions with work queued or running (`activeOnly`), none spawned (`excludeSubagents`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessiontool.context import Context
+from sessiontool.state import keys
+from sessiontool.state.sessions_json import Entry
+
+if TYPE_CHECKING:
+    from sessiontool.sessions.listing import ListSpec
+
+# A row of OpenClaw's own store says its work in `status` (2026.8+).
+ACTIVE_ROW_STATUSES = frozenset({"running", "queued"})
+
+
+def matches(ctx: Context, spec: ListSpec, full_key: str, entry: Entry) -> bool:
+    """Whether the session passes every filter the spec sets."""
+    if spec.label is not None and entry.get("label") != spec.label:
+        return False
+    if spec.search is not None and not _holds(ctx, full_key, entry, spec.search):
+        return False
+    if spec.exclude_subagents and spawned(full_key, entry):
+        return False
+    return spec.active_keys is None or active(spec.active_keys, full_key, entry)
+
+
+def _holds(ctx: Context, full_key: str, entry: Entry, text: str) -> bool:
+    needle = text.casefold()
+    for value in (entry.get("label"), entry.get("displayName"), full_key, ctx.display(full_key)):
+        if isinstance(value, str) and needle in value.casefold():
+            return True
+    return False
+
+
+def spawned(full_key: str, entry: Entry) -> bool:
+    """A sub-agent session, or one spawned from another (its entry names its parent)."""
+    if keys.is_subagent(full_key):
+        return True
+    return any(
+        isinstance(entry.get(k), str) and entry[k] for k in ("spawnedBy", "parentSessionKey")
+    )
+
+
+def active(active_keys: frozenset[str], full_key: str, entry: Entry) -> bool:
+    return full_key in active_keys or entry.get("status") in ACTIVE_ROW_STATUSES
