@@ -82,10 +82,12 @@ class SessionToolsServer:
         *,
         read_only: bool = False,
         only: list[str] | None = None,
+        search: tools.Searcher | None = None,
     ) -> None:
         self.make_ctx = make_ctx
         self.read_only = read_only
         self.only = only
+        self.search = search
         self.shutdown = threading.Event()
         ctx = make_ctx()  # fail at start-up on a bad config or identity
         who = ctx.requester.session_key or f"the operator (agent {ctx.agent_id})"
@@ -103,7 +105,9 @@ class SessionToolsServer:
     # -- tools --------------------------------------------------------------------------
 
     def offered(self, ctx: Context) -> list[tools.ToolDef]:
-        return tools.offered_definitions(ctx, read_only=self.read_only, only=self.only)
+        return tools.offered_definitions(
+            ctx, read_only=self.read_only, only=self.only, searching=self.search is not None
+        )
 
     async def list_tools(
         self, rctx: Any, params: types.PaginatedRequestParams | None
@@ -154,7 +158,9 @@ class SessionToolsServer:
         refused = self._not_offered(ctx, name)
         if refused is not None:
             return refused
-        options = tools.CallOptions(wait=wait, null_is_absent=False, cancelled=wait.stopped)
+        options = tools.CallOptions(
+            wait=wait, null_is_absent=False, cancelled=wait.stopped, search=self.search
+        )
         return tools.call_tool(ctx, name, arguments, options)
 
     async def call_tool(
@@ -326,10 +332,15 @@ def session_uri(key: str) -> str:
 
 
 def serve(
-    make_ctx: Callable[[], Context], *, read_only: bool = False, only: list[str] | None = None
+    make_ctx: Callable[[], Context],
+    *,
+    read_only: bool = False,
+    only: list[str] | None = None,
+    search: tools.Searcher | None = None,
 ) -> None:
-    """Serve MCP on stdin/stdout until stdin closes."""
-    server = SessionToolsServer(make_ctx, read_only=read_only, only=only)
+    """Serve MCP on stdin/stdout until stdin closes. `search`: the transcripts' search for
+    sessions_search (reports/ is this module's sibling: the `mcp` command hands it over)."""
+    server = SessionToolsServer(make_ctx, read_only=read_only, only=only, search=search)
     try:
         anyio.run(server.serve_stdio)
     finally:

@@ -85,8 +85,12 @@ def test_call_shapes_and_openai_compat(state: Path) -> None:
 def test_offered_definitions_follow_identity_and_filters(state: Path) -> None:
     write_config(state, {"tools": {"subagents": {"tools": {"allow": ["sessions_history"]}}}})
     op = build_context(state)
-    assert [t.name for t in tools.offered_definitions(op)] == list(tools.TOOL_NAMES)
-    assert [t.name for t in tools.offered_definitions(op, read_only=True)] == [
+    # sessions_search only where the transport hands the search down (the MCP server)
+    assert [t.name for t in tools.offered_definitions(op, searching=True)] == list(
+        tools.TOOL_NAMES
+    )
+    assert "sessions_search" not in [t.name for t in tools.offered_definitions(op)]
+    assert [t.name for t in tools.offered_definitions(op, read_only=True, searching=True)] == [
         "sessions_list",
         "sessions_history",
         "agents_list",

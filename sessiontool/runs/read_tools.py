@@ -21,6 +21,8 @@ from sessiontool.runs.tooldefs import (
     str_param,
 )
 
+# The tools a transport offers only when it hands down the search (CallOptions.search).
+NEEDS_SEARCH = frozenset({"sessions_search"})
 # OpenClaw applies at most 200 rows a page (`limitApplied`); its search at most 25 hits.
 LIST_PAGE_MAX = 200
 SEARCH_MAX_LIMIT = 25
@@ -63,8 +65,10 @@ def _sessions_history(ctx: Context, args: Mapping[str, Any], opts: CallOptions) 
 
 def _sessions_search(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
     from sessiontool.durations import parse_since
-    from sessiontool.reports.search import search
 
+    search = opts.search
+    if search is None:  # offered only where a transport hands the search down
+        raise UsageError("sessions_search is not offered here (the MCP server offers it)")
     if len(args["query"]) > SEARCH_MAX_QUERY_CHARS:
         raise UsageError(f"query must be at most {SEARCH_MAX_QUERY_CHARS} characters")
     since, until = args.get("since"), args.get("until")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from sessiontool.state.paths import StatePaths
 
 Waiter = Callable[["StatePaths", str, float], "RunRecord"]
+Searcher = Callable[..., Any]  # reports.search.search: (ctx, query, **filters) -> SearchResult
 
 
 def _never() -> bool:
@@ -30,11 +31,15 @@ class CallOptions:
     a model's tool call sends `null` for "unset" and means it; an MCP client's `null` is a
     value of the wrong type (JSON Schema: an integer is not null), a usage error. `cancelled`:
     whether the caller stopped waiting (an MCP cancellation or shutdown), asked between the
-    slices of the `subagents` and `sessions_yield` waits."""
+    slices of the `subagents` and `sessions_yield` waits. `search`: the transcripts' search
+    (`reports.search.search`) for `sessions_search`, handed down by the transport's maker (the
+    `mcp` command): `runs/` sits below `reports/`, so a transport without it (the runners)
+    does not offer that tool."""
 
     wait: Waiter | None = None
     null_is_absent: bool = True
     cancelled: Callable[[], bool] = _never
+    search: Searcher | None = None
 
 
 Handler = Callable[[Context, Mapping[str, Any], CallOptions], dict[str, Any]]

@@ -21,7 +21,7 @@ from sessiontool.context import Context, Requester
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.runs import read_tools, subagent_tools, tool_outputs
 from sessiontool.runs.tooldefs import SESSION_KEY as _SESSION_KEY
-from sessiontool.runs.tooldefs import CallOptions, ToolDef, ToolResult
+from sessiontool.runs.tooldefs import CallOptions, Searcher, ToolDef, ToolResult
 from sessiontool.runs.tooldefs import obj_schema as _schema
 from sessiontool.runs.tooldefs import str_param as _str
 
@@ -272,11 +272,18 @@ def offered_names(ctx: Context) -> list[str]:
 
 
 def offered_definitions(
-    ctx: Context, *, read_only: bool = False, only: list[str] | None = None
+    ctx: Context,
+    *,
+    read_only: bool = False,
+    only: list[str] | None = None,
+    searching: bool = False,
 ) -> list[ToolDef]:
     """The definitions a transport offers: `offered_names`, narrowed to the read-only tools
-    and/or to `only` (order kept)."""
+    and/or to `only` (order kept); sessions_search only where the transport hands the search
+    down (`searching`: CallOptions.search)."""
     names = offered_names(ctx)
+    if not searching:
+        names = [n for n in names if n not in read_tools.NEEDS_SEARCH]
     if read_only:
         names = [n for n in names if n in READ_ONLY_TOOLS]
     if only is not None:
@@ -286,7 +293,7 @@ def offered_definitions(
 
 def offered_tools(ctx: Context) -> list[dict[str, Any]]:
     """The chat-completions `tools[]` entries this session may call."""
-    return [TOOLS[n].openai_spec() for n in offered_names(ctx)]
+    return [t.openai_spec() for t in offered_definitions(ctx)]
 
 
 def call_tool(
@@ -370,6 +377,7 @@ __all__ = [
     "TOOL_NAMES",
     "TOOL_SPECS",
     "CallOptions",
+    "Searcher",
     "ToolDef",
     "ToolResult",
     "call_tool",

@@ -4,17 +4,54 @@ sessions with work queued or running (`activeOnly`), none spawned (`excludeSubag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.state import keys
 from sessiontool.state.sessions_json import Entry
+from sessiontool.structs import Value
 
-if TYPE_CHECKING:
-    from sessiontool.sessions.listing import ListSpec
+LIST_DEFAULT_LIMIT = 200
 
 # A row of OpenClaw's own store says its work in `status` (2026.8+).
 ACTIVE_ROW_STATUSES = frozenset({"running", "queued"})
+
+
+class ListSpec(Value):
+    """Which sessions a `list` page holds (OpenClaw's sessions_list filters): of `kinds`,
+    updated since `cutoff` (ms), with this exact `label`, whose label, displayName or key holds
+    `search` (any case), only those with work queued or running (`active_keys`: the sessions
+    with a run of ours open, or a row whose status says so), without sub-agents and spawned
+    sessions (`exclude_subagents`); `limit` rows (None: all) after `offset`, each with its last
+    `n_messages` messages."""
+
+    __slots__ = (
+        "kinds",
+        "limit",
+        "offset",
+        "cutoff",
+        "n_messages",
+        "all_agents",
+        "label",
+        "search",
+        "active_keys",
+        "exclude_subagents",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        self.kinds: set[str] | None = fields.get("kinds")
+        self.limit: int | None = fields.get("limit", LIST_DEFAULT_LIMIT)
+        self.offset: int = fields.get("offset", 0)
+        self.cutoff: int | None = fields.get("cutoff")
+        self.n_messages: int = fields.get("n_messages", 0)
+        self.all_agents: bool = fields.get("all_agents", False)
+        self.label: str | None = fields.get("label")
+        self.search: str | None = fields.get("search")
+        self.active_keys: frozenset[str] | None = fields.get("active_keys")
+        self.exclude_subagents: bool = fields.get("exclude_subagents", False)
+        unknown = set(fields) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"ListSpec has no field {sorted(unknown)[0]!r}")
 
 
 def matches(ctx: Context, spec: ListSpec, full_key: str, entry: Entry) -> bool:

@@ -13,6 +13,7 @@ from sessiontool.errors import UsageError
 from sessiontool.flow import policy
 from sessiontool.sessions import listfilters, reading
 from sessiontool.sessions.history import is_tool_output
+from sessiontool.sessions.listfilters import LIST_DEFAULT_LIMIT, ListSpec
 from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
     all_agent_ids,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # for types only: a TypedDict costs `list --json` start-up to
         limitApplied: NotRequired[int]
 
 
-LIST_DEFAULT_LIMIT = 200
 MESSAGE_LIMIT_MAX = 20
 
 
@@ -193,43 +193,6 @@ def list_agent_ids(ctx: Context, all_agents: bool) -> list[str]:
         # A sandboxed requester may have spawned children under other agents.
         ids += [a for a in all_agent_ids(ctx) if a != ctx.agent_id]
     return ids
-
-
-class ListSpec(Value):
-    """Which sessions a `list` page holds (OpenClaw's sessions_list filters): of `kinds`,
-    updated since `cutoff` (ms), with this exact `label`, whose label, displayName or key holds
-    `search` (any case), only those with work queued or running (`active_keys`: the sessions
-    with a run of ours open, or a row whose status says so), without sub-agents and spawned
-    sessions (`exclude_subagents`); `limit` rows (None: all) after `offset`, each with its last
-    `n_messages` messages."""
-
-    __slots__ = (
-        "kinds",
-        "limit",
-        "offset",
-        "cutoff",
-        "n_messages",
-        "all_agents",
-        "label",
-        "search",
-        "active_keys",
-        "exclude_subagents",
-    )
-
-    def __init__(self, **fields: Any) -> None:
-        self.kinds: set[str] | None = fields.get("kinds")
-        self.limit: int | None = fields.get("limit", LIST_DEFAULT_LIMIT)
-        self.offset: int = fields.get("offset", 0)
-        self.cutoff: int | None = fields.get("cutoff")
-        self.n_messages: int = fields.get("n_messages", 0)
-        self.all_agents: bool = fields.get("all_agents", False)
-        self.label: str | None = fields.get("label")
-        self.search: str | None = fields.get("search")
-        self.active_keys: frozenset[str] | None = fields.get("active_keys")
-        self.exclude_subagents: bool = fields.get("exclude_subagents", False)
-        unknown = set(fields) - set(self.__slots__)
-        if unknown:
-            raise TypeError(f"ListSpec has no field {sorted(unknown)[0]!r}")
 
 
 def list_sessions(
