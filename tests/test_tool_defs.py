@@ -25,13 +25,17 @@ def test_every_tool_fully_described() -> None:
         # The openai spec is the same definition, not a copy that could drift.
         assert tools.TOOL_SPECS[tool.name]["function"]["parameters"] is schema
     ro = {n for n, t in tools.TOOLS.items() if t.read_only}
-    assert ro == set(tools.READ_ONLY_TOOLS) == {
-        "sessions_list",
-        "sessions_history",
-        "sessions_search",
-        "sessions_yield",
-        "agents_list",
-    }
+    assert (
+        ro
+        == set(tools.READ_ONLY_TOOLS)
+        == {
+            "sessions_list",
+            "sessions_history",
+            "sessions_search",
+            "sessions_yield",
+            "agents_list",
+        }
+    )
     # subagents cancels runs; nothing else destroys anything
     assert {n for n, t in tools.TOOLS.items() if t.destructive} == {"subagents"}
     assert tools.TOOLS["sessions_list"].annotations["idempotentHint"] is True
@@ -86,9 +90,7 @@ def test_offered_definitions_follow_identity_and_filters(state: Path) -> None:
     write_config(state, {"tools": {"subagents": {"tools": {"allow": ["sessions_history"]}}}})
     op = build_context(state)
     # sessions_search only where the transport hands the search down (the MCP server)
-    assert [t.name for t in tools.offered_definitions(op, searching=True)] == list(
-        tools.TOOL_NAMES
-    )
+    assert [t.name for t in tools.offered_definitions(op, searching=True)] == list(tools.TOOL_NAMES)
     assert "sessions_search" not in [t.name for t in tools.offered_definitions(op)]
     assert [t.name for t in tools.offered_definitions(op, read_only=True, searching=True)] == [
         "sessions_list",

@@ -1,0 +1,125 @@
+"""`list` as OpenClaw's sessions_list pages and filters it (issue 41 item 5): `--offset` with
+`hasMore`/`nextOffset`/`limitApplied`, `--label`, `--search` (metadata text, never the
+transcripts), `--active-only` (a real run in progress), `--exclude-subagents`; the same through
+the sessions_list tool's arguments."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiontool.context import build_context
+from sessiontool.runs import tools
+from tests.helpers import run_cli, run_json
+
+from .runhelpers import poll, runner_config, write_store, write_transcript
+
+AGENTS = Path(__file__).resolve().parent / "agents"
+
+
+def _store(state: Path) -> None:
+    """Six sessions, newest first: s5 .. s0, with labels, a displayName, a sub-agent and a
+    session spawned from main; s2's transcript says "needle" (its metadata does not)."""
+    store: dict[str, Any] = {}
+    for i in range(4):
+        store[f"agent:main:s{i}"] = {"sessionId": f"id{i}", "updatedAt": 1_000 + i}
+    store["agent:main:s0"]["label"] = "kid"
+    store["agent:main:s1"]["label"] = "kiddo"
+    store["agent:main:s3"]["displayName"] = "Weekly REPORT"
+    store["agent:main:subagent:s4"] = {"sessionId": "id4", "updatedAt": 1_004}
+    store["agent:main:s5"] = {
+        "sessionId": "id5",
+        "updatedAt": 1_005,
+        "spawnedBy": "agent:main:main",
+    }
+    write_store(state, store)
+    write_transcript(state, "id2", [("user", "the needle is here", 1_002)])
+
+
+def keys_of(*args: str) -> list[str]:
+    rc, data = run_json("list", *args)
+    assert rc == 0, data
+    return [r["key"] for r in data["sessions"]]
+
+
+def test_pages_cover_the_list_once_with_openclaws_paging_keys(state: Path) -> None:
+    _store(state)
+    rc, whole = run_json("list")
+    assert rc == 0 and whole["hasMore"] is False and "nextOffset" not in whole
+    assert whole["limitApplied"] == 200 and whole["count"] == 6
+    seen: list[str] = []
+    offset = 0
+    pages = 0
+    while True:
+        rc, page = run_json("list", "--limit", "4", "--offset", str(offset))
+        assert rc == 0 and page["limitApplied"] == 4 and page["count"] == len(page["sessions"])
+        seen += [r["key"] for r in page["sessions"]]
+        pages += 1
+        if not page["hasMore"]:
+            assert "nextOffset" not in page
+            break
+        offset = page["nextOffset"]
+    assert pages == 2 and seen == [r["key"] for r in whole["sessions"]]
+    rc, past = run_json("list", "--offset", "10")
+    assert rc == 0 and past["sessions"] == [] and past["hasMore"] is False
+    rc, every = run_json("list", "--limit", "all", "--offset", "5")
+    assert rc == 0 and "limitApplied" not in every and every["count"] == 1
+
+
+def test_label_search_and_exclude_subagents(state: Path) -> None:
+    _store(state)
+    assert keys_of("--label", "kid") == ["agent:main:s0"]  # exact, not kiddo
+    assert keys_of("--search", "KID") == ["agent:main:s1", "agent:main:s0"]  # any case
+    assert keys_of("--search", "weekly report") == ["agent:main:s3"]  # the displayName
+    assert keys_of("--search", "s2") == ["agent:main:s2"]  # the key
+    assert keys_of("--search", "needle") == []  # only in the transcript: that is `search`
+    assert keys_of("--exclude-subagents") == [f"agent:main:s{i}" for i in (3, 2, 1, 0)]
+    # filters apply before the page is cut
+    rc, page = run_json("list", "--exclude-subagents", "--limit", "1", "--offset", "1")
+    assert rc == 0 and [r["key"] for r in page["sessions"]] == ["agent:main:s2"]
+    assert page["nextOffset"] == 2
+    for bad in (["--search", " "], ["--label", ""], ["--offset", "-1"]):
+        proc = run_cli("list", *bad)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stdout == "" and "error" in proc.stderr.lower()
+
+
+def test_the_tool_takes_openclaws_argument_names(state: Path) -> None:
+    _store(state)
+    ctx = build_context(state)
+
+    def call(**args: Any) -> list[str]:
+        r = tools.call_tool(ctx, "sessions_list", args)
+        assert not r.failed, r.data
+        return [row["key"] for row in r.data["sessions"]]
+
+    assert call(label="kid") == keys_of("--label", "kid")
+    assert call(search="kid") == keys_of("--search", "kid")
+    assert call(excludeSubagents=True, limit=2, offset=1) == keys_of(
+        "--exclude-subagents", "--limit", "2", "--offset", "1"
+    )
+    r = tools.call_tool(ctx, "sessions_list", {"limit": 500})
+    assert r.data["limitApplied"] == 200  # OpenClaw's page bound
+    bad = tools.call_tool(ctx, "sessions_list", {"offset": -1})
+    assert bad.failed and bad.data["code"] == 2
+
+
+@pytest.mark.usefixtures("reap_workers")
+def test_active_only_is_a_run_queued_or_running(state: Path) -> None:
+    runner_config(
+        state, {"type": "command", "command": [sys.executable, str(AGENTS / "sleepy.py"), "120"]}
+    )
+    _store(state)
+    proc = run_cli("send", "s1", "take your time", "--timeout", "0")
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    assert keys_of("--active-only") == ["agent:main:s1"]
+    ctx = build_context(state)
+    r = tools.call_tool(ctx, "sessions_list", {"activeOnly": True})
+    assert [row["key"] for row in r.data["sessions"]] == ["agent:main:s1"]
+    assert run_cli("abort", run_id).returncode == 0
+    poll(lambda: keys_of("--active-only") == [], message="the aborted run still active")
+    assert len(keys_of()) == 6
