@@ -55,6 +55,8 @@ def test_message_id_opens_the_window_around_a_search_hit(state: Path) -> None:
     assert rc == 0 and found["count"] == 1
     hit = found["hits"][0]
     assert hit["messageId"] == f"{6:08x}"  # the transcript line's entry id
+    ids = run_cli("search", "zebra", "--fields", "messageId")  # the TSV column too
+    assert ids.returncode == 0 and ids.stdout == hit["messageId"] + "\n"
     rc, window = run_json("history", "talk", "--message-id", hit["messageId"], "--limit", "3")
     assert rc == 0 and texts(window) == TEXTS[5:8]  # the hit in the middle
     rc, edge = run_json("history", "talk", "--message-id", f"{0:08x}", "--limit", "3")

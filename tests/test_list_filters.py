@@ -5,6 +5,7 @@ the sessions_list tool's arguments."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,45 @@ def test_active_only_is_a_run_queued_or_running(state: Path) -> None:
     assert run_cli("abort", run_id).returncode == 0
     poll(lambda: keys_of("--active-only") == [], message="the aborted run still active")
     assert len(keys_of()) == 6
+
+
+def test_on_a_store_openclaw_wrote(tmp_path: Path) -> None:
+    """OpenClaw 2026.8+'s own SQLite store (the fixture its gateway wrote): the same filters and
+    pages over its rows, and history's pages over its transcript; `--message-id` names a JSONL
+    line, which this store has not, so it is refused (exit 2) rather than guessed."""
+    from .test_openclaw_sqlite import OC_STATE
+
+    state = tmp_path / "oc"
+    shutil.copytree(OC_STATE, state)
+    env = {"SESSIONTOOL_STATE_DIR": str(state)}
+
+    def keys(*args: str) -> list[str]:
+        rc, data = run_json("list", "--all-agents", *args, env=env)
+        assert rc == 0, data
+        return [r["key"] for r in data["sessions"]]
+
+    every = keys()
+    assert len(every) == 12
+    sub = "agent:main:subagent:96e0c7a6-e46b-424e-a8eb-556208f4ca46"
+    assert keys("--label", "weather-fixture") == [sub]
+    assert keys("--search", "OPS-ROOM") == ["agent:main:slack:channel:c0123"]
+    assert keys("--exclude-subagents") == [k for k in every if k != sub]
+    assert keys("--active-only") == []  # every row says `done`
+    assert (
+        keys("--limit", "5")
+        + keys("--limit", "5", "--offset", "5")
+        + keys("--limit", "5", "--offset", "10")
+        == every
+    )
+    rc, whole = run_json("history", "main", "--limit", "all", env=env)
+    got: list[Any] = []
+    offset: int | None = 0
+    while offset is not None:
+        rc, page = run_json("history", "main", "--limit", "10", "--offset", str(offset), env=env)
+        assert rc == 0 and page["totalMessages"] == len(whole["messages"]) == 24
+        got = page["messages"] + got
+        offset = page.get("nextOffset")
+    assert got == whole["messages"]
+    proc = run_cli("history", "main", "--message-id", "x", env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "OpenClaw's database" in proc.stderr
