@@ -76,6 +76,7 @@ def test_label_search_and_exclude_subagents(state: Path) -> None:
     assert keys_of("--search", "KID") == ["agent:main:s1", "agent:main:s0"]  # any case
     assert keys_of("--search", "weekly report") == ["agent:main:s3"]  # the displayName
     assert keys_of("--search", "s2") == ["agent:main:s2"]  # the key
+    assert keys_of("--search", "ID3") == ["agent:main:s3"]  # the sessionId, as OpenClaw's
     assert keys_of("--search", "needle") == []  # only in the transcript: that is `search`
     assert keys_of("--exclude-subagents") == [f"agent:main:s{i}" for i in (3, 2, 1, 0)]
     # filters apply before the page is cut

@@ -125,8 +125,8 @@ _LIST = ToolDef(
             "excludeSubagents": bool_param("Leave out sub-agent and other spawned sessions."),
             "label": str_param("Only the sessions with exactly this label."),
             "search": str_param(
-                "Only sessions whose label, displayName or key holds this text (any case; "
-                "not the transcripts: that is sessions_search)."
+                "Only sessions whose key, label, displayName, subject, sessionId, kind or model "
+                "holds this text (any case; not the transcripts: that is sessions_search)."
             ),
             "messageLimit": int_param(
                 "Include the last N messages of each session (0 = none, the default; at most 20).",

@@ -1,6 +1,6 @@
 """`list`'s metadata filters, as OpenClaw's sessions_list applies them: an exact `label`, a
-`search` through the label, displayName and key (not the transcripts: that is `search`), only
-sessions with work queued or running (`activeOnly`), none spawned (`excludeSubagents`)."""
+`search` through the row's metadata (not the transcripts: that is `search`), only sessions with
+work queued or running (`activeOnly`), none spawned (`excludeSubagents`)."""
 
 from __future__ import annotations
 
@@ -54,23 +54,36 @@ class ListSpec(Value):
             raise TypeError(f"ListSpec has no field {sorted(unknown)[0]!r}")
 
 
-def matches(ctx: Context, spec: ListSpec, full_key: str, entry: Entry) -> bool:
+def matches(ctx: Context, spec: ListSpec, full_key: str, entry: Entry, kind: str) -> bool:
     """Whether the session passes every filter the spec sets."""
     if spec.label is not None and entry.get("label") != spec.label:
         return False
-    if spec.search is not None and not _holds(ctx, full_key, entry, spec.search):
+    if spec.search is not None and not _holds(ctx, (full_key, kind), entry, spec.search):
         return False
     if spec.exclude_subagents and spawned(full_key, entry):
         return False
     return spec.active_keys is None or active(spec.active_keys, full_key, entry)
 
 
-def _holds(ctx: Context, full_key: str, entry: Entry, text: str) -> bool:
+# The entry fields OpenClaw 2026.9.6's sessions_list `search` looks through (its
+# session-utils-list: the key, label, subject, sessionId, category, display name, kind, model
+# and provider), besides the key and kind; its run state, goal and agent name are not kept here.
+SEARCH_FIELDS = (
+    "label",
+    "displayName",
+    "subject",
+    "sessionId",
+    "category",
+    "model",
+    "modelProvider",
+)
+
+
+def _holds(ctx: Context, key_kind: tuple[str, str], entry: Entry, text: str) -> bool:
     needle = text.casefold()
-    for value in (entry.get("label"), entry.get("displayName"), full_key, ctx.display(full_key)):
-        if isinstance(value, str) and needle in value.casefold():
-            return True
-    return False
+    full_key, kind = key_kind
+    values = [full_key, ctx.display(full_key), kind, *(entry.get(f) for f in SEARCH_FIELDS)]
+    return any(isinstance(v, str) and needle in v.casefold() for v in values)
 
 
 def spawned(full_key: str, entry: Entry) -> bool:

@@ -73,6 +73,8 @@ LIST_FIELDS = (
     "room",
     "modelProvider",
     "status",
+    "subject",  # read for `--search` (listfilters.SEARCH_FIELDS), never shown
+    "category",
 )
 # Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
 OPENCLAW_ROW_FIELDS = (
@@ -295,7 +297,7 @@ def _wanted(ctx: Context, spec: ListSpec, full_key: str, entry: Entry, kind: str
         return False
     if spec.cutoff is not None and _updated_at(entry) < spec.cutoff:
         return False
-    if not listfilters.matches(ctx, spec, full_key, entry):
+    if not listfilters.matches(ctx, spec, full_key, entry, kind):
         return False
     return policy.visible(ctx, full_key, entry)
 

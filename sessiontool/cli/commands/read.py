@@ -80,8 +80,8 @@ def list_cmd(
     search: str | None = typer.Option(
         None,
         "--search",
-        help="Only sessions whose label, displayName or key holds TEXT (any case; not the "
-        "transcripts: that is `search`).",
+        help="Only sessions whose key, label, displayName, sessionId, kind or model holds TEXT "
+        "(any case; not the transcripts: that is `search`).",
         metavar="TEXT",
     ),
     active_only: bool = typer.Option(
