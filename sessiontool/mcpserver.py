@@ -42,6 +42,7 @@ PAGE = 100
 PROGRESS_EVERY = 1.0
 WAIT_SLICE = 0.25
 RESOURCE_NOT_FOUND = -32002
+WAITING_TOOLS = frozenset({"sessions_send", "subagents", "sessions_yield"})  # report progress
 
 
 @dataclass
@@ -51,6 +52,7 @@ class _Wait:
     cancel: threading.Event
     shutdown: threading.Event
     run_id: str | None = None
+    what: str | None = None  # what a subagents wait or sessions_yield waits for
     timeout: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
@@ -67,6 +69,10 @@ class _Wait:
                 return rec
             if self.stopped():
                 return rec  # nobody is waiting any more; the run goes on
+
+    def begin(self, what: str, timeout: float) -> None:
+        """A wait of another tool starts: progress is reported about it from now on."""
+        self.what, self.timeout, self.started = what, timeout, time.monotonic()
 
     def stopped(self) -> bool:
         """Whether the call was cancelled or the server is shutting down."""
@@ -159,7 +165,11 @@ class SessionToolsServer:
         if refused is not None:
             return refused
         options = tools.CallOptions(
-            wait=wait, null_is_absent=False, cancelled=wait.stopped, search=self.search
+            wait=wait,
+            null_is_absent=False,
+            cancelled=wait.stopped,
+            waiting=wait.begin,
+            search=self.search,
         )
         return tools.call_tool(ctx, name, arguments, options)
 
@@ -172,13 +182,14 @@ class SessionToolsServer:
         async def progress() -> None:
             while True:
                 await anyio.sleep(PROGRESS_EVERY)
-                if wait.run_id is None:
+                if wait.run_id is None and wait.what is None:
                     continue
                 waited = time.monotonic() - wait.started
                 await rctx.session.report_progress(
                     min(waited, wait.timeout),
                     wait.timeout,
-                    f"waiting for run {wait.run_id} ({waited:.0f}s of {wait.timeout:g}s)",
+                    f"waiting for {wait.what or f'run {wait.run_id}'} "
+                    f"({waited:.0f}s of {wait.timeout:g}s)",
                 )
 
         async def work(tg: Any) -> None:
@@ -191,7 +202,7 @@ class SessionToolsServer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(work, tg)
-                if params.name == "sessions_send":
+                if params.name in WAITING_TOOLS:
                     tg.start_soon(progress)
         finally:
             wait.cancel.set()  # cancelled: the thread stops waiting; the run goes on

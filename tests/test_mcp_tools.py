@@ -66,6 +66,19 @@ def test_subagents_and_yield_over_the_session_tree(state: Path) -> None:
                 "subagents", {"action": "wait", "taskIds": [slow["runId"]], "timeoutSeconds": 0}
             )
         )
+        progress: list[str | None] = []
+
+        async def on_progress(p: float, total: float | None, msg: str | None) -> None:
+            progress.append(msg)
+
+        seen["wait2"] = ok(
+            await c.call_tool(
+                "subagents",
+                {"action": "wait", "taskIds": [slow["runId"]], "timeoutSeconds": 2},
+                progress_callback=on_progress,
+            )
+        )
+        seen["progress"] = progress
         # the quick child's own run: a send it makes, as itself
         proc = run_cli("--as", quick["childSessionKey"], "send", "s9", "grandchild work")
         seen["grandchild"] = proc
@@ -98,6 +111,9 @@ def test_subagents_and_yield_over_the_session_tree(state: Path) -> None:
     wait0 = seen["wait0"]
     assert wait0["reason"] == "timeout" and wait0["completed"] == []
     assert wait0["tasks"][0]["status"] in ("queued", "running")  # a timeout cancels nothing
+    assert seen["wait2"]["reason"] == "timeout"
+    # a wait of its own reports MCP progress about once a second, as sessions_send's does
+    assert seen["progress"] and all("waiting for 1 run(s)" in str(m) for m in seen["progress"])
 
     assert seen["grandchild"].returncode == 0, seen["grandchild"].stderr
     listed = seen["list"]

@@ -163,7 +163,9 @@ def _wait(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str,
         raise UsageError("subagents wait needs taskIds (the runs to wait for)")
     if len(ids) > MAX_TASK_IDS:
         raise UsageError(f"subagents wait supports at most {MAX_TASK_IDS} taskIds")
-    deadline = time.monotonic() + args.get("timeoutSeconds", WAIT_DEFAULT)
+    timeout = args.get("timeoutSeconds", WAIT_DEFAULT)
+    deadline = time.monotonic() + timeout
+    opts.waiting(f"{len(ids)} run(s)", timeout)
     while True:
         state = _wait_state(ctx, ids)
         left = deadline - time.monotonic()
@@ -225,7 +227,9 @@ def _yield(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str
     pending = [str(r.get("runId")) for r in _children(ctx) if _active(r)]
     if not pending:
         return {"status": "error", "error": NO_PENDING}
-    deadline = time.monotonic() + args.get("timeoutSeconds", YIELD_DEFAULT)
+    timeout = args.get("timeoutSeconds", YIELD_DEFAULT)
+    deadline = time.monotonic() + timeout
+    opts.waiting(f"{len(pending)} sub-agent run(s)", timeout)
     while True:
         by_id = {str(r.get("runId")): r for r in _children(ctx)}
         going = [i for i in pending if i in by_id and _active(by_id[i])]

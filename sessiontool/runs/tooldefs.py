@@ -23,6 +23,10 @@ def _never() -> bool:
     return False
 
 
+def _unreported(what: str, timeout: float) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class CallOptions:
     """How a transport wants a call carried out. `wait` replaces the run engine's blocking wait
@@ -31,7 +35,8 @@ class CallOptions:
     a model's tool call sends `null` for "unset" and means it; an MCP client's `null` is a
     value of the wrong type (JSON Schema: an integer is not null), a usage error. `cancelled`:
     whether the caller stopped waiting (an MCP cancellation or shutdown), asked between the
-    slices of the `subagents` and `sessions_yield` waits. `search`: the transcripts' search
+    slices of the `subagents` and `sessions_yield` waits; `waiting(what, timeout)` is told when
+    such a wait starts (the MCP server reports progress about it). `search`: the transcripts' search
     (`reports.search.search`) for `sessions_search`, handed down by the transport's maker (the
     `mcp` command): `runs/` sits below `reports/`, so a transport without it (the runners)
     does not offer that tool."""
@@ -39,6 +44,7 @@ class CallOptions:
     wait: Waiter | None = None
     null_is_absent: bool = True
     cancelled: Callable[[], bool] = _never
+    waiting: Callable[[str, float], None] = _unreported
     search: Searcher | None = None
 
 
