@@ -155,6 +155,23 @@ def test_on_a_store_openclaw_wrote(tmp_path: Path) -> None:
         + keys("--limit", "5", "--offset", "10")
         == every
     )
+    # OpenClaw's rule: the offset counts the inventory's rows; kinds are checked per page
+    rc, groups = run_json(
+        "list", "--all-agents", "--kinds", "group", "--limit", "2", "--offset", "1", env=env
+    )
+    assert [r["key"] for r in groups["sessions"]] == [
+        "agent:main:slack:channel:c0123",
+        "agent:main:discord:group:123",
+    ]
+    assert (groups["hasMore"], groups["nextOffset"]) == (True, 5)  # the row after discord's
+    rc, rest = run_json(
+        "list", "--all-agents", "--kinds", "group", "--limit", "2", "--offset", "5", env=env
+    )
+    assert [r["key"] for r in rest["sessions"]] == [
+        "agent:ops:telegram:group:-100555",
+        "agent:main:telegram:group:-100555",
+    ]
+    assert rest["hasMore"] is False  # the last group was the inventory's last row
     rc, whole = run_json("history", "main", "--limit", "all", env=env)
     got: list[Any] = []
     offset: int | None = 0

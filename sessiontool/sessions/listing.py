@@ -293,24 +293,37 @@ def _candidates(ctx: Context, spec: ListSpec) -> _Found:
 
 
 def _wanted(ctx: Context, spec: ListSpec, full_key: str, entry: Entry, kind: str) -> bool:
-    if spec.kinds is not None and kind not in spec.kinds:
-        return False
+    """The inventory's own filters (OpenClaw's `sessions.list` applies these before it pages)."""
     if spec.cutoff is not None and _updated_at(entry) < spec.cutoff:
         return False
-    if not listfilters.matches(ctx, spec, full_key, entry, kind):
-        return False
-    return policy.visible(ctx, full_key, entry)
+    return listfilters.matches(ctx, spec, full_key, entry, kind)
+
+
+def _page(
+    ctx: Context, spec: ListSpec, rows: list[tuple[float, str, str, Entry, str]]
+) -> tuple[list[tuple[float, str, str, Entry, str]], bool, int]:
+    """(the rows of the page, hasMore, nextOffset). As OpenClaw 2026.9.6's sessions_list tool
+    does, the offset counts rows of the inventory, and the kinds and visibility are checked on
+    each page's rows: a page of `--kinds group` skips the other rows, `nextOffset` is the
+    inventory row after the page's last, and `hasMore` says inventory rows are left (they may
+    hold no group: the next page is then empty)."""
+    taken: list[tuple[float, str, str, Entry, str]] = []
+    i = spec.offset
+    while i < len(rows) and (spec.limit is None or len(taken) < spec.limit):
+        c = rows[i]
+        i += 1
+        if (spec.kinds is None or c[4] in spec.kinds) and policy.visible(ctx, c[2], c[3]):
+            taken.append(c)
+    return taken, spec.limit is not None and len(taken) == spec.limit and i < len(rows), i
 
 
 def _list_in_scope(ctx: Context, spec: ListSpec) -> SessionsResult:
     found = _candidates(ctx, spec)
-    end = None if spec.limit is None else spec.offset + spec.limit
-    page = found.rows[spec.offset : end]
+    page, more, next_offset = _page(ctx, spec, found.rows)
     rows = [_row(ctx, found, spec.n_messages, c) for c in page]
-    more = end is not None and end < len(found.rows)
     result: SessionsResult = {"count": len(rows), "sessions": rows, "hasMore": more}
     if more:
-        result["nextOffset"] = spec.offset + len(rows)
+        result["nextOffset"] = next_offset
     if spec.limit is not None:
         result["limitApplied"] = spec.limit
     return result
