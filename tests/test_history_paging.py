@@ -49,6 +49,29 @@ def test_offset_pages_backwards_through_the_whole_transcript(state: Path) -> Non
     assert rc == 0 and past["messages"] == [] and past["hasMore"] is False
 
 
+def test_pages_count_records_and_hide_tool_results_after_as_openclaw(state: Path) -> None:
+    """OpenClaw's rule (measured on its own tool): offset and limit count the transcript's
+    records, a tool result among them is left out of the page afterwards, and nextOffset is
+    where the oldest message shown sits; every message is shown once, tool results never."""
+    write_store(state, {"agent:main:tools": {"sessionId": "tools", "updatedAt": 1}})
+    roles = ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+    write_transcript(
+        state, "tools", [(r, t, i) for i, (r, t) in enumerate(zip(roles, "abtcde", strict=True))]
+    )
+
+    def page(offset: int, *more: str) -> tuple[list[str], Any]:
+        args = ["history", "tools", "--limit", "2", "--offset", str(offset), *more]
+        rc, data = run_json(*args)
+        assert rc == 0 and data["totalMessages"] == 6
+        return texts(data), data.get("nextOffset")
+
+    assert page(0) == (["d", "e"], 2)
+    assert page(2) == (["c"], 3)  # the record before c is the tool result: read, not shown
+    assert page(3) == (["b"], 5)
+    assert page(5) == (["a"], None)
+    assert page(2, "--include-tools") == (["t", "c"], 4)
+
+
 def test_message_id_opens_the_window_around_a_search_hit(state: Path) -> None:
     _session(state)
     rc, found = run_json("search", "zebra")

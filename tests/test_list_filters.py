@@ -177,7 +177,8 @@ def test_on_a_store_openclaw_wrote(tmp_path: Path) -> None:
     offset: int | None = 0
     while offset is not None:
         rc, page = run_json("history", "main", "--limit", "10", "--offset", str(offset), env=env)
-        assert rc == 0 and page["totalMessages"] == len(whole["messages"]) == 24
+        # OpenClaw's count: every record, tool results included (24 shown without them)
+        assert rc == 0 and page["totalMessages"] == 33 and len(whole["messages"]) == 24
         got = page["messages"] + got
         offset = page.get("nextOffset")
     assert got == whole["messages"]

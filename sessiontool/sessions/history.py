@@ -188,24 +188,38 @@ def _tail(
 
     assert r.entry is not None
     rd = reading.reader_for(ctx.paths, r.agent_id)
-    offset = spec.offset
-    res = rd.messages(
-        r.key,
-        r.entry,
-        limit if offset is None else None,  # a page: every message, to count them
-        _keep(spec),
-        stop=older if since_ms is not None else None,
-        skip_line=None if spec.include_tools else is_tool_result_line,
-    )
-    if offset is None:
-        return res.messages
-    total = len(res.messages)
+    stop = older if since_ms is not None else None
+    if spec.offset is None:
+        skip = None if spec.include_tools else is_tool_result_line
+        return rd.messages(r.key, r.entry, limit, _keep(spec), stop=stop, skip_line=skip).messages
+    # A page: every record, tool results included, to count them as OpenClaw does.
+    every = rd.messages(r.key, r.entry, None, None, stop=stop).messages
+    shown, h.page = _page_of(every, spec.offset, limit, _keep(spec))
+    return shown
+
+
+def _page_of(
+    every: list[Message], offset: int, limit: int | None, keep: Callable[[Message], bool]
+) -> tuple[list[Message], dict[str, Any]]:
+    """(the messages shown, the paging keys) of the page `offset` back from the newest, as
+    OpenClaw 2026.9.6's sessions_history pages (its chat-history page kernel, checked against
+    the real tool): `offset` and `limit` count the transcript's records, tool results included;
+    those hidden (`includeTools` off) are dropped from the page afterwards, so it may hold fewer
+    than `limit`; `nextOffset` is where the oldest message shown sits, counted from the newest
+    (a hidden record just before it is read again by the next page, shown by none)."""
+    total = len(every)
     end = max(0, total - offset)
     start = 0 if limit is None else max(0, end - limit)
-    h.page = {"offset": offset, "hasMore": start > 0, "totalMessages": total}
-    if start > 0:
-        h.page["nextOffset"] = offset + (end - start)
-    return res.messages[start:end]
+    at = [i for i in range(start, end) if keep(every[i])]
+    next_offset = max(offset + 1, total - at[0]) if at else offset + (end - start)
+    page: dict[str, Any] = {
+        "offset": offset,
+        "hasMore": next_offset < total,
+        "totalMessages": total,
+    }
+    if next_offset < total:
+        page["nextOffset"] = next_offset
+    return [every[i] for i in at], page
 
 
 def _anchored(r: Resolved, spec: HistorySpec, limit: int | None) -> list[Message]:
