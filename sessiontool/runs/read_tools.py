@@ -153,8 +153,9 @@ _HISTORY = ToolDef(
             "sessionKey": str_param(SESSION_KEY),
             "limit": int_param("The last N messages (default 200, at most 1000).", 1),
             "offset": int_param(
-                "Page backwards: skip the newest N messages (0 for the first page with its "
-                "paging keys; then each nextOffset). Ignored with messageId.",
+                "Page backwards: skip the newest N records, tool results included (0 for the "
+                "first page with its paging keys; then each nextOffset). Ignored with "
+                "messageId.",
                 0,
             ),
             "messageId": str_param(

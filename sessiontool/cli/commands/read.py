@@ -198,7 +198,7 @@ def history_cmd(
         help="The last N messages (max 1000), or 'all'. Default 200; with -o: all.",
     ),
     offset: int | None = typer.Option(
-        None, "--offset", help="Page back: the --limit messages before the newest N.", min=0
+        None, "--offset", help="Page back: N records from the newest (then nextOffset).", min=0
     ),
     message_id: str | None = typer.Option(
         None, "--message-id", help="The --limit messages around this one (search's messageId)."
