@@ -257,7 +257,7 @@ def _report_delivery(
     status stays the run's (`deliveries retry ID` tries again; `delivery.status` in the JSON
     says it too). Still pending after the wait: `delivery.status` says so."""
     from sessiontool.errors import SessiontoolError
-    from sessiontool.flow.delivery import DELIVERED
+    from sessiontool.flow.delivery import LANDED
     from sessiontool.runs.control import wait_delivery
 
     try:
@@ -273,7 +273,7 @@ def _report_delivery(
     if found.get("error"):
         info["error"] = found["error"]
     result["delivery"] = info
-    if found.get("status") == DELIVERED:
+    if found.get("status") in LANDED:  # `outbox`: recorded for a bridge, which the JSON says
         return code
     render.warning_line(
         f"the reply was not delivered ({found.get('status')}): {found.get('error') or '?'}"
@@ -281,6 +281,19 @@ def _report_delivery(
     if found.get("status") not in ("denied", "undelivered"):  # retrying cannot change those
         render.err(f"hint: sessiontool deliveries retry {did}")
     return code
+
+
+def _report_announce(ctx: Context, rec: Record, wait_s: float) -> None:
+    """Say when a gateway spawn's result did not reach its requester (its announce turn
+    failed), as for a delivery that failed: a warning, the exit status stays the run's."""
+    from sessiontool.runs.control import wait_announce
+    from sessiontool.runs.gateway_announce import MODE
+
+    why = wait_announce(ctx, rec, wait_s)
+    if why is None:
+        return
+    render.warning_line(f"the result was not announced to the requester: {why}")
+    render.err(f"hint: sessiontool deliveries retry {rec['runId']}:{MODE}")
 
 
 @app.command("wait")
@@ -339,6 +352,7 @@ def wait_cmd(
         if rec.get("deliver") and result.get("status") == "ok":
             # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
             code = _report_delivery(ctx, result, rec, wait_s or 30.0, code)
+        _report_announce(ctx, rec, wait_s or 30.0)
         codes.append(code)
         if len(ids) == 1:
             _print_result(result, code, as_json)
