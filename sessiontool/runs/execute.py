@@ -213,6 +213,8 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
     for k in ("step", "turn", "maxTurns", "announce"):
         if rec.get(k) is not None:
             request[k] = rec[k]
+    if isinstance(session.entry.get("thinkingLevel"), str):  # `session --thinking`
+        request["thinkingLevel"] = session.entry["thinkingLevel"]
     timeout_s = rec.get("runTimeoutSeconds")
     deadline = time.monotonic() + float(timeout_s) if timeout_s else None
     out = Outcome(model=model, provider=provider)

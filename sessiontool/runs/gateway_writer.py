@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessiontool.errors import SessiontoolError, UsageError
+from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import records
 from sessiontool.state.locks import pid_alive
@@ -107,6 +107,29 @@ class GatewayWriter:
 
     def set_send_policy(self, ctx: Context, r: Resolved, wanted: str | None) -> Entry | None:
         return _entry(_call(ctx, "sessions.patch", {"key": r.key, "sendPolicy": wanted}))
+
+    def patch_session(
+        self, ctx: Context, r: Resolved, patch: dict[str, Any], expected: str | None
+    ) -> Entry | None:
+        """`sessions.patch`; an archive or restore always carries `expectedSessionId` (OpenClaw
+        requires it): the caller's, else the sessionId just read."""
+        from sessiontool.runs.session_patch import check_expected
+
+        check_expected(ctx.display(r.key), r.entry, expected)
+        params: dict[str, Any] = {"key": r.key, **patch}
+        want = expected or r.session_id
+        if want is not None:
+            params["expectedSessionId"] = want
+        try:
+            data = _call(ctx, "sessions.patch", params)
+        except SessiontoolError as exc:
+            if "session-changed" in exc.message or "expectedSessionId" in exc.message:
+                raise ForbiddenError(
+                    f"session changed: {ctx.display(r.key)} ({exc.message})",
+                    hint="re-read it with `sessiontool list` before deciding again",
+                ) from exc
+            raise
+        return _entry(data)
 
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:

@@ -63,6 +63,14 @@ class SessionWriter(Protocol):
         """`allow`/`deny`, or None to clear; the entry afterwards (None: no entry)."""
         ...
 
+    def patch_session(
+        self, ctx: Context, r: Resolved, patch: dict[str, Any], expected: str | None
+    ) -> Entry | None:
+        """OpenClaw's sessions.patch of a session's life fields (`archived`, `pinned`, `model`,
+        `thinkingLevel`; runs/session_patch.py); another generation than `expected`: exit 4.
+        The entry afterwards (None: a gateway that answered without it)."""
+        ...
+
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
         """Housekeeping a send or spawn does first (the files writer's archive sweep)."""

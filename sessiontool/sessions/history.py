@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # for types only: a TypedDict costs start-up to create
         messages: list[Message]
         truncated: NotRequired[bool]
         children: NotRequired[list[str]]
+        messageIds: NotRequired[list[str | None]]
+        model: NotRequired[str]
+        thinkingLevel: NotRequired[str]
+        archived: NotRequired[bool]
+        pinned: NotRequired[bool]
 
 
 HISTORY_DEFAULT_LIMIT = 200
@@ -46,7 +51,16 @@ def is_tool_output(msg: Message) -> bool:
 
 
 class History(Value):
-    __slots__ = ("session_key", "session_id", "messages", "path", "resolved", "children")
+    __slots__ = (
+        "session_key",
+        "session_id",
+        "messages",
+        "path",
+        "resolved",
+        "children",
+        "ids",
+        "with_ids",
+    )
 
     session_key: str
     session_id: str | None
@@ -56,6 +70,8 @@ class History(Value):
     # The sessions spawned from this one, when the caller asked (spawned_from): `history`, the
     # command, does; sessions_history (the tool, the mcp server) has no such key.
     children: list[str]
+    ids: list[str | None]  # each message's transcript entry id (`fork --at`, `rewind`)
+    with_ids: bool  # `history --json` (the command) writes them as `messageIds`
 
     def __init__(
         self,
@@ -66,6 +82,8 @@ class History(Value):
         resolved: Resolved,
     ) -> None:
         self.children = []
+        self.ids = []
+        self.with_ids = False
         self.session_key = session_key
         self.session_id = session_id
         self.messages = messages
@@ -87,6 +105,11 @@ class History(Value):
             out["truncated"] = True
         if self.children:  # `history` (the command) only: sessions_history has no such key
             out["children"] = self.children
+        if self.with_ids:
+            out["messageIds"] = self.ids
+            from sessiontool.sessions.lifeview import life_header
+
+            out.update(life_header(self.resolved.entry))  # type: ignore[typeddict-item]
         return out
 
 
@@ -127,6 +150,7 @@ def history(
         policy.check_access(ctx, r.key, r.entry, "history")
         path = r.transcript_path()
         messages: list[Message] = []
+        ids: list[str | None] = []
         if r.entry is not None and (path is not None or r.gateway_written):
             rd = reading.reader_for(ctx.paths, r.agent_id)
             res = rd.messages(
@@ -138,7 +162,10 @@ def history(
                 skip_line=None if include_tools else is_tool_result_line,
             )
             messages = res.messages if raw else strip_envelopes(res.messages)
-    return History(ctx.display(r.key), r.session_id, messages, path, r)
+            ids = res.ids if len(res.ids) == len(messages) else [None] * len(messages)
+    out = History(ctx.display(r.key), r.session_id, messages, path, r)
+    out.ids = ids
+    return out
 
 
 def spawned_from(ctx: Context, full_key: str) -> list[str]:

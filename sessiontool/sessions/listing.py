@@ -68,6 +68,11 @@ LIST_FIELDS = (
     "room",
     "modelProvider",
     "status",
+    "archivedAt",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
 )
 # Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
 OPENCLAW_ROW_FIELDS = (
@@ -81,6 +86,11 @@ OPENCLAW_ROW_FIELDS = (
 )
 
 _ROW_PASSTHROUGH = (
+    "archivedAt",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
     "thinkingLevel",
     "verboseLevel",
     "systemSent",
@@ -241,8 +251,8 @@ def _list_in_scope(
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             sqlite_agents.add(agent_id)
         for full_key, f in rd.sessions(LIST_FIELDS).items():
-            if not listable(full_key):
-                continue
+            if not listable(full_key) or f.entry.get("archivedAt") is not None:
+                continue  # archived: `list --archived yes|all` (sessions/archived.py)
             kind = keys.kind_of(full_key, f.entry, main_key)
             if wanted is not None and kind not in wanted:
                 continue
@@ -251,7 +261,7 @@ def _list_in_scope(
             if not policy.visible(ctx, full_key, f.entry):
                 continue
             candidates.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
-    candidates.sort(key=lambda c: c[0], reverse=True)
+    candidates.sort(key=_order, reverse=True)
     if limit is not None:
         candidates = candidates[:limit]
     rows = []
@@ -284,6 +294,11 @@ def _list_in_scope(
             row["messages"] = msgs
         rows.append(row)
     return {"count": len(rows), "sessions": rows}
+
+
+def _order(c: tuple[float, str, str, Entry, str]) -> tuple[bool, float]:
+    """Pinned sessions first (OpenClaw's default order), then the newest."""
+    return c[3].get("pinnedAt") is not None, c[0]
 
 
 def _not_tool_result(msg: Message) -> bool:
