@@ -104,6 +104,18 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("sessiontool session work --model gpt-4o --thinking high", "for its next runs"),
         ("sessiontool session work --model default --thinking default", "back to the defaults"),
     ),
+    "fork": (
+        ("sessiontool fork work --label work-b", "a new session with work's whole transcript"),
+        ("sessiontool fork work --at 4f1c9a2e -q", "from before that message; the new key"),
+    ),
+    "rewind": (
+        ("sessiontool rewind work 4f1c9a2e", "continue from before that message (history --json)"),
+        ("sessiontool rewind work 4f1c9a2e --json | jq -r .editorText", "its text, to send again"),
+    ),
+    "compact": (
+        ("sessiontool compact work", "summarize all but its last 2 turns"),
+        ("sessiontool compact work --keep 5 --timeout 0 -q", "queue it; `wait` its run id"),
+    ),
     "paths": (
         ("sessiontool paths", "where sessiontool reads and writes"),
         ("sessiontool paths --json | jq -r .stateDir", "the state dir only"),

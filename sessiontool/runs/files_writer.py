@@ -174,6 +174,16 @@ class FilesWriter:
 
         return store.update_store(r.store_path, mutate)
 
+    def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
+        from sessiontool.runs import files_branch
+
+        return files_branch.fork(ctx, r, at, label, refuse_label_in_use)
+
+    def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
+        from sessiontool.runs import files_branch
+
+        return files_branch.rewind(ctx, r, at)
+
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
         from sessiontool.runs.archive import maybe_sweep

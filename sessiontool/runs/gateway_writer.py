@@ -131,6 +131,50 @@ class GatewayWriter:
             raise
         return _entry(data)
 
+    def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
+        """`sessions.fork {sessionKey, entryId}` (then the label by `sessions.patch`), or, for
+        the whole transcript, `sessions.create {parentSessionKey, fork: true}`."""
+        if label:
+            refuse_label_in_use(ctx, r.agent_id, label)
+        if at is None:
+            params: dict[str, Any] = {"parentSessionKey": r.key, "fork": True}
+            if label:
+                params["label"] = label
+            data = _call(ctx, "sessions.create", params, label)
+        else:
+            data = _call(ctx, "sessions.fork", {"sessionKey": r.key, "entryId": at})
+        key = data.get("sessionKey") or data.get("key")
+        if not isinstance(key, str):
+            raise SessiontoolError(f"the gateway's fork of {r.key} named no new session")
+        if label and at is not None:
+            _call(ctx, "sessions.patch", {"key": key, "label": label}, label)
+        out: dict[str, Any] = {
+            "sessionKey": ctx.display(key),
+            "sessionId": data.get("sessionId"),
+            "forkedFrom": ctx.display(r.key),
+            "forkSource": {"sessionKey": r.key, "sessionId": r.session_id},
+            "at": at,
+            "entry": _entry(data),
+            "via": "gateway",
+        }
+        if isinstance(data.get("editorText"), str):
+            out["editorText"] = data["editorText"]
+        return out
+
+    def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
+        """`sessions.rewind {sessionKey, entryId}`: OpenClaw keeps the later part as a branch
+        of its transcript (`sessions.branches.list`)."""
+        data = _call(ctx, "sessions.rewind", {"sessionKey": r.key, "entryId": at})
+        return {
+            "sessionKey": ctx.display(r.key),
+            "sessionId": r.session_id,
+            "at": at,
+            "archived": None,
+            "editorText": data.get("editorText") if isinstance(data, dict) else None,
+            "entry": None,
+            "via": "gateway",
+        }
+
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
         return None  # sweeping is a file operation; OpenClaw maintains its own store

@@ -71,6 +71,16 @@ class SessionWriter(Protocol):
         The entry afterwards (None: a gateway that answered without it)."""
         ...
 
+    def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
+        """A new session from this one's transcript, up to just before the user message `at`
+        (all of it: None), its lineage recorded (OpenClaw's `sessions.fork`)."""
+        ...
+
+    def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
+        """The session continues from just before the user message `at`; the later part is
+        kept (OpenClaw's `sessions.rewind`)."""
+        ...
+
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
         """Housekeeping a send or spawn does first (the files writer's archive sweep)."""
