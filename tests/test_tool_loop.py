@@ -130,6 +130,8 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "sessions",
+        "session_status",
     }
     assert {"kinds", "limit", "activeMinutes", "messageLimit"} <= set(
         tools["sessions_list"]["properties"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessiontool.context import Context
-from sessiontool.operations.life import check_generation, locate, refuse_busy
+from sessiontool.runs.sessionlife import check_generation, locate, refuse_busy
 
 
 def fork(

@@ -21,12 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context, Requester
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
+from sessiontool.runs import life_tools
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
     from sessiontool.state.paths import StatePaths
 
-TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
+TOOL_NAMES = (
+    *("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list"),
+    *life_tools.NAMES,
+)
 READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
 FAILED_STATUSES = frozenset({"forbidden", "error", "timeout"})
 
@@ -422,6 +426,7 @@ TOOLS: dict[str, ToolDef] = {
             read_only=True,
             idempotent=True,
         ),
+        *(ToolDef(**d) for d in life_tools.DEFS),  # `sessions`, `session_status`
     )
 }
 

@@ -66,7 +66,7 @@ def archive_cmd(
     `list --archived yes` shows it, `restore` brings it back. OpenClaw's field (`archivedAt`)
     in sessions.json, or `sessions.patch` on an OpenClaw store. A main session, and one with a
     run queued or running, is refused (exit 4)."""
-    from sessiontool.operations.life import set_archived
+    from sessiontool.runs.sessionlife import set_archived
 
     result = set_archived(get_ctx(), key, True, label=label, expect=expect)
     emit(result, want_json(json_), quiet, f"archived {render.esc(result['sessionKey'])}")
@@ -82,7 +82,7 @@ def restore_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Restore an archived session: back in `list`, a send target again (operator)."""
-    from sessiontool.operations.life import set_archived
+    from sessiontool.runs.sessionlife import set_archived
 
     result = set_archived(get_ctx(), key, False, label=label, expect=expect)
     emit(result, want_json(json_), quiet, f"restored {render.esc(result['sessionKey'])}")
@@ -100,7 +100,7 @@ def pin_cmd(
 
     A sub-agent or other child session is refused (exit 4), as OpenClaw rules; so is an
     archived one (restore it first)."""
-    from sessiontool.operations.life import set_pinned
+    from sessiontool.runs.sessionlife import set_pinned
 
     result = set_pinned(get_ctx(), key, True, label=label)
     emit(result, want_json(json_), quiet, f"pinned {render.esc(result['sessionKey'])}")
@@ -115,7 +115,7 @@ def unpin_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Unpin a session (operator)."""
-    from sessiontool.operations.life import set_pinned
+    from sessiontool.runs.sessionlife import set_pinned
 
     result = set_pinned(get_ctx(), key, False, label=label)
     emit(result, want_json(json_), quiet, f"unpinned {render.esc(result['sessionKey'])}")
@@ -147,7 +147,7 @@ def session_cmd(
     Stored as OpenClaw stores the override (`providerOverride`/`modelOverride`,
     `thinkingLevel`) and used by the session's next runs on every runner; `list` and
     `history` show it. The model is checked as `spawn --model` checks it."""
-    from sessiontool.operations.life import set_overrides
+    from sessiontool.runs.sessionlife import set_overrides
 
     result = set_overrides(get_ctx(), key, model=model, thinking=thinking, label=label)
     emit(result, want_json(json_), quiet, _state(result))

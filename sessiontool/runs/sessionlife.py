@@ -1,5 +1,6 @@
-"""A session's life from the command line: `archive` / `restore`, `pin` / `unpin`, and the
-per-session model and thinking level (`session KEY --model M --thinking LEVEL`). Each is one
+"""A session's life: `archive` / `restore`, `pin` / `unpin`, and the per-session model and
+thinking level (`session KEY --model M --thinking LEVEL`), for the commands and for the
+`sessions` / `session_status` tools (runs/life_tools.py), hence here, beside the tools. Each is one
 OpenClaw `sessions.patch` (runs/session_patch.py has its rules): written through the session's
 writer, the gateway on an OpenClaw store, sessions.json under the store lock on sessiontool's.
 
@@ -51,11 +52,14 @@ def locate(
     *,
     archived_too: bool = False,
 ) -> tuple[Resolved, SessionWriter]:
-    """Operator check, then the session (an archived one too when `archived_too`: OpenClaw's
-    stores leave those out of their default reads), then its writer, chosen once."""
+    """Operator check (a tool call checks access instead: `as_tool`), then the session (an
+    archived one too when `archived_too`: OpenClaw's stores leave those out of their default
+    reads), then its writer, chosen once."""
     from sessiontool.runs.writer import writer_for
 
-    policy.require_operator(ctx, command)
+    as_tool = command.startswith("sessions") or command == "session_status"
+    if not as_tool:
+        policy.require_operator(ctx, command)
     try:
         r = resolve(ctx, value, label=label, write=True)
     except NotFoundError:
@@ -75,6 +79,8 @@ def locate(
             found.stored_keys,
             detect.detect(ctx.paths, agent_id),
         )
+    if as_tool:
+        policy.check_access(ctx, r.key, r.entry, "send")
     return r, writer_for(ctx, [r.agent_id], command)
 
 
@@ -112,7 +118,7 @@ def refuse_busy(ctx: Context, r: Resolved, command: str) -> None:
         )
 
 
-def _result(ctx: Context, r: Resolved, writer: SessionWriter, entry: Any) -> PatchResult:
+def result_of(ctx: Context, r: Resolved, writer: SessionWriter, entry: Any) -> PatchResult:
     e = entry if isinstance(entry, dict) else None
     shown = e if e is not None else (r.entry or {})
     out: PatchResult = {
@@ -148,7 +154,7 @@ def set_archived(
     if archived:
         refuse_busy(ctx, r, command)
     entry = writer.patch_session(ctx, r, {"archived": archived}, expect or r.session_id)
-    return _result(ctx, r, writer, entry)
+    return result_of(ctx, r, writer, entry)
 
 
 def set_pinned(
@@ -157,7 +163,7 @@ def set_pinned(
     """Pin (first in `list` and `top`) or unpin; root sessions only, as OpenClaw rules."""
     r, writer = locate(ctx, "pin" if pinned else "unpin", value, label)
     entry = writer.patch_session(ctx, r, {"pinned": pinned}, None)
-    return _result(ctx, r, writer, entry)
+    return result_of(ctx, r, writer, entry)
 
 
 def set_overrides(
@@ -182,6 +188,6 @@ def set_overrides(
     if thinking is not None:
         patch["thinkingLevel"] = None if is_default_word(thinking) else normalize_thinking(thinking)
     if not patch:
-        return _result(ctx, r, writer, r.entry)
+        return result_of(ctx, r, writer, r.entry)
     entry = writer.patch_session(ctx, r, patch, None)
-    return _result(ctx, r, writer, entry)
+    return result_of(ctx, r, writer, entry)
