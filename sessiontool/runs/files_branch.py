@@ -7,8 +7,8 @@ as `editorText` to send again (edited or not).
   another) whose transcript is a copy of KEY's up to that message (all of it without `--at`),
   its lineage in `forkSource: {sessionKey, sessionId}` + `forkedFromParent: true` as OpenClaw
   records it; the session's own model and thinking level come along.
-- rewind: the later part (from that message on) copied to `<transcript>.rewound.<time>` first,
-  then the transcript cut there: nothing is deleted.
+- rewind: the transcript as it was kept as `<transcript>.rewound.<time>` (a hard link: no byte
+  copied), then replaced by a copy of its part before that message: nothing is deleted.
 
 Both copy under the transcript lock, so no turn's append lands half in and half out.
 """
@@ -145,9 +145,14 @@ def rewind(ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
         c = cut.find_entry(src, at)
         text = _user_text(c, at)
         archive = _free_name(src.with_name(f"{src.name}.rewound.{archive_stamp()}"))
-        cut.write_copy(src, archive, cut.header_bytes(src, c.body), c.offset, c.size)
+        tmp = cut.copy_to_temp(src, src, b"", 0, c.offset)
+        try:
+            cut.keep_as(src, archive)
+        except BaseException:
+            _unlink(tmp)
+            raise
         testhooks.pause("rewind-archived")
-        cut.truncate(src, c.offset)
+        cut.place(tmp, src)
 
     def mutate(s: store.Store) -> Entry | None:
         e = store.get_entry(s, r.agent_id, r.key)

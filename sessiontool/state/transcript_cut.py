@@ -6,9 +6,10 @@ its line starts with (`{"type":"message","id":"<id>"`, as OpenClaw and sessionto
 entries; a line-by-line parse only when that form is not found), and the parts are copied with
 `os.copy_file_range` / `os.sendfile` (in the kernel), so a 100 MB transcript costs about a `cp`.
 
-Every file is written to a temp name, fsynced and renamed into place before anything points at
-it or the original is cut: a crash or a full disk leaves the original whole, and at worst a
-finished copy nobody points to yet.
+Every file is written to a temp name and renamed into place before anything points at it, and
+a rewind keeps the transcript as it was under a second name (a hard link) before the shorter
+copy replaces it: a crash or a full disk leaves the original whole, and at worst a temp file
+(`doctor --fix` clears it) or a finished copy nobody points to yet.
 """
 
 from __future__ import annotations
@@ -141,10 +142,13 @@ def _copy(src: int, dst: int, start: int, end: int) -> None:
         pos += done
 
 
-def write_copy(src: Path, dest: Path, header: bytes, start: int, end: int) -> None:
-    """`dest` := `header` + bytes [start, end) of `src`, through a temp file, fsynced, renamed;
-    on any failure (a full disk) the temp file is removed and `dest` is not there."""
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+def copy_to_temp(src: Path, dest: Path, header: bytes, start: int, end: int) -> Path:
+    """`header` + bytes [start, end) of `src` in a new temp file beside `dest`
+    (`<dest>.<pid>.<hex>.tmp`, the form `doctor --fix` clears after a kill), its path. Not
+    fsynced: until it is renamed into place the source holds everything, and after, the
+    source (or its archive) still does. On any failure (a full disk) the temp file is
+    removed."""
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         fd = safefs.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
@@ -156,16 +160,40 @@ def write_copy(src: Path, dest: Path, header: bytes, start: int, end: int) -> No
                 while view:
                     view = view[os.write(fd, view) :]
                 _copy(fh.fileno(), fd, start, end)
-            os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, dest)
     except OSError as exc:
         _unlink(tmp)
         raise StorageError(f"cannot write {dest}: {exc.strerror}") from exc
     except BaseException:
         _unlink(tmp)
         raise
+    return tmp
+
+
+def write_copy(src: Path, dest: Path, header: bytes, start: int, end: int) -> None:
+    """`dest` := `header` + bytes [start, end) of `src`, written whole under a temp name and
+    renamed into place (`dest` is never seen half-written)."""
+    tmp = copy_to_temp(src, dest, header, start, end)
+    place(tmp, dest)
+
+
+def place(tmp: Path, dest: Path) -> None:
+    """Rename a finished temp file over `dest` (removed when that fails)."""
+    try:
+        os.rename(tmp, dest)
+    except OSError as exc:
+        _unlink(tmp)
+        raise StorageError(f"cannot write {dest}: {exc.strerror}") from exc
+
+
+def keep_as(src: Path, archive: Path) -> None:
+    """A second name for the transcript as it is now (a hard link: no byte copied); the
+    rename that replaces `src` afterwards leaves this name on the old content."""
+    try:
+        os.link(src, archive, follow_symlinks=False)
+    except OSError as exc:
+        raise StorageError(f"cannot archive {src}: {exc.strerror}") from exc
 
 
 def _unlink(path: Path) -> None:
@@ -173,24 +201,3 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def header_bytes(path: Path, body: int) -> bytes:
-    """The transcript's own header line (what the archive of its later part starts with)."""
-    with open(path, "rb") as fh:
-        return fh.read(body) if body else b""
-
-
-def truncate(path: Path, offset: int) -> None:
-    """Cut the transcript at `offset`, fsynced (its later part was archived first)."""
-    try:
-        fd = safefs.open_write(path, os.O_WRONLY)
-    except OSError as exc:
-        raise StorageError(f"cannot open transcript {path}: {exc.strerror}") from exc
-    try:
-        os.ftruncate(fd, offset)
-        os.fsync(fd)
-    except OSError as exc:
-        raise StorageError(f"cannot cut transcript {path}: {exc.strerror}") from exc
-    finally:
-        os.close(fd)

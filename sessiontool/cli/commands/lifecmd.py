@@ -205,15 +205,15 @@ def rewind_cmd(
     """Rewind a session to just before one of its user messages (operator).
 
     The next run continues from there (OpenClaw's sessions.rewind); the message's text comes
-    back as `editorText`. What followed is kept: on sessiontool's store in
-    <transcript>.rewound.<time>, on OpenClaw's as a branch of its transcript. A run queued or
+    back as `editorText`. What followed is kept: on sessiontool's store the transcript as it was
+    in <transcript>.rewound.<time>, on OpenClaw's as a branch of its transcript. A run queued or
     running in the session is refused (exit 4, naming it)."""
     from sessiontool.operations.branch import rewind
 
     result = rewind(get_ctx(), key, message_id, label=label, expect=expect)
     human = f"rewound {render.esc(result['sessionKey'])} to before {render.esc(message_id)}"
     if result.get("archived"):
-        human += f" (what followed: {render.esc(result['archived'])})"
+        human += f" (the transcript before it: {render.esc(result['archived'])})"
     emit(result, want_json(json_), quiet, human)
 
 
