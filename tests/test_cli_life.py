@@ -199,3 +199,33 @@ def test_a_session_requester_cannot_archive(life: Path) -> None:
     proc = run_cli("archive", "work", env={"SESSIONTOOL_SESSION_KEY": "agent:main:main"})
     assert proc.returncode == 4
     assert "archivedAt" not in entry(life, "agent:main:work")
+
+
+OC_STATE = Path(__file__).resolve().parent / "fixtures" / "openclaw-2026.9.6" / "state"
+
+
+def test_list_archived_reads_openclaws_sqlite_store(tmp_path: Path) -> None:
+    """A session OpenClaw archived (its `archived_at` column) is left out of `list` and shown
+    by `list --archived yes|all`, read straight from its database."""
+    import shutil
+    import sqlite3
+
+    state = tmp_path / "oc"
+    shutil.copytree(OC_STATE, state)
+    db = sqlite3.connect(state / "agents/main/agent/openclaw-agent.sqlite")
+    with db:
+        db.execute(
+            "UPDATE session_nodes SET archived_at = ? WHERE session_key = ?",
+            (NOW, "agent:main:cron:job-abc"),
+        )
+    db.close()
+    env = {"SESSIONTOOL_STATE_DIR": str(state)}
+    rc, plain = run_json("list", env=env)
+    assert rc == 0 and "agent:main:cron:job-abc" not in [r["key"] for r in plain["sessions"]]
+    rc, only = run_json("list", "--archived", "yes", env=env)
+    assert [r["key"] for r in only["sessions"]] == ["agent:main:cron:job-abc"]
+    assert only["sessions"][0]["archived"] is True and only["sessions"][0]["agentId"] == "main"
+    rc, both = run_json("list", "--archived", "all", env=env)
+    assert both["count"] == plain["count"] + 1
+    proc = run_cli("list", "--archived", "maybe", env=env)
+    assert proc.returncode == 2 and "--archived" in proc.stderr

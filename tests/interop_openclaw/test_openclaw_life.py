@@ -58,15 +58,31 @@ def test_pin_puts_it_first_in_openclaws_order_and_ours(live: Live) -> None:
     ok(live, "unpin", GROUP)
 
 
+def _stored(live: Live, key: str) -> dict[str, Any]:
+    """The session's entry as OpenClaw's own database holds it (read-only, beside the gateway)."""
+    import sqlite3
+
+    db = live.state / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        (raw,) = con.execute(
+            "SELECT entry_json FROM session_nodes WHERE session_key = ?", (key,)
+        ).fetchone()
+    finally:
+        con.close()
+    entry: dict[str, Any] = json.loads(raw)
+    return entry
+
+
 def test_session_model_and_thinking_are_stored_where_openclaw_reads_them(live: Live) -> None:
     data = ok(live, "session", GROUP, "--model", "fake/fake-model", "--thinking", "off")
-    assert data["model"] == "fake/fake-model" or data["entry"] is None
-    got = _gw(live, "sessions.get", {"key": GROUP})
-    entry = got.get("entry") or got
+    assert data["via"] == "gateway"
+    entry = _stored(live, GROUP)
     assert entry.get("modelOverride") == "fake-model" and entry.get("thinkingLevel") == "off"
+    ours = next(r for r in ok(live, "list")["sessions"] if r["key"] in (GROUP, "discord:group:123"))
+    assert ours["modelOverride"] == "fake-model"
     ok(live, "session", GROUP, "--model", "default", "--thinking", "default")
-    got = _gw(live, "sessions.get", {"key": GROUP})
-    entry = got.get("entry") or got
+    entry = _stored(live, GROUP)
     assert "modelOverride" not in entry and "thinkingLevel" not in entry
 
 
