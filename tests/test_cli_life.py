@@ -229,3 +229,16 @@ def test_list_archived_reads_openclaws_sqlite_store(tmp_path: Path) -> None:
     assert both["count"] == plain["count"] + 1
     proc = run_cli("list", "--archived", "maybe", env=env)
     assert proc.returncode == 2 and "--archived" in proc.stderr
+
+
+def test_top_shows_pinned_sessions_first_and_says_so(life: Path) -> None:
+    """`top` reads `list_sessions` (pinned first) and marks a pinned row."""
+    from sessiontool.context import build_context
+    from sessiontool.sessions.listing import list_sessions
+    from sessiontool.tui.rows import session_rows
+
+    assert run_cli("pin", "work").returncode == 0
+    rows = list_sessions(build_context(life), limit=None)["sessions"]
+    shown = session_rows(rows, {}, NOW)
+    assert shown[0][0] == "agent:main:work" and shown[0][1][1] == "other (pinned)"
+    assert all("(pinned)" not in cells[1] for _, cells in shown[1:])

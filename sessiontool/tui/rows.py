@@ -43,7 +43,7 @@ def session_rows(
             r["key"],
             [
                 fmt.esc(r["key"]),
-                r.get("kind", ""),
+                r.get("kind", "") + (" (pinned)" if r.get("pinnedAt") is not None else ""),
                 fmt.ago(r.get("updatedAt"), now),
                 fmt.esc(r.get("label") or r.get("displayName") or ""),
                 fmt.esc(r.get("model", "")),
