@@ -101,6 +101,12 @@ def test_fork_and_rewind_at_a_message_id_history_gave(live: Live) -> None:
     assert [m["content"] for m in forked["messages"]] == [
         m["content"] for m in hist["messages"][: users[-1]]
     ]
+    whole = ok(live, "fork", GROUP, "--label", "whole-fork")  # sessions.create {fork: true}
+    assert whole["via"] == "gateway" and whole["sessionKey"] != new
+    copied = ok(live, "history", whole["sessionKey"])
+    assert [m["content"] for m in copied["messages"]][-2:] == [
+        m["content"] for m in hist["messages"]
+    ][-2:]
     back = ok(live, "rewind", GROUP, at)
     assert back["editorText"] == "second words"
     after = ok(live, "history", GROUP)

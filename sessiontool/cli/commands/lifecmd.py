@@ -142,7 +142,7 @@ def session_cmd(
     quiet: bool = typer.Option(False, "-q", "--quiet", help=QUIET_HELP),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Show or set a session's own model and thinking level (operator to set).
+    """Show or set a session's own model and thinking level (operator).
 
     Stored as OpenClaw stores the override (`providerOverride`/`modelOverride`,
     `thinkingLevel`) and used by the session's next runs on every runner; `list` and
