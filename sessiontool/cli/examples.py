@@ -116,6 +116,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("sessiontool compact work", "summarize all but its last 2 turns"),
         ("sessiontool compact work --keep 5 --timeout 0 -q", "queue it; `wait` its run id"),
     ),
+    "help": (
+        ("sessiontool help send", "the same as sessiontool send --help"),
+        ("sessiontool help", "every command"),
+    ),
     "paths": (
         ("sessiontool paths", "where sessiontool reads and writes"),
         ("sessiontool paths --json | jq -r .stateDir", "the state dir only"),
