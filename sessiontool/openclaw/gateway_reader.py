@@ -12,7 +12,9 @@ hidden (README, "Past one machine"):
   carries `truncated: true`;
 - `displayName` of a labelled session is its label (the gateway does not return the stored one):
   left out;
-- `model` / `contextTokens` of a session that has none stored are the gateway's defaults.
+- `model` / `contextTokens` of a session that has none stored are the gateway's defaults;
+- a session's own model (`modelOverride` / `providerOverride`, `session --model`) is not in a
+  `sessions.list` row: `list` through a gateway shows the resolved `model` only.
 """
 
 from __future__ import annotations
