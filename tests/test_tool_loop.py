@@ -132,7 +132,9 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
         "agents_list",
         "sessions",
         "session_status",
-    }
+        "subagents",
+        "sessions_yield",
+    }  # not sessions_search: the runners' transport has no search (reports/ is above runs/)
     assert {"kinds", "limit", "activeMinutes", "messageLimit"} <= set(
         tools["sessions_list"]["properties"]
     )

@@ -102,10 +102,22 @@ def _patch(
             raise ForbiddenError(f"Cannot archive the main session ({ctx.display(r.key)}).")
         if patch["archived"]:
             refuse_busy(ctx, r, "sessions")
+    if "label" in args:
+        entry = writer.set_label(ctx, r, _label(str(args["label"])))["entry"]
+        if not patch:
+            return {"status": "ok", "action": "patch", **result_of(ctx, r, writer, entry)}
     if not patch:
         raise UsageError("sessions patch: nothing to change (archived, pinned, model, ...)")
     entry = writer.patch_session(ctx, r, patch, expect or r.session_id)
     return {"status": "ok", "action": "patch", **result_of(ctx, r, writer, entry)}
+
+
+def _label(text: str) -> str:
+    """OpenClaw's label rule (as `label` checks it): trimmed, 1 to 64 characters, no controls."""
+    label = text.strip()
+    if not label or len(label) > 64 or any(ord(c) < 0x20 or c == "\x7f" for c in label):
+        raise UsageError("a label is 1 to 64 characters, without control characters")
+    return label
 
 
 def session_status(ctx: Context, args: Mapping[str, Any], opts: Any) -> dict[str, Any]:
@@ -165,6 +177,12 @@ def _card_text(c: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _output(more: dict[str, Any]) -> dict[str, Any]:
+    """A successful result's schema (MCP's outputSchema)."""
+    props = {"status": {"type": "string"}, "sessionKey": {"type": "string"}, **more}
+    return {"type": "object", "properties": props, "required": ["status", "sessionKey"]}
+
+
 SESSIONS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -185,6 +203,10 @@ SESSIONS_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "patch: off, minimal, low, medium, high, xhigh, adaptive, max, "
             "ultra; 'default' clears it.",
+        },
+        "label": {
+            "type": "string",
+            "description": "patch: the session's label (at most 64 characters, one session's).",
         },
     },
     "required": ["action"],
@@ -212,6 +234,9 @@ DEFS: tuple[dict[str, Any], ...] = (
             "thinkingLevel, entry}."
         ),
         "input_schema": SESSIONS_SCHEMA,
+        "output_schema": _output(
+            {"action": {"type": "string"}, "entry": {"type": ["object", "null"]}}
+        ),
         "handler": sessions_tool,
         "read_only": False,
         "destructive": True,
@@ -225,6 +250,9 @@ DEFS: tuple[dict[str, Any], ...] = (
             "sessionKey, sessionId, model, modelOverride, thinkingLevel, usage, run, text}."
         ),
         "input_schema": STATUS_SCHEMA,
+        "output_schema": _output(
+            {"usage": {"type": "object"}, "run": {"type": "object"}, "text": {"type": "string"}}
+        ),
         "handler": session_status,
         "read_only": False,
         "idempotent": True,

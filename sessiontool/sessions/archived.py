@@ -5,17 +5,12 @@ they are asked for apart (`archived_at IS NOT NULL`; `sessions.list {archived: t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.sessions import reading
 from sessiontool.sessions.lifeview import is_archived
 from sessiontool.state.sessions_json import Entry, Folded
-
-if TYPE_CHECKING:
-    from sessiontool.sessions.listing import SessionsResult
-
-ARCHIVED_CHOICES = ("no", "yes", "all")
 
 
 def archived_sessions(ctx: Context, agent_id: str) -> dict[str, Folded]:
@@ -56,76 +51,3 @@ def refuse_archived_target(ctx: Context, agent_id: str, full_key: str, entry: En
             hint=f"sessiontool restore {shown}",
             extra={"sessionKey": shown},
         )
-
-
-def list_with_archived(ctx: Context, archived: str, **kw: Any) -> SessionsResult:
-    """`list --archived no|yes|all`: `no` is `list_sessions` as it is (archived sessions left
-    out); `yes` only the archived ones, `all` both, each row of an archived one saying so
-    (`archived: true`), with the same kind, time and visibility filters and the same order
-    (pinned first, then the newest) cut at the same limit."""
-    from sessiontool.errors import UsageError
-    from sessiontool.sessions.listing import list_sessions
-
-    if archived not in ARCHIVED_CHOICES:
-        raise UsageError(f"--archived must be one of {', '.join(ARCHIVED_CHOICES)}")
-    if archived == "no":
-        return list_sessions(ctx, **kw)
-    base: list[dict[str, Any]] = []
-    if archived == "all":
-        base = list_sessions(ctx, **kw)["sessions"]
-    else:
-        list_sessions(ctx, **{**kw, "limit": 0})  # the same checks of the same options
-    with reading.read_scope():
-        rows = base + _archived_rows(ctx, kw)
-    rows.sort(key=lambda r: (r.get("pinnedAt") is not None, r.get("updatedAt") or 0), reverse=True)
-    limit = kw.get("limit", 200)
-    if limit is not None:
-        rows = rows[:limit]
-    return {"count": len(rows), "sessions": rows}
-
-
-def _archived_rows(ctx: Context, kw: dict[str, Any]) -> list[dict[str, Any]]:
-    from sessiontool.clock import now_ms
-    from sessiontool.flow import policy
-    from sessiontool.sessions import listing
-    from sessiontool.state import keys
-
-    wanted = listing._parse_kinds(kw.get("kinds"))
-    cutoff = kw.get("since_ms")
-    if kw.get("active_minutes") is not None:
-        recent = now_ms() - int(kw["active_minutes"]) * 60_000
-        cutoff = recent if cutoff is None else max(cutoff, recent)
-    n = min(int(kw.get("message_limit") or 0), listing.MESSAGE_LIMIT_MAX)
-    out: list[dict[str, Any]] = []
-    for agent_id in listing.list_agent_ids(ctx, bool(kw.get("all_agents"))):
-        for full_key, f in archived_sessions(ctx, agent_id).items():
-            kind = keys.kind_of(full_key, f.entry, ctx.config.main_key)
-            if wanted is not None and kind not in wanted:
-                continue
-            if cutoff is not None and (f.entry.get("updatedAt") or 0) < cutoff:
-                continue
-            if policy.visible(ctx, full_key, f.entry):
-                out.append(_row(ctx, agent_id, f, kind, n))
-    return out
-
-
-def _row(ctx: Context, agent_id: str, f: Folded, kind: str, n: int) -> Any:
-    from sessiontool.sessions.listing import build_row
-
-    full_key, entry = f.key, f.entry
-    row = build_row(ctx, agent_id, full_key, entry, kind=kind)
-    row["archived"] = True
-    rd = reading.reader_for(ctx.paths, agent_id)
-    if rd.info.format != "jsonl":
-        row["agentId"] = agent_id
-        if rd.info.gateway_written:
-            row.pop("transcriptPath", None)
-    if n > 0:
-        from sessiontool.errors import SessiontoolError
-        from sessiontool.state.envelopes import strip_envelopes
-
-        try:
-            row["messages"] = strip_envelopes(rd.messages(full_key, entry, n).messages)
-        except (OSError, SessiontoolError):
-            row["messages"] = []
-    return row
