@@ -138,8 +138,6 @@ def fork(
 
 
 def rewind(ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
-    from sessiontool.runs.session_patch import check_expected
-
     src = _transcript(r)
     with transcript_lock(src):
         c = cut.find_entry(src, at)
@@ -156,9 +154,8 @@ def rewind(ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
 
     def mutate(s: store.Store) -> Entry | None:
         e = store.get_entry(s, r.agent_id, r.key)
-        if e is None:
-            return None
-        check_expected(ctx.display(r.key), e, r.session_id)
+        if e is None or e.get("sessionId") != r.session_id:
+            return e  # deleted or reset meanwhile: its entry is not this transcript's any more
         e = dict(e)
         e["updatedAt"] = max(int(e.get("updatedAt") or 0), now_ms())
         store.set_entry(s, r.agent_id, r.key, e)
