@@ -189,3 +189,66 @@ def test_sessiontool_appending_to_an_idle_transcript_is_seen_warm(state: Path) -
     assert proc.returncode == 0, proc.stderr
     assert _sessions_dir(state).stat().st_mtime_ns != before
     assert _count("tapir") == 1
+
+
+def _hot(state: Path) -> list[list[Any]]:
+    con = sqlite3.connect(f"file:{state / 'sessiontool' / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        return [
+            h for (blob,) in con.execute("SELECT hot FROM snap_scopes") for h in json.loads(blob)
+        ]
+    finally:
+        con.close()
+
+
+def test_the_hot_set_ages_by_itself(state: Path) -> None:
+    """Issue 47: a transcript stops being hot a day after its last change whatever the store
+    does. Built while every transcript is fresh (a state dir just copied), searched three days
+    later (the one clock moved) with no store write: no transcript is stat'ed any more, so a
+    hand append to one waits for a full check, and the kept hot list is emptied."""
+    import time
+
+    _make(state, 3, aged=False)
+    assert _count("word1") == 1
+    assert len(_hot(state)) == 3
+    later = {"SESSIONTOOL_NOW_MS": str(int(time.time() * 1000) + 3 * 86_400_000)}
+    _append(_transcript(state, 1), "zebra appended")
+    assert _count("zebra", env=later) == 0  # not hot any more: not stat'ed
+    assert _hot(state) == []
+    assert _count("zebra", env=later | {"SESSIONTOOL_INDEX_FULL_CHECK": "1"}) == 1
+
+
+def test_a_hot_transcript_caught_up_warm_stays_hot(state: Path) -> None:
+    """One written without a store change, caught up warm, is hot for a day from then."""
+    import time
+
+    _make(state, 2, aged=False)
+    assert _count("word0") == 1
+    now = int(time.time() * 1000)
+    soon = {"SESSIONTOOL_NOW_MS": str(now + 20 * 3600 * 1000)}  # 20 h later: still hot
+    _append(_transcript(state, 0), "zebra appended")
+    assert _count("zebra", env=soon) == 1
+    later = {"SESSIONTOOL_NOW_MS": str(now + 40 * 3600 * 1000)}  # 20 h after that catch-up
+    _append(_transcript(state, 0), "quagga appended")
+    assert _count("quagga", env=later) == 1
+    assert [h[1] for h in _hot(state)] == [str(_transcript(state, 0))]
+
+
+def test_an_idle_transcript_edited_in_place_gives_no_stale_hit(state: Path) -> None:
+    """Issue 42: an idle transcript (not hot: not stat'ed by a warm search) edited in place,
+    the same size and dated back, its word overwritten. The hit's line is read back and its
+    file found changed: the hit is dropped and the file indexed again, so the redacted word
+    is gone and the new one found from then on."""
+    _make(state, 3, aged=True)
+    assert _count("word1") == 1
+    path = _transcript(state, 1)
+    st = path.stat()
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"word1 hello", b"xxxxx hello"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    rc, out = run_json("search", "word1")
+    assert rc == 0, out
+    assert out["count"] == 0
+    assert _count("xxxxx") == 1
+    assert _count("hello") == 3

@@ -239,6 +239,19 @@ class Index(CatchUp, Snapshots):
             self._purge(file_id)
             self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
+    def same_file(self, file_id: int, st: os.stat_result) -> bool:
+        """Whether `st` is the file as the index last read it (identity, size, mtime, ctime)."""
+        got = self.conn.execute(
+            "SELECT dev, ino, size, mtime, ctime FROM files WHERE id = ?", (file_id,)
+        ).fetchone()
+        return got is not None and tuple(got) == (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
+
     # -- the sessions a store lists ----------------------------------------------------------
 
     def scope_rows(self, agent_id: str, ident: str) -> list[Any] | None:
