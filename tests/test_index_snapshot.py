@@ -252,3 +252,79 @@ def test_an_idle_transcript_edited_in_place_gives_no_stale_hit(state: Path) -> N
     assert out["count"] == 0
     assert _count("xxxxx") == 1
     assert _count("hello") == 3
+
+
+def test_a_full_check_parses_the_store_once_and_stats_each_transcript_once(
+    state: Path, monkeypatch: Any
+) -> None:
+    """Issue 47: after a store write (the markers moved) a search lists every session from one
+    parse of sessions.json and one stat of each transcript: the floor it is measured against."""
+    from collections import Counter
+
+    from sessiontool.context import build_context
+    from sessiontool.reports import search as search_report
+    from sessiontool.state import sessions_json
+
+    store = _make(state, 6, aged=True)
+    assert _count("word1") == 1
+    store["agent:main:dm:u2"]["label"] = "renamed"
+    _write_store(state, store)
+    parses: list[Path] = []
+    stats: Counter[str] = Counter()
+    real_parse, real_stat = sessions_json._parse_store, os.stat
+
+    def parse(path: Path, text: str | None) -> Any:
+        parses.append(path)
+        return real_parse(path, text)
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        stats[os.fspath(path)] += 1
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(sessions_json, "_parse_store", parse)
+    monkeypatch.setattr(os, "stat", stat)
+    got = search_report.search(build_context(state), "word1")
+    assert got["count"] == 1
+    assert parses == [_sessions_dir(state) / "sessions.json"]
+    transcripts = {k: n for k, n in stats.items() if k.endswith(".jsonl")}
+    assert transcripts == {str(_transcript(state, i)): 1 for i in range(6)}
+
+
+def test_the_listing_of_a_full_check_folds_as_the_store_reader_does(state: Path) -> None:
+    """The one-pass listing (reports/catalog.py `_rows`) against `sessions_json.fold`: a bare
+    legacy key and its full form are one session (the newer wins), reserved keys and ids that
+    are no plain name are left out, the sessionFile kept as the entry says."""
+    from sessiontool.flow import policy
+    from sessiontool.reports import catalog
+    from sessiontool.state import sessions_json
+    from sessiontool.state.paths import transcript_file_for, transcript_path_for
+
+    d = str(_sessions_dir(state))
+    store: dict[str, Any] = {
+        "dm:old": {"sessionId": "s-old", "updatedAt": 5, "label": "bare"},
+        "agent:main:dm:old": {"sessionId": "s-new", "updatedAt": 9, "spawnedBy": "agent:main:x"},
+        "agent:main:dm:older": {"sessionId": "s-a", "updatedAt": 9},
+        "dm:older": {"sessionId": "s-b", "updatedAt": 3},
+        "global": {"sessionId": "s-global"},
+        "agent:main:dm:bad": {"sessionId": "../etc"},
+        "agent:main:dm:nosid": {"updatedAt": 1},
+        "agent:main:dm:file": {"sessionId": "s-f", "sessionFile": f"{d}/s-f-topic.jsonl"},
+        "agent:main:dm:away": {"sessionId": "s-g", "sessionFile": "/elsewhere/s-g.jsonl"},
+        "agent:main:dm:rel": {"sessionId": "s-r", "sessionFile": "sub/../s-r.jsonl"},
+        "agent:main:dm:empty": {"sessionId": "s-e", "label": "", "sessionFile": ""},
+        "agent:main:dm:ünï": {"sessionId": "ünïcode", "updatedAt": 2},
+    }
+    want = []
+    for key, f in sessions_json.fold(store, "main").items():
+        sid = f.entry["sessionId"]
+        if not sessions_json.listable(key) or not catalog.is_plain_name(sid):
+            continue
+        sf = f.entry.get("sessionFile")
+        seen = {k: f.entry[k] for k in (*policy.VISIBILITY_FIELDS, "updatedAt") if k in f.entry}
+        want.append(
+            [key, sid, sf if isinstance(sf, str) else None, f.entry.get("label") or None, seen]
+        )
+    assert catalog._rows(store, "main") == want
+    assert [r[1] for r in want][:2] == ["s-new", "s-a"]
+    for _key, sid, sf, _label, _seen in want:
+        assert transcript_file_for(d, sid, sf) == str(transcript_path_for(Path(d), sid, sf))

@@ -82,7 +82,7 @@ def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, i
     rows: dict[int, SnapRow] = {}
     hot: list[Hot] = []
     for r in refs:
-        path = str(r.path)
+        path = r.where
         file_id = ids.get(path)
         if file_id is not None:
             rows[file_id] = (file_id, r.agent_id, r.key, r.session_id, r.label, int(r.archived))

@@ -105,7 +105,9 @@ class Index(CatchUp, Snapshots):
 
     # -- catching up -------------------------------------------------------------------------
 
-    def _files(self, only: dict[str, Path | None] | None = None) -> dict[str, tuple[Any, ...]]:
+    def _files(
+        self, only: dict[str, Path | str | None] | None = None
+    ) -> dict[str, tuple[Any, ...]]:
         """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime, text), of
         every file or of those `only` names."""
         if only is not None:
@@ -118,7 +120,7 @@ class Index(CatchUp, Snapshots):
 
     def sync(
         self,
-        paths: Iterable[Path],
+        paths: Iterable[Path | str],
         virtual: Iterable[Virtual] = (),
         *,
         text: bool = True,
@@ -144,7 +146,7 @@ class Index(CatchUp, Snapshots):
 
     def _sync(
         self,
-        paths: list[Path],
+        paths: list[Path | str],
         virtual: list[Virtual],
         text: bool,
         progress: Progress | None,
@@ -152,7 +154,11 @@ class Index(CatchUp, Snapshots):
     ) -> dict[str, int]:
         c = self.conn
         self.unreadable = {}
-        wanted: dict[str, Path | None] = {str(p): p for p in paths}
+        wanted: dict[str, Path | str | None] = {os.fspath(p): p for p in paths}
+        if not virtual:
+            quick = self._unchanged_files(wanted, others, text)
+            if quick is not None:
+                return quick
         sources = list(virtual)
         for v in sources:
             wanted[v.name] = None
@@ -209,7 +215,7 @@ class Index(CatchUp, Snapshots):
                         del known[moved[1]]
                         row = (moved[0], spath, *moved[2:])
                         known[spath] = row
-                ids[spath] = self._catch_up(path, st, row, jobs, text)
+                ids[spath] = self._catch_up(Path(path), st, row, jobs, text)
             self._run(jobs, progress)
             for spath in self.unreadable:
                 ids.pop(spath, None)
@@ -228,6 +234,41 @@ class Index(CatchUp, Snapshots):
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
+        return ids
+
+    def _unchanged_files(
+        self, wanted: dict[str, Any], others: bool, text: bool
+    ) -> dict[str, int] | None:
+        """`unchanged` for JSONL transcripts alone, in one pass (a stat and a comparison each,
+        fewer columns read): the ids when every one is indexed as it is (with `others`, and
+        no other file is indexed either), None to look closer."""
+        sql = "SELECT path, id, dev, ino, size, mtime, ctime, text FROM files"
+        if others:
+            rows = {r[0]: r for r in self.conn.execute(sql)}
+        else:
+            sql += " WHERE path IN (SELECT value FROM json_each(?))"
+            rows = {r[0]: r for r in self.conn.execute(sql, (json.dumps(list(wanted)),))}
+        if len(rows) != len(wanted):
+            return None  # one not indexed yet, or one indexed that is not wanted
+        ids: dict[str, int] = {}
+        stat = os.stat
+        for spath in wanted:
+            row = rows.get(spath)
+            if row is None:
+                return None
+            try:
+                st = stat(spath)
+            except OSError:
+                return None
+            if (row[2], row[3], row[4], row[5], row[6]) != (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ) or (text and not row[7]):
+                return None
+            ids[spath] = row[1]
         return ids
 
     def _forget(self, gone: list[int]) -> None:

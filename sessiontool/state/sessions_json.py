@@ -245,9 +245,13 @@ def _is_entry(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("sessionId"), str)
 
 
-def _updated(entry: Entry) -> float:
+def updated_of(entry: Entry) -> float:
+    """An entry's updatedAt as a number (0: none), as `fold` compares two entries of a key."""
     v = entry.get("updatedAt")
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+
+_updated = updated_of
 
 
 class Folded(Value):
