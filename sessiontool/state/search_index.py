@@ -137,6 +137,11 @@ class Index(CatchUp, Snapshots):
         what it finished, and the next sync goes on from there."""
         paths = list(paths)
         virtual = list(virtual)
+        if not virtual:
+            self.unreadable = {}
+            quick = self._unchanged_files([os.fspath(p) for p in paths], others, text)
+            if quick is not None:
+                return quick
         for _attempt in range(RESTARTS):
             try:
                 return self._sync(paths, virtual, text, progress, others)
@@ -155,10 +160,6 @@ class Index(CatchUp, Snapshots):
         c = self.conn
         self.unreadable = {}
         wanted: dict[str, Path | str | None] = {os.fspath(p): p for p in paths}
-        if not virtual:
-            quick = self._unchanged_files(wanted, others, text)
-            if quick is not None:
-                return quick
         sources = list(virtual)
         for v in sources:
             wanted[v.name] = None
@@ -237,7 +238,7 @@ class Index(CatchUp, Snapshots):
         return ids
 
     def _unchanged_files(
-        self, wanted: dict[str, Any], others: bool, text: bool
+        self, wanted: list[str], others: bool, text: bool
     ) -> dict[str, int] | None:
         """`unchanged` for JSONL transcripts alone, in one pass (a stat and a comparison each,
         fewer columns read): the ids when every one is indexed as it is (with `others`, and
@@ -249,7 +250,7 @@ class Index(CatchUp, Snapshots):
             sql += " WHERE path IN (SELECT value FROM json_each(?))"
             rows = {r[0]: r for r in self.conn.execute(sql, (json.dumps(list(wanted)),))}
         if len(rows) != len(wanted):
-            return None  # one not indexed yet, or one indexed that is not wanted
+            return None  # one not indexed yet, one indexed that is not wanted, or twice asked
         ids: dict[str, int] = {}
         stat = os.stat
         for spath in wanted:
