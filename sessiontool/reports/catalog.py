@@ -19,7 +19,7 @@ from sessiontool.sessions import reading
 from sessiontool.sessions.listing import list_agent_ids
 from sessiontool.sessions.resolve import agent_sessions
 from sessiontool.state import detect, sessions_json
-from sessiontool.state.keys import RESERVED_KEYS, stored_to_full
+from sessiontool.state.keys import RESERVED_KEYS
 from sessiontool.state.paths import is_plain_name, transcript_file_for
 from sessiontool.state.search_index import VIRTUAL_SEP, Index, Progress, Virtual
 from sessiontool.state.sessions_json import Entry, listable
@@ -198,16 +198,8 @@ def _rows(store: dict[str, Any], agent_id: str) -> list[Listed]:
     """The listable sessions of a parsed sessions.json, as `sessions_json.fold` folds it (a
     legacy bare key and its full form are one session, the newer `updatedAt` wins), with only
     the fields a listing needs: one pass, no entry copied (issue 47: 100,000 sessions)."""
-    won: dict[str, Entry] = {}
-    for stored, value in store.items():
-        if type(value) is not dict or type(value.get("sessionId")) is not str:
-            continue
-        full = stored_to_full(stored, agent_id)
-        have = won.get(full)
-        if have is None or sessions_json.updated_of(value) > sessions_json.updated_of(have):
-            won[full] = value
     rows: list[Listed] = []
-    for full, e in won.items():
+    for full, e in sessions_json.winners(store, agent_id).items():
         sid = e["sessionId"]
         if full in RESERVED_KEYS or not is_plain_name(sid):
             continue

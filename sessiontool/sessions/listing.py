@@ -17,7 +17,7 @@ from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
     all_agent_ids,
 )
-from sessiontool.state import keys
+from sessiontool.state import keys, sessions_json
 from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name, transcript_path_for
 from sessiontool.state.sessions_json import Entry, listable
@@ -228,7 +228,7 @@ def _list_in_scope(
     n_messages: int,
     all_agents: bool,
 ) -> SessionsResult:
-    candidates: list[tuple[float, str, str, Entry, str]] = []
+    candidates: list[tuple[float, str, str, Entry, str | None]] = []
     main_key = ctx.config.main_key
     sessions_dirs: dict[str, Path] = {}
     gateway: set[str] = set()
@@ -240,22 +240,19 @@ def _list_in_scope(
             gateway.add(agent_id)
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             sqlite_agents.add(agent_id)
-        for full_key, f in rd.sessions(LIST_FIELDS).items():
-            if not listable(full_key):
-                continue
-            kind = keys.kind_of(full_key, f.entry, main_key)
-            if wanted is not None and kind not in wanted:
-                continue
-            if cutoff is not None and _updated_at(f.entry) < cutoff:
-                continue
-            if not policy.visible(ctx, full_key, f.entry):
-                continue
-            candidates.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
+        raw = getattr(rd, "store", None)
+        if raw is not None:  # sessions.json: one pass over the parse, no fold (issue 47)
+            found = sessions_json.winners(raw(), agent_id)
+        else:
+            found = {key: f.entry for key, f in rd.sessions(LIST_FIELDS).items()}
+        candidates += _candidates(ctx, agent_id, found, wanted, cutoff)
     candidates.sort(key=lambda c: c[0], reverse=True)
     if limit is not None:
         candidates = candidates[:limit]
     rows = []
-    for _, agent_id, full_key, entry, kind in candidates:
+    for _, agent_id, full_key, stored, kind in candidates:
+        entry = sessions_json.normalize_entry(stored)
+        kind = kind or keys.kind_of(full_key, entry, main_key)
         row = build_row(
             ctx, agent_id, full_key, entry, kind=kind, sessions_dir=sessions_dirs[agent_id]
         )
@@ -284,6 +281,36 @@ def _list_in_scope(
             row["messages"] = msgs
         rows.append(row)
     return {"count": len(rows), "sessions": rows}
+
+
+def _candidates(
+    ctx: Context,
+    agent_id: str,
+    found: dict[str, Entry],
+    wanted: set[str] | None,
+    cutoff: int | None,
+) -> list[tuple[float, str, str, Entry, str | None]]:
+    """(updatedAt, agent, full key, entry, kind: None when no filter asked it) of the listable
+    sessions in `found` that pass the filters. The kind and the visibility are decided only
+    where a filter needs them: over 100,000 sessions they cost three times the parse."""
+    main_key = ctx.config.main_key
+    everyone = ctx.requester.is_operator
+    out: list[tuple[float, str, str, Entry, str | None]] = []
+    for full_key, entry in found.items():
+        if not listable(full_key):
+            continue
+        kind = None
+        if wanted is not None:
+            kind = keys.kind_of(full_key, entry, main_key)
+            if kind not in wanted:
+                continue
+        updated = _updated_at(entry)
+        if cutoff is not None and updated < cutoff:
+            continue
+        if not everyone and not policy.visible(ctx, full_key, entry):
+            continue
+        out.append((updated, agent_id, full_key, entry, kind))
+    return out
 
 
 def _not_tool_result(msg: Message) -> bool:
