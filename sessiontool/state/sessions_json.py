@@ -99,6 +99,7 @@ def _parse_store(path: Path, text: str | None) -> _Parsed:
     """The store in `text` (unreadable or not an object: exit 5)."""
     if text is None or not text.strip():
         return _Parsed({})
+    testhooks.note("store-parse")
     # The cyclic garbage collector would walk the new objects again and again while a big
     # store is built (a 57 MB store: 590 ms to parse with it, 210 ms without); JSON holds no
     # cycles, so there is nothing for it to find.
@@ -308,6 +309,7 @@ def listable(key: str) -> bool:
 
 def write_store(path: Path, store: Store, *, exact: bool = False) -> None:
     ensure_dir(path.parent)
+    testhooks.note("store-write")
     atomic_write(path, store_bytes(store, exact=exact))
 
 
@@ -380,6 +382,7 @@ def update_store(path: Path, mutate: Callable[[Store], T], *, timeout: float | N
         # byte, so a no-op mutation leaves the file alone.
         if store != current or not _unchanged(path, data):
             ensure_dir(path.parent)
+            testhooks.note("store-write")
             try:
                 written = atomic_write(path, data)
             except BaseException:
