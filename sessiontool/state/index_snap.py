@@ -166,17 +166,23 @@ class Snapshots:
 
     def rehot(self, scope: str, markers: bytes, hot: list[Hot]) -> None:
         """Keep `hot` as the hot transcripts of `scope`'s snapshot while its markers are still
-        `markers` (those past their time dropped, those caught up hot for longer); best effort:
-        a busy index keeps the old list, read and aged again next time."""
+        `markers` (those past their time dropped, those caught up hot for longer); best effort
+        and never waiting: a busy index keeps the old list, read and aged again next time (a
+        warm read waits for no writer)."""
         import orjson
 
+        c = self.conn
+        wait = c.execute("PRAGMA busy_timeout").fetchone()[0]
+        c.execute("PRAGMA busy_timeout = 0")
         try:
-            self.conn.execute(
+            c.execute(
                 "UPDATE snap_scopes SET hot = ? WHERE scope = ? AND markers = ?",
                 (orjson.dumps(hot), scope, markers),
             )
         except sqlite3.OperationalError:
             pass
+        finally:
+            c.execute(f"PRAGMA busy_timeout = {int(wait)}")
 
     def hot_changed(self, hot: list[Hot], text: bool) -> list[Path] | None:
         """The hot transcripts that changed since they were indexed (to catch up), or None when
