@@ -21,6 +21,7 @@ sessions, default "10,100,1000"; quick "2,8"; empty: no bytes axis), `BENCH_SCAL
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import statistics
@@ -57,12 +58,15 @@ def _bytes(src: Path) -> int:
 
 def _prepare(bench: Bench, src: Path, dst: Path) -> Path:
     """A copy of `src` (hard links) with fresh mtimes, its index built now (search, then usage:
-    each keeps its snapshot); the store's own file copied (send writes it)."""
+    each keeps its snapshot); the store and main's transcript in files of their own (`send`
+    writes them: the data set stays as generated)."""
     state = ci._fresh_copy(src, dst)
     store = _sessions(state) / "sessions.json"
-    data = store.read_bytes()
-    store.unlink()
-    store.write_bytes(data)
+    sid = json.loads(store.read_bytes())["agent:main:main"]["sessionId"]
+    for own in (store, _sessions(state) / f"{sid}.jsonl"):
+        data = own.read_bytes()
+        own.unlink()
+        own.write_bytes(data)
     now = time.time_ns()
     for p in _sessions(state).glob("*.jsonl"):
         os.utime(p, ns=(now, now))
@@ -201,7 +205,9 @@ def index_scaling(bench: Bench) -> list[Row]:
             log(f"{cmd.name} ...")
             runs, floors = _measure(bench, env, cmd, states, _rounds(bench))
             rows += _rows("", cmd, labels, runs, floors, cmd.name in flat)
-        rows.append(_send_events(bench, env, states[-1], tmp / "events.txt"))
+        # The real clock: under a pinned one the entry's updatedAt would not move, and a write
+        # that changes no byte is not made.
+        rows.append(_send_events(bench, bench.env, states[-1], tmp / "events.txt"))
         for s in states:
             shutil.rmtree(s, ignore_errors=True)
         rows += _bytes_axis(bench, tmp)
