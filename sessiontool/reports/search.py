@@ -386,7 +386,7 @@ def search(
     with read_scope():
         engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     hits = []
-    for file_id, ts, role_, marked, score in rows:
+    for file_id, ts, role_, marked, score, message_id in rows:
         ref = by_id[file_id]
         snippet, spans = split_marked(marked)
         hit: dict[str, Any] = {
@@ -398,6 +398,8 @@ def search(
             "snippet": snippet,
             "highlights": spans,
         }
+        if message_id is not None:  # sessions_history's messageId: the window around this hit
+            hit["messageId"] = message_id
         if ref.label:
             hit["label"] = ref.label
         if ref.archived:
@@ -434,15 +436,16 @@ def _answer(
     *,
     check: bool = True,
 ) -> tuple[str, list[tuple[Any, ...]], list[Path]]:
-    """(engine, hits, the hits' transcripts that changed since they were indexed). Those
-    hits are left out: their lines may no longer hold the words (issue 42). Without `check`
-    (asked again right after catching those up), a file still being written is read as is."""
+    """(engine, hits with their messageId, the hits' transcripts that changed since they were
+    indexed). Those hits are left out: their lines may no longer hold the words (issue 42).
+    Without `check` (asked again right after catching those up), a file still being written
+    is read as is."""
     texts = _Texts(idx if check else None, path_of)
     try:
         engine, rows = _query(idx, texts, q, how)
+        rows = [(*r[:5], texts.line_id(r[0], r[5])) for r in rows if r[0] not in texts.stale]
     finally:
         texts.close()
-    rows = [r for r in rows if r[0] not in texts.stale]
     return engine, rows, list(texts.stale.values())
 
 
@@ -461,12 +464,15 @@ class _Texts:
     def get(self, file_id: int, off: int, part: int, indexed: str | None) -> str | None:
         if indexed is not None:
             return indexed
-        if file_id not in self.files:
-            self.files[file_id] = self._open(file_id)
-        fh = self.files[file_id]
+        fh = self._open(file_id)
         return None if fh is None else si.row_text(fh, off, part)
 
     def _open(self, file_id: int) -> BinaryIO | None:
+        if file_id not in self.files:
+            self.files[file_id] = self._first_open(file_id)
+        return self.files[file_id]
+
+    def _first_open(self, file_id: int) -> BinaryIO | None:
         path = self.path_of(file_id)
         if path is None:
             return None
@@ -479,6 +485,21 @@ class _Texts:
             self.stale[file_id] = path
             return None
         return fh
+
+    def line_id(self, file_id: int, off: int) -> str | None:
+        """The entry id of the transcript line at byte `off` (a hit's messageId)."""
+        import json
+
+        fh = self._open(file_id)
+        if fh is None:
+            return None
+        try:
+            fh.seek(off)
+            obj = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return None
+        ident = obj.get("id") if isinstance(obj, dict) else None
+        return ident if isinstance(ident, str) else None
 
     def close(self) -> None:
         for fh in self.files.values():
@@ -509,7 +530,7 @@ def _match(
     ).fetchall():
         text = texts.get(file_id, off, part, indexed)
         if text is not None:  # the line is gone: the file changed since the catch-up
-            out.append((file_id, ts, role, scan_snippet(text, q.terms), r))
+            out.append((file_id, ts, role, scan_snippet(text, q.terms), r, off))
     return out
 
 
@@ -537,7 +558,7 @@ def _scan(
     for file_id, ts, role, off, part, indexed in cur:
         text = texts.get(file_id, off, part, indexed)
         if text is not None and _matches(q.tree, text):
-            out.append((file_id, ts, role, scan_snippet(text, q.terms), None))
+            out.append((file_id, ts, role, scan_snippet(text, q.terms), None, off))
             if len(out) >= limit:
                 break
     return out
