@@ -13,6 +13,7 @@ from sessiontool.errors import UsageError
 from sessiontool.flow import policy
 from sessiontool.sessions import listfilters, reading
 from sessiontool.sessions.history import is_tool_output
+from sessiontool.sessions.lifeview import is_archived
 from sessiontool.sessions.listfilters import LIST_DEFAULT_LIMIT, ListSpec
 from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
@@ -75,6 +76,11 @@ LIST_FIELDS = (
     "status",
     "subject",  # read for `--search` (listfilters.SEARCH_FIELDS), never shown
     "category",
+    "archivedAt",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
 )
 # Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
 OPENCLAW_ROW_FIELDS = (
@@ -88,6 +94,11 @@ OPENCLAW_ROW_FIELDS = (
 )
 
 _ROW_PASSTHROUGH = (
+    "archivedAt",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
     "thinkingLevel",
     "verboseLevel",
     "systemSent",
@@ -237,6 +248,8 @@ def list_spec(**given: Any) -> ListSpec:
         raise UsageError("--message-limit must not be negative")
     if given.get("offset", 0) < 0:
         raise UsageError("--offset must not be negative")
+    if given.get("archived", "no") not in ("no", "yes", "all"):
+        raise UsageError("--archived must be one of no, yes, all")
     for name in ("label", "search"):
         if given.get(name) is not None and not str(given[name]).strip():
             raise UsageError(f"--{name} must not be empty")
@@ -288,14 +301,33 @@ def _candidates(ctx: Context, spec: ListSpec) -> _Found:
             found.gateway.add(agent_id)
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             found.sqlite_agents.add(agent_id)
-        raw = getattr(rd, "store", None)
-        if raw is not None:  # sessions.json: each key's entry in one pass over the parse
-            entries = sessions_json.winners(raw(), agent_id)
-        else:
-            entries = {key: f.entry for key, f in rd.sessions(LIST_FIELDS).items()}
-        found.rows += _wanted(ctx, spec, agent_id, entries)
-    found.rows.sort(key=lambda c: c[0], reverse=True)
+        found.rows += _wanted(ctx, spec, agent_id, _sessions_of(ctx, rd, spec.archived))
+    found.rows.sort(key=_order, reverse=True)
     return found
+
+
+def _sessions_of(ctx: Context, rd: Any, archived: str) -> dict[str, Entry]:
+    """The agent's sessions `--archived` asks for: `no` leaves the archived out (OpenClaw's
+    SQLite store and gateway already do), `yes` only them, `all` both (sessions/archived.py
+    reads OpenClaw's archived ones apart). Over sessions.json each key's entry as stored, in
+    one pass over the parse (`sessions_json.winners`: no fold of every entry)."""
+    raw = getattr(rd, "store", None)
+    if raw is not None:
+        every = sessions_json.winners(raw(), rd.info.agent_id)
+    else:
+        every = {k: f.entry for k, f in rd.sessions(LIST_FIELDS).items()}
+    live = {k: e for k, e in every.items() if not is_archived(e)}
+    if archived == "no":
+        return live
+    from sessiontool.sessions.archived import archived_sessions
+
+    gone = {k: f.entry for k, f in archived_sessions(ctx, rd.info.agent_id).items()}
+    return gone if archived == "yes" else {**live, **gone}
+
+
+def _order(c: Candidate) -> tuple[bool, float]:
+    """Pinned sessions first (OpenClaw's default order), then the newest."""
+    return c[3].get("pinnedAt") is not None, c[0]
 
 
 def _filtering(spec: ListSpec) -> bool:
@@ -373,6 +405,8 @@ def _row(
     row = build_row(
         ctx, agent_id, full_key, entry, kind=kind, sessions_dir=found.sessions_dirs[agent_id]
     )
+    if is_archived(entry):
+        row["archived"] = True  # `list --archived yes|all`: the row says so
     if agent_id in found.gateway:
         row.pop("transcriptPath", None)  # no file: the transcript is in the database
     if agent_id in found.sqlite_agents:
