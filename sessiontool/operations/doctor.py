@@ -284,11 +284,14 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
         elif steps.pending(rec) and not records.lock_held(paths, run_id):
             fu = rec["followUp"]
             err = f" (last attempt: {fu['error']})" if fu.get("error") else ""
+            how = "`sessiontool runs` or `sweep` resumes it"
+            if str(fu.get("next")).endswith("-announce") and fu.get("error"):
+                how = f"`sessiontool deliveries retry {run_id}:spawn-announce` makes it again"
             yield Problem(
                 "pending-follow-up",
                 str(paths.run_record(run_id)),
                 f"run {run_id} ({rec.get('kind')}, {rec.get('status')}) still owes its "
-                f"{fu.get('next')} step{err}; `sessiontool runs` or `sweep` resumes it",
+                f"{fu.get('next')} step{err}; {how}",
             )
     for lane in lanes.iter_lanes(paths):
         d = lanes.lane_path(paths, lane)
