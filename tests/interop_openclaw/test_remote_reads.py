@@ -43,6 +43,9 @@ def _documented(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]
     for field in ("model", "modelProvider", "contextTokens"):
         if field not in local:
             out.pop(field, None)  # the gateway's default for a session without one
+    for field in ("modelOverride", "providerOverride"):
+        if field in local and field not in remote:
+            out[field] = local[field]  # a session's own model: not in a sessions.list row
     return out
 
 
