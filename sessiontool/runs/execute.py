@@ -59,11 +59,18 @@ def run_in_files(w: Worker, rec: Record) -> None:
         if not start(paths, rec, session):
             return
         testhooks.pause(*_points("before-user", rec))
+        if rec.get("context") == "fork":
+            from sessiontool.runs.spawnopts import fork_requester
+
+            fork_requester(paths, rec, session.path, session.session_id)
         history = history_for(session.path)
         append_user(rec, session)
         testhooks.pause(*_points("after-user", rec))
         out = run_agent(w, rec, session, history)
         testhooks.pause(*_points("after-runner", rec))
+        from sessiontool.runs.steer import requeue_left
+
+        requeue_left(paths, w.cfg, rec)
         out.status, out.error = decide(paths, rec, out)
         append_reply(session, out)
         if not rec.get("skipIndex"):
@@ -139,15 +146,18 @@ def history_for(path: Path) -> list[dict[str, Any]]:
 
 
 def append_user(rec: Record, session: Session) -> None:
+    from sessiontool.runs.spawnopts import first_message
     from sessiontool.state import transcript
 
     msg: dict[str, Any] = {
         "role": "user",
-        "content": [{"type": "text", "text": rec.get("message", "")}],
+        "content": [{"type": "text", "text": first_message(rec)}],
         "timestamp": now_ms(),
     }
     if rec.get("provenance"):
         msg["provenance"] = rec["provenance"]
+    if rec.get("attachments"):  # the staged files' receipt, with the task
+        msg["attachments"] = {k: v for k, v in rec["attachments"].items() if k != "dir"}
     transcript.append_message(session.path, session.session_id, msg)
 
 
@@ -195,6 +205,7 @@ def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> 
 
 def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
     from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+    from sessiontool.runs.spawnopts import first_message
 
     paths: StatePaths = w.paths
     cfg = w.cfg
@@ -207,10 +218,12 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
         "agentId": session.agent_id,
         "model": model if provider is None else f"{provider}/{model}",
         "system": rec.get("system") or "",
-        "message": rec.get("message", ""),
+        "message": first_message(rec),
         "messages": history,
     }
-    for k in ("step", "turn", "maxTurns", "announce"):
+    if rec.get("kind") == "spawn":
+        request["task"] = rec.get("message", "")
+    for k in ("step", "turn", "maxTurns", "announce", "thinking", "cwd", "attachments"):
         if rec.get(k) is not None:
             request[k] = rec[k]
     timeout_s = rec.get("runTimeoutSeconds")

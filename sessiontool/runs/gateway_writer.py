@@ -29,7 +29,7 @@ from sessiontool.state.locks import pid_alive
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp, Spawn
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
@@ -123,18 +123,9 @@ class GatewayWriter:
             return None
         return dict(found.entry) if found is not None else None
 
-    def add_child(
-        self,
-        ctx: Context,
-        *,
-        child: str,
-        agent_id: str,
-        requester: str,
-        label: str | None,
-        model: str | None,
-    ) -> None:
-        if label:
-            refuse_label_in_use(ctx, agent_id, label)
+    def add_child(self, ctx: Context, spec: ChildSpec) -> None:
+        if spec["label"]:
+            refuse_label_in_use(ctx, spec["agentId"], spec["label"])
 
     def openclaw_spawn(self, ctx: Context, run_id: str, spawn: Spawn) -> dict[str, Any] | None:
         """`tools.invoke sessions_spawn` for the requester session (openclaw/own_tools.py):
@@ -158,6 +149,7 @@ class GatewayWriter:
         if timeout is not None and timeout > 0:
             args["runTimeoutSeconds"] = max(1, math.ceil(timeout))
         args["cleanup"] = spawn["cleanup"]
+        args.update(spawn.get("more") or {})  # OpenClaw's other parameters, as asked for
         details = own_tools.invoke(
             ctx.paths, own_tools.SPAWN, requester, args, idempotency_key=run_id
         )
@@ -182,8 +174,8 @@ class GatewayWriter:
             return {"next": "openclaw-announce"}
         if rec.get("tool") == "sessions_send":  # OpenClaw's own reply-back and announce step
             return None
-        if rec.get("kind") == "spawn":
-            return {"next": "gateway-announce"}
+        if rec.get("kind") == "spawn":  # a quiet spawn announces nothing
+            return {"next": "cleanup" if rec.get("completion") == "quiet" else "gateway-announce"}
         reply = rec.get("reply")
         if (
             rec.get("kind") == "send"
