@@ -245,8 +245,8 @@ def spawn(
     req_entry = writer.requester_entry(ctx, requester)
     max_depth = spawnopts.max_spawn_depth(ctx, openclaw_store=writer.kind != "files")
     depth = spawnopts.check_depth(spawnopts.depth_of(requester, req_entry), max_depth)
-    policy.check_spawn_agent(ctx, target_agent)
     spawnopts.check_fork(opts, target_agent, keys.agent_of(requester, ctx.agent_id))
+    policy.check_spawn_agent(ctx, target_agent)
     if model is not None:
         model = validate_model(ctx.config, model, target_agent)
     files = _prepared_attachments(ctx, opts)
