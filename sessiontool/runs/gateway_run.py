@@ -40,9 +40,11 @@ RUN_TIMEOUT_GRACE_S = 30.0
 
 def turn_params(rec: Record) -> dict[str, Any]:
     """The `agent` method's params for this record's turn."""
+    from sessiontool.runs.spawnopts import first_message
+
     params: dict[str, Any] = {
         "sessionKey": rec["sessionKey"],
-        "message": rec.get("message", ""),
+        "message": first_message(rec),  # a spawn's: OpenClaw's [Subagent Task] message
         "idempotencyKey": rec["runId"],
     }
     prov = rec.get("provenance")
@@ -243,17 +245,24 @@ def _stop_turn(paths: StatePaths, rec: Record) -> None:
 def create_child(paths: StatePaths, rec: Record) -> None:
     """The spawn's child, created before its first turn and linked to its requester as
     OpenClaw's sessions_spawn links it: `parentSessionKey` (so the requester's row lists it in
-    `childSessions`) and `spawnDepth: 1`, with its label. Version facts, tried in order: 2026.9.6
+    `childSessions`) and its `spawnDepth`, with its label (and `thinkingLevel`, `cwd`, `fork`
+    when the spawn asked for them). Version facts, tried in order: 2026.9.6
     takes all of them; 2026.7.35's `sessions.create` has no `spawnDepth`; a gateway without
     `sessions.create` gets the label alone through `sessions.patch` (unlinked, as before).
     Creating an existing key adopts it, so a retried turn creates nothing twice."""
     params: dict[str, Any] = {
         "key": rec["sessionKey"],
         "parentSessionKey": rec["requesterSessionKey"],
-        "spawnDepth": 1,
+        "spawnDepth": rec.get("spawnDepth") or 1,
     }
     if rec.get("label"):
         params["label"] = rec["label"]
+    # A spawn's options that OpenClaw's sessions.create takes (2026.9.6), only when asked for.
+    for name, value in (("thinkingLevel", rec.get("thinking")), ("cwd", rec.get("cwd"))):
+        if isinstance(value, str):
+            params[name] = value
+    if rec.get("context") == "fork":
+        params["fork"] = True
     try:
         gateway.call(paths, "sessions.create", params)
         return

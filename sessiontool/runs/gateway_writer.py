@@ -171,7 +171,8 @@ class GatewayWriter:
         same reply-back turns and announce step as on files (their turns are gateway runs
         too); a `--deliver` send was delivered by OpenClaw itself."""
         if rec.get("tool") == "sessions_spawn":  # OpenClaw announces; its run is recorded
-            return {"next": "openclaw-announce"}
+            # A quiet or parent-only completion is OpenClaw's own to make (or not): no fallback.
+            return None if rec.get("completion") else {"next": "openclaw-announce"}
         if rec.get("tool") == "sessions_send":  # OpenClaw's own reply-back and announce step
             return None
         if rec.get("kind") == "spawn":  # a quiet spawn announces nothing

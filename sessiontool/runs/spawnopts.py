@@ -160,13 +160,14 @@ def tool_arguments(opts: SpawnOptions) -> dict[str, Any]:
 # -- depth --------------------------------------------------------------------------------------
 
 
-def max_spawn_depth(ctx: Context, *, openclaw_store: bool) -> int:
-    """`agents.defaults.subagents.maxSpawnDepth`; unset: OpenClaw's 5 on an OpenClaw store,
-    sessiontool's 1 on its own."""
+def max_spawn_depth(ctx: Context) -> int:
+    """`agents.defaults.subagents.maxSpawnDepth`; unset: OpenClaw's 5 on an OpenClaw state dir
+    (its `openclaw.json` there), sessiontool's 1 on its own."""
     value = ctx.config.get("agents.defaults.subagents.maxSpawnDepth")
     if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
         return max(0, int(value))
-    return OPENCLAW_MAX_SPAWN_DEPTH if openclaw_store else OWN_MAX_SPAWN_DEPTH
+    openclaw = (ctx.paths.root / "openclaw.json").is_file()  # not Clawdbot's (January rule)
+    return OPENCLAW_MAX_SPAWN_DEPTH if openclaw else OWN_MAX_SPAWN_DEPTH
 
 
 def depth_of(key: str, entry: Mapping[str, Any] | None) -> int:
@@ -200,8 +201,7 @@ def may_spawn(ctx: Context) -> bool:
         entry = peek_entry(ctx.paths, key)
     except Exception:  # noqa: BLE001 - an unreadable store: offer it, the spawn decides
         entry = None
-    limit = max_spawn_depth(ctx, openclaw_store=ctx.paths.openclaw_config() is not None)
-    return depth_of(key, entry) < limit
+    return depth_of(key, entry) < max_spawn_depth(ctx)
 
 
 def task_message(task: str, *, depth: int, max_depth: int, mode: str) -> str:

@@ -243,7 +243,7 @@ def spawn(
 
     writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
     req_entry = writer.requester_entry(ctx, requester)
-    max_depth = spawnopts.max_spawn_depth(ctx, openclaw_store=writer.kind != "files")
+    max_depth = spawnopts.max_spawn_depth(ctx)
     depth = spawnopts.check_depth(spawnopts.depth_of(requester, req_entry), max_depth)
     spawnopts.check_fork(opts, target_agent, keys.agent_of(requester, ctx.agent_id))
     policy.check_spawn_agent(ctx, target_agent)
