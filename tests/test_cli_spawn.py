@@ -175,14 +175,16 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
         child,
     )
     child_req, ann_req = requests(agent_log)
-    # The child's agent reads OpenClaw's first message (the depth, then the task); `task` is
-    # the task alone.
+    # The child's agent is given the task; the transcript's first message (`taskMessage`) is
+    # OpenClaw's, the depth and then the task.
     assert (child_req["kind"], child_req["sessionKey"], child_req["message"]) == (
         "spawn",
         child,
-        task_message("Find the bugs", depth=1, max_depth=1, mode="run"),
+        "Find the bugs",
     )
-    assert child_req["task"] == "Find the bugs"
+    assert child_req["taskMessage"] == task_message(
+        "Find the bugs", depth=1, max_depth=1, mode="run"
+    )
     for needle in ("Find the bugs", "bughunt", MAIN, child):
         assert needle in child_req["system"]
     assert "REPLY_SKIP" not in child_req["system"] and "ANNOUNCE_SKIP" not in child_req["system"]

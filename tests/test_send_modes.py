@@ -198,7 +198,7 @@ def test_a_spawns_thinking_is_the_openai_reasoning_effort(
     assert rc == 0
     settle(state)
     bodies = [r.body for r in srv.requests]
-    child = next(b for b in bodies if "[Subagent Task]" in _user_texts(b)[-1])
+    child = next(b for b in bodies if _user_texts(b)[-1] == "think hard")
     assert child["reasoning_effort"] == "high"
     rc, out = run_json("spawn", "no thought", "--thinking", "off")
     settle(state)

@@ -218,11 +218,11 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
         "agentId": session.agent_id,
         "model": model if provider is None else f"{provider}/{model}",
         "system": rec.get("system") or "",
-        "message": first_message(rec),
+        "message": rec.get("message", ""),
         "messages": history,
     }
-    if rec.get("kind") == "spawn":
-        request["task"] = rec.get("message", "")
+    if rec.get("kind") == "spawn":  # the task, as the transcript's first message has it
+        request["taskMessage"] = first_message(rec)
     for k in ("step", "turn", "maxTurns", "announce", "thinking", "cwd", "attachments"):
         if rec.get(k) is not None:
             request[k] = rec[k]

@@ -40,11 +40,9 @@ RUN_TIMEOUT_GRACE_S = 30.0
 
 def turn_params(rec: Record) -> dict[str, Any]:
     """The `agent` method's params for this record's turn."""
-    from sessiontool.runs.spawnopts import first_message
-
     params: dict[str, Any] = {
         "sessionKey": rec["sessionKey"],
-        "message": first_message(rec),  # a spawn's: OpenClaw's [Subagent Task] message
+        "message": rec.get("message", ""),
         "idempotencyKey": rec["runId"],
     }
     prov = rec.get("provenance")

@@ -107,7 +107,7 @@ def _words(out: dict[str, Any]) -> None:
         out.pop("delivery", None)
         out["message"] = NO_REPLY_MESSAGE
         return
-    if status in ("accepted", "ok"):
+    if status in ("accepted", "ok") and "via" not in out:  # a gateway turn delivers itself
         out.setdefault("delivery", {"status": "skipped", "mode": "announce"})
 
 

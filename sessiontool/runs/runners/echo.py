@@ -32,10 +32,7 @@ def echo_reply(request: Mapping[str, Any]) -> str:
             info: Mapping[str, Any] = announce if isinstance(announce, Mapping) else {}
             value = info.get("childReply") if "childReply" in info else info.get("round1")
             return f"echo: {value if isinstance(value, str) and value else NO_OUTPUT}"
-    # A spawn's message is OpenClaw's [Subagent Context] envelope: the echo agent answers its task.
-    message = request.get("task") if request.get("kind") == "spawn" else None
-    if not isinstance(message, str):
-        message = request.get("message")
+    message = request.get("message")
     return f"echo: {message if isinstance(message, str) else ''}"
 
 
