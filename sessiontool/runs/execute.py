@@ -139,10 +139,12 @@ def start(paths: StatePaths, rec: Record, session: Session) -> bool:
 
 
 def history_for(path: Path) -> list[dict[str, Any]]:
+    """What the runner gets of the session: its last 200 messages, or, after a compaction,
+    the summary and what it kept (state/transcript_context.py)."""
     from sessiontool.state.envelopes import strip_envelopes
-    from sessiontool.state.transcript import read_tail
+    from sessiontool.state.transcript_context import context_messages
 
-    return strip_envelopes(read_tail(path, 200).messages)
+    return strip_envelopes(context_messages(path, 200))
 
 
 def append_user(rec: Record, session: Session) -> None:
@@ -203,20 +205,19 @@ def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> 
     return env
 
 
-def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
-    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+def agent_request(
+    rec: Record, session: Session, model: str, history: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the runner is given for this record's turn."""
     from sessiontool.runs.spawnopts import first_message
 
-    paths: StatePaths = w.paths
-    cfg = w.cfg
-    provider, model = resolve_model(cfg, session)
     request: dict[str, Any] = {
         "runId": rec["runId"],
         "kind": rec["kind"],
         "sessionKey": session.key,
         "sessionId": session.session_id,
         "agentId": session.agent_id,
-        "model": model if provider is None else f"{provider}/{model}",
+        "model": model,
         "system": rec.get("system") or "",
         "message": rec.get("message", ""),
         "messages": history,
@@ -226,6 +227,19 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
     for k in ("step", "turn", "maxTurns", "announce", "thinking", "cwd", "attachments"):
         if rec.get(k) is not None:
             request[k] = rec[k]
+    if isinstance(session.entry.get("thinkingLevel"), str):  # `session --thinking`
+        request["thinkingLevel"] = session.entry["thinkingLevel"]
+    return request
+
+
+def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
+    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+
+    paths: StatePaths = w.paths
+    cfg = w.cfg
+    provider, model = resolve_model(cfg, session)
+    full_model = model if provider is None else f"{provider}/{model}"
+    request = agent_request(rec, session, full_model, history)
     timeout_s = rec.get("runTimeoutSeconds")
     deadline = time.monotonic() + float(timeout_s) if timeout_s else None
     out = Outcome(model=model, provider=provider)
