@@ -370,3 +370,31 @@ def test_no_file_write_lands_beside_openclaws_database(tmp_path: Path) -> None:
     with pytest.raises(ForbiddenError):
         transcript.append_message(sessions / "x.jsonl", "x", {"role": "user", "content": "hi"})
     assert tree_digest(state) == before
+
+
+def test_emulated_spawn_hands_its_options_to_sessions_create(
+    fake_gateway: FakeGateway, tmp_path: Path
+) -> None:
+    """Through the emulation a spawn's thinking, cwd and fork go to OpenClaw's sessions.create
+    (its names: thinkingLevel, cwd, fork) with the child's depth; a quiet spawn announces
+    nothing (issue 41 item 3)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ["--thinking", "low", "--cwd", str(work), "--context", "fork", "--quiet-completion"]
+    proc = fake_gateway.st("--json", "spawn", "with options", *args)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    rec = fake_gateway.until(
+        out["runId"], lambda r: (r.get("followUp") or {}).get("next") == "done", "its end"
+    )
+    assert rec["status"] == "ok" and rec["spawnDepth"] == 1 and rec["maxSpawnDepth"] == 5
+    (create,) = fake_gateway.calls("sessions.create")
+    assert create["params"] == {
+        "key": out["childSessionKey"],
+        "parentSessionKey": "agent:main:main",
+        "spawnDepth": 1,
+        "thinkingLevel": "low",
+        "cwd": str(work),
+        "fork": True,
+    }
+    assert not [c for c in fake_gateway.calls("agent") if is_announce(c)]

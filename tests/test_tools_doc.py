@@ -50,37 +50,10 @@ PENDING_TOOLS = {"session_status", "sessions"}
 PENDING_COMMANDS = {"session", "archive", "restore"}
 PENDING_FLAGS = {
     ("list", "--archived"),
-    ("send", "--mode"),
-    ("spawn", "--thinking"),
-    ("spawn", "--cwd"),
-    ("spawn", "--context"),
-    ("spawn", "--attach"),
-    ("spawn", "--attach-as"),
-    ("spawn", "--mode"),
-    ("spawn", "--task-name"),
-    ("spawn", "--quiet-completion"),
-    ("spawn", "--completion-target"),
-    ("spawn", "--sandbox"),
     ("session", "--model"),
 }
 PENDING_ARGS = {
     ("sessions_list", "archived"),
-    ("sessions_send", "mode"),
-    *(
-        ("sessions_spawn", a)
-        for a in [
-            "thinking",
-            "cwd",
-            "context",
-            "attachments",
-            "attachAs",
-            "mode",
-            "taskName",
-            "expectsCompletionMessage",
-            "completionTarget",
-            "sandbox",
-        ]
-    ),
 }
 
 TICKED = re.compile(r"`([^`]+)`")

@@ -29,7 +29,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "send": (
         ('x=$(sessiontool send main "what changed since yesterday?")', "the reply only"),
         ('id=$(sessiontool send main "long job" --timeout 0)', "the run id, at once"),
-        ("sessiontool send cron:nightly - < report.txt", "the message from stdin"),
+        ('sessiontool send main "focus on the tests" --mode steer', "guidance into its run"),
     ),
     "wait": (
         ('sessiontool wait "$id" --timeout 10m', "until the run ends, then its reply"),
@@ -50,6 +50,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "spawn": (
         ('sessiontool spawn "research X and report back" --label research', "a sub-agent"),
         ('sessiontool spawn "summarise the logs" --run-timeout 600', "at most ten minutes"),
+        ('sessiontool spawn "review it" --attach diff.patch --thinking high', "with a file"),
     ),
     "agents": (
         ("sessiontool agents", "the agents a spawn may target"),

@@ -59,11 +59,18 @@ def run_in_files(w: Worker, rec: Record) -> None:
         if not start(paths, rec, session):
             return
         testhooks.pause(*_points("before-user", rec))
+        if rec.get("context") == "fork":
+            from sessiontool.runs.spawnopts import fork_requester
+
+            fork_requester(paths, rec, session.path, session.session_id)
         history = history_for(session.path)
         append_user(rec, session)
         testhooks.pause(*_points("after-user", rec))
         out = run_agent(w, rec, session, history)
         testhooks.pause(*_points("after-runner", rec))
+        from sessiontool.runs.steer import requeue_left
+
+        requeue_left(paths, w.cfg, rec)
         out.status, out.error = decide(paths, rec, out)
         append_reply(session, out)
         if not rec.get("skipIndex"):
@@ -141,15 +148,18 @@ def history_for(path: Path) -> list[dict[str, Any]]:
 
 
 def append_user(rec: Record, session: Session) -> None:
+    from sessiontool.runs.spawnopts import first_message
     from sessiontool.state import transcript
 
     msg: dict[str, Any] = {
         "role": "user",
-        "content": [{"type": "text", "text": rec.get("message", "")}],
+        "content": [{"type": "text", "text": first_message(rec)}],
         "timestamp": now_ms(),
     }
     if rec.get("provenance"):
         msg["provenance"] = rec["provenance"]
+    if rec.get("attachments"):  # the staged files' receipt, with the task
+        msg["attachments"] = {k: v for k, v in rec["attachments"].items() if k != "dir"}
     transcript.append_message(session.path, session.session_id, msg)
 
 
@@ -195,28 +205,41 @@ def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> 
     return env
 
 
-def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
-    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+def agent_request(
+    rec: Record, session: Session, model: str, history: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the runner is given for this record's turn."""
+    from sessiontool.runs.spawnopts import first_message
 
-    paths: StatePaths = w.paths
-    cfg = w.cfg
-    provider, model = resolve_model(cfg, session)
     request: dict[str, Any] = {
         "runId": rec["runId"],
         "kind": rec["kind"],
         "sessionKey": session.key,
         "sessionId": session.session_id,
         "agentId": session.agent_id,
-        "model": model if provider is None else f"{provider}/{model}",
+        "model": model,
         "system": rec.get("system") or "",
         "message": rec.get("message", ""),
         "messages": history,
     }
-    for k in ("step", "turn", "maxTurns", "announce"):
+    if rec.get("kind") == "spawn":  # the task, as the transcript's first message has it
+        request["taskMessage"] = first_message(rec)
+    for k in ("step", "turn", "maxTurns", "announce", "thinking", "cwd", "attachments"):
         if rec.get(k) is not None:
             request[k] = rec[k]
     if isinstance(session.entry.get("thinkingLevel"), str):  # `session --thinking`
         request["thinkingLevel"] = session.entry["thinkingLevel"]
+    return request
+
+
+def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
+    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+
+    paths: StatePaths = w.paths
+    cfg = w.cfg
+    provider, model = resolve_model(cfg, session)
+    full_model = model if provider is None else f"{provider}/{model}"
+    request = agent_request(rec, session, full_model, history)
     timeout_s = rec.get("runTimeoutSeconds")
     deadline = time.monotonic() + float(timeout_s) if timeout_s else None
     out = Outcome(model=model, provider=provider)

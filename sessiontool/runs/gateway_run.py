@@ -243,17 +243,24 @@ def _stop_turn(paths: StatePaths, rec: Record) -> None:
 def create_child(paths: StatePaths, rec: Record) -> None:
     """The spawn's child, created before its first turn and linked to its requester as
     OpenClaw's sessions_spawn links it: `parentSessionKey` (so the requester's row lists it in
-    `childSessions`) and `spawnDepth: 1`, with its label. Version facts, tried in order: 2026.9.6
+    `childSessions`) and its `spawnDepth`, with its label (and `thinkingLevel`, `cwd`, `fork`
+    when the spawn asked for them). Version facts, tried in order: 2026.9.6
     takes all of them; 2026.7.35's `sessions.create` has no `spawnDepth`; a gateway without
     `sessions.create` gets the label alone through `sessions.patch` (unlinked, as before).
     Creating an existing key adopts it, so a retried turn creates nothing twice."""
     params: dict[str, Any] = {
         "key": rec["sessionKey"],
         "parentSessionKey": rec["requesterSessionKey"],
-        "spawnDepth": 1,
+        "spawnDepth": rec.get("spawnDepth") or 1,
     }
     if rec.get("label"):
         params["label"] = rec["label"]
+    # A spawn's options that OpenClaw's sessions.create takes (2026.9.6), only when asked for.
+    for name, value in (("thinkingLevel", rec.get("thinking")), ("cwd", rec.get("cwd"))):
+        if isinstance(value, str):
+            params[name] = value
+    if rec.get("context") == "fork":
+        params["fork"] = True
     try:
         gateway.call(paths, "sessions.create", params)
         return

@@ -326,14 +326,11 @@ class Advancer:
 
         text = str(rec["followUp"].get("text") or "")
         writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
+        # `--completion-target parent`: the requester's transcript only, no channel delivery.
+        to = None if rec.get("completion") == "parent" else rec["requesterSessionKey"]
+        nxt = {"next": "deliver", "mode": "spawn-announce", "to": to} if to else {"next": "cleanup"}
         return self.record(
-            rec,
-            {
-                "next": "deliver",
-                "mode": "spawn-announce",
-                "to": rec["requesterSessionKey"],
-                "injectAt": None,
-            },
+            rec, {**nxt, "text": rec["followUp"].get("text") if to else None, "injectAt": None}
         )
 
     def deliver(self, rec: Record) -> str:

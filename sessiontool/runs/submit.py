@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from sessiontool import testhooks
 from sessiontool.context import Context
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
     from sessiontool.runs.result_types import SendResult, SpawnResult
+    from sessiontool.runs.spawnopts import SpawnOptions
 
 Result = tuple["SendResult", int]
 
@@ -226,38 +227,47 @@ def spawn(
     label: str | None = None,
     agent_id: str | None = None,
     model: str | None = None,
-    run_timeout: float | None = None,
-    cleanup: str = "keep",
+    options: SpawnOptions | None = None,
 ) -> SpawnResult:
-    """Start a sub-agent run in a new isolated session; never waits."""
-    from sessiontool.flow.announce import subagent_system_prompt
+    """Start a sub-agent run in a new session; never waits. `options`: OpenClaw's other
+    sessions_spawn parameters (runs/spawnopts.py)."""
+    from sessiontool.runs import spawnopts
 
-    if ctx.requester.is_subagent:
-        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
     if not task.strip():
         raise UsageError("the task is empty")
     require_utf8(task, "the task")
-    if cleanup not in ("keep", "delete"):
-        raise UsageError(f"--cleanup must be keep or delete, got {cleanup!r}")
+    opts = spawnopts.checked(options or spawnopts.SpawnOptions())
     if label is not None and len(label) > 64:
         raise UsageError("--label must be at most 64 characters")
     target_agent = keys.normalize_agent_id(agent_id) if agent_id else ctx.agent_id
-    policy.check_spawn_agent(ctx, target_agent)
-    if model is not None:
-        model = validate_model(ctx.config, model, target_agent)
     requester = ctx.requester_or_main()
-    from sessiontool.flow.a2a import session_channel
     from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
+    req_entry = writer.requester_entry(ctx, requester)
+    max_depth = spawnopts.max_spawn_depth(ctx)
+    depth = spawnopts.check_depth(spawnopts.depth_of(requester, req_entry), max_depth)
+    spawnopts.check_fork(opts, target_agent, keys.agent_of(requester, ctx.agent_id))
+    policy.check_spawn_agent(ctx, target_agent)
+    if model is not None:
+        model = validate_model(ctx.config, model, target_agent)
+    files = _prepared_attachments(ctx, opts)
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
+    spawnopts.check_sandbox(ctx, opts, child, target_agent)
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, None, requester)
     writer.before_run(ctx)
     writer.add_child(
-        ctx, child=child, agent_id=target_agent, requester=requester, label=label, model=model
+        ctx,
+        {
+            "key": child,
+            "agentId": target_agent,
+            "requester": requester,
+            "label": label,
+            "model": model,
+            "entry": spawnopts.child_entry_fields(opts, depth, max_depth),
+        },
     )
-    via = _via(writer)
     run_id = records.new_run_id()
     own = writer.openclaw_spawn(
         ctx,
@@ -268,56 +278,70 @@ def spawn(
             "agentId": target_agent,
             "label": label,
             "model": model,
-            "runTimeout": run_timeout,
-            "cleanup": cleanup,
+            "runTimeout": opts.run_timeout,
+            "cleanup": opts.cleanup,
+            "more": spawnopts.tool_arguments(opts),
         },
     )
+    fields = spawnopts.record_fields(opts, depth, max_depth)
     if own is not None:  # OpenClaw's own sessions_spawn made the child and started its run
-        child = own["childSessionKey"]
         tool: dict[str, Any] = {"tool": "sessions_spawn", "runId": run_id}
         if own.get("runId"):
             tool["gatewayRunId"] = own["runId"]
-        rec = _spawn_record(
-            ctx,
-            task,
-            child,
-            target_agent,
-            requester,
-            None,
-            label,
-            cleanup,
-            run_timeout,
-            via=via,
-            model=model,
-            **tool,
-        )
+        child = own["childSessionKey"]
+        spawn = _Spawn(task, child, target_agent, requester, label, opts)
+        rec = _spawn_record(ctx, spawn, None, via=_via(writer), model=model, **tool, **fields)
         _start(ctx, rec)
-        return {**_accepted(ctx, rec, child), "via": via, "tool": "sessions_spawn"}
-    system = subagent_system_prompt(
-        task=task,
-        label=label,
-        requester_key=requester,
-        requester_channel=session_channel(requester, writer.requester_entry(ctx, requester)),
-        child_key=child,
-    )
-    rec = _spawn_record(
-        ctx,
-        task,
-        child,
-        target_agent,
-        requester,
-        system,
-        label,
-        cleanup,
-        run_timeout,
-        via=via,
-        model=model if via else None,
-    )
+        return {**_accepted(ctx, rec, child), "via": _via(writer), "tool": "sessions_spawn"}
+    system = _child_system(ctx, writer, _Spawn(task, child, target_agent, requester, label, opts))
+    if files:
+        from sessiontool.runs.attachments import stage
+
+        receipt, block = stage(ctx, child, files, opts.attach_as)
+        system = f"{system}\n\n{block}"
+        fields["attachments"] = receipt
+    via = _via(writer)
+    spawn = _Spawn(task, child, target_agent, requester, label, opts)
+    rec = _spawn_record(ctx, spawn, system, via=via, model=model if via else None, **fields)
     _start(ctx, rec)
     out = _accepted(ctx, rec, child)
     if via:
         out["via"] = via
+    if files:
+        out["attachments"] = {k: v for k, v in fields["attachments"].items() if k != "dir"}
     return out
+
+
+class _Spawn(NamedTuple):
+    """One spawn's parts that its record is made of."""
+
+    task: str
+    child: str
+    agent_id: str
+    requester: str
+    label: str | None
+    opts: SpawnOptions
+
+
+def _child_system(ctx: Context, writer: SessionWriter, s: _Spawn) -> str:
+    from sessiontool.flow.a2a import session_channel
+    from sessiontool.flow.announce import subagent_system_prompt
+
+    return subagent_system_prompt(
+        task=s.task,
+        label=s.label,
+        requester_key=s.requester,
+        requester_channel=session_channel(s.requester, writer.requester_entry(ctx, s.requester)),
+        child_key=s.child,
+    )
+
+
+def _prepared_attachments(ctx: Context, opts: SpawnOptions) -> list[tuple[str, bytes]]:
+    if not opts.attachments:
+        return []
+    from sessiontool.runs.attachments import prepare
+
+    return prepare(ctx, opts.attachments)
 
 
 def _accepted(ctx: Context, rec: RunRecord, child: str) -> SpawnResult:
@@ -340,34 +364,24 @@ def _check_transcripts(
             check_writable(ctx.paths, keys.agent_of(key, ctx.agent_id), peek_entry(ctx.paths, key))
 
 
-def _spawn_record(
-    ctx: Context,
-    task: str,
-    child: str,
-    target_agent: str,
-    requester: str,
-    system: str | None,
-    label: str | None,
-    cleanup: str,
-    run_timeout: float | None,
-    **more: Any,
-) -> RunRecord:
-    """The queued record of a spawn, file-based or through the gateway (`more`: via, model)."""
+def _spawn_record(ctx: Context, s: _Spawn, system: str | None, **more: Any) -> RunRecord:
+    """The queued record of a spawn, file-based or through the gateway (`more`: via, model,
+    the options' fields)."""
     return records.create_record(
         ctx.paths,
         kind="spawn",
         **more,
-        sessionKey=child,
-        agentId=target_agent,
-        requesterSessionKey=requester,
-        message=task,
+        sessionKey=s.child,
+        agentId=s.agent_id,
+        requesterSessionKey=s.requester,
+        message=s.task,
         system=system,
-        label=label,
-        cleanup=cleanup,
-        runTimeoutSeconds=run_timeout,
+        label=s.label,
+        cleanup=s.opts.cleanup,
+        runTimeoutSeconds=s.opts.run_timeout,
         provenance={
             "kind": "inter_session",
-            "sourceSessionKey": requester,
+            "sourceSessionKey": s.requester,
             "sourceTool": "sessions_spawn",
         },
     )
@@ -416,6 +430,17 @@ PUBLIC_RUN_FIELDS = frozenset(
         "rerunOf",  # `rerun`: the run this one repeats
         "recoveredAt",  # a dead worker's run ended from the reply found in its transcript
         "gatewayRunId",  # the run's id in OpenClaw's gateway (its logs, chat.abort, agent.wait)
+        # A spawn's options (runs/spawnopts.py; docs/runs.md)
+        "spawnDepth",
+        "maxSpawnDepth",
+        "thinking",
+        "cwd",
+        "context",
+        "spawnMode",
+        "taskName",
+        "completion",
+        "sandbox",
+        "attachments",
     }
 )
 

@@ -11,6 +11,10 @@ from sessiontool.cli import output, render
 from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
 from sessiontool.cli.completers import choices, complete_agent_ids
 
+# OpenClaw's thinking levels (runs/spawnopts.THINKING_LEVELS, spelled here for the completion
+# without importing the run engine at start-up; a test keeps the two equal).
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive")
+
 
 @app.command("spawn")
 @command
@@ -33,30 +37,83 @@ def spawn_cmd(
         help="keep or delete the child after the announce.",
         autocompletion=choices("keep", "delete"),
     ),
+    thinking: str | None = typer.Option(
+        None,
+        "--thinking",
+        help="Thinking level for the child's run (off minimal low medium high xhigh adaptive).",
+        autocompletion=choices(*THINKING_LEVELS),
+    ),
+    cwd: str | None = typer.Option(None, "--cwd", help="The agent process's directory."),
+    context: str = typer.Option(
+        "isolated",
+        "--context",
+        help="isolated, or fork: the child starts with the requester's messages.",
+        autocompletion=choices("isolated", "fork"),
+    ),
+    attach: list[str] = typer.Option([], "--attach", help="A file (repeatable).", metavar="FILE"),
+    attach_as: str | None = typer.Option(
+        None,
+        "--attach-as",
+        help="Where the child should see the attachments (OpenClaw's attachAs mountPath hint).",
+        metavar="NAME",
+    ),
+    mode: str = typer.Option(
+        "run",
+        "--mode",
+        help="run (one-shot) or session (a persistent child: kept, never swept).",
+        autocompletion=choices("run", "session"),
+    ),
+    task_name: str | None = typer.Option(None, "--task-name", help="A stable alias."),
+    quiet_completion: bool = typer.Option(
+        False, "--quiet-completion", help="Announce nothing when the child ends."
+    ),
+    completion_target: str | None = typer.Option(
+        None,
+        "--completion-target",
+        help="parent: the result into the requester's transcript only, no channel delivery.",
+        autocompletion=choices("parent"),
+    ),
+    sandbox: str = typer.Option(
+        "inherit",
+        "--sandbox",
+        help="inherit, or require: refused unless the child runs sandboxed.",
+        autocompletion=choices("inherit", "require"),
+    ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="The run id only."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Start a sub-agent run; returns at once with its run id and child session key.
 
-    A --label already used by another session of that agent is refused (exit 2)."""
+    A --label already used by another session of that agent is refused (exit 2); so is a
+    --cwd that is not a directory. A sub-agent spawns only below
+    agents.defaults.subagents.maxSpawnDepth (default 1 on sessiontool's own store: none;
+    OpenClaw's 5 on its store): past it, exit 4 with OpenClaw's words."""
 
     from sessiontool.durations import parse_duration
+    from sessiontool.runs.attachments import read_files
+    from sessiontool.runs.spawnopts import SpawnOptions
     from sessiontool.runs.submit import spawn
 
     if task == "-":
         task = read_stdin("the task")
     timeout_s = parse_duration(run_timeout, option="--run-timeout") if run_timeout else None
-    ctx = get_ctx()
-    check_writable(ctx)
-    result = spawn(
-        ctx,
-        task,
-        label=label,
-        agent_id=agent_id,
-        model=model,
+    options = SpawnOptions(
         run_timeout=timeout_s,
         cleanup=cleanup,
+        thinking=thinking,
+        cwd=cwd,
+        context=context,
+        mode=mode,
+        task_name=task_name,
+        expects_completion=not quiet_completion,
+        completion_target=completion_target,
+        sandbox=sandbox,
+        attachments=tuple(read_files(attach)),
+        attach_as=attach_as,
     )
+    ctx = get_ctx()
+    check_writable(ctx)
+    result = spawn(ctx, task, label=label, agent_id=agent_id, model=model, options=options)
     view = output.View(result, text=lambda r: _spawned(r, quiet))
     output.show(view, output.look(ctx.options), as_json=want_json(json_))
 
