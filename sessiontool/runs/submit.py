@@ -63,6 +63,9 @@ def run_result(ctx: Context, rec: RunRecord) -> Result:
             "sessionKey": key,
         }
         code = ExitCode.FAILURE
+        if rec.get("abortReason") == "budget":
+            out["reason"] = "budget"
+            code = ExitCode.OVER_BUDGET
     else:
         error = f"still running after the wait timed out: sessiontool wait {rec['runId']}"
         out = {"runId": rec["runId"], "status": "timeout", "error": error, "sessionKey": key}
@@ -94,7 +97,8 @@ def send(
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation). `watch` is told
-    what the send does as it does it (SendWatch)."""
+    what the send does as it does it (SendWatch). The context's gate (budgets, `--max-cost`)
+    refuses the run (exit 6) or sets its cost limit, before anything is written."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -132,6 +136,7 @@ def send(
     a2a = req.session_key is not None and req.session_key != r.key
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, (r.agent_id, r.entry), *([req.session_key] if a2a else []))
+    cost_limit = ctx.gate.allow(r.agent_id, r.key, r.entry, None) if ctx.gate else None
     writer.before_run(ctx)
     provenance, system = _provenance(ctx, writer, r.key) if a2a else ({**_EXTERNAL}, None)
     # OpenClaw's own sessions_send carries an agent-to-agent send out where its gateway
@@ -151,6 +156,7 @@ def send(
         a2a=True if a2a else None,
         deliver=True if (deliver and not a2a) else None,
         timeoutSeconds=timeout,
+        costLimit=cost_limit,
     )
     if watch is not None:
         watch.run_created(rec["runId"])
@@ -227,7 +233,7 @@ def spawn(
     run_timeout: float | None = None,
     cleanup: str = "keep",
 ) -> SpawnResult:
-    """Start a sub-agent run in a new isolated session; never waits."""
+    """Start a sub-agent run in a new isolated session; never waits (gated as `send` is)."""
     from sessiontool.flow.announce import subagent_system_prompt
 
     if ctx.requester.is_subagent:
@@ -235,10 +241,7 @@ def spawn(
     if not task.strip():
         raise UsageError("the task is empty")
     require_utf8(task, "the task")
-    if cleanup not in ("keep", "delete"):
-        raise UsageError(f"--cleanup must be keep or delete, got {cleanup!r}")
-    if label is not None and len(label) > 64:
-        raise UsageError("--label must be at most 64 characters")
+    _check_spawn_options(cleanup, label)
     target_agent = keys.normalize_agent_id(agent_id) if agent_id else ctx.agent_id
     policy.check_spawn_agent(ctx, target_agent)
     if model is not None:
@@ -251,6 +254,7 @@ def spawn(
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, None, requester)
+    cost_limit = ctx.gate.allow(target_agent, child, None, model) if ctx.gate else None
     writer.before_run(ctx)
     writer.add_child(
         ctx, child=child, agent_id=target_agent, requester=requester, label=label, model=model
@@ -287,6 +291,7 @@ def spawn(
             run_timeout,
             via=via,
             model=model,
+            costLimit=cost_limit,
             **tool,
         )
         _start(ctx, rec)
@@ -310,12 +315,20 @@ def spawn(
         run_timeout,
         via=via,
         model=model if via else None,
+        costLimit=cost_limit,
     )
     _start(ctx, rec)
     out = _accepted(ctx, rec, child)
     if via:
         out["via"] = via
     return out
+
+
+def _check_spawn_options(cleanup: str, label: str | None) -> None:
+    if cleanup not in ("keep", "delete"):
+        raise UsageError(f"--cleanup must be keep or delete, got {cleanup!r}")
+    if label is not None and len(label) > 64:
+        raise UsageError("--label must be at most 64 characters")
 
 
 def _accepted(ctx: Context, rec: RunRecord, child: str) -> SpawnResult:
@@ -414,6 +427,8 @@ PUBLIC_RUN_FIELDS = frozenset(
         "rerunOf",  # `rerun`: the run this one repeats
         "recoveredAt",  # a dead worker's run ended from the reply found in its transcript
         "gatewayRunId",  # the run's id in OpenClaw's gateway (its logs, chat.abort, agent.wait)
+        "costLimit",  # what the run may spend: a budget's room at submission, or --max-cost
+        "abortReason",  # "budget": stopped when its spend crossed costLimit
     }
 )
 

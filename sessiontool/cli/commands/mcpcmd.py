@@ -88,7 +88,10 @@ def mcp_cmd(
         render.warning_line(w)
 
     def make_ctx() -> Context:
-        return remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
+        from sessiontool.reports.budgets import BudgetGate
+
+        got = remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
+        return got.with_gate(BudgetGate(got))  # sessions_send/spawn pass the budgets too
 
     from sessiontool.mcpserver import serve
 

@@ -33,14 +33,22 @@ def spawn_cmd(
         help="keep or delete the child after the announce.",
         autocompletion=choices("keep", "delete"),
     ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", help="Stop the run once it has spent USD.", metavar="USD"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Start even when a budget is spent (sessiontool.budgets)."
+    ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="The run id only."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Start a sub-agent run; returns at once with its run id and child session key.
 
-    A --label already used by another session of that agent is refused (exit 2)."""
+    A --label already used by another session of that agent is refused (exit 2); a spent
+    budget (sessiontool.budgets) with exit 6, unless --force."""
 
     from sessiontool.durations import parse_duration
+    from sessiontool.reports.budgets import BudgetGate
     from sessiontool.runs.submit import spawn
 
     if task == "-":
@@ -48,6 +56,7 @@ def spawn_cmd(
     timeout_s = parse_duration(run_timeout, option="--run-timeout") if run_timeout else None
     ctx = get_ctx()
     check_writable(ctx)
+    ctx = ctx.with_gate(BudgetGate(ctx, max_cost, force))
     result = spawn(
         ctx,
         task,
