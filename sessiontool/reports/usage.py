@@ -138,7 +138,7 @@ def _partial(
         f"SELECT file_id, provider, model, each FROM days WHERE day >= ? AND day <= ?{scope}",
         (since_ms // si.DAY_MS, (until_ms - 1) // si.DAY_MS),
     ):
-        for ts, i, o, cr, cw, cost, run_start in each_turns(each):
+        for ts, i, o, cr, cw, cost, run_start, *_tools in each_turns(each):
             if not since_ms <= ts < until_ms:
                 continue
             key = (file_id, ts // si.DAY_MS if day else 0, provider, model)
