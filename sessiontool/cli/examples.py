@@ -36,7 +36,6 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ('x=$(sessiontool send main "what changed since yesterday?")', "the reply only"),
         ('id=$(sessiontool send main "long job" --timeout 0)', "the run id, at once"),
         ('sessiontool send main "summarise" --max-cost 0.50', "stopped once it spent $0.50"),
-        ("sessiontool send cron:nightly - < report.txt", "the message from stdin"),
     ),
     "wait": (
         ('sessiontool wait "$id" --timeout 10m', "until the run ends, then its reply"),
