@@ -4,130 +4,147 @@ tightest budget leaves as its cost limit, which its worker holds it to (runs/run
 
 The spend is what `usage` counts (the transcripts' assistant turns, priced by the config), over
 a budget's window: today (UTC) for `day`, the session's transcript for `session`, nothing yet
-for `run`. It is read from the index's per-day sums, which catch up one stat per transcript on
-a warm index (docs/budgets.md; bench `send-budget`)."""
+for `run`. It is read from the index's per-day sums, caught up for the transcripts that can
+hold it: those written today (a directory listing and a stat each on JSONL stores; the
+catalog's sessions on others), or the session's own (docs/budgets.md; bench `send_budget`)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import OverBudgetError, UsageError
 from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
-from sessiontool.reports import catalog
-from sessiontool.state import search_index as si
 from sessiontool.state.budget_config import Budget, same_model
 from sessiontool.state.prices import Prices, lookup, prices_of
 
 _NO_MIRRORS = f" AND NOT (provider IS '{MIRROR_PROVIDER}' AND model IS '{MIRROR_MODEL}')"
 _SUMS = "sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost)"
+DAY_MS = 86_400_000
+# Summed turns of one window: (agent id, "provider/model", in, out, cache read, cache write,
+# recorded cost). Plain tuples: a dataclass costs a `send` its creation at import.
+Turns = list[tuple[Any, ...]]
 
 
-@dataclass(frozen=True)
-class Turns:
-    """Summed turns: (agent id, "provider/model", in, out, cache read, cache write, recorded
-    cost) rows of one window."""
-
-    rows: list[tuple[str, str, int, int, int, int, float]]
-
-    def cost(self, prices: Prices, agent: str | None, model: str | None) -> float:
-        total = 0.0
-        for a, name, i, o, cr, cw, recorded in self.rows:
-            if agent is not None and a != agent:
-                continue
-            if model is not None and not same_model(model, name):
-                continue
-            provider, _, m = name.partition("/") if "/" in name else ("", "", name)
-            price = lookup(prices, provider, m)
-            total += price.of(i, o, cr, cw) if price is not None else float(recorded or 0.0)
-        return total
+def cost_of(turns: Turns, prices: Prices, agent: str | None, model: str | None) -> float:
+    total = 0.0
+    for a, name, i, o, cr, cw, recorded in turns:
+        if agent is not None and a != agent:
+            continue
+        if model is not None and not same_model(model, name):
+            continue
+        provider, _, m = name.partition("/") if "/" in name else ("", "", name)
+        price = lookup(prices, provider, m)
+        total += price.of(i, o, cr, cw) if price is not None else float(recorded or 0.0)
+    return total
 
 
 def _name(provider: str, model: str) -> str:
     return f"{provider}/{model}" if provider else model
 
 
-def _today(idx: si.Index, found: catalog.Indexed) -> Turns:
-    """Today's turns (UTC), every session's that `found` covers."""
-    scope = " AND file_id IN (SELECT id FROM temp.scope)" if found.scoped else ""
+def _sums(idx: Any, where: str, args: list[Any], agent_of: dict[int, str]) -> Turns:
     got = idx.conn.execute(
-        f"SELECT file_id, provider, model, {_SUMS} FROM days WHERE day = ?{scope}{_NO_MIRRORS} "
+        f"SELECT file_id, provider, model, {_SUMS} FROM days WHERE {where}{_NO_MIRRORS} "
         "GROUP BY file_id, provider, model",
-        (now_ms() // si.DAY_MS,),
+        args,
     ).fetchall()
-    refs = found.refs({r[0] for r in got})
-    return Turns([(refs[f].agent_id, _name(p, m), *sums) for f, p, m, *sums in got if f in refs])
+    return [(agent_of[f], _name(p, m), *sums) for f, p, m, *sums in got if f in agent_of]
 
 
-def _session(idx: si.Index, agent_id: str, paths: list[str]) -> Turns:
-    """Every turn of a session's transcript (the files at `paths`, as the index names them)."""
-    got = idx.conn.execute(
-        f"SELECT provider, model, {_SUMS} FROM days WHERE file_id IN "
-        "(SELECT id FROM files WHERE path IN (SELECT value FROM json_each(?)))"
-        f"{_NO_MIRRORS} GROUP BY provider, model",
-        (json.dumps(paths),),
-    ).fetchall()
-    return Turns([(agent_id, _name(p, m), *sums) for p, m, *sums in got])
-
-
-def _session_paths(ctx: Context, agent_id: str, entry: Mapping[str, Any] | None) -> list[str]:
-    """What the index calls a session's transcript: its JSONL file, or the virtual transcript
-    of a SQLite store's session."""
+def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, Path]] | None:
+    """Every agent's JSONL transcripts (archived ones too: what they spent today counts)
+    written since `since_ms`: only they can hold today's turns. None when a store is not JSONL
+    (OpenClaw's SQLite store, a gateway): then the catalog lists its sessions."""
+    from sessiontool.sessions.reading import agent_ids_on_disk
     from sessiontool.state import detect
+
+    out = []
+    for agent_id in agent_ids_on_disk(ctx.paths):
+        if detect.detect(ctx.paths, agent_id).format != "jsonl":
+            return None
+        try:
+            entries = list(os.scandir(ctx.paths.sessions_dir(agent_id)))
+        except OSError:
+            continue
+        for e in entries:
+            if ".jsonl" not in e.name or e.name.endswith(".zst") or e.name.endswith(".lock"):
+                continue
+            try:
+                if e.is_file(follow_symlinks=False) and e.stat().st_mtime * 1000 >= since_ms:
+                    out.append((agent_id, Path(e.path)))
+            except OSError:
+                continue
+    return out
+
+
+def _today(ctx: Context, idx: Any) -> Turns:
+    """Today's turns (UTC), every agent's."""
+    today = now_ms() // DAY_MS
+    hot = _hot_transcripts(ctx, today * DAY_MS)
+    if hot is None:
+        from sessiontool.reports import catalog
+
+        agents = catalog.agent_ids(ctx, True)
+        found = catalog.indexed(ctx, idx, catalog.Wanted(agents, True, False))
+        ids = {r[0] for r in idx.conn.execute("SELECT file_id FROM days WHERE day = ?", (today,))}
+        agent_of = {i: ref.agent_id for i, ref in found.refs(ids).items()}
+    else:
+        got = idx.sync([p for _a, p in hot], text=False, others=False)
+        agent_of = {got[str(p)]: a for a, p in hot if str(p) in got}
+    return _sums(idx, "day = ?", [today], agent_of)
+
+
+def _session(ctx: Context, idx: Any, agent_id: str, entry: Mapping[str, Any]) -> Turns:
+    """Every turn of a session's transcript (its JSONL file, or its virtual transcript in a
+    SQLite store, found through the catalog)."""
     from sessiontool.state.paths import is_plain_name, transcript_path_for
 
-    sid = entry.get("sessionId") if entry else None
+    sid = entry.get("sessionId")
     if not isinstance(sid, str) or not is_plain_name(sid):
         return []
-    assert entry is not None
-    sdir = ctx.paths.sessions_dir(agent_id)
-    session_file = entry.get("sessionFile")
-    path = transcript_path_for(sdir, sid, session_file if isinstance(session_file, str) else None)
-    info = detect.detect(ctx.paths, agent_id)
-    return [str(path), f"{info.location}{si.VIRTUAL_SEP}{sid}"]
+    from sessiontool.state import detect
 
+    if detect.detect(ctx.paths, agent_id).format == "jsonl":
+        sf = entry.get("sessionFile")
+        sdir = ctx.paths.sessions_dir(agent_id)
+        path = transcript_path_for(sdir, sid, sf if isinstance(sf, str) else None)
+        got = idx.sync([path], text=False, others=False)
+        ids = {got[str(path)]: agent_id} if str(path) in got else {}
+    else:
+        from sessiontool.reports import catalog
 
-@dataclass(frozen=True)
-class Spend:
-    """What the budgets of one new run read: today's turns and its session's."""
-
-    today: Turns
-    session: Turns
+        refs = [r for r in catalog.live_sessions(ctx, [agent_id], idx) if r.session_id == sid]
+        found = catalog.indexed(ctx, idx, catalog.Wanted([agent_id], False, False, refs))
+        ids = {
+            int(r[0]): agent_id
+            for ref in refs
+            for r in idx.conn.execute("SELECT id FROM files WHERE path = ?", (str(ref.path),))
+            if found.ref(int(r[0])) is not None
+        }
+    return _sums(idx, "file_id IN (SELECT value FROM json_each(?))", [json.dumps(list(ids))], ids)
 
 
 def read_spend(
     ctx: Context, agent_id: str, entry: Mapping[str, Any] | None, windows: set[str]
-) -> Spend:
+) -> tuple[Turns, Turns]:
     """Today's and the session's turns from the index (each only when a budget needs it)."""
-    from sessiontool.sessions.reading import read_scope
-
-    empty = Turns([])
-
-    def run(idx: si.Index) -> Spend:
-        today = session = empty
-        if "day" in windows:
-            agents = catalog.agent_ids(ctx, True)
-            found = catalog.indexed(ctx, idx, catalog.Wanted(agents, False, False))
-            si.left_out(idx, False)
-            today = _today(idx, found)
-            if "session" in windows and entry is not None:
-                session = _session(idx, agent_id, _session_paths(ctx, agent_id, entry))
-        elif "session" in windows and entry is not None:
-            refs = [
-                r
-                for r in catalog.live_sessions(ctx, [agent_id], idx)
-                if r.session_id == entry.get("sessionId")
-            ]
-            catalog.indexed(ctx, idx, catalog.Wanted([agent_id], False, False, refs))
-            session = _session(idx, agent_id, _session_paths(ctx, agent_id, entry))
-        return Spend(today, session)
-
     if not windows & {"day", "session"}:
-        return Spend(empty, empty)
+        return [], []
+    from sessiontool.sessions.reading import read_scope
+    from sessiontool.state import search_index as si
+
+    def run(idx: Any) -> tuple[Turns, Turns]:
+        today = _today(ctx, idx) if "day" in windows else []
+        session = _session(ctx, idx, agent_id, entry) if "session" in windows and entry else []
+        si.left_out(idx, False)
+        return today, session
+
     with read_scope():
         return si.using_index(ctx.paths.tool_dir, run)
 
@@ -142,12 +159,12 @@ def window_words(b: Budget, key: str | None) -> str:
     return "in one run"
 
 
-def fill(b: Budget, spend: Spend, prices: Prices, agent_id: str | None) -> float:
-    """What a budget's window has spent (`agent_id`: the run's agent, for a session budget)."""
+def fill(b: Budget, spend: tuple[Turns, Turns], prices: Prices) -> float:
+    """What a budget's window has spent: today's turns, or the session's."""
     if b.window == "day":
-        return spend.today.cost(prices, b.agent, b.model)
+        return cost_of(spend[0], prices, b.agent, b.model)
     if b.window == "session":
-        return spend.session.cost(prices, None, b.model)
+        return cost_of(spend[1], prices, None, b.model)
     return 0.0
 
 
@@ -169,7 +186,8 @@ class BudgetGate:
     ) -> dict[str, Any] | None:
         """The new run's cost limit (None: no limit), or OverBudgetError (exit 6)."""
         ctx = self.ctx
-        model = model or _run_model(ctx, agent_id, key, entry)
+        if model is None and any(b.model for b in self.budgets):
+            model = _run_model(ctx, agent_id, key, entry)
         over = [b for b in self.budgets if b.applies(agent_id, model)]
         limit: dict[str, Any] | None = None
         if self.max_cost is not None:
@@ -179,7 +197,7 @@ class BudgetGate:
         prices = prices_of(ctx.config.providers)
         spend = read_spend(ctx, agent_id, entry, {b.window for b in over})
         for b in over:
-            spent = round(fill(b, spend, prices, agent_id), 6)
+            spent = round(fill(b, spend, prices), 6)
             shown = ctx.display(key)
             if spent >= b.limit:
                 raise OverBudgetError(
@@ -217,7 +235,7 @@ def fills(ctx: Context) -> list[dict[str, Any]]:
     spend = read_spend(ctx, ctx.agent_id, None, {b.window for b in budgets})
     out = []
     for b in budgets:
-        spent = round(fill(b, spend, prices, None), 6) if b.window == "day" else None
+        spent = round(fill(b, spend, prices), 6) if b.window == "day" else None
         row: dict[str, Any] = {"budget": b.name, "window": b.window, "limit": b.limit}
         row["spend"] = spent
         row["fill"] = (spent / b.limit if b.limit else 1.0) if spent is not None else None

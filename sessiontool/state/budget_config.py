@@ -14,24 +14,42 @@ the entry, before any worker finds it wrong."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from sessiontool.errors import ConfigError
+from sessiontool.structs import Value
 
 WINDOWS = ("day", "session", "run")
 _KEYS = frozenset({"window", "limit", "agent", "model", "name"})
 
 
-@dataclass(frozen=True)
-class Budget:
-    """One spending limit: over a `window` (a UTC day, a session's life, one run), USD."""
+class Budget(Value):
+    """One spending limit: over a `window` (a UTC day, a session's life, one run), USD.
+    (A Value, not a dataclass: every command that loads a config with budgets builds these.)"""
+
+    __slots__ = ("name", "window", "limit", "agent", "model")
 
     name: str
     window: str
     limit: float
-    agent: str | None = None
-    model: str | None = None
+    agent: str | None
+    model: str | None
+
+    def __init__(
+        self,
+        name: str,
+        window: str,
+        limit: float,
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.name, self.window, self.limit, self.agent, self.model = (
+            name,
+            window,
+            limit,
+            agent,
+            model,
+        )
 
     def applies(self, agent_id: str, model: str | None) -> bool:
         """Whether a run of this agent on this model (None: not known) is under it."""

@@ -441,6 +441,8 @@ class Config(Value):
 
     @property
     def budgets(self) -> tuple[Budget, ...]:
+        if self.get("sessiontool.budgets") is None:
+            return ()  # the common case: no import, no parsing
         from sessiontool.state.budget_config import parse_budgets
 
         return parse_budgets(self.get("sessiontool.budgets"), self._where("sessiontool.budgets"))

@@ -9,18 +9,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from sessiontool.structs import Value
 
 PRICE_FIELDS = ("input", "output", "cacheRead", "cacheWrite")
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(Value):
+    """USD per million tokens of each kind (a Value: no dataclass created at import)."""
+
+    __slots__ = ("input", "output", "cache_read", "cache_write")
+
     input: float
     output: float
     cache_read: float
     cache_write: float
+
+    def __init__(self, input: float, output: float, cache_read: float, cache_write: float) -> None:
+        self.input, self.output, self.cache_read, self.cache_write = (
+            input,
+            output,
+            cache_read,
+            cache_write,
+        )
 
     def of(self, i: int, o: int, cr: int, cw: int) -> float:
         return (
