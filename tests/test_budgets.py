@@ -170,3 +170,45 @@ def test_openai_run_stopped_between_model_calls(state: Path) -> None:
     last = hist["messages"][-1]
     assert last["role"] == "assistant" and last["stopReason"] == "aborted"
     assert last["usage"]["input"] == 1_000_000  # the spent call's usage is kept
+
+
+def test_top_shows_each_budgets_fill_and_the_runs_it_stopped(state: Path) -> None:
+    """`top`'s model and rows (no Textual): today's spend of a day budget, its fill, SPENT when
+    it is full, and a run its budget stopped marked in the runs pane."""
+    from sessiontool.context import build_context
+    from sessiontool.tui import model, rows
+
+    _config(state, [{"window": "day", "limit": 4, "name": "daily"}, {"window": "run", "limit": 9}])
+    assert run_json("send", "main", "one")[0] == 0
+    ctx = build_context(str(state))
+    cost = model.cost_today(ctx, model.Options())
+    fills = {b["budget"]: b for b in cost.budgets}
+    assert fills["daily"]["spend"] == pytest.approx(1.0) and fills["daily"]["fill"] == 0.25
+    assert fills["run"]["fill"] is None  # spent per run: no fill of its own
+    line, over = rows.status_line(model.Snapshot(), "none", cost, None)
+    assert "budget daily: $1.00 of $4.00 (25%)" in line and not over
+    assert run_json("send", "main", "two")[0] == 0
+    assert run_json("send", "main", "three")[0] == 0
+    assert run_json("send", "main", "four")[0] == 6  # crosses: 1 USD with none left... stopped
+    cost = model.cost_today(build_context(str(state)), model.Options())
+    line, over = rows.status_line(model.Snapshot(), "none", cost, None)
+    assert "(100%) SPENT" in line and over
+    stopped = [r for r in records(state) if r.get("abortReason") == "budget"]
+    cells = rows.run_rows(stopped, {}, 0)[0][1]
+    assert cells[2] == "aborted (budget)"
+
+
+def test_doctor_lists_budgets_that_cannot_be_enforced(state: Path) -> None:
+    _config(
+        state, [{"window": "day", "limit": 4, "model": "q/unpriced"}, {"window": "run", "limit": 1}]
+    )
+    cfg = json.loads((state / "sessiontool.json5").read_text())
+    cfg["agents"]["defaults"]["model"] = "p/m1"  # priced: no finding for it
+    (state / "sessiontool.json5").write_text(json.dumps(cfg))
+    rc, out = run_json("doctor")
+    found = [p for p in out["problems"] if p["kind"] == "budget-unenforceable"]
+    assert [p["detail"] for p in found] == [
+        "budget day model=q/unpriced: no price for the model q/unpriced: its runs count only "
+        "the cost their transcripts record"
+    ]
+    assert found[0]["severity"] == "warning"

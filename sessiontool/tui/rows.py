@@ -65,6 +65,12 @@ def elapsed_ms(r: dict[str, Any], now: int) -> float:
     return float(end - start)
 
 
+def _status(r: dict[str, Any]) -> str:
+    """A run's status; a run its budget stopped says so."""
+    status = str(r.get("status", ""))
+    return f"{status} (budget)" if r.get("abortReason") == "budget" else status
+
+
 def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -> list[Row]:
     return [
         (
@@ -72,7 +78,7 @@ def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -
             [
                 r["runId"][:8],
                 r.get("kind", ""),
-                r.get("status", ""),
+                _status(r),
                 fmt.esc(r.get("sessionKey", "")),
                 fmt.esc(r.get("step") or ""),
                 fmt.span(elapsed_ms(r, now) / 1000),
@@ -118,6 +124,15 @@ def status_line(
         parts.append(today)
     elif budget is not None:
         parts.append(f"today: … of {fmt.money(budget)}")
+    for b in cost.budgets if cost is not None else ():
+        if b.get("fill") is None:
+            continue
+        full = b["fill"] >= 1
+        over = over or full
+        parts.append(
+            f"budget {b['budget']}: {fmt.money(b['spend'])} of {fmt.money(b['limit'])} "
+            f"({b['fill'] * 100:.0f}%)" + (" SPENT" if full else "")
+        )
     running = sum(1 for r in snap.runs if r.get("status") == "running")
     queued = sum(1 for r in snap.runs if r.get("status") == "queued")
     parts.append(f"runs: {running} running, {queued} queued")
