@@ -194,3 +194,24 @@ def test_bad_combinations(session: Path, args: tuple[str, ...], word: str) -> No
 
 def test_unknown_session_is_exit_3(session: Path) -> None:
     assert run_cli("usage", "--by", "turn", "agent:main:nope").returncode == 3
+
+
+def test_html_page_shows_each_turns_cost_and_a_bar_and_the_site_the_costliest(
+    session: Path, tmp_path: Path
+) -> None:
+    import re
+
+    proc = run_cli("history", "main", "--format", "html", "--include-tools")
+    assert proc.returncode == 0, proc.stderr
+    widths = [int(w) for w in re.findall(r'class="cbar" style="[^"]*width:(\d+)px', proc.stdout)]
+    assert widths == [30, 60, 90, 120]  # 0.1, 0.2, 0.3, 0.4 USD against the costliest 0.4
+    assert "$0.4000" in proc.stdout
+    out = tmp_path / "site"
+    assert run_cli("export", "--html", str(out)).returncode == 0
+    usage = (out / "usage.html").read_text()
+    assert "Most expensive turns" in usage
+    table = usage[usage.index("Most expensive turns") :]
+    costs = re.findall(r'<td class="n">\$(\d\.\d{4})</td><td><a href="([^"]+)"', table)
+    assert [c for c, _ in costs] == ["0.4000", "0.3000", "0.2000", "0.1000"]
+    page, anchor = costs[0][1].split("#")
+    assert f'id="{anchor}"' in (out / page).read_text()
