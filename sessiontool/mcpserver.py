@@ -89,14 +89,18 @@ class SessionToolsServer:
             f"OpenClaw-format session tools over the state dir {ctx.paths.root}, acting as {who}. "
             "sessions_list/sessions_history read sessions; sessions_send runs a session's agent "
             "on a message; sessions_spawn starts a sub-agent whose result is announced back; "
-            "agents_list shows the agents sessions_spawn may use. Transcripts are resources "
+            "agents_list shows the agents sessions_spawn may use; usage and diff report cost "
+            "and compare sessions or runs. Transcripts are resources "
             f"{URI_PREFIX}<key>."
         )
 
     # -- tools --------------------------------------------------------------------------
 
     def offered(self, ctx: Context) -> list[tools.ToolDef]:
-        return tools.offered_definitions(ctx, read_only=self.read_only, only=self.only)
+        extra = [
+            t for t in tools.TRANSPORT_TOOLS.values() if self.only is None or t.name in self.only
+        ]
+        return tools.offered_definitions(ctx, read_only=self.read_only, only=self.only) + extra
 
     async def list_tools(
         self, rctx: Any, params: types.PaginatedRequestParams | None
@@ -124,7 +128,7 @@ class SessionToolsServer:
     def _not_offered(self, ctx: Context, name: str) -> tools.ToolResult | None:
         if name in {t.name for t in self.offered(ctx)}:
             return None
-        if name not in tools.TOOLS:
+        if name not in tools.TOOLS and name not in tools.TRANSPORT_TOOLS:
             return None  # call_tool reports an unknown name itself
         why = (
             "the server is read-only (--read-only)"

@@ -139,6 +139,8 @@ def test_tools_send_history_list_spawn_errors_and_resources(state: Path) -> None
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "usage",
+        "diff",
     ]
     for t in tools.values():
         assert t.input_schema["type"] == "object" and t.description
@@ -191,7 +193,7 @@ def test_read_only_in_the_legacy_handshake(state: Path) -> None:
             got["list"] = ok(await c.call_tool("sessions_list", {}))
 
     anyio.run(main)
-    assert got["names"] == ["sessions_list", "sessions_history", "agents_list"]
+    assert got["names"] == ["sessions_list", "sessions_history", "agents_list", "usage", "diff"]
     assert got["refused"]["status"] == "forbidden" and "read-only" in got["refused"]["error"]
     assert got["list"] == {"count": 0, "sessions": []}
     assert not (state / "agents").exists()  # nothing was sent
