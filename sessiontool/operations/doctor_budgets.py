@@ -3,7 +3,8 @@
 A run's spend is priced from the price table; a model with no price there counts only the cost
 its transcript records, which sessiontool's own runners leave at 0 unless the model's API
 reports one: a budget over such a model would never stop its runs. And a run that OpenClaw's
-gateway carries out is refused when its budget is spent, but not stopped mid-turn."""
+gateway carries out is refused when its budget is spent and checked at its end, but not
+stopped mid-turn."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def budget_findings(ctx: Context) -> Iterator[dict[str, Any]]:
             "kind": "budget-not-stopping",
             "path": where,
             "detail": "runs through OpenClaw's gateway (agents "
-            f"{', '.join(gateway)}) are refused when a budget is spent, not stopped mid-turn",
+            f"{', '.join(gateway)}) are refused when a budget is spent and checked at their "
+            "end, not stopped mid-turn",
             "hint": "docs/budgets.md",
         }
