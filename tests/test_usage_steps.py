@@ -215,3 +215,9 @@ def test_html_page_shows_each_turns_cost_and_a_bar_and_the_site_the_costliest(
     assert [c for c, _ in costs] == ["0.4000", "0.3000", "0.2000", "0.1000"]
     page, anchor = costs[0][1].split("#")
     assert f'id="{anchor}"' in (out / page).read_text()
+
+
+def test_cost_only(session: Path) -> None:
+    assert run_cli("usage", "--by", "turn", "main", "--cost-only").stdout == "1.0000\n"
+    rc, out = run_json("usage", "--by", "tool", "--cost-only")
+    assert out == {"cost": 1.0, "currency": "USD"}

@@ -151,7 +151,7 @@ def usage_cmd(
     if key is not None and by != "turn":
         raise UsageError("a session KEY goes with --by turn only")
     if by in ("tool", "turn"):
-        return _usage_steps(ctx, key, by, (since, until, budget, all_agents), as_json)
+        return _usage_steps(ctx, key, by, (since, until, budget, all_agents, cost_only), as_json)
     with build_progress(as_json, look) as progress:
         result = usage(
             ctx,
@@ -189,7 +189,7 @@ def _usage_steps(
     from sessiontool.cli.progress import build_progress
     from sessiontool.reports.usage_steps import by_tool, by_turn
 
-    since, until, budget, all_agents = how
+    since, until, budget, all_agents, cost_only = how
     if budget is not None:
         raise UsageError(f"--budget goes with the other groupings, not --by {by}")
     look = output.look(ctx.options)
@@ -208,6 +208,9 @@ def _usage_steps(
                 progress=progress,
             )
         view = output.View(result, cells=render_steps.tool_cells, table=render_steps.tool_table)
+    if cost_only:
+        slim = {"cost": result["total"]["cost"], "currency": "USD"}
+        view = output.View(slim, text=lambda r: f"{r['cost']:.4f}\n")
     output.show(view, look, as_json=as_json)
     if result.get("unpriced") and not as_json:
         render.warning_line("no price configured for: " + ", ".join(result["unpriced"]))
