@@ -212,3 +212,12 @@ def test_doctor_lists_budgets_that_cannot_be_enforced(state: Path) -> None:
         "the cost their transcripts record"
     ]
     assert found[0]["severity"] == "warning"
+
+
+def test_a_rerun_passes_the_budgets_too(state: Path) -> None:
+    _config(state, [{"window": "day", "limit": 1}])
+    rc, out = run_json("send", "main", "one")
+    assert rc == 6 and out["reason"] == "budget"  # 1 USD of 1: stopped at its end
+    proc = run_cli("rerun", out["runId"])
+    assert proc.returncode == 6 and "budget day" in proc.stderr
+    assert len(records(state)) == 1
