@@ -63,6 +63,16 @@ USAGE = ToolDef(
     handler=_usage,
     read_only=True,
     idempotent=True,
+    output_schema={
+        "type": "object",
+        "properties": {
+            "by": {"type": "string"},
+            "currency": {"type": "string"},
+            "rows": {"type": "array", "items": {"type": "object"}},
+            "total": {"type": "object"},
+        },
+        "required": ["by", "currency", "rows", "total"],
+    },
 )
 DIFF = ToolDef(
     name="diff",
@@ -85,6 +95,18 @@ DIFF = ToolDef(
     handler=_diff,
     read_only=True,
     idempotent=True,
+    output_schema={
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": ["sessions", "runs"]},
+            "a": {"type": "object"},
+            "b": {"type": "object"},
+            "divergence": {"type": ["object", "null"]},
+            "same": {"type": "boolean"},
+            "sameTools": {"type": "boolean"},
+        },
+        "required": ["kind", "a", "b", "divergence", "same", "sameTools"],
+    },
 )
 NAMES = (USAGE.name, DIFF.name)
 

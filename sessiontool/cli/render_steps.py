@@ -53,7 +53,7 @@ def tool_table(look: Look, result: Mapping[str, Any]) -> None:
         for r in [*result["rows"], {"tool": "TOTAL", **result["total"]}]
     ]
     columns = ["TOOL", "CALLS", "ERRORS", "TURNS", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE"]
-    table(look, [*columns, "COST"], rows, no_wrap=("TOOL", "COST"))
+    table(look, [*columns, "COST"], rows, {"TOOL": "whole", "COST": "whole"})
 
 
 def turn_table(look: Look, result: Mapping[str, Any]) -> None:
@@ -79,4 +79,4 @@ def turn_table(look: Look, result: Mapping[str, Any]) -> None:
         + ["$" + _usd(t["cost"]), "", ""]
     )
     columns = ["TURN", "TIME (UTC)", "MODEL", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE"]
-    table(look, [*columns, "COST", "BAR", "TOOLS"], rows, no_wrap=("TIME (UTC)", "COST"))
+    table(look, [*columns, "COST", "BAR", "TOOLS"], rows, {"TIME (UTC)": "whole", "COST": "whole"})

@@ -62,7 +62,7 @@ def _table(look: Any, result: Mapping[str, Any]) -> None:
             _one_line(" → ".join(b["tools"])) or "none",
         ],
     ]
-    table(look, ["", "A", "B"], summary)
+    table(look, ["", "A", "B"], summary, {"": "whole"})
     first = result["divergence"]
     if first is None:
         write_out("The two are the same, step for step.\n")
@@ -82,7 +82,7 @@ def _table(look: Any, result: Mapping[str, Any]) -> None:
         ]
         for r in rows[lo:hi]
     ]
-    table(look, ["STEP", "", "A", "B"], shown, no_wrap=("STEP",))
+    table(look, ["STEP", "", "A", "B"], shown, {"STEP": "whole"})
     if lo or hi < len(rows):
         write_out(f"(steps {lo + 1}-{hi} of {len(rows)}; --json or a pipe for all)\n")
 
