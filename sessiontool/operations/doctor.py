@@ -335,6 +335,12 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> DoctorResult:
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
+    from sessiontool.operations.doctor_budgets import budget_findings
+
+    problems.extend(
+        Problem(f["kind"], f["path"], f["detail"], severity="warning", hint=f["hint"])
+        for f in budget_findings(ctx)
+    )
     from sessiontool.operations import repair
     from sessiontool.sessions.reading import agent_ids_on_disk
 

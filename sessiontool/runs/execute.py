@@ -247,8 +247,12 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
     def on_pid(pid: int) -> None:
         records.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
 
+    from sessiontool.runs.runners import spend
+    from sessiontool.state.prices import prices_of
+
+    prices = prices_of(cfg.providers)
     try:
-        with abortable(paths, rec["runId"]):
+        with abortable(paths, rec["runId"]), spend.limited(rec.get("costLimit"), prices):
             runner = get_runner(cfg.runner_for(session.agent_id))
             out.result = runner.run(
                 request,
@@ -259,6 +263,8 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
             out.reply = out.result.reply
     except RunAborted:
         out.status, out.error = "aborted", "aborted by user"
+    except spend.BudgetStop as exc:
+        _stopped(out, exc)
     except RunnerTimeout as exc:
         out.status, out.error, out.result = "timeout", exc.message, exc.partial
     except RunnerError as exc:
@@ -272,7 +278,28 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
         out.model = res.model or model
         out.provider = res.provider or provider
         out.extra = list(res.extra_messages)
+    _over_budget(out, rec.get("costLimit"), prices)
     return out
+
+
+def _stopped(out: Outcome, exc: Any) -> None:
+    """A run its budget stopped between model calls (runners/spend.py BudgetStop)."""
+    out.status, out.error, out.result = "aborted", exc.message, exc.partial
+    out.reason = "budget"
+    out.reply = exc.partial.reply if exc.partial is not None else ""
+
+
+def _over_budget(out: Outcome, limit: Any, prices: Any) -> None:
+    """A run that ended with its spend at or over its cost limit (a `command` runner tells its
+    usage only at its end; a model's last call) ends `aborted` for the budget, its reply kept."""
+    from sessiontool.runs.runners import spend
+
+    res = out.result
+    if res is None or out.status != "ok":
+        return
+    cost = spend.crossed(limit, prices, out.provider, out.model, res.usage)
+    if cost is not None:
+        out.status, out.error, out.reason = "aborted", spend.stop_message(limit, cost), "budget"
 
 
 def _usage(out: Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -347,6 +374,8 @@ def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> N
 
     def mark(r: Record) -> None:
         records.record_end(r, out.status, out.error, out.reply)
+        if out.reason and r.get("status") == out.status:
+            r["abortReason"] = out.reason
         r["usage"] = usage
         if out.model:
             r["model"] = out.model

@@ -92,6 +92,8 @@ class RunRecord(TypedDict, total=False):
     announce: Announce
     timeoutSeconds: float
     runTimeoutSeconds: float | None
+    # What it may spend (runs/runners/spend.py): usd, and the budget, its limit, window, spend.
+    costLimit: dict[str, Any]
     # Its lane and its worker.
     seq: int
     pid: int
@@ -103,6 +105,7 @@ class RunRecord(TypedDict, total=False):
     endedAt: int
     reply: str | None
     error: str | None
+    abortReason: str  # why an aborted run was stopped: "budget" (absent: by a user)
     model: str
     modelProvider: str
     usage: dict[str, Any]

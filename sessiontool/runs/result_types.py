@@ -72,6 +72,7 @@ class SendResult(TypedDict, total=False):
     delivery: DeliveryState
     sendPolicy: str | None
     rerunOf: str  # `rerun`: the run this one repeats
+    reason: str  # why an aborted run was stopped: "budget" (exit 6)
 
 
 class SpawnResult(TypedDict):

@@ -312,7 +312,7 @@ class Advancer:
             else tpath,
         )
         message = announce.announce_message(
-            status=str(rec.get("status")),
+            status=announce.status_word(rec),
             result=announce.pick_result(step_reply or None, not step_ok, child_reply),
             notes=rec.get("error") or "none",
             stats=stats,
@@ -450,7 +450,7 @@ def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
     )
     ok = rec.get("status") == "ok"
     return announce.announce_message(
-        status=str(rec.get("status")),
+        status=announce.status_word(rec),
         result=announce.pick_result(None, not ok, rec.get("reply") if ok else None),
         notes=rec.get("error") or "none",
         stats=stats,

@@ -65,6 +65,9 @@ def run_result(ctx: Context, rec: RunRecord) -> Result:
             "sessionKey": key,
         }
         code = ExitCode.FAILURE
+        if rec.get("abortReason") == "budget":
+            out["reason"] = "budget"
+            code = ExitCode.OVER_BUDGET
     else:
         error = f"still running after the wait timed out: sessiontool wait {rec['runId']}"
         out = {"runId": rec["runId"], "status": "timeout", "error": error, "sessionKey": key}
@@ -96,7 +99,8 @@ def send(
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation). `watch` is told
-    what the send does as it does it (SendWatch)."""
+    what the send does as it does it (SendWatch). The context's gate (budgets, `--max-cost`)
+    refuses the run (exit 6) or sets its cost limit, before anything is written."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -135,6 +139,7 @@ def send(
     a2a = req.session_key is not None and req.session_key != r.key
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, (r.agent_id, r.entry), *([req.session_key] if a2a else []))
+    cost_limit = ctx.gate.allow(r.agent_id, r.key, r.entry, None) if ctx.gate else None
     writer.before_run(ctx)
     provenance, system = _provenance(ctx, writer, r.key) if a2a else ({**_EXTERNAL}, None)
     # OpenClaw's own sessions_send carries an agent-to-agent send out where its gateway
@@ -154,6 +159,7 @@ def send(
         a2a=True if a2a else None,
         deliver=True if (deliver and not a2a) else None,
         timeoutSeconds=timeout,
+        costLimit=cost_limit,
     )
     if watch is not None:
         watch.run_created(rec["runId"])
@@ -229,7 +235,7 @@ def spawn(
     model: str | None = None,
     options: SpawnOptions | None = None,
 ) -> SpawnResult:
-    """Start a sub-agent run in a new session; never waits. `options`: OpenClaw's other
+    """Start a sub-agent run in a new session; never waits (gated as `send` is). `options`: OpenClaw's other
     sessions_spawn parameters (runs/spawnopts.py)."""
     from sessiontool.runs import spawnopts
 
@@ -256,6 +262,7 @@ def spawn(
     spawnopts.check_sandbox(ctx, opts, child, target_agent)
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, None, requester)
+    cost_limit = ctx.gate.allow(target_agent, child, None, model) if ctx.gate else None
     writer.before_run(ctx)
     writer.add_child(
         ctx,
@@ -290,7 +297,9 @@ def spawn(
             tool["gatewayRunId"] = own["runId"]
         child = own["childSessionKey"]
         spawn = _Spawn(task, child, target_agent, requester, label, opts)
-        rec = _spawn_record(ctx, spawn, None, via=_via(writer), model=model, **tool, **fields)
+        rec = _spawn_record(
+            ctx, spawn, None, via=_via(writer), model=model, costLimit=cost_limit, **tool, **fields
+        )
         _start(ctx, rec)
         return {**_accepted(ctx, rec, child), "via": _via(writer), "tool": "sessions_spawn"}
     system = _child_system(ctx, writer, _Spawn(task, child, target_agent, requester, label, opts))
@@ -302,7 +311,9 @@ def spawn(
         fields["attachments"] = receipt
     via = _via(writer)
     spawn = _Spawn(task, child, target_agent, requester, label, opts)
-    rec = _spawn_record(ctx, spawn, system, via=via, model=model if via else None, **fields)
+    rec = _spawn_record(
+        ctx, spawn, system, via=via, model=model if via else None, costLimit=cost_limit, **fields
+    )
     _start(ctx, rec)
     out = _accepted(ctx, rec, child)
     if via:
@@ -441,6 +452,8 @@ PUBLIC_RUN_FIELDS = frozenset(
         "completion",
         "sandbox",
         "attachments",
+        "costLimit",  # what the run may spend: a budget's room at submission, or --max-cost
+        "abortReason",  # "budget": stopped when its spend crossed costLimit
     }
 )
 

@@ -301,12 +301,22 @@ def offered_tools(ctx: Context) -> list[dict[str, Any]]:
     return [t.openai_spec() for t in offered_definitions(ctx)]
 
 
+# Read-only tools a transport adds from above the run engine (the `mcp` command registers
+# `usage` and `diff`, whose handlers live in cli/mcp_reports.py: reports the engine may not
+# import). Offered by that transport alone, never to a model.
+TRANSPORT_TOOLS: dict[str, ToolDef] = {}
+
+
+def register_transport_tool(tool: ToolDef) -> None:
+    TRANSPORT_TOOLS[tool.name] = tool
+
+
 def call_tool(
     ctx: Context, name: str, arguments: Any, options: CallOptions | None = None
 ) -> ToolResult:
     """Run one tool call as the context's requester. Never raises for what a tool or its
     caller got wrong: that is a failed result with the CLI's JSON object."""
-    tool = TOOLS.get(name)
+    tool = TOOLS.get(name) or TRANSPORT_TOOLS.get(name)
     if tool is None:
         return ToolResult(
             {
@@ -380,6 +390,7 @@ __all__ = [
     "READ_ONLY_TOOLS",
     "TOOLS",
     "TOOL_NAMES",
+    "TRANSPORT_TOOLS",
     "TOOL_SPECS",
     "CallOptions",
     "Searcher",
@@ -391,6 +402,7 @@ __all__ = [
     "get_tool",
     "offered_definitions",
     "offered_names",
+    "register_transport_tool",
     "offered_tools",
     "state_root",
     "tool_context",

@@ -107,6 +107,12 @@ def send_cmd(
         "only, no run).",
         autocompletion=choices("followup", "steer", "notify"),
     ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", help="Stop the run (exit 6) once it has spent USD.", metavar="USD"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Start even when a budget is spent (sessiontool.budgets)."
+    ),
     quiet: bool = typer.Option(
         False,
         "-q",
@@ -121,9 +127,12 @@ def send_cmd(
     --no-create makes that exit 3. When the wait times out (exit 124) the run id is printed on
     stdout; after Ctrl-C (exit 130) it is named on stderr; either way the run goes on:
     `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
-    exit status stays the run's; `deliveries retry` tries again)."""
+    exit status stays the run's; `deliveries retry` tries again). A spent budget
+    (sessiontool.budgets) refuses the run with exit 6 unless --force; a run that crosses its
+    budget or --max-cost is stopped (aborted, reason budget: exit 6)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import SessiontoolError
+    from sessiontool.reports.budgets import BudgetGate
     from sessiontool.runs.sendmodes import SendRequest, openclaw_words, send
     from sessiontool.runs.submit import run_result
     from sessiontool.runs.wait import wait_for
@@ -138,6 +147,7 @@ def send_cmd(
     as_json = want_json(json_)
     ctx = get_ctx()
     check_writable(ctx)
+    ctx = ctx.with_gate(BudgetGate(ctx, max_cost, force))
     watch = _SendWatch(key, no_create, quiet)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
@@ -559,6 +569,9 @@ def rerun_cmd(
 
     ctx = get_ctx(reads=True)
     check_writable(ctx)
+    from sessiontool.reports.budgets import BudgetGate
+
+    ctx = ctx.with_gate(BudgetGate(ctx))  # a rerun is a new run: the budgets hold for it too
     run_id = full_run_id(ctx, run_id)
     result = rerun(ctx, get_run(ctx, run_id))
     return _print_result(result, 0, want_json(json_))

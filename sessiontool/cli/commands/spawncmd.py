@@ -16,6 +16,11 @@ from sessiontool.cli.completers import choices, complete_agent_ids
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive")
 
 
+_CONTEXTS: dict[str, Any] = {"autocompletion": choices("isolated", "fork")}
+_MODES: dict[str, Any] = {"autocompletion": choices("run", "session")}
+_SANDBOX: dict[str, Any] = {"autocompletion": choices("inherit", "require")}
+
+
 @app.command("spawn")
 @command
 def spawn_cmd(
@@ -47,8 +52,8 @@ def spawn_cmd(
     context: str = typer.Option(
         "isolated",
         "--context",
-        help="isolated, or fork: the child starts with the requester's messages.",
-        autocompletion=choices("isolated", "fork"),
+        help="isolated, or fork: the requester's messages first.",
+        **_CONTEXTS,
     ),
     attach: list[str] = typer.Option([], "--attach", help="A file (repeatable).", metavar="FILE"),
     attach_as: str | None = typer.Option(
@@ -58,10 +63,7 @@ def spawn_cmd(
         metavar="NAME",
     ),
     mode: str = typer.Option(
-        "run",
-        "--mode",
-        help="run (one-shot) or session (a persistent child: kept, never swept).",
-        autocompletion=choices("run", "session"),
+        "run", "--mode", help="run (one-shot) or session (kept, never swept).", **_MODES
     ),
     task_name: str | None = typer.Option(None, "--task-name", help="A stable alias."),
     quiet_completion: bool = typer.Option(
@@ -74,31 +76,33 @@ def spawn_cmd(
         autocompletion=choices("parent"),
     ),
     sandbox: str = typer.Option(
-        "inherit",
-        "--sandbox",
-        help="inherit, or require: refused unless the child runs sandboxed.",
-        autocompletion=choices("inherit", "require"),
+        "inherit", "--sandbox", help="inherit, or require: the child must be sandboxed.", **_SANDBOX
+    ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", help="Stop the run once it has spent USD.", metavar="USD"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Start even when a budget is spent (sessiontool.budgets)."
     ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="The run id only."),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Start a sub-agent run; returns at once with its run id and child session key.
 
-    A --label already used by another session of that agent is refused (exit 2); so is a
-    --cwd that is not a directory. A sub-agent spawns only below
-    agents.defaults.subagents.maxSpawnDepth (default 1 on sessiontool's own store: none;
-    OpenClaw's 5 on its store): past it, exit 4 with OpenClaw's words."""
+    Refused: a --label another session of that agent has, or a --cwd that is no directory (exit
+    2); a spawn past agents.defaults.subagents.maxSpawnDepth (exit 4, OpenClaw's words; 1 on
+    sessiontool's store, 5 on OpenClaw's); a spent budget unless --force (exit 6)."""
 
     from sessiontool.durations import parse_duration
+    from sessiontool.reports.budgets import BudgetGate
     from sessiontool.runs.attachments import read_files
     from sessiontool.runs.spawnopts import SpawnOptions
     from sessiontool.runs.submit import spawn
 
     if task == "-":
         task = read_stdin("the task")
-    timeout_s = parse_duration(run_timeout, option="--run-timeout") if run_timeout else None
     options = SpawnOptions(
-        run_timeout=timeout_s,
+        run_timeout=parse_duration(run_timeout, option="--run-timeout") if run_timeout else None,
         cleanup=cleanup,
         thinking=thinking,
         cwd=cwd,
@@ -113,7 +117,8 @@ def spawn_cmd(
     )
     ctx = get_ctx()
     check_writable(ctx)
-    result = spawn(ctx, task, label=label, agent_id=agent_id, model=model, options=options)
+    gated = ctx.with_gate(BudgetGate(ctx, max_cost, force))
+    result = spawn(gated, task, label=label, agent_id=agent_id, model=model, options=options)
     view = output.View(result, text=lambda r: _spawned(r, quiet))
     output.show(view, output.look(ctx.options), as_json=want_json(json_))
 

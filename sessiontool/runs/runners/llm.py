@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.runs.llm_models import resolve
+from sessiontool.runs.runners import spend
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -257,6 +258,9 @@ class _Loop:
                         last_call_usage=usage,
                         extra_messages=list(self.extra),
                     )
+            stopped_here = self.partial()
+            stopped_here.reply, stopped_here.last_call_usage = text.strip(), usage
+            spend.check(stopped_here)  # between model calls: a budget crossed stops the run
             if rounds >= max_rounds:
                 err = too_many_rounds(max_rounds)
                 err.partial = self.partial()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sessiontool import __version__
+from sessiontool.runs.runners import spend
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -441,6 +442,9 @@ class OpenAIRunner:
                 # no tools were offered: a stray call is not a pending turn
                 result.stop_reason = "stop" if done.stop_reason == "toolUse" else done.stop_reason
                 return result
+            result.reply = done.text  # kept if the run stops here
+            spend.check(result)  # between model calls: a budget crossed stops the run
+            result.reply = ""
             if rounds >= max_rounds:
                 err = too_many_rounds(max_rounds)
                 err.partial = result
