@@ -151,11 +151,16 @@ def test_a_price_that_is_no_number_gives_no_estimate(tmp_path: Path, price: str)
     made a spawn's announce say "est $inf"; like `usage`, an unusable price is no estimate."""
     from sessiontool.flow.announce import stats_line
 
-    own = (
+    openclaw = (
         "{ models: { providers: { p: { models: "
         f"[{{ id: 'm', cost: {{ input: {price}, output: 2 }} }}] }} }} }} }}"
     )
-    cfg = load_config(state_with(tmp_path, own=own))
+    # In OpenClaw's file (only read): skipped with a warning. In sessiontool's own: refused.
+    with pytest.raises(ConfigError, match=r"models\.providers\.p\.models\[0\]\.cost\.input"):
+        load_config(state_with(tmp_path, own=openclaw))
+    (tmp_path / "state" / "sessiontool.json5").unlink()
+    cfg = load_config(state_with(tmp_path, openclaw=openclaw))
+    assert any("cost.input: expected a price, 0 or more" in w for w in cfg.skipped)
     cost = config_models.model_cost(cfg, "p", "m")
     assert cost is None
     line = stats_line(
@@ -168,7 +173,7 @@ def test_a_price_that_is_no_number_gives_no_estimate(tmp_path: Path, price: str)
         transcript=None,
     )
     assert "est" not in line and "inf" not in line and "nan" not in line
-    good = load_config(state_with(tmp_path, own=own.replace(f"input: {price}", "input: 1.5")))
+    good = load_config(state_with(tmp_path, own=openclaw.replace(f"input: {price}", "input: 1.5")))
     assert config_models.model_cost(good, "p", "m") == {"input": 1.5, "output": 2.0}
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def shout_row(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.fakes import shout_runner
 
-    row = ("tests.fakes.shout_runner", "ShoutRunner", shout_runner.check)
+    row = ("tests.fakes.shout_runner", "ShoutRunner", shout_runner.FIELDS)
     monkeypatch.setitem(runnertable.RUNNERS, "shout", row)
 
 
@@ -51,7 +51,7 @@ def test_an_unknown_runner_names_every_row(shout_row: None) -> None:
 def test_every_row_names_a_class_that_loads() -> None:
     import importlib
 
-    for name, (module, cls, _check) in runnertable.RUNNERS.items():
+    for name, (module, cls, _fields) in runnertable.RUNNERS.items():
         assert callable(getattr(importlib.import_module(module), cls)), name
 
 
