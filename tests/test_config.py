@@ -286,13 +286,17 @@ def test_a_wrong_own_setting_is_refused_by_every_command(
         ["list"],
         ["runs"],
         ["deliveries", "retry"],
-        ["doctor"],
     ):
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         (line,) = proc.stderr.splitlines()
         assert line.startswith(f"sessiontool: error: {own}: {key}"), line
         assert "expected" in line
+    # doctor reports it as a problem (exit 1, issue 45 item 7), once, and checks the rest.
+    proc = run_cli("doctor")
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert f"problem: bad-config: config\n    {own}: {key}" in proc.stdout, proc.stdout
+    assert proc.stderr == ""
     assert not list(state.glob("sessiontool/runs/*.json"))
     own.write_text(_nested(key, fixed))
     assert run_cli("list").returncode == 0

@@ -8,9 +8,10 @@ A path is dotted; `[]` stands for every item of an array, `*` for every key of a
 objects on the way to a key (`agents`, `agents.list[]`, ...) are checked to be objects (or
 arrays) too. The runner objects' own keys are the rows of `runnertable.py` (`runner` kind).
 
-A `strict` key is a safety limit: a wrong value there would widen what a session may see or
-do (`sandbox.mode: "everything"` read as `off`), so it is refused from every file, OpenClaw's
-included, and wherever it is read anyway (doctor) the strictest reading is taken."""
+A `strict` key is refused from every file, OpenClaw's included: a safety limit, where a wrong
+value would widen what a session may see or do (`sandbox.mode: "everything"` read as `off`;
+wherever one is read anyway, doctor's lenient load, the strictest reading is taken), and a
+runner (skipped, the demo agent would answer in its place)."""
 
 from __future__ import annotations
 
@@ -83,13 +84,13 @@ KEYS: tuple[Key, ...] = (
     Key("agents.list[].name", STRING, "a string", "the agent's display name"),
     Key("agents.list[].default", BOOL, "true or false", "the default agent (else the first)"),
     Key("agents.list[].model", MODEL, MODEL_WHAT, "the agent's model"),
-    Key("agents.list[].runner", {"type": "object"}, "runner", "who answers for this agent (see [Runners](#runners))"),
+    Key("agents.list[].runner", {"type": "object"}, "runner", "who answers for this agent (see [Runners](#runners))", strict=True),
     Key("agents.list[].sandbox.mode", {"enum": ["off", "non-main", "all"]}, '"off", "non-main" or "all"', "this agent's sandbox mode", strict=True),
     Key("agents.list[].subagents.allowAgents", NAMES, "an array of agent ids", "agent ids `spawn --agent-id` may use; `[\"*\"]` = any", "only itself", strict=True),
     Key("agents.list[].subagents.model", MODEL, MODEL_WHAT, "model for this agent's sub-agent runs"),
     Key("agents.defaults.model", MODEL, MODEL_WHAT, "model name, or `{primary, fallbacks}`"),
     Key("agents.defaults.models", {"type": "object", "additionalProperties": {"type": "object"}}, "an object of models", "OpenClaw's model catalog, `{\"<provider/model>\": {alias?}}`: its keys are models `send --model` may name"),
-    Key("agents.defaults.runner", {"type": "object"}, "runner", "who answers (see [Runners](#runners)); per agent: `agents.list[].runner`", '`{"type":"echo"}`'),
+    Key("agents.defaults.runner", {"type": "object"}, "runner", "who answers (see [Runners](#runners)); per agent: `agents.list[].runner`", '`{"type":"echo"}`', strict=True),
     Key("agents.defaults.sandbox.mode", {"enum": ["off", "non-main", "all"]}, '"off", "non-main" or "all"', "`off`, `all`, or `non-main` (sandbox every session but the agent's main)", "`off`", strict=True),
     Key("agents.defaults.sandbox.sessionToolsVisibility", {"enum": ["spawned", "all"]}, '"spawned" or "all"', "a sandboxed session sees only sessions it spawned; `all` lifts it", "`spawned`", strict=True),
     Key("agents.defaults.subagents.model", MODEL, MODEL_WHAT, "model for sub-agent runs"),

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcpcmd",
     "export": "exportcmd",
     "gateway": "gatewaycmd",
+    "config": "configcmd",
     "top": "top",
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
