@@ -131,3 +131,23 @@ def test_paths_lists_the_search_index_and_each_gateway_part(state: Path) -> None
     lines = proc.stdout.splitlines()
     assert f"search index\t{state / 'sessiontool' / 'index.sqlite'}" in lines
     assert f"gateway part\t{part}" in lines
+
+
+# -- the docs ----------------------------------------------------------------------------------
+
+
+def test_the_reference_lists_every_key_of_the_table_as_the_table_says() -> None:
+    """docs/reference.md's key table and runner-key table are the config table, row by row:
+    a key added, or a range changed, without its line in the docs fails here."""
+    from sessiontool.state.runnertable import RUNNERS
+
+    doc = (ROOT / "docs" / "reference.md").read_text()
+    for k in KEYS:
+        what = "a runner object ([Runners](#runners))" if k.what == "runner" else k.what
+        mark = " **Safety limit.**" if k.strict and k.what != "runner" else ""
+        row = f"| `{k.path}` | {what.replace('|', chr(92) + '|')} | {k.default} | {k.doc}{mark} |"
+        assert row in doc, row
+    for name, (_m, _c, fields) in RUNNERS.items():
+        for key, f in fields.items():
+            req = " (required)" if f.required else ""
+            assert f"| `{name}` | `{key}` | {f.what}{req} | {f.doc} |" in doc, (name, key)
