@@ -21,7 +21,6 @@ from sessiontool.structs import Value
 _load_file = config_files.load_file  # openclaw/target.py and gateway.py read a file with it
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
-OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
 
 
 def _has_path(node: Any, dotted: str) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessiontool.state.config_keys import CLOSED, KEYS, Key
+from sessiontool.state import config_keys
+from sessiontool.state.config_keys import CLOSED, Key
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SAFETY = " A wrong value is refused from any file, OpenClaw's included."
@@ -28,7 +29,7 @@ def schema() -> dict[str, Any]:
         ),
         "type": "object",
     }
-    for key in KEYS:
+    for key in config_keys.KEYS:  # read now: a row added to the table is in
         node = _node(root, key.path)
         node.update(_leaf(key))
     _close(root, "")
