@@ -51,10 +51,10 @@ def test_failing_delivery_command_then_retry(state: Path, tmp_path: Path) -> Non
         f"import sys; open({str(marker)!r}, 'a').write(sys.stdin.read())",
     ]
     write_config(state, {"sessiontool": {"delivery": {"command": ok}}})
-    rc, data = run_json("deliveries", "retry", delivery["id"][:12])
-    assert rc == 0, data
-    assert data["count"] == 1 and data["delivered"] == 1
-    assert data["deliveries"][0]["previousStatus"] == "failed"
+    proc = run_cli("deliveries", "retry", delivery["id"][:12])
+    assert proc.returncode == 0, proc.stderr
+    # One TSV line: a real tab between the id and the change (`cut -f1` gives the id).
+    assert proc.stdout.split("\t") == [delivery["id"], "failed -> delivered\n"], proc.stdout
     sent = [json.loads(line) for line in marker.read_text().splitlines()]
     assert [s["text"] for s in sent] == ["echo: news"]
     # Delivered now: doctor is clean, and retrying it again is refused.

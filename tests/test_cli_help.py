@@ -3,6 +3,8 @@ option pointing at the command's own help."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import run_cli
@@ -47,3 +49,29 @@ def test_bare_sessiontool_prints_help_and_exits_0() -> None:
     assert proc.returncode == 0
     assert "Usage: sessiontool" in proc.stdout and "list" in proc.stdout
     assert proc.stderr == ""
+
+
+def test_help_command_prints_the_commands_own_help() -> None:
+    """`help X` is `X --help` (gh, llm and pueue have a help command), `help` alone the
+    program's; an unknown command is a usage error naming it."""
+    assert run_cli("help", "send").stdout == run_cli("send", "--help").stdout
+    assert "Run a session's agent" in run_cli("help", "send").stdout
+    assert run_cli("help").stdout == run_cli("--help").stdout
+    bad = run_cli("help", "nosuch")
+    assert bad.returncode == 2 and "No such command 'nosuch'" in bad.stderr
+
+
+def test_openclaw_words_mean_the_sessiontool_command(tmp_path: Path) -> None:
+    """What `openclaw sessions` users type: `sessions`, `sessions list` and `agents list` are
+    `list` and `agents`; `sessions X` is X."""
+    state = tmp_path / "state"
+    base = ("--state-dir", str(state))
+    assert run_cli(*base, "send", "main", "hi").returncode == 0
+    listing = run_cli(*base, "list", "--json").stdout
+    assert run_cli(*base, "sessions", "--json").stdout == listing
+    assert run_cli("sessions", "list", "--json", *base).stdout == listing
+    assert run_cli(*base, "agents", "list").stdout == run_cli(*base, "agents").stdout
+    hist = run_cli(*base, "sessions", "history", "main", "--json")
+    assert (
+        hist.returncode == 0 and hist.stdout == run_cli(*base, "history", "main", "--json").stdout
+    )

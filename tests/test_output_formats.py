@@ -62,3 +62,20 @@ def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
         "unknown output format 'xml' (valid: auto, json, tsv, table, ids, text, html)"
         in proc.stderr
     )
+
+
+def test_the_global_flag_picks_the_format_and_wins_over_the_variable(tmp_path: Path) -> None:
+    """`--output-format` is a global option (before or after the command); the environment
+    variable is only its default (issue 46: a house rule had turned the flag into the variable)."""
+    state = copy_state(tmp_path / "state")
+    base = ("--state-dir", str(state))
+    rc, listing = run_json(*base, "list")
+    keys = [r["key"] for r in listing["sessions"]]
+    before = run_cli("--output-format", "ids", *base, "list")
+    after = run_cli(*base, "list", "--output-format", "ids")
+    assert before.stdout.splitlines() == after.stdout.splitlines() == keys
+    wins = run_cli(*base, "list", "--output-format=json", env={"SESSIONTOOL_OUTPUT_FORMAT": "ids"})
+    assert json.loads(wins.stdout) == listing
+    bad = run_cli(*base, "list", "--output-format", "xml")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "unknown output format 'xml'" in bad.stderr

@@ -30,8 +30,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # The one wording of where global options go: the root --help, the man page and the README
 # (a test checks that the README carries it verbatim).
 GLOBAL_OPTIONS_NOTE = (
-    "Global options (--state-dir, --config, --agent, --as, --store, --gateway, --color, --json, "
-    "--create-agent) go before "
+    "Global options (--state-dir, --config, --agent, --as, --store, --gateway, --color, "
+    "--output-format, --json, --create-agent) go before "
     "or after the command: `sessiontool list --state-dir X` is `sessiontool --state-dir X list`."
 )
 
@@ -57,6 +57,7 @@ class Globals:
     create_agent: bool = False
     gateway: str | None = None
     color: str = "auto"
+    output_format: str | None = None
 
 
 G = Globals()
@@ -71,12 +72,19 @@ def global_options() -> Options:
 
 
 def output_format() -> str | None:
-    """SESSIONTOOL_OUTPUT_FORMAT: one output format (a row of cli/output.py's FORMATS) for
-    every command's result instead of each one's rule (an environment variable, as
-    AWS_DEFAULT_OUTPUT is: the global options' callback has no room for another flag)."""
+    """`--output-format`: one output format (a row of cli/output.py's FORMATS) for every
+    command's result instead of each one's rule; SESSIONTOOL_OUTPUT_FORMAT is its default, as
+    AWS_DEFAULT_OUTPUT is `aws --output`'s."""
     from sessiontool.cli.output import check_format
 
-    return check_format(os.environ.get("SESSIONTOOL_OUTPUT_FORMAT") or None)
+    return check_format(G.output_format or os.environ.get("SESSIONTOOL_OUTPUT_FORMAT") or None)
+
+
+def _complete_formats(incomplete: str) -> list[str]:
+    """The names of cli/output.py's FORMATS (the one table), read only when Tab asks."""
+    from sessiontool.cli.output import FORMATS
+
+    return [n for n in ("auto", *FORMATS) if n.startswith(incomplete)]
 
 
 def look() -> render.Look:
@@ -134,6 +142,14 @@ def _global_options(
         metavar="WHEN",
         autocompletion=choices("auto", "always", "never"),
     ),
+    output_format: str | None = typer.Option(
+        None,
+        "--output-format",
+        help="One output format for every command's result (a name of the output formats' "
+        "table: auto, json, tsv, table, ids, text, html; env SESSIONTOOL_OUTPUT_FORMAT).",
+        metavar="FORMAT",
+        autocompletion=_complete_formats,
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output for the command."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -146,6 +162,7 @@ def _global_options(
     G.store, G.color = store, color
     G.create_agent = create_agent
     G.gateway = gateway
+    G.output_format = output_format
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
 
 

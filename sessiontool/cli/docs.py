@@ -448,12 +448,19 @@ def write_files(root: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    root = repo_root()
-    if "--root" in args:
+    root, given = repo_root(), "--root" in args
+    if given:
         i = args.index("--root")
         root = Path(args[i + 1])
         del args[i : i + 2]
     what = args[0] if args else "write"
+    if what in ("write", "check") and not given and not (root / "pyproject.toml").is_file():
+        # An installed (non-editable) package has no checkout beside it: say so, not "stale".
+        print(
+            f"{root} is not a sessiontool checkout (installed package?): pass --root DIR",
+            file=sys.stderr,
+        )
+        return 2
     if what == "man":
         sys.stdout.write(man_page())
     elif what == "completion" and len(args) == 2:

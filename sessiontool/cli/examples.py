@@ -80,6 +80,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("sessiontool delete discord:group:123", "remove the session, keep its transcript"),
         ("sessiontool delete --label old-test --json", "by label, as JSON"),
     ),
+    "help": (
+        ("sessiontool help send", "the same as sessiontool send --help"),
+        ("sessiontool help", "every command"),
+    ),
     "paths": (
         ("sessiontool paths", "where sessiontool reads and writes"),
         ("sessiontool paths --json | jq -r .stateDir", "the state dir only"),

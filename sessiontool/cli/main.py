@@ -15,7 +15,7 @@ import typer
 
 from sessiontool.cli import render
 from sessiontool.cli.app import Terminated, app, report_error
-from sessiontool.cli.commands import register_all, register_for
+from sessiontool.cli.commands import COMMANDS, OPENCLAW_WORDS, register_all, register_for
 from sessiontool.cli.completers import COMPLETE_VAR, PROG, register_shell_classes
 from sessiontool.errors import ExitCode, SessiontoolError, from_os_error
 
@@ -26,6 +26,7 @@ GLOBAL_VALUE_OPTIONS = (
     "--as",
     "--store",
     "--color",
+    "--output-format",
     "--gateway",
 )
 GLOBAL_FLAGS = ("--create-agent",)  # moved like the value options (`--json` stays: see below)
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None, *, fast_exit: bool | None = None) -> Non
     if not args:
         args = ["--help"]  # bare `sessiontool`: the help, exit 0
     elif not os.environ.get(COMPLETE_VAR):
-        args = hoist_global_options(args)
+        args = rewrite_words(hoist_global_options(args))
     if os.environ.get(COMPLETE_VAR):
         register_all()
         # Shell completion (cmd.main below answers it and exits): register the completion
@@ -231,6 +232,39 @@ def _exit(code: int) -> None:
         except (BrokenPipeError, ValueError, OSError):
             pass
     os._exit(code)
+
+
+def _command_index(args: list[str]) -> int | None:
+    """Where the command word is (after the global options, hoisted in front of it)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return i + 1 if i + 1 < len(args) else None
+        if a.startswith("-"):
+            i += 2 if a in GLOBAL_VALUE_OPTIONS else 1
+            continue
+        return i
+    return None
+
+
+def rewrite_words(args: list[str]) -> list[str]:
+    """`help X Y` is `X Y --help`; OpenClaw's words (`sessions`, `sessions list`, `agents list`,
+    `sessions X` for a command X of ours) are the sessiontool command they mean."""
+    i = _command_index(args)
+    if i is None:
+        return args
+    head, word, rest = args[:i], args[i], args[i + 1 :]
+    if word == "help":
+        words = [w for w in rest if not w.startswith("-")]
+        return [*head, *words, "--help"] if words or not rest else args
+    if word == "sessions" and rest and rest[0] in COMMANDS and rest[0] != "list":
+        return [*head, *rest]
+    for n in (2, 1):
+        key = (word, *rest[: n - 1])
+        if len(key) == n and key in OPENCLAW_WORDS:
+            return [*head, *OPENCLAW_WORDS[key], *rest[n - 1 :]]
+    return args
 
 
 def command_name(args: list[str]) -> str | None:

@@ -38,6 +38,15 @@ COMMANDS: dict[str, str] = {
     "gateway": "gatewaycmd",
     "config": "configcmd",
     "top": "top",
+    "help": "helpcmd",
+}
+# What a user of OpenClaw's own CLI types, read as the sessiontool command it means
+# (`openclaw sessions`, `openclaw sessions list`, `openclaw agents list`): the first word is
+# dropped, or both words become the one command. `sessions X` for a command X of ours is X.
+OPENCLAW_WORDS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("sessions",): ("list",),
+    ("sessions", "list"): ("list",),
+    ("agents", "list"): ("agents",),
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 _registered: set[str] = set()

@@ -107,8 +107,9 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
                     f"delivery {rec['id']} is still not delivered ({rec.get('status')}){why}"
                 )
             elif not quiet:
-                line = f"{rec['id']}\t{rec.get('previousStatus')} -> {rec.get('status')}"
-                out.append(render.esc(line) + "\n")
+                # Each field escaped on its own: the tab between them is the TSV's, not text.
+                change = f"{rec.get('previousStatus')} -> {rec.get('status')}"
+                out.append(f"{render.esc(str(rec['id']))}\t{render.esc(change)}\n")
         return "".join(out)
 
     output.show(output.View(result, text=text), look, as_json=as_json)
