@@ -151,3 +151,18 @@ def test_the_reference_lists_every_key_of_the_table_as_the_table_says() -> None:
         for key, f in fields.items():
             req = " (required)" if f.required else ""
             assert f"| `{name}` | `{key}` | {f.what}{req} | {f.doc} |" in doc, (name, key)
+
+
+def test_paths_names_the_url_of_the_gateway_part_it_works_in(tmp_path: Path, state: Path) -> None:
+    from .fakes import gateway as fake
+
+    token = "s3cret-T0ken-paths"
+    env = {"OPENCLAW_GATEWAY_TOKEN": token, "SESSIONTOOL_OPENCLAW_BIN": ""}
+    with fake.running(tmp_path / "gw", token=token, version="2026.9.6") as gw:
+        url = f"ws://127.0.0.1:{gw.port}"
+        rc, data = run_json("--gateway", url, "paths", env=env, timeout=120)
+    assert rc == 0, data
+    (part,) = data["gateways"]
+    assert part["url"] == url and Path(part["dir"]).parent == state / "gateways"
+    assert data["stateDir"] == part["dir"]  # the command works in that part
+    assert data["index"] == str(Path(part["dir"]) / "sessiontool" / "index.sqlite")
