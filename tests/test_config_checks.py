@@ -256,3 +256,28 @@ def test_a_duplicate_agent_id_is_a_warning_naming_both(state: Path) -> None:
 def test_runner_field_rows_are_fields() -> None:
     for _rtype, (_m, _c, fields) in RUNNERS.items():
         assert all(isinstance(f, Field) for f in fields.values())
+
+
+def test_openclaws_raw_key_prefix_narrows_a_rule_instead_of_being_ignored(state: Path) -> None:
+    """OpenClaw's send-policy rules also match `rawKeyPrefix`; ignored, a rule that names only
+    it matched every session (an allow rule under `default: deny` allowed them all)."""
+    write_config(
+        state,
+        {
+            "session": {
+                "sendPolicy": {
+                    "rules": [
+                        {"match": {"rawKeyPrefix": "Agent:Main:Discord:"}, "action": "allow"}
+                    ],
+                    "default": "deny",
+                }
+            }
+        },
+    )
+    for key, effective in (
+        ("agent:main:telegram:group:1", "deny"),
+        ("agent:main:discord:group:1", "allow"),
+    ):
+        proc = run_cli("--json", "policy", key)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["effective"] == effective, (key, proc.stdout)

@@ -106,8 +106,9 @@ KEYS: tuple[Key, ...] = (
     Key("session.sendPolicy.rules[].action", ALLOW_DENY, '"allow" or "deny"', "what the rule decides", strict=True),
     Key("session.sendPolicy.rules[].match", {"type": "object"}, "an object", "what the rule matches (every key given must match)", strict=True),
     Key("session.sendPolicy.rules[].match.channel", STRING, "a string", "the session's channel", strict=True),
-    Key("session.sendPolicy.rules[].match.chatType", STRING, "a string", "the session's chat type", strict=True),
-    Key("session.sendPolicy.rules[].match.keyPrefix", STRING, "a string", "a key prefix", strict=True),
+    Key("session.sendPolicy.rules[].match.chatType", {"enum": ["direct", "group", "channel"]}, '"direct", "group" or "channel"', "the session's chat type", strict=True),
+    Key("session.sendPolicy.rules[].match.keyPrefix", STRING, "a string", "a prefix of the key, with or without its `agent:<id>:`", strict=True),
+    Key("session.sendPolicy.rules[].match.rawKeyPrefix", STRING, "a string", "a prefix of the full key (`agent:<id>:...`), as OpenClaw matches it", strict=True),
     # -- tools -------------------------------------------------------------------------------
     Key("tools.agentToAgent.enabled", BOOL, "true or false", "sessions may reach other agents' sessions", "`false`", strict=True),
     Key("tools.agentToAgent.allow", NAMES, "an array of agent-id globs", "agent-id globs allowed on both ends", "all", strict=True),
