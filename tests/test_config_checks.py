@@ -281,3 +281,27 @@ def test_openclaws_raw_key_prefix_narrows_a_rule_instead_of_being_ignored(state:
         proc = run_cli("--json", "policy", key)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["effective"] == effective, (key, proc.stdout)
+
+
+def test_a_sandbox_mode_of_openclaws_agents_entries_holds(state: Path) -> None:
+    """OpenClaw 2026.9 sets per-agent overrides under `agents.entries.<id>` (the key is the
+    agent's id); a `sandbox.mode` there was never read, so the agent ran unsandboxed."""
+    state.mkdir(parents=True)
+    (state / "openclaw.json").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "list": [{"id": "main"}],
+                    "entries": {"main": {"sandbox": {"mode": "all"}}},
+                }
+            }
+        )
+    )
+    paths = StatePaths(state)
+    assert load_config(paths).sandbox_mode("main") == "all"
+    (state / "openclaw.json").write_text(
+        json.dumps({"agents": {"entries": {"main": {"sandbox": {"mode": "everything"}}}}})
+    )
+    proc = run_cli("list")
+    assert proc.returncode == 2
+    assert f"{state / 'openclaw.json'}: agents.entries.main.sandbox.mode: expected" in proc.stderr

@@ -14,7 +14,7 @@ from sessiontool.errors import ConfigError
 from sessiontool.state import config_files
 from sessiontool.state.config_files import agent_id as _agent_id
 from sessiontool.state.config_keys import MAX_CONCURRENT_RUNS, MAX_TOOL_ROUNDS
-from sessiontool.state.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY
+from sessiontool.state.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize_agent_id
 from sessiontool.state.paths import StatePaths
 from sessiontool.structs import Value
 
@@ -313,11 +313,12 @@ class Config(Value):
     def sandbox_mode(self, agent_id: str) -> str:
         """off, non-main or all. A value that is none of them is refused when the config is
         loaded; where it is read anyway (doctor's lenient load) it is `all`, the strictest."""
-        mode = self.agent(agent_id).sandbox_mode
-        if mode is None:
-            mode = self.get("agents.defaults.sandbox.mode")
-        if mode is None:
-            return "off"
+        found = (
+            self.agent(agent_id).sandbox_mode,
+            _entry_sandbox_mode(self.raw, agent_id),
+            self.get("agents.defaults.sandbox.mode"),
+        )
+        mode = next((m for m in found if m is not None), "off")
         return mode if mode in ("off", "all", "non-main") else "all"
 
     @property
@@ -399,6 +400,18 @@ class Config(Value):
     def providers(self) -> dict[str, Any]:
         v = self.get("models.providers", {})
         return v if isinstance(v, dict) else {}
+
+
+def _entry_sandbox_mode(raw: Mapping[str, Any], agent_id: str) -> Any:
+    """OpenClaw 2026.9's per-agent override, `agents.entries.<id>.sandbox.mode` (its object key
+    is the agent's id): a limit set there holds here too."""
+    agents = raw.get("agents")
+    entries = agents.get("entries") if isinstance(agents, dict) else None
+    for key, entry in entries.items() if isinstance(entries, dict) else ():
+        if normalize_agent_id(str(key)) == agent_id and isinstance(entry, dict):
+            sandbox = entry.get("sandbox")
+            return sandbox.get("mode") if isinstance(sandbox, dict) else sandbox
+    return None
 
 
 def load_config(

@@ -88,6 +88,7 @@ KEYS: tuple[Key, ...] = (
     Key("agents.list[].sandbox.mode", {"enum": ["off", "non-main", "all"]}, '"off", "non-main" or "all"', "this agent's sandbox mode", strict=True),
     Key("agents.list[].subagents.allowAgents", NAMES, "an array of agent ids", "agent ids `spawn --agent-id` may use; `[\"*\"]` = any", "only itself", strict=True),
     Key("agents.list[].subagents.model", MODEL, MODEL_WHAT, "model for this agent's sub-agent runs"),
+    Key("agents.entries.*.sandbox.mode", {"enum": ["off", "non-main", "all"]}, '"off", "non-main" or "all"', "OpenClaw 2026.9's per-agent override (the object key is the agent's id), read when `agents.list` sets none", strict=True),
     Key("agents.defaults.model", MODEL, MODEL_WHAT, "model name, or `{primary, fallbacks}`"),
     Key("agents.defaults.models", {"type": "object", "additionalProperties": {"type": "object"}}, "an object of models", "OpenClaw's model catalog, `{\"<provider/model>\": {alias?}}`: its keys are models `send --model` may name"),
     Key("agents.defaults.runner", {"type": "object"}, "runner", "who answers (see [Runners](#runners)); per agent: `agents.list[].runner`", '`{"type":"echo"}`', strict=True),
@@ -263,9 +264,26 @@ def pattern_of(dotted: str) -> str:
 
 
 def is_strict(dotted: str) -> bool:
-    """Whether a concrete path is a safety limit, or an object on the way to one."""
+    """Whether a concrete path is a strict key, a key inside one (a runner's), or an object on
+    the way to one (`*` in the table's path stands for any one key: `agents.entries.main`)."""
     p = pattern_of(dotted)
-    return any(k.strict and (k.path == p or k.path.startswith((p + ".", p + "["))) for k in KEYS)
+    for k in KEYS:
+        if not k.strict:
+            continue
+        heads = _prefixes(k.path)
+        if re.match(heads[-1] + r"(?:[.\[]|$)", p) or any(re.fullmatch(h, p) for h in heads):
+            return True
+    return False
+
+
+def _prefixes(path: str) -> list[str]:
+    """The table path and every object or array on the way to it, as regular expressions."""
+    out = []
+    for m in re.finditer(r"(?=\.)|(?=\[\])|$", path):
+        head = path[: m.start()]
+        if head:
+            out.append(re.escape(head).replace(r"\*", r"[^.\[\]]+"))
+    return out
 
 
 def shown(value: Any) -> str:
