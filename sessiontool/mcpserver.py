@@ -42,6 +42,7 @@ PAGE = 100
 PROGRESS_EVERY = 1.0
 WAIT_SLICE = 0.25
 RESOURCE_NOT_FOUND = -32002
+WAITING_TOOLS = frozenset({"sessions_send", "subagents", "sessions_yield"})  # report progress
 
 
 @dataclass
@@ -51,6 +52,7 @@ class _Wait:
     cancel: threading.Event
     shutdown: threading.Event
     run_id: str | None = None
+    what: str | None = None  # what a subagents wait or sessions_yield waits for
     timeout: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
@@ -65,8 +67,16 @@ class _Wait:
             rec = wait_for(paths, run_id, max(0.0, min(WAIT_SLICE, left)))
             if records.is_finished(rec) or left <= 0:
                 return rec
-            if self.cancel.is_set() or self.shutdown.is_set():
+            if self.stopped():
                 return rec  # nobody is waiting any more; the run goes on
+
+    def begin(self, what: str, timeout: float) -> None:
+        """A wait of another tool starts: progress is reported about it from now on."""
+        self.what, self.timeout, self.started = what, timeout, time.monotonic()
+
+    def stopped(self) -> bool:
+        """Whether the call was cancelled or the server is shutting down."""
+        return self.cancel.is_set() or self.shutdown.is_set()
 
 
 class SessionToolsServer:
@@ -78,25 +88,32 @@ class SessionToolsServer:
         *,
         read_only: bool = False,
         only: list[str] | None = None,
+        search: tools.Searcher | None = None,
     ) -> None:
         self.make_ctx = make_ctx
         self.read_only = read_only
         self.only = only
+        self.search = search
         self.shutdown = threading.Event()
         ctx = make_ctx()  # fail at start-up on a bad config or identity
         who = ctx.requester.session_key or f"the operator (agent {ctx.agent_id})"
         self.instructions = (
             f"OpenClaw-format session tools over the state dir {ctx.paths.root}, acting as {who}. "
-            "sessions_list/sessions_history read sessions; sessions_send runs a session's agent "
-            "on a message; sessions_spawn starts a sub-agent whose result is announced back; "
-            "agents_list shows the agents sessions_spawn may use. Transcripts are resources "
+            "sessions_list/sessions_history read sessions, sessions_search their transcripts; "
+            "sessions_send runs a session's agent on a message; sessions_spawn starts a "
+            "sub-agent whose result is announced back; subagents lists, waits for or cancels "
+            "this session's runs and its children's; sessions_yield waits for this session's "
+            "sub-agents and returns their completion events; agents_list shows the agents "
+            "sessions_spawn may use. Transcripts are resources "
             f"{URI_PREFIX}<key>."
         )
 
     # -- tools --------------------------------------------------------------------------
 
     def offered(self, ctx: Context) -> list[tools.ToolDef]:
-        return tools.offered_definitions(ctx, read_only=self.read_only, only=self.only)
+        return tools.offered_definitions(
+            ctx, read_only=self.read_only, only=self.only, searching=self.search is not None
+        )
 
     async def list_tools(
         self, rctx: Any, params: types.PaginatedRequestParams | None
@@ -109,6 +126,7 @@ class SessionToolsServer:
                     title=t.title,
                     description=t.description,
                     input_schema=t.input_schema,
+                    output_schema=t.output_schema,
                     annotations=types.ToolAnnotations(
                         title=t.title,
                         read_only_hint=t.read_only,
@@ -146,7 +164,13 @@ class SessionToolsServer:
         refused = self._not_offered(ctx, name)
         if refused is not None:
             return refused
-        options = tools.CallOptions(wait=wait, null_is_absent=False)
+        options = tools.CallOptions(
+            wait=wait,
+            null_is_absent=False,
+            cancelled=wait.stopped,
+            waiting=wait.begin,
+            search=self.search,
+        )
         return tools.call_tool(ctx, name, arguments, options)
 
     async def call_tool(
@@ -158,13 +182,14 @@ class SessionToolsServer:
         async def progress() -> None:
             while True:
                 await anyio.sleep(PROGRESS_EVERY)
-                if wait.run_id is None:
+                if wait.run_id is None and wait.what is None:
                     continue
                 waited = time.monotonic() - wait.started
                 await rctx.session.report_progress(
                     min(waited, wait.timeout),
                     wait.timeout,
-                    f"waiting for run {wait.run_id} ({waited:.0f}s of {wait.timeout:g}s)",
+                    f"waiting for {wait.what or f'run {wait.run_id}'} "
+                    f"({waited:.0f}s of {wait.timeout:g}s)",
                 )
 
         async def work(tg: Any) -> None:
@@ -177,7 +202,7 @@ class SessionToolsServer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(work, tg)
-                if params.name == "sessions_send":
+                if params.name in WAITING_TOOLS:
                     tg.start_soon(progress)
         finally:
             wait.cancel.set()  # cancelled: the thread stops waiting; the run goes on
@@ -318,10 +343,15 @@ def session_uri(key: str) -> str:
 
 
 def serve(
-    make_ctx: Callable[[], Context], *, read_only: bool = False, only: list[str] | None = None
+    make_ctx: Callable[[], Context],
+    *,
+    read_only: bool = False,
+    only: list[str] | None = None,
+    search: tools.Searcher | None = None,
 ) -> None:
-    """Serve MCP on stdin/stdout until stdin closes."""
-    server = SessionToolsServer(make_ctx, read_only=read_only, only=only)
+    """Serve MCP on stdin/stdout until stdin closes. `search`: the transcripts' search for
+    sessions_search (reports/ is this module's sibling: the `mcp` command hands it over)."""
+    server = SessionToolsServer(make_ctx, read_only=read_only, only=only, search=search)
     try:
         anyio.run(server.serve_stdio)
     finally:

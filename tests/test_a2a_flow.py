@@ -96,7 +96,7 @@ def test_five_turns_alternate_then_one_announce_and_one_delivery(
     rc, dl = run_json("deliveries")
     assert rc == 0 and dl["count"] == 1
     (d,) = dl["deliveries"]
-    assert d["mode"] == "announce" and d["status"] == "delivered"
+    assert d["mode"] == "announce" and d["status"] == "outbox"
     assert (d["channel"], d["to"], d["sessionKey"]) == ("telegram", "group:9", B)
     assert d["text"] == "Announced!" and d["runId"] == send["runId"]
 
@@ -187,7 +187,7 @@ def test_zero_turns_skips_the_loop_but_announces(
     assert ann["sessionKey"] == B
     assert [r.get("step") for r in requests(agent_log)] == [None, "announce"]
     (d,) = outbox(state)
-    assert d["text"] == "straight to announce" and d["status"] == "delivered"
+    assert d["text"] == "straight to announce" and d["status"] == "outbox"
     # Nothing ran in the requester's session.
     assert transcript_messages(state).get(A, []) == []
 
@@ -210,7 +210,7 @@ def test_caller_timeout_is_still_announced(state: Path, tmp_path: Path) -> None:
     }
     assert outbox(state) == []
     (d,) = poll(lambda: outbox(state), 20, "the late announce")
-    assert d["text"] == "late news" and d["mode"] == "announce" and d["status"] == "delivered"
+    assert d["text"] == "late news" and d["mode"] == "announce" and d["status"] == "outbox"
     recs = settle(state)
     (send,) = [r for r in recs if r["kind"] == "send"]
     assert send["status"] == "ok" and send["reply"] == "slow answer"
@@ -360,11 +360,11 @@ def test_operator_deliver_posts_the_reply_itself(
     # send --deliver waits for the worker's delivery and reports how it went.
     assert out["reply"] == "today: 3 alerts" and out["delivery"] == {
         "id": f"{out['runId']}:deliver",
-        "status": "delivered",
+        "status": "outbox",
         "mode": "deliver",
     }
     (d,) = poll(lambda: outbox(state), 15, "the delivery")
-    assert d["mode"] == "deliver" and d["status"] == "delivered"
+    assert d["mode"] == "deliver" and d["status"] == "outbox"
     assert (d["channel"], d["to"], d["text"], d["sessionKey"]) == (
         "telegram",
         "group:9",
@@ -424,7 +424,7 @@ def test_send_policy_applies_to_every_step(state: Path, tmp_path: Path, agent_lo
     recs = settle(state)
     assert steps(recs, "reply") == []
     assert [r.get("step") for r in requests(agent_log)] == [None, "announce"]
-    assert [(d["text"], d["status"]) for d in outbox(state)] == [("announced anyway", "delivered")]
+    assert [(d["text"], d["status"]) for d in outbox(state)] == [("announced anyway", "outbox")]
     assert transcript_messages(state).get(A, []) == []
 
 

@@ -153,7 +153,7 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
     assert tpath.exists()
 
     (d,) = outbox(state)
-    assert d["mode"] == "spawn-announce" and d["status"] == "delivered"
+    assert d["mode"] == "spawn-announce" and d["status"] == "outbox"
     assert (d["channel"], d["to"], d["sessionKey"], d["runId"]) == (
         "telegram",
         "42",

@@ -79,6 +79,8 @@ PLANTS = [
     ("agents/main/sessions/sessions.json.lock", "new-store-lock"),
     ("agents/main/sessions/{sid}.jsonl.lock", "new-transcript-lock"),
     ("sessiontool/runs/.records.lock", "new-records-lock"),
+    ("sessiontool/runs/.worker.log", "existing.txt"),
+    ("sessiontool/runs/.worker.log", "new-worker-log"),
     ("{lane}", "new-lane-lock"),
     ("{lane}", "existing.txt"),
     ("{worker}", "new-lane-worker"),
@@ -258,6 +260,32 @@ def test_an_outbox_rewrite_refused_by_a_successors_link_leaves_no_temp_file(
         "deliveries.jsonl",
     ]
     assert tree_digest(victim) == before
+
+
+def test_a_worker_log_link_is_refused_before_a_run_is_queued(
+    template: Path, tmp_path: Path
+) -> None:
+    """A link at `runs/.worker.log` (every worker's output): exit 5 with the refusal sentence,
+    as every other planted link (it was exit 1 "Too many levels of symbolic links"), and no
+    run queued (issue 42, item 13)."""
+    state = tmp_path / "state"
+    shutil.copytree(template, state, symlinks=True)
+    victim = make_victim(tmp_path)
+    before = tree_digest(victim)
+    planted = state / "sessiontool/runs/.worker.log"
+    planted.unlink(missing_ok=True)
+    planted.symlink_to(victim / "existing.txt")
+    runs_before = sorted((state / "sessiontool/runs").glob("*.json"))
+    try:
+        proc = run_cli("send", "main", "again", "--timeout", "20")
+    finally:
+        reap(state)
+    assert proc.returncode == 5, (proc.returncode, proc.stderr)
+    line = proc.stderr.splitlines()[0]
+    assert line.startswith("sessiontool: error: refusing to write through the link"), line
+    assert str(planted) in line
+    assert sorted((state / "sessiontool/runs").glob("*.json")) == runs_before
+    assert tree_digest(victim) == before and planted.is_symlink()
 
 
 @pytest.mark.parametrize("name", [".seq", ".worker"])

@@ -132,7 +132,7 @@ def test_deliver_without_command_records_and_mirrors(state: Path, sessions: Path
         mode="announce",
         text="Hello group",
     )
-    assert rec["status"] == "delivered"
+    assert rec["status"] == "outbox"
     assert "error" not in rec
     lines = outbox_lines(state)
     assert lines == [rec]
@@ -180,7 +180,7 @@ def test_deliver_without_mirror(state: Path, sessions: Path) -> None:
         text="x",
         mirror=False,
     )
-    assert rec["status"] == "delivered"
+    assert rec["status"] == "outbox"
     assert (rec["channel"], rec["to"], rec["accountId"]) == ("telegram", "12345", "acct-9")
     assert not (sessions / "dm-sess.jsonl").exists()
 
@@ -292,7 +292,7 @@ def test_deliver_to_session_without_entry_skips_mirror(state: Path) -> None:
         mode="announce",
         text="t",
     )
-    assert rec["status"] == "delivered"
+    assert rec["status"] == "outbox"
     assert (rec["channel"], rec["to"]) == ("slack", "channel:C1")
     assert not (state / "agents").exists()
 
@@ -436,7 +436,7 @@ def test_cli_deliveries_json_and_since(
     proc = run_cli("deliveries")
     assert proc.returncode == 0
     rows = [line.split("\t") for line in proc.stdout.splitlines()]
-    assert rows[0][1:] == ["announce", "delivered", GROUP_KEY, "discord", "group:42", "one"]
+    assert rows[0][1:] == ["announce", "outbox", GROUP_KEY, "discord", "group:42", "one"]
 
 
 def test_cli_deliveries_bad_since(state: Path) -> None:
@@ -531,13 +531,13 @@ def test_cli_deliveries_follow_picks_up_new_line(
         rec = json.loads(line)
         assert rec["runId"].startswith("after-")
         assert rec["sessionKey"] == GROUP_KEY
-        assert rec["status"] == "delivered"
+        assert rec["status"] == "outbox"
     else:
         cells = line.rstrip("\n").split("\t")
         # a tab inside a cell is shown escaped: one record, one row, the columns intact
         assert cells[1:] == [
             "announce",
-            "delivered",
+            "outbox",
             GROUP_KEY,
             "discord",
             "group:42",

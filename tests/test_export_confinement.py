@@ -117,7 +117,11 @@ def test_export_html_refuses_a_dir_holding_files_it_did_not_write(
     proc = run_cli("--state-dir", str(state), "export", "--html", str(site), "--all-agents")
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.splitlines()[0]
-    assert line.startswith("sessiontool: error: refusing to replace") and str(theirs) in line
+    if mine in ("notes.txt", "sub/"):  # nothing the export would write: not "replace" it
+        assert line.startswith(f"sessiontool: error: {site} holds files the export did not write")
+        assert str(theirs).rstrip("/") in line and "replace" not in line.split("(")[0]
+    else:
+        assert line.startswith("sessiontool: error: refusing to replace") and str(theirs) in line
     assert len(proc.stderr.splitlines()) <= 2
     assert tree_digest(site) == before
 

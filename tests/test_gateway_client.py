@@ -130,9 +130,16 @@ def test_one_connection_for_a_spawn_with_label_announce_and_cleanup(make: Any) -
     (tool,) = env.gw.calls("tools.invoke")
     assert tool["params"]["name"] == "sessions_spawn"
     calls = [c for c in env.gw.calls() if c["method"] != "tools.invoke"]
-    assert [c["method"] for c in calls] == ["sessions.create", "agent", "agent", "sessions.delete"]
+    # The announce turn is followed to its end (agent.wait) before the child is removed.
+    assert [c["method"] for c in calls] == [
+        "sessions.create",
+        "agent",
+        "agent",
+        "agent.wait",
+        "sessions.delete",
+    ]
     assert tool["conn"] not in {c["conn"] for c in calls}
-    # The worker's four calls share one connection (the command's own handshake is another
+    # The worker's five calls share one connection (the command's own handshake is another
     # process's); it asked once for everything it would need, admin for the cleanup.
     assert len({c["conn"] for c in calls}) == 1
     worker_conn = calls[0]["conn"]
@@ -430,4 +437,26 @@ def test_an_older_protocol_gateway_is_asked_its_version_in_its_own_protocol(
     else:
         assert proc.returncode == 4
         assert "speaks protocol 3; sessiontool speaks 4" in proc.stderr
+        assert store.read_bytes() == before
+
+
+def test_a_bad_exec_timeout_on_a_json_era_state_is_the_config_error_not_a_refusal(
+    tmp_path: Path,
+) -> None:
+    """A JSON-era state beside a lockless gateway, its token behind an exec SecretRef with a
+    bad `timeoutMs`: the config error itself (exit 2, file and key), not "the gateway refused
+    sessiontool (…)": the gateway refused nothing, it was never asked."""
+    with fake.running(tmp_path / "gw", token=TOKEN) as gw:
+        state, store = _json_era_state(tmp_path, gw.port)
+        before = store.read_bytes()
+        conf = json.loads((state / "openclaw.json").read_text())
+        conf["gateway"]["auth"] = {"token": {"source": "exec", "provider": "vault", "id": "t"}}
+        provider = {"source": "exec", "command": sys.executable, "timeoutMs": "5000"}
+        conf["secrets"] = {"providers": {"vault": provider}}
+        (state / "openclaw.json").write_text(json.dumps(conf))
+        proc = run_cli("--state-dir", str(state), "label", "s1", "lbl", env=NO_CLI)
+        assert proc.returncode == 2, proc.stderr
+        where = f"{state / 'openclaw.json'}: secrets.providers.vault.timeoutMs"
+        assert proc.stderr.startswith(f"sessiontool: error: {where}: expected "), proc.stderr
+        assert "refused" not in proc.stderr
         assert store.read_bytes() == before

@@ -75,30 +75,44 @@ def test_spawn_runs_openclaws_sessions_spawn_and_follows_its_run(allowed: FakeGa
     assert finals[rec["gatewayRunId"]]["idempotencyKey"] == out["runId"]
     assert rec["tool"] == "sessions_spawn" and rec["status"] == "ok"
     assert rec["reply"] == "pong: summarise Y"
-    # No emulation: no child created, no turn of sessiontool's, no cleanup of its own; the run
-    # was followed with agent.wait.
+    # No emulation: no child created, no turn of sessiontool's; the run was followed with
+    # agent.wait.
     methods = [c["method"] for c in allowed.calls()]
-    assert "sessions.create" not in methods and "sessions.delete" not in methods
+    assert "sessions.create" not in methods
     waits = allowed.calls("agent.wait")
     assert waits[0]["params"]["runId"] == rec["gatewayRunId"]
     # OpenClaw's own announce did not come (the fake, like 2026.9.6 after tools.invoke, has
-    # none): handed over once, in OpenClaw's form and under OpenClaw's own key.
+    # none): handed over once, in OpenClaw's form and under OpenClaw's own key, and followed
+    # to its end (agent.wait on the announce turn's run).
     key = f"announce:v1:{rec['sessionKey']}:{rec['gatewayRunId']}"
-    assert waits[-1]["params"]["runId"] == key
+    assert waits[1]["params"]["runId"] == key
     (announce,) = allowed.calls("agent")
     assert announce["params"]["idempotencyKey"] == key
     assert announce["params"]["internalEvents"][0]["childSessionKey"] == rec["sessionKey"]
+    assert waits[-1]["params"]["runId"] == rec["followUp"]["announceRunId"]
+    assert rec["followUp"]["announceRunId"] in allowed.gw.finals()
     assert rec["followUp"]["announcedBy"] == "sessiontool"
+    # OpenClaw's own clean-up went with its announce that did not come: the child is removed
+    # by sessiontool once its announce landed.
+    assert methods[-1] == "sessions.delete"
+    assert allowed.calls("sessions.delete")[0]["params"]["key"] == rec["sessionKey"]
 
 
 def test_the_worker_goes_on_with_the_commands_connection(allowed: FakeGateway) -> None:
     """One handshake for the spawn: the command's connection (its tools.invoke) is handed to
-    the worker forked from it, which follows the run and announces on it."""
-    proc = allowed.st("--json", "spawn", "summarise W", "--cleanup", "delete")
+    the worker forked from it, which follows the run and announces on it (a `--cleanup
+    delete` child's removal asks for operator.admin: a connection of its own then)."""
+    proc = allowed.st("--json", "spawn", "summarise W")
     assert proc.returncode == 0, proc.stderr
     allowed.until(json.loads(proc.stdout)["runId"], done, "its announce")
     calls = allowed.calls()
-    assert [c["method"] for c in calls] == ["tools.invoke", "agent.wait", "agent.wait", "agent"]
+    assert [c["method"] for c in calls] == [
+        "tools.invoke",
+        "agent.wait",
+        "agent.wait",
+        "agent",
+        "agent.wait",
+    ]
     assert len({c["conn"] for c in calls}) == 1
     assert len(allowed.gw.connects()) == 1
 
@@ -182,3 +196,47 @@ def test_doctor_names_the_path(allowed: FakeGateway, tmp_path: Path) -> None:
     assert gw["spawn"] == "OpenClaw's own sessions_spawn"
     proc = allowed.st("doctor")
     assert "spawn: OpenClaw's own sessions_spawn" in proc.stdout
+
+
+BAD_CHILD_KEYS = [
+    "",
+    "agent:main:subagent:../../etc",
+    "/etc/passwd",
+    "agent:main:sub\x00agent",
+    "agent:main:sub\x1b[31magent",
+    "agent:main:sub\u202eagent",
+    "agent:main:sub\x9bagent",
+    "agent:other:subagent:3f1c",
+    "subagent:3f1c",
+    "agent:main:" + "x" * 100_000,
+    17,
+]
+
+
+@pytest.mark.parametrize("bad", BAD_CHILD_KEYS, ids=lambda v: repr(v)[:24])
+def test_a_child_key_the_gateway_answers_is_checked_before_any_record(
+    tmp_path: Path, bad: object
+) -> None:
+    """A `childSessionKey` that no user could type (empty, a path, a control character,
+    another agent's, 100,000 characters) is refused with one line, exit 1, and no run record
+    is left behind for `runs` to choke on."""
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    with fake.running(
+        tmp_path / "gw", token="t0ken-fake", tools_allowed=TOOLS, child_key=bad
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        it = FakeGateway(state, gw, {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH})
+        proc = it.st("spawn", "summarise Q")
+        assert proc.returncode == 1, proc.stderr
+        (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("sessiontool: error")]
+        assert "invalid sessions_spawn's childSessionKey" in line
+        assert all(c == "\n" or c.isprintable() for c in proc.stderr)
+        assert len(proc.stderr) < 2000
+        runs_dir = state / "sessiontool" / "runs"
+        assert not list(runs_dir.glob("*.json")) if runs_dir.exists() else True
+        listed = it.st("--json", "runs")
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout)["runs"] == []

@@ -161,3 +161,24 @@ def test_markdown_it_is_imported_only_for_html(tmp_path: Path) -> None:
         assert "markdown_it" not in imported_modules(*args, state=state, tmp=tmp_path), args
     html = imported_modules("history", key, "--format", "html", state=state, tmp=tmp_path)
     assert "markdown_it" in html  # the probe sees it where it is used
+
+
+BIDI = ("\u202e", "\u202d", "\u2066", "\u2067", "\u2069", "\u200f", "\u061c")
+
+
+def test_bidi_controls_are_shown_not_obeyed_in_a_link_text_and_elsewhere(tmp_path: Path) -> None:
+    """A bidi override in a Markdown link's text (or anywhere in a message) would turn what
+    follows around on the page (`[txt.exe\u202egnp.](https://…)`): shown as `\\u202e`, as the
+    CLI shows it, never emitted raw (issue 42, item 13)."""
+    link = "see [report\u202egnp.exe](https://example.com/f) now"
+    plain = "plain " + "".join(BIDI) + " text"
+    page, raw = _page(
+        tmp_path,
+        {"role": "user", "content": plain, "timestamp": TS},
+        _asst(link + "\n\n*and* " + plain, TS + 1),
+    )
+    assert not any(c in raw for c in BIDI), [c for c in BIDI if c in raw]
+    reply = _last_article(raw)
+    assert '<span class="c">\\u202e</span>' in reply
+    assert 'href="https://example.com/f"' in reply
+    assert "report\\u202egnp.exe" in page.text_of(len(page.messages) - 1)

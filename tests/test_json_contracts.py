@@ -21,7 +21,7 @@ from .test_openclaw_sqlite import OC_STATE
 
 # -- the read commands, on the Clawdbot fixture ---------------------------------------------------
 
-LIST_TOP = {"count", "sessions"}
+LIST_TOP = {"count", "sessions", "hasMore", "limitApplied"}  # one page (nextOffset: more pages)
 LIST_ROW_ALWAYS = {
     "abortedLastRun",
     "channel",
@@ -49,6 +49,7 @@ SEARCH_HIT = {
     "agentId",
     "highlights",
     "key",
+    "messageId",  # sessions_history --message-id reopens the hit
     "role",
     "score",
     "sessionId",
@@ -228,7 +229,9 @@ def test_search(cb_state: Path, oc_state: Path) -> None:
     assert set(data) == SEARCH_TOP
     assert rows(data, "hits") == (SEARCH_HIT, SEARCH_HIT)
     data = ok("search", "the", state=oc_state)
-    assert rows(data, "hits") == (SEARCH_HIT | {"label"}, SEARCH_HIT)
+    # OpenClaw's SQLite store: no JSONL line to name, so no messageId (history reads the tail)
+    in_db = SEARCH_HIT - {"messageId"}
+    assert rows(data, "hits") == (in_db | {"label"}, in_db)
 
 
 def test_usage(cb_state: Path) -> None:

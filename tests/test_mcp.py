@@ -139,10 +139,14 @@ def test_tools_send_history_list_spawn_errors_and_resources(state: Path) -> None
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "sessions_search",
+        "subagents",
+        "sessions_yield",
     ]
     for t in tools.values():
         assert t.input_schema["type"] == "object" and t.description
         assert all(p.get("description") for p in t.input_schema["properties"].values())
+        assert t.output_schema is not None and t.output_schema["type"] == "object"
     assert tools["sessions_send"].input_schema["required"] == ["message"]
     assert tools["sessions_history"].annotations.read_only_hint is True
     assert tools["sessions_send"].annotations.read_only_hint is False
@@ -191,9 +195,15 @@ def test_read_only_in_the_legacy_handshake(state: Path) -> None:
             got["list"] = ok(await c.call_tool("sessions_list", {}))
 
     anyio.run(main)
-    assert got["names"] == ["sessions_list", "sessions_history", "agents_list"]
+    assert got["names"] == [
+        "sessions_list",
+        "sessions_history",
+        "agents_list",
+        "sessions_search",
+        "sessions_yield",
+    ]
     assert got["refused"]["status"] == "forbidden" and "read-only" in got["refused"]["error"]
-    assert got["list"] == {"count": 0, "sessions": []}
+    assert got["list"] == {"count": 0, "sessions": [], "hasMore": False, "limitApplied": 200}
     assert not (state / "agents").exists()  # nothing was sent
 
 

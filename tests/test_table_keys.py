@@ -51,3 +51,28 @@ def test_list_at_a_narrow_terminal_shortens_keys_in_the_middle(tmp_path: Path) -
     # Piped: TSV with whole keys.
     piped = run_cli("--state-dir", str(state), "list", "--all-agents", env={"COLUMNS": "60"})
     assert [ln.split("\t")[0] for ln in piped.stdout.splitlines()] == keys
+
+
+def test_runs_at_100_columns_cut_each_result_on_its_one_line(state: Path) -> None:
+    """`runs` on a 100-column terminal: one line per run, a long result cut at its end with
+    "…" (as a key is cut in the middle), never folded word by word; piped and --json, whole."""
+    from tests.runhelpers import py_command, runner_config, settle
+
+    shutil.copytree(FIXTURE_STATE, state)
+    reply = " ".join(f"word{i}" for i in range(40))  # 40 words, ~280 characters
+    runner_config(state, py_command(f"import sys; sys.stdin.read(); print({reply!r})"))
+    for key in ("main", "agent:main:dm:alice"):
+        proc = run_cli("--state-dir", str(state), "send", key, "go", "--timeout", "60")
+        assert proc.returncode == 0, proc.stderr
+    settle(state)
+    lines = [ln for ln in _terminal(state, 100, "runs") if ln]
+    assert lines[0].split() == ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"]
+    assert len(lines) == 3, lines  # the header and one line per run
+    for ln in lines[1:]:
+        assert len(ln) <= 100 and ln.endswith("…"), ln
+        shown = ln[lines[0].index("RESULT") :].removesuffix("…")
+        assert reply.startswith(shown) and len(shown) >= 12, ln
+    piped = run_cli("--state-dir", str(state), "runs", env={"COLUMNS": "100"})
+    assert [ln.split("\t")[-1] for ln in piped.stdout.splitlines()] == [reply, reply]
+    rc_json = run_cli("--state-dir", str(state), "runs", "--json", env={"COLUMNS": "100"})
+    assert [r["reply"] for r in json.loads(rc_json.stdout)["runs"]] == [reply, reply]

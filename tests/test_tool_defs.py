@@ -13,7 +13,7 @@ from sessiontool.runs import tools
 from tests.helpers import write_config
 
 
-def test_five_tools_each_fully_described() -> None:
+def test_every_tool_fully_described() -> None:
     assert tuple(tools.TOOLS) == tools.TOOL_NAMES
     for tool in tools.TOOLS.values():
         schema = tool.input_schema
@@ -25,8 +25,19 @@ def test_five_tools_each_fully_described() -> None:
         # The openai spec is the same definition, not a copy that could drift.
         assert tools.TOOL_SPECS[tool.name]["function"]["parameters"] is schema
     ro = {n for n, t in tools.TOOLS.items() if t.read_only}
-    assert ro == set(tools.READ_ONLY_TOOLS) == {"sessions_list", "sessions_history", "agents_list"}
-    assert not any(t.destructive for t in tools.TOOLS.values())
+    assert (
+        ro
+        == set(tools.READ_ONLY_TOOLS)
+        == {
+            "sessions_list",
+            "sessions_history",
+            "sessions_search",
+            "sessions_yield",
+            "agents_list",
+        }
+    )
+    # subagents cancels runs; nothing else destroys anything
+    assert {n for n, t in tools.TOOLS.items() if t.destructive} == {"subagents"}
     assert tools.TOOLS["sessions_list"].annotations["idempotentHint"] is True
     assert tools.TOOLS["sessions_send"].annotations["idempotentHint"] is False
 
@@ -61,7 +72,8 @@ def test_bad_arguments_are_usage_results(
 def test_call_shapes_and_openai_compat(state: Path) -> None:
     ctx = build_context(state, as_key="agent:main:dm:bob")
     r = tools.call_tool(ctx, "sessions_list", {"limit": 3.0, "messageLimit": None})
-    assert not r.failed and r.data == {"count": 0, "sessions": []}
+    assert not r.failed
+    assert r.data == {"count": 0, "sessions": [], "hasMore": False, "limitApplied": 3}
     assert r.text().startswith("{\n  ")
     bad = tools.call_tool(ctx, "nope", {})
     assert bad.malformed and "unknown tool" in bad.data["error"]
@@ -77,11 +89,15 @@ def test_call_shapes_and_openai_compat(state: Path) -> None:
 def test_offered_definitions_follow_identity_and_filters(state: Path) -> None:
     write_config(state, {"tools": {"subagents": {"tools": {"allow": ["sessions_history"]}}}})
     op = build_context(state)
-    assert [t.name for t in tools.offered_definitions(op)] == list(tools.TOOL_NAMES)
-    assert [t.name for t in tools.offered_definitions(op, read_only=True)] == [
+    # sessions_search only where the transport hands the search down (the MCP server)
+    assert [t.name for t in tools.offered_definitions(op, searching=True)] == list(tools.TOOL_NAMES)
+    assert "sessions_search" not in [t.name for t in tools.offered_definitions(op)]
+    assert [t.name for t in tools.offered_definitions(op, read_only=True, searching=True)] == [
         "sessions_list",
         "sessions_history",
         "agents_list",
+        "sessions_search",
+        "sessions_yield",
     ]
     assert [
         t.name for t in tools.offered_definitions(op, only=["agents_list", "sessions_send"])

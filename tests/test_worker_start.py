@@ -145,3 +145,56 @@ def test_with_no_database_open_the_worker_is_forked_and_keeps_its_lock(tmp_path:
     finally:
         _stop(holder)
         reap(state)
+
+
+THREADED = """
+import os, sys, threading, time, fcntl
+from pathlib import Path
+from sessiontool.runs import spawnproc
+from sessiontool.state.paths import StatePaths
+
+state = Path(sys.argv[1])
+stop = threading.Event()
+threading.Thread(target=stop.wait, daemon=True).start()  # a caller with threads (the MCP server)
+
+def no_fork():
+    raise AssertionError("os.fork called by a caller with threads")
+
+os.fork = no_fork
+lock = os.open(state / "lane.lock", os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(lock, fcntl.LOCK_EX)
+spawnproc.start_detached(StatePaths(state), ["drain", "0" * 32], lock_fd=lock)
+os.close(lock)
+print("started", flush=True)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:  # the worker ends; a thread of ours reaps it
+    try:
+        pid, _ = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        print("reaped", flush=True)
+        break
+    time.sleep(0.05)
+"""
+
+
+def test_a_caller_with_threads_starts_the_worker_without_forking_python(
+    tmp_path: Path,
+) -> None:
+    """Where the caller has threads, nothing of Python runs between fork and exec (os.fork is
+    never called: subprocess's C fork_exec starts the worker program), the lane lock reaches
+    the worker, and the caller reaps the worker once it exits (no zombie left)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", THREADED, str(state)],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["started", "reaped"], (proc.stdout, proc.stderr)
+        log = (state / "sessiontool" / "runs" / ".worker.log").read_text()
+        assert "Traceback" not in log and "error" not in log.lower(), log
+    finally:
+        reap(state)

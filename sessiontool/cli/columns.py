@@ -65,6 +65,7 @@ SEARCH: dict[str, Getter] = {
     "role": _plain("role"),
     "snippet": render.marked_snippet,
     "label": _plain("label"),
+    "messageId": _plain("messageId"),  # `history KEY --message-id ID` reopens the hit
 }
 # The outbox (`deliveries`), the JSON's keys: no `--fields` yet, so all of them, in this order.
 DELIVERIES: dict[str, Getter] = {

@@ -11,12 +11,12 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "list": (
         ("sessiontool list --kinds group --since 2h", "groups active in the last two hours"),
         ("sessiontool list --all-agents --json | jq -r '.sessions[].key'", "every key"),
-        ("sessiontool list --message-limit 3", "each session's last three messages"),
+        ("sessiontool list --search deploy --limit 50 --offset 50", "page 2 of label/key matches"),
     ),
     "history": (
         ("sessiontool history main --limit 20 --include-tools", "the last 20, tool results too"),
-        ("sessiontool history main --format html -o main.html", "one page to share"),
         ("sessiontool history main -f", "keep printing new messages"),
+        ("sessiontool history KEY --message-id ID --limit 9", "around a search hit's messageId"),
     ),
     "search": (
         ('sessiontool search "invoice"', "every session's messages that mention it"),

@@ -214,14 +214,18 @@ def _exit(code: int) -> None:
     """End the process once its output is out. The interpreter's own teardown (freeing every
     object, a 100 MB store's included, module by module) does nothing a user can see, so it is
     skipped with os._exit, after the atexit handlers and with stdout and stderr flushed. A
-    thread still running (none of sessiontool's commands leaves one) gets the normal exit."""
+    thread that is not a daemon (none of sessiontool's commands leaves one) gets the normal
+    exit, which waits for it; daemon threads are not waited for either way (`top` leaves its
+    own, maybe in the middle of listing 100,000 sessions: `q` must not wait for them)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (BrokenPipeError, ValueError, OSError):
             pass
     threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
+    if threading is not None and any(
+        not t.daemon for t in threading.enumerate() if t is not threading.main_thread()
+    ):
         sys.exit(code)
     import atexit
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
+from sessiontool.cli.jsonout import json_bytes as json_bytes  # re-exported
+from sessiontool.cli.jsonout import json_line as json_line  # re-exported: render.json_line
 from sessiontool.clock import iso, now_ms
+from sessiontool.termtext import esc as esc
+from sessiontool.termtext import esc_text as esc_text
+from sessiontool.termtext import label_cell
+from sessiontool.termtext import one_line as one_line
 
 if TYPE_CHECKING:
     from sessiontool.state.transcript import Message
@@ -79,20 +82,6 @@ def write_out(text: str | bytes, fd: int = 1) -> None:
             pass
 
 
-def json_line(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-def json_bytes(obj: Any) -> bytes:
-    """One compact JSON line as UTF-8, by orjson (a 44 MB listing in ~50 ms instead of ~400).
-    What orjson refuses (a lone surrogate, an integer beyond 64 bits, a non-string key) is
-    written by json.dumps as before; NaN and Infinity, which JSON has no words for, are null."""
-    try:
-        return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
-    except TypeError:
-        return json_line(obj).encode("utf-8", "backslashreplace")
-
-
 def emit_json(obj: Any) -> None:
     write_out(json_bytes(obj))
 
@@ -134,51 +123,9 @@ def empty(look: Look, text: str) -> None:
 
 
 # -- foreign text on a terminal ----------------------------------------------------------------
-
 # The one rule for text sessiontool did not write (a key, a label, a transcript, a gateway's
-# close reason or error message, a model name): every character that could drive the terminal
-# or make a line read as another is shown as an escape. C0 and C1 controls (U+009B is CSI, ESC's
-# one-character twin), DEL, the line and paragraph separators, and the bidi controls that
-# reorder what follows them ("Trojan Source": the embeddings and overrides U+202A-U+202E, the
-# isolates U+2066-U+2069, the marks U+200E, U+200F and U+061C). One set of characters, one
-# spelling of each (`\e`, `\n`, `\x9b`, `\u202e`), three uses: a field (`esc`: a backslash
-# doubled too, so no key prints as another), a body (`esc_text`: its lines and tabs kept), a
-# message line (`one_line`: errors, hints and warnings).
-_UNSAFE = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_CONTROL = re.compile(f"[\\\\{_UNSAFE}]")
-_CONTROL_IN_TEXT = re.compile(f"(?![\t\n])[{_UNSAFE}]")
-_IN_LINE = re.compile(f"[{_UNSAFE}]")
-_NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    c = m.group()
-    named = _NAMED.get(c)
-    if named is not None:
-        return named
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
-
-def esc(v: Any) -> str:
-    """One field of text output (a key, a label, a cell): control characters shown escaped
-    (`\\n`, `\\t`, `\\e`, `\\x07`) and a backslash doubled, so one row is one line, one key
-    can never print as another, and no terminal escape reaches the terminal."""
-    if v is None:
-        return ""
-    return _CONTROL.sub(_escape_char, str(v))
-
-
-def esc_text(text: str) -> str:
-    """A message body in text output: its lines and tabs stay, every other control character
-    (ESC above all: a transcript must not drive the terminal) is shown escaped."""
-    return _CONTROL_IN_TEXT.sub(_escape_char, text)
-
-
-def one_line(text: str) -> str:
-    """Messages quote what the user typed, a file held or a gateway said; a newline, a control
-    or a bidi override in there must not break the one-line error format, nor reach the
-    terminal: it is shown escaped (a backslash stays one: messages name paths)."""
-    return _IN_LINE.sub(_escape_char, text)
+# close reason or error message, a model name) is sessiontool/termtext.py's, which `top` shows
+# its panes through too: `esc` (a field), `esc_text` (a body), `one_line` (a message line).
 
 
 def error_line(message: str, hint: str | None = None) -> None:
@@ -273,44 +220,58 @@ def console(look: Look, stream: IO[str] | None = None) -> Any:
     )
 
 
-def table(
-    look: Look,
-    columns: Sequence[str],
-    rows: Iterable[Sequence[Any]],
-    *,
-    no_wrap: Sequence[str] = (),
-    keys: Sequence[str] = (),
-) -> None:
-    """A table; the `no_wrap` columns (ids, short words) are never folded over two lines. A
-    `keys` column (session keys) is never folded either: a half key copied is no key. Where the
-    table is wider than the terminal its keys are shortened in the middle ("…") and a line
-    under it says where the whole values are."""
+Fit = Mapping[str, str]  # a column → how it fits: "whole", "key" or "cut"; unnamed, it folds
+
+
+def table(look: Look, columns: Sequence[str], rows: Iterable[Sequence[Any]], fit: Fit) -> None:
+    """A table, each column as `fit` says: a "whole" column (ids, short words) is never folded
+    over two lines; a "key" column (session keys) neither, a half key copied is no key, and
+    where the table is wider than the terminal its keys are shortened in the middle ("…") with
+    a line under the table that says where the whole values are; a "cut" column (a run's
+    result) is cut at its end with "…" to what is left of the width (termtext.py's rule, which
+    `top` follows too); any other column folds."""
     from rich.markup import escape
     from rich.table import Table
 
     cells = [[_cell(v) for v in r] for r in rows]
     c = console(look)
-    shortened = False
-    if keys:
-        from sessiontool.cli.fit import key_width, middle_ellipsis
-
-        fit = key_width(columns, cells, keys, c.width)
-        at = [i for i, col in enumerate(columns) if col in keys]
-        for r in cells:
-            for i in at:
-                if len(r[i]) > fit:
-                    r[i], shortened = middle_ellipsis(r[i], fit), True
+    shortened = _fit_cells(columns, cells, fit, c.width)
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in columns:
-        if col in no_wrap or col in keys:
-            t.add_column(col, no_wrap=True, overflow="ignore")
-        else:
+        how = fit.get(col)
+        if how is None:
             t.add_column(col, overflow="fold")
+        else:
+            t.add_column(col, no_wrap=True, overflow="ellipsis" if how == "cut" else "ignore")
     for r in cells:
         t.add_row(*[escape(v) for v in r])
     c.print(t)
     if shortened:
         c.print("[dim](keys shortened with … to fit; --json or piped output has them whole)[/]")
+
+
+def _fit_cells(columns: Sequence[str], cells: list[list[str]], fit: Fit, width: int) -> bool:
+    """Shorten the "key" cells, then the "cut" ones, to fit `width`; whether a key was."""
+    from sessiontool.cli.fit import cut_width, key_width
+    from sessiontool.termtext import end_ellipsis, middle_ellipsis
+
+    keys = [col for col in columns if fit.get(col) == "key"]
+    cut = [col for col in columns if fit.get(col) == "cut"]
+    shortened = False
+    if keys:
+        most = key_width(columns, cells, keys, width)
+        at = [i for i, col in enumerate(columns) if col in keys]
+        for r in cells:
+            for i in at:
+                if len(r[i]) > most:
+                    r[i], shortened = middle_ellipsis(r[i], most), True
+    if cut:
+        most = cut_width(columns, cells, cut, width)
+        at = [i for i, col in enumerate(columns) if col in cut]
+        for r in cells:
+            for i in at:
+                r[i] = end_ellipsis(r[i], most)
+    return shortened
 
 
 # -- sessions ----------------------------------------------------------------------------------
@@ -330,14 +291,14 @@ def sessions_table(look: Look, result: Mapping[str, Any]) -> None:
                 r["key"],
                 r["kind"],
                 r.get("channel", ""),
-                r.get("label") or r.get("displayName") or "",
+                label_cell(r),
                 ago(r.get("updatedAt"), now),
                 r.get("model", ""),
                 _tokens_cell(r),
             ]
             for r in rows
         ),
-        keys=("KEY",),
+        {"KEY": "key"},
     )
 
 
@@ -428,7 +389,7 @@ def _mirror(session_key: str, messages: list[Message], i: int) -> tuple[str, boo
 
     if not mirrors.is_delivery_mirror(messages[i]):
         return None
-    return "↳ " + esc(mirrors.mark(session_key)), mirrors.repeats_reply(messages, i)
+    return "↳ " + esc(mirrors.mark(session_key, messages[i])), mirrors.repeats_reply(messages, i)
 
 
 def history_markdown(session_key: str, messages: list[Message]) -> str:
@@ -595,6 +556,9 @@ def usage_table(look: Look, result: Mapping[str, Any]) -> None:
         look,
         columns,
         rows,
-        no_wrap=(columns[0], columns[-1]) if by == "day" else (),
-        keys=(columns[0],) if by == "session" else (),
+        {columns[0]: "whole", columns[-1]: "whole"}
+        if by == "day"
+        else {columns[0]: "key"}
+        if by == "session"
+        else {},
     )

@@ -38,6 +38,10 @@ Mode = Literal["announce", "deliver", "spawn-announce"]
 MODES: tuple[str, ...] = ("announce", "deliver", "spawn-announce")
 
 DELIVERED = "delivered"
+# No delivery command is configured: the line is in the outbox for a bridge to pick up
+# (`deliveries --follow`), and nothing was sent anywhere. Never "delivered".
+OUTBOX = "outbox"
+LANDED = (DELIVERED, OUTBOX)  # what counts as done: nothing to retry
 UNDELIVERED = "undelivered"
 FAILED = "failed"
 DENIED = "denied"
@@ -81,10 +85,12 @@ def _read_entry(paths: StatePaths, agent_id: str, full_key: str) -> dict[str, An
     return read_entry(paths, full_key, agent_id)
 
 
-def mirror_message(text: str, ts_ms: int | None = None) -> dict[str, Any]:
+def mirror_message(text: str, ts_ms: int | None = None, *, outbox: bool = False) -> dict[str, Any]:
     """The assistant message OpenClaw writes after posting to a channel. Its api / provider /
     model marks are what make OpenClaw keep the mirror out of the model's context, so they
-    must be exactly these."""
+    must be exactly these. `outbox`: nothing was posted (no delivery command), which the
+    mirror says (`deliveryStatus`), so the views never call it delivered."""
+    extra = {"deliveryStatus": OUTBOX} if outbox else {}
     return {
         "role": "assistant",
         "content": [{"type": "text", "text": text}],
@@ -101,6 +107,7 @@ def mirror_message(text: str, ts_ms: int | None = None) -> dict[str, Any]:
         },
         "stopReason": "stop",
         "timestamp": now_ms() if ts_ms is None else ts_ms,
+        **extra,
     }
 
 
@@ -241,11 +248,11 @@ def _mirror(
     paths: StatePaths,
     agent_id: str,
     entry: Mapping[str, Any] | None,
-    text: str,
+    message: dict[str, Any],
     *,
     resume: bool = False,
 ) -> bool:
-    """Append the mirror to the target's transcript; False when the session has no entry or
+    """Append the mirror (`message`, mirror_message's) to the target's transcript; False when the session has no entry or
     no usable sessionId (nothing to mirror into). A resumed delivery first looks whether the
     mirror is already there, so it is never appended twice."""
     if entry is None:
@@ -256,6 +263,8 @@ def _mirror(
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
     if resume:
         from sessiontool.state.transcript import read_tail
+
+        text = message["content"][0]["text"]
 
         def same(m: dict[str, Any]) -> bool:
             c = m.get("content")
@@ -269,7 +278,7 @@ def _mirror(
 
         if read_tail(path, 1, same).messages:
             return True
-    append_message(path, sid, mirror_message(text))
+    append_message(path, sid, message)
     return True
 
 
@@ -294,7 +303,7 @@ def deliver(
     Exactly one outbox line is written whatever happens (with `delivery_id`, one
     line with that id however often it is resumed: `resume` first looks for it); the send policy of the
     target is checked first (`denied`), then the target (`undelivered`), then the delivery
-    command, if any (`failed` on a non-zero exit). Only a delivered text is mirrored.
+    command (`failed` on a non-zero exit; none: `outbox`, for a bridge). Only those mirror.
 
     A mirror that cannot be written does not undo the delivery: the returned record (not the
     outbox line) then carries `mirrorError`. `agent_id` is only needed for the key `global`."""
@@ -304,9 +313,10 @@ def deliver(
     record: DeliveryRecord = {"id": delivery_id} if delivery_id else {}
     if resume and delivery_id and delivery_id in _ids(paths):
         done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), {})
-        if done.get("status") == DELIVERED and mirror:
+        if done.get("status") in LANDED and mirror:
             entry0 = _read_entry(paths, agent, session_key)
-            _mirror(paths, agent, entry0, text, resume=True)
+            again = mirror_message(text, outbox=done["status"] == OUTBOX)
+            _mirror(paths, agent, entry0, again, resume=True)
         return cast("DeliveryRecord", done)  # the line this very call wrote before (its id)
     record.update(
         {
@@ -363,11 +373,12 @@ def deliver(
         else:
             record["error"] = failure
     else:
-        record["status"] = DELIVERED
+        record["status"] = OUTBOX
     append_outbox(paths, record)
-    if record["status"] == DELIVERED and mirror:
+    if record["status"] in LANDED and mirror:
         try:
-            _mirror(paths, agent, entry, text, resume=resume)
+            made = mirror_message(text, outbox=record["status"] == OUTBOX)
+            _mirror(paths, agent, entry, made, resume=resume)
         except SessiontoolError as exc:
             return {**record, "mirrorError": exc.message}
     return record

@@ -98,5 +98,5 @@ def retry(ctx: Context, ids: list[str]) -> RetryResult:
             retry_of=did,
         )
         results.append({**rec, "id": did, "previousStatus": old.get("status")})
-    ok = sum(1 for r in results if r.get("status") == delivery.DELIVERED)
+    ok = sum(1 for r in results if r.get("status") in delivery.LANDED)
     return {"count": len(results), "delivered": ok, "deliveries": results}

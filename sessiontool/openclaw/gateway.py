@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiontool.errors import ForbiddenError, SessiontoolError
+from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.openclaw.wsclient import GatewayError  # noqa: F401 - re-exported
 from sessiontool.openclaw_releases import STORE_LOCKS
 from sessiontool.state.paths import StatePaths
@@ -396,6 +396,10 @@ def write_mode(paths: StatePaths, agent_ids: list[str], command: str, *, routabl
     if paths.openclaw_config() is None or not g.reachable():
         return "files"
     version = g.version(paths)
+    if isinstance(g._refusal, UsageError):
+        # Our own config stopped the handshake before anything was asked (a bad SecretRef
+        # setting): that error as it is (exit 2, file and key), not a refusal of the gateway.
+        raise g._refusal
     if version is None and g._refusal is not None:
         # It speaks protocol 4 (2026.5.28 or later: lockless) but refused sessiontool.
         raise ForbiddenError(

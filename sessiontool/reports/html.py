@@ -353,7 +353,7 @@ def mirror_html(i: int, msg: Message, session_key: str, repeats: bool) -> Markup
     from sessiontool.sessions import mirrors
 
     ts = fmt_time(msg.get("timestamp"))
-    note = fill(Markup("↳ {} · <time>{}</time>"), h(mirrors.mark(session_key)), ts)
+    note = fill(Markup("↳ {} · <time>{}</time>"), h(mirrors.mark(session_key, msg)), ts)
     if repeats:
         return fill(Markup('<div class="dlv" id="m{}"><p>{} · the reply above</p></div>'), i, note)
     text = _blocks_text(msg.get("content"))

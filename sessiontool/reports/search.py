@@ -376,6 +376,7 @@ def search(
         texts = _Texts(found.path)
         try:
             engine, rows = _query(idx, texts, q, (roles, since_ms, until_ms, limit, scoped))
+            rows = [(*r[:5], texts.line_id(r[0], r[5])) for r in rows]
         finally:
             texts.close()
         refs = {r[0]: found.ref(r[0]) for r in rows}
@@ -385,7 +386,7 @@ def search(
     with read_scope():
         engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     hits = []
-    for file_id, ts, role_, marked, score in rows:
+    for file_id, ts, role_, marked, score, message_id in rows:
         ref = by_id[file_id]
         snippet, spans = split_marked(marked)
         hit: dict[str, Any] = {
@@ -397,6 +398,8 @@ def search(
             "snippet": snippet,
             "highlights": spans,
         }
+        if message_id is not None:  # sessions_history's messageId: the window around this hit
+            hit["messageId"] = message_id
         if ref.label:
             hit["label"] = ref.label
         if ref.archived:
@@ -435,6 +438,10 @@ class _Texts:
     def get(self, file_id: int, off: int, part: int, indexed: str | None) -> str | None:
         if indexed is not None:
             return indexed
+        fh = self._open(file_id)
+        return None if fh is None else si.row_text(fh, off, part)
+
+    def _open(self, file_id: int) -> BinaryIO | None:
         fh = self.files.get(file_id)
         if fh is None:
             path = self.path_of(file_id)
@@ -445,7 +452,22 @@ class _Texts:
             except OSError:
                 return None
             self.files[file_id] = fh
-        return si.row_text(fh, off, part)
+        return fh
+
+    def line_id(self, file_id: int, off: int) -> str | None:
+        """The entry id of the transcript line at byte `off` (a hit's messageId)."""
+        import json
+
+        fh = self._open(file_id)
+        if fh is None:
+            return None
+        try:
+            fh.seek(off)
+            obj = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return None
+        ident = obj.get("id") if isinstance(obj, dict) else None
+        return ident if isinstance(ident, str) else None
 
     def close(self) -> None:
         for fh in self.files.values():
@@ -475,7 +497,7 @@ def _match(
     ).fetchall():
         text = texts.get(file_id, off, part, indexed)
         if text is not None:  # the line is gone: the file changed since the catch-up
-            out.append((file_id, ts, role, scan_snippet(text, q.terms), r))
+            out.append((file_id, ts, role, scan_snippet(text, q.terms), r, off))
     return out
 
 
@@ -503,7 +525,7 @@ def _scan(
     for file_id, ts, role, off, part, indexed in cur:
         text = texts.get(file_id, off, part, indexed)
         if text is not None and _matches(q.tree, text):
-            out.append((file_id, ts, role, scan_snippet(text, q.terms), None))
+            out.append((file_id, ts, role, scan_snippet(text, q.terms), None, off))
             if len(out) >= limit:
                 break
     return out

@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 FORMAT = 3  # bump when the pages' markup changes: every page is rendered again
 MANIFEST = ".sessiontool-html.json"
 SITE_PAGES = ("index.html", "usage.html")  # beside the manifest and s/, in every site
+
+
+def _site_writes(rel: str) -> bool:
+    """Whether a site export writes the file at `rel` (a session's page, a site page)."""
+    return rel in (MANIFEST, *SITE_PAGES) or (
+        rel.startswith("s/") and rel.count("/") == 1 and rel.endswith(".html")
+    )
+
+
 DAY_MS = 86_400_000
 
 
@@ -191,7 +200,7 @@ def export_html(
     listed = _listed(out_root / MANIFEST)
     if listed is None:
         raise outdir.foreign(out_root / MANIFEST, out_root, "a manifest the HTML")
-    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, "--html", "a file the HTML")
+    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, "--html", _site_writes)
     counts = {"sessions": 0, "written": 0, "unchanged": 0}
     rows: list[dict[str, Any]] = []
     new_pages: dict[str, Any] = {}

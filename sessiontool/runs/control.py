@@ -165,6 +165,31 @@ def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[s
         time.sleep(DELIVERY_POLL_SECONDS)
 
 
+def wait_announce(ctx: Context, rec: Record, wait_s: float) -> str | None:
+    """After a spawn through the gateway ended, its worker hands the result to the requester
+    and follows that turn (runs/gateway_announce.py): wait up to `wait_s` for it, and say why
+    it has not landed (None: it landed, or is not such a spawn)."""
+    from sessiontool.errors import SessiontoolError
+    from sessiontool.runs import gateway_announce, records
+
+    deadline = time.monotonic() + wait_s
+    cur = rec
+    while True:
+        fu = cur.get("followUp")
+        if not isinstance(fu, dict) or fu.get("next") not in gateway_announce.STEPS:
+            return None
+        why = gateway_announce.not_landed(cur)
+        if why is not None:
+            return why
+        if time.monotonic() >= deadline:
+            return "its announce turn has not ended yet (still pending)"
+        time.sleep(DELIVERY_POLL_SECONDS)
+        try:
+            cur = records.read_record(ctx.paths, rec["runId"])
+        except SessiontoolError as exc:
+            return exc.message
+
+
 def _follow_up_done(ctx: Context, run_id: str) -> bool:
     from sessiontool.errors import SessiontoolError
     from sessiontool.runs import records
@@ -174,3 +199,61 @@ def _follow_up_done(ctx: Context, run_id: str) -> bool:
     except SessiontoolError:
         return True
     return isinstance(fu, dict) and fu.get("next") == "done"
+
+
+def pending_announces(paths: StatePaths) -> list[Record]:
+    """The runs whose gateway announce failed and is still to be made."""
+    from sessiontool.runs import records
+    from sessiontool.runs.gateway_announce import not_landed
+
+    return [r for r in records.iter_records(paths, warn=False) if not_landed(r) is not None]
+
+
+def retry_announces(paths: StatePaths, cfg: Any, run_ids: list[str]) -> list[dict[str, Any]]:
+    """`deliveries retry` for announces that did not land: each given run's (all pending
+    ones when none is given) announce step made once more now, one more attempt allowed
+    past the automatic ones, under the run's lock (one held by a worker making it now is
+    left to that worker). What each ended as, in the shape of a retried delivery."""
+    from sessiontool.runs import records, steps
+    from sessiontool.runs.gateway_announce import MODE, STEPS, not_landed
+
+    out: list[dict[str, Any]] = []
+    for rec in (
+        [records.read_record(paths, r) for r in run_ids] if run_ids else pending_announces(paths)
+    ):
+        before = not_landed(rec)
+        fd = steps.try_lock(paths, rec["runId"], block=False)
+        if fd is not None:
+            try:
+                _allow_one_more(paths, rec)
+                steps.Advancer(paths, cfg).advance(rec["runId"])
+            finally:
+                steps.release_lock(paths, rec["runId"], fd)
+        now = records.read_record(paths, rec["runId"])
+        why = not_landed(now)
+        landed = now.get("followUp", {}).get("next") not in STEPS
+        item: dict[str, Any] = {
+            "id": f"{rec['runId']}:{MODE}",
+            "runId": rec["runId"],
+            "mode": MODE,
+            "sessionKey": rec.get("requesterSessionKey"),
+            "status": "delivered" if landed else "failed" if why else "pending",
+            "previousStatus": "failed" if before else "pending",
+        }
+        if why and not landed:
+            item["error"] = why
+        out.append(item)
+    return out
+
+
+def _allow_one_more(paths: StatePaths, rec: Record) -> None:
+    from sessiontool.runs import records
+    from sessiontool.runs.gateway_announce import attempt_of
+
+    def mutate(r: Record) -> None:
+        fu: dict[str, Any] = dict(r.get("followUp") or {})
+        fu["announceLimit"] = attempt_of(r)
+        fu.pop("attemptAt", None)
+        r["followUp"] = fu  # type: ignore[typeddict-item]
+
+    records.update_record(paths, rec["runId"], mutate)

@@ -29,7 +29,7 @@ from sessiontool.openclaw import gateway
 from sessiontool.runs import lanes, records, steps
 from sessiontool.runs.gateway_writer import ABORT_CALL_TIMEOUT_S
 from sessiontool.runs.turn import Outcome, RunAborted, Worker, abortable, decide
-from sessiontool.state.paths import StatePaths
+from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord as Record
@@ -331,8 +331,9 @@ def _publish(paths: StatePaths, rec: Record, out: Outcome) -> None:
             r["model"] = out.model
         if out.provider:
             r["modelProvider"] = out.provider
-        if isinstance(meta.get("sessionId"), str):
-            r["sessionId"] = meta["sessionId"]
+        sid = meta.get("sessionId")
+        if isinstance(sid, str) and len(sid) <= 256 and is_plain_name(sid):  # never a path
+            r["sessionId"] = sid
         took = turn_duration_ms(out.result)
         if took is not None:
             r["gatewayDurationMs"] = took

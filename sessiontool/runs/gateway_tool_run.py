@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import records
-from sessiontool.runs.gateway_writer import announce_call, chat_abort
+from sessiontool.runs.gateway_writer import chat_abort
 from sessiontool.runs.turn import Outcome, RunAborted, abortable
 
 if TYPE_CHECKING:
@@ -223,8 +223,8 @@ def openclaw_announce(paths: StatePaths, rec: Record) -> str | None:
         )
     except SessiontoolError:
         return None
-    ended_at = ended.get("endedAt")
-    return announce_id if ended.get("status") != "timeout" or isinstance(ended_at, int) else None
+    # Only a turn that ended ok landed: a failed one of OpenClaw's is retried by ours.
+    return announce_id if ended.get("status") == "ok" else None
 
 
 def announce(
@@ -232,17 +232,20 @@ def announce(
 ) -> dict[str, Any]:
     """The announce of a spawn OpenClaw's sessions_spawn made: OpenClaw hands the result to the
     requester itself (and archives a `--cleanup delete` child), and its announce run is recorded
-    (`announceRunId`, `announcedBy: openclaw`). When it has not ended within the grace, it is
-    handed over in OpenClaw's form under OpenClaw's own key: the gateway runs one announce per
-    key, so an announce of OpenClaw's already under way answers `in_flight` and stays the one
-    (`announcedBy: openclaw`); else ours runs (`announcedBy: sessiontool`), and a later retry of
-    OpenClaw's finds it done instead of announcing a second time. (A retry of this step after
-    its own call was accepted also answers `in_flight`, and is then counted as OpenClaw's: the
-    one announce was made either way.) Raises on failure (the step is retried)."""
-    seen = openclaw_announce(paths, rec)
+    (`announceRunId`, `announcedBy: openclaw`). When it has not ended ok within the grace, it is
+    handed over in OpenClaw's form under OpenClaw's own key and followed to its end
+    (runs/gateway_announce.py): the gateway runs one announce per key, so an announce of
+    OpenClaw's already under way answers `in_flight`, is followed and stays the one
+    (`announcedBy: openclaw`); else ours runs (`announcedBy: sessiontool`), and a
+    `--cleanup delete` child is then removed by sessiontool (OpenClaw's own clean-up came with
+    the announce that failed). The followUp changes to record once it landed, `next` included;
+    raises when it did not (the step is retried)."""
+    from sessiontool.runs import gateway_announce
+
+    first = gateway_announce.attempt_of(rec) == 1
+    seen = openclaw_announce(paths, rec) if first else None
     if seen is not None:
-        return {"announceRunId": seen, "announcedBy": "openclaw"}
-    data = announce_call(paths, rec, text(paths, cfg, rec))
-    run = data.get("runId") if isinstance(data.get("runId"), str) else None
-    by = "openclaw" if data.get("status") == "in_flight" else "sessiontool"
-    return {"announceRunId": run, "announcedBy": by}
+        return {"next": "done", "announceRunId": seen, "announcedBy": "openclaw"}
+    done = gateway_announce.land(paths, rec, text(paths, cfg, rec))
+    ours = done["announcedBy"] == "sessiontool"
+    return {"next": "cleanup" if ours and rec.get("cleanup") == "delete" else "done", **done}

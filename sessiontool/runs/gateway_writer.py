@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from sessiontool.state.paths import StatePaths
 
 Entry = dict[str, Any]
-ANNOUNCE_CALL_TIMEOUT_S = 60.0
 ABORT_CALL_TIMEOUT_S = 30.0
 
 
@@ -70,6 +69,49 @@ def _call(ctx: Context, method: str, params: dict[str, Any], label: str | None =
                 hint="labels name one session; pick another or relabel that one first",
             ) from exc
         raise
+
+
+MAX_KEY_CHARS = 512  # OpenClaw's own keys are short; a key past this is junk, not a session
+
+
+def checked_key(value: Any, agent_id: str, what: str) -> str:
+    """A session key the gateway answered, held to the rule a user's key is held to
+    (sessions/resolve.py `validate_key_input`: no path, no control character), and to be a
+    whole key (`agent:<id>:<rest>`, at most MAX_KEY_CHARS) of the agent asked for, before
+    any record names it. Raises GatewayError (exit 1) saying what came back, escaped."""
+    import unicodedata
+
+    from sessiontool.openclaw.wsconnection import GatewayError
+    from sessiontool.sessions.resolve import validate_key_input
+    from sessiontool.state import keys
+
+    def refuse(why: str) -> GatewayError:
+        shown = (
+            ascii(value[:60]) + ("…" if len(value) > 60 else "")
+            if isinstance(value, str)
+            else type(value).__name__
+        )
+        return GatewayError(
+            f"the gateway answered an invalid {what}: {shown} ({why}); nothing was recorded",
+            hint="check what runs the gateway (sessiontool doctor)",
+        )
+
+    if not isinstance(value, str) or not value:
+        raise refuse("not a session key")
+    if len(value) > MAX_KEY_CHARS:
+        raise refuse(f"{len(value)} characters, at most {MAX_KEY_CHARS}")
+    try:
+        text = validate_key_input(value)
+    except SessiontoolError:
+        raise refuse("keys never name paths or hold control characters") from None
+    if text != value or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value):
+        raise refuse("keys hold no spaces around them, control or format characters")
+    parsed = keys.split_agent_key(value)
+    if parsed is None:
+        raise refuse("not a whole agent:<id>:<rest> key")
+    if keys.normalize_agent_id(parsed[0]) != agent_id or parsed[0] != agent_id:
+        raise refuse(f"a session of agent {ascii(parsed[0])}, not of {agent_id}, the one asked")
+    return value
 
 
 class GatewayWriter:
@@ -164,9 +206,10 @@ class GatewayWriter:
         if details is None:
             return None
         child, gw_run = details.get("childSessionKey"), details.get("runId")
-        if details.get("status") != "accepted" or not isinstance(child, str):
+        if details.get("status") != "accepted" or child is None:
             why = details.get("error") or details.get("status") or "no child session"
             raise own_tools.ToolRefused(f"OpenClaw's sessions_spawn: {why}")
+        child = checked_key(child, spawn["agentId"], "sessions_spawn's childSessionKey")
         return {"childSessionKey": child, "runId": gw_run if isinstance(gw_run, str) else None}
 
     def openclaw_sends(self, ctx: Context, requester: str) -> bool:
@@ -198,8 +241,11 @@ class GatewayWriter:
     def announce_to_requester(
         self, paths: StatePaths, cfg: Config, rec: Record, text: str
     ) -> str | None:
-        """The announce turn (announce_call); the gateway's run id of it."""
-        run_id = announce_call(paths, rec, text).get("runId")
+        """The announce turn, followed until it landed (runs/gateway_announce.py); the
+        gateway's run id of it. Raises when it did not land."""
+        from sessiontool.runs import gateway_announce
+
+        run_id = gateway_announce.land(paths, rec, text).get("announceRunId")
         return run_id if isinstance(run_id, str) else None
 
     def cleanup(self, paths: StatePaths, rec: Record) -> None:
@@ -254,48 +300,3 @@ def chat_abort(paths: StatePaths, session_key: str, run_id: str) -> bool:
     except SessiontoolError:
         return False
     return data.get("aborted") is True
-
-
-def announce_call(paths: StatePaths, rec: Record, text: str) -> dict[str, Any]:
-    """A turn of the requester session in OpenClaw's own announce form (accepted, not waited
-    for: the gateway owns it from there): the `task_completion` event as `internalEvents`, so
-    OpenClaw keeps no user message for it, only the requester's reply, under OpenClaw's own key
-    `announce:v1:<child>:<child's run>` (one announce even if OpenClaw's own is tried as well).
-    A gateway that refuses those fields (older ones) gets `text`, the visible
-    Status/Result/Notes/Stats message. Raises on failure, so the step is retried. The gateway's
-    answer: `accepted` with its run id, or `in_flight` when a run under that key already
-    exists (OpenClaw's own announce got there first)."""
-    from sessiontool.flow import announce
-
-    child = rec["sessionKey"]
-    stats = next((ln for ln in text.splitlines() if ln.startswith("Stats: ")), None)
-    event = announce.completion_event(rec, stats)
-    params: dict[str, Any] = {
-        "sessionKey": rec["requesterSessionKey"],
-        "message": announce.completion_prompt(event),
-        "internalEvents": [event],
-        "idempotencyKey": announce.announce_id(child, rec.get("gatewayRunId") or rec["runId"]),
-        "inputProvenance": {
-            "kind": "inter_session",
-            "sourceSessionKey": child,
-            "sourceChannel": "internal",
-            "sourceTool": "subagent_announce",
-        },
-    }
-    try:
-        data = gateway.call(paths, "agent", params, timeout_s=ANNOUNCE_CALL_TIMEOUT_S)
-    except SessiontoolError as exc:
-        if "internalEvents" not in exc.message and "inputProvenance" not in exc.message:
-            raise
-        params.update(
-            message=text,
-            idempotencyKey=f"{rec['runId']}:announce",
-            inputProvenance={
-                "kind": "inter_session",
-                "sourceSessionKey": child,
-                "sourceTool": "sessions_spawn",
-            },
-        )
-        del params["internalEvents"]
-        data = gateway.call(paths, "agent", params, timeout_s=ANNOUNCE_CALL_TIMEOUT_S)
-    return data if isinstance(data, dict) else {}

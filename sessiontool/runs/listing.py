@@ -129,3 +129,17 @@ def open_runs(ctx: Context, session: str) -> list[str]:
             found.append(rec)
     found.sort(key=lambda r: (r.get("createdAt") or 0, r.get("runId", "")))
     return [r["runId"] for r in found]
+
+
+def active_session_keys(ctx: Context) -> frozenset[str]:
+    """The stored keys of the sessions with a run of ours queued or running (any requester's:
+    whether a session is busy is not private), for `list --active-only`."""
+    found = set()
+    for rec in records.iter_records(ctx.paths, warn=False):
+        if rec.get("kind") not in USER_KINDS or rec.get("status") not in schema.ACTIVE_STATUSES:
+            continue
+        rec = reconcile(ctx.paths, rec)  # a dead worker's run is over, not active
+        key = rec.get("sessionKey")
+        if isinstance(key, str) and rec.get("status") in schema.ACTIVE_STATUSES:
+            found.add(key)
+    return frozenset(found)

@@ -63,12 +63,7 @@ def reconcile(
             rec = update_record(paths, rec["runId"], mark)
         except StorageError as exc:
             if waiting:
-                raise StorageError(
-                    f"run {rec['runId']} stopped: its worker is gone and its end cannot be "
-                    f"recorded: {exc.message}",
-                    hint="free some space; the next command records its end (lost, or ok with "
-                    "the reply its transcript holds); it is never run again",
-                ) from exc
+                return _unrecorded_end(paths, rec, exc)
             return rec
         except (NotFoundError, CorruptStateError):
             return rec
@@ -86,6 +81,31 @@ def reconcile(
         except Exception:  # noqa: BLE001 - a reconciler never fails on someone else's run
             pass
     return rec
+
+
+def _unrecorded_end(paths: StatePaths, rec: Record, exc: StorageError) -> Record:
+    """For a waiter: a dead worker's run whose end cannot be recorded (a full disk). When its
+    turn happened (its reply is in the transcript), the end as the reconciler will record it
+    once there is space, to give (the reply, exit 0) with a warning, not "stopped" (a cron
+    job retrying on exit 1 would make the turn twice); the record on disk is not touched.
+    Else that failure, at once."""
+    from sessiontool import diag
+
+    reply = recover.reply_on_disk(paths, rec)
+    if reply is None:
+        raise StorageError(
+            f"run {rec['runId']} stopped: its worker is gone and its end cannot be "
+            f"recorded: {exc.message}",
+            hint="free some space; the next command records its end (lost, or ok with "
+            "the reply its transcript holds); it is never run again",
+        ) from exc
+    ended: Record = dict(rec)  # type: ignore[assignment]
+    recover.end_from(ended, reply)
+    diag.warn(
+        f"run {rec['runId']}: its reply is in the transcript, but its record could not be "
+        f"written ({exc.message}); the next command once there is space records its end"
+    )
+    return ended
 
 
 def _after_dead_end(paths: StatePaths, rec: Record, recovered: bool, *, resume: bool) -> None:
@@ -121,6 +141,12 @@ def _ensure_lane(paths: StatePaths, rec: Record) -> None:
         pass
 
 
+def _announce_exhausted(rec: Record) -> bool:
+    from sessiontool.runs import gateway_announce
+
+    return gateway_announce.exhausted(rec)
+
+
 def maybe_resume(paths: StatePaths, rec: Record) -> None:
     """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
     lock, no agent step of it is queued or running, and no attempt was made in the last few
@@ -142,4 +168,6 @@ def maybe_resume(paths: StatePaths, rec: Record) -> None:
     attempt = fu.get("attemptAt")
     if isinstance(attempt, int) and 0 <= now_ms() - attempt < RETRY_MS:
         return
+    if name.endswith("-announce") and _announce_exhausted(rec):
+        return  # its failed turns are not repeated on their own: `deliveries retry` does
     start_detached(paths, ["follow", rec["runId"]])

@@ -26,7 +26,8 @@ class FollowUp(TypedDict, total=False):
     """What still follows a finished run (runs/steps.py): its next step and that step's data.
     A step's field that is done with is removed, never left as null."""
 
-    next: str  # "reply:N", "announce", "inject", "deliver", "cleanup", "gateway-announce", "done"
+    next: str  # "reply:N", "announce", "inject", "deliver", "cleanup", "gateway-announce",
+    # "openclaw-announce", "done"
     latest: str  # the last reply of an agent-to-agent exchange
     incoming: str  # the message the next reply turn answers
     text: str  # what `inject`/`deliver` hands on
@@ -36,6 +37,10 @@ class FollowUp(TypedDict, total=False):
     delivering: bool  # a delivery was started (resumed, never written twice)
     attemptAt: int  # ms of the last failed attempt (retried after a pause)
     injectAt: int  # ms the announce message was made (its transcript timestamp)
+    announceAttempt: int  # a gateway announce's attempt (its idempotency key; gateway_announce)
+    announceLimit: int  # the last attempt it may make (`deliveries retry` raises it)
+    announceRunId: str  # the gateway's run of the announce turn
+    announcedBy: str  # "openclaw" or "sessiontool": whose announce turn landed
 
 
 class Announce(TypedDict, total=False):

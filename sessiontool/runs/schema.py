@@ -74,6 +74,9 @@ def _follow_up(v: Any) -> bool:
             return False
     if v.get("delivering") is not None and not isinstance(v["delivering"], bool):
         return False
+    n = v.get("announceAttempt")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        return False
     return all(v.get(k) is None or is_ms(v[k]) for k in ("attemptAt", "injectAt"))
 
 

@@ -374,16 +374,16 @@ class Advancer:
         return WAIT
 
     def gateway_announce(self, rec: Record) -> str:
-        """A gateway spawn's announce: the announce message as a turn of the requester session.
-        A failure is recorded and retried later (the announce's idempotency key is fixed)."""
-        from sessiontool.runs.writer import writer_of
+        """A gateway spawn's announce, followed until it landed (runs/gateway_announce.py)."""
+        from sessiontool.runs import gateway_announce
 
         try:
-            text = announce_text(self.paths, self.cfg, rec)
-            announce = writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
+            done = gateway_announce.land(self.paths, rec, announce_text(self.paths, self.cfg, rec))
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
-        return self.record(rec, {"next": "cleanup", "attemptAt": None, "announceRunId": announce})
+        return self.record(
+            rec, {"next": "cleanup", "attemptAt": None, **done}, announcedAt=now_ms()
+        )
 
     def openclaw_announce(self, rec: Record) -> str:
         """A spawn made by OpenClaw's own sessions_spawn (gateway_tool_run.announce)."""
@@ -393,7 +393,7 @@ class Advancer:
             done = gateway_tool_run.announce(self.paths, self.cfg, rec, announce_text)
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
-        return self.record(rec, {"next": DONE, "attemptAt": None, **done}, announcedAt=now_ms())
+        return self.record(rec, {"attemptAt": None, **done}, announcedAt=now_ms())
 
     def cleanup(self, rec: Record) -> str:
         from sessiontool import testhooks

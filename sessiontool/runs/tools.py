@@ -12,132 +12,20 @@ A tool's refusal or failure comes back as the JSON object the CLI prints with `-
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiontool.context import Context, Requester
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
+from sessiontool.runs import read_tools, subagent_tools, tool_outputs
+from sessiontool.runs.tooldefs import SESSION_KEY as _SESSION_KEY
+from sessiontool.runs.tooldefs import CallOptions, Searcher, ToolDef, ToolResult
+from sessiontool.runs.tooldefs import obj_schema as _schema
+from sessiontool.runs.tooldefs import str_param as _str
 
-if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord
-    from sessiontool.state.paths import StatePaths
-
-TOOL_NAMES = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "agents_list")
-READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
 FAILED_STATUSES = frozenset({"forbidden", "error", "timeout"})
-
-Waiter = Callable[["StatePaths", str, float], "RunRecord"]
-
-
-@dataclass(frozen=True)
-class CallOptions:
-    """How a transport wants a call carried out. `wait` replaces the run engine's blocking wait
-    for a `sessions_send` with `timeoutSeconds > 0` (the MCP server waits in slices, reporting
-    progress and honouring cancellation); None is the engine's own `wait_for`. `null_is_absent`:
-    a model's tool call sends `null` for "unset" and means it; an MCP client's `null` is a
-    value of the wrong type (JSON Schema: an integer is not null), a usage error."""
-
-    wait: Waiter | None = None
-    null_is_absent: bool = True
-
-
-Handler = Callable[[Context, Mapping[str, Any], CallOptions], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class ToolDef:
-    """One session tool, as every transport offers it."""
-
-    name: str
-    title: str
-    description: str
-    input_schema: dict[str, Any]
-    handler: Handler
-    read_only: bool
-    destructive: bool = False
-    idempotent: bool = False
-    open_world: bool = False
-
-    @property
-    def annotations(self) -> dict[str, Any]:
-        """MCP tool annotations (hints a client may show or act on)."""
-        return {
-            "title": self.title,
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": self.open_world,
-        }
-
-    def openai_spec(self) -> dict[str, Any]:
-        """The chat-completions `tools[]` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema,
-            },
-        }
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What one call gave. `data` is the CLI's JSON object for it; `failed` is true for a
-    refusal, an error or a send that timed out (`status` forbidden/error/timeout); `malformed`
-    only when the call could not even be interpreted (unknown tool, arguments not an object, a
-    crash): the `openai` runner's own isError."""
-
-    data: dict[str, Any]
-    failed: bool = False
-    malformed: bool = False
-
-    @property
-    def status(self) -> str | None:
-        s = self.data.get("status")
-        return s if isinstance(s, str) else None
-
-    def text(self) -> str:
-        """The text rendering every transport shows a model: the JSON object, indented."""
-        return json.dumps(self.data, indent=2, ensure_ascii=False)
-
-
-# -- schemas --------------------------------------------------------------------------------
-
-
-def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    if required:
-        params["required"] = required
-    return params
-
-
-def _int(description: str, minimum: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "integer", "description": description}
-    if minimum is not None:
-        out["minimum"] = minimum
-    return out
-
-
-def _str(description: str) -> dict[str, Any]:
-    return {"type": "string", "description": description}
-
-
-KINDS = ["main", "group", "cron", "hook", "node", "other"]
-
-_SESSION_KEY = (
-    "The target session: its key as sessions_list shows it (e.g. `main` or "
-    "`agent:main:discord:group:123`), or its sessionId."
-)
-
 
 # -- checking arguments against a schema ------------------------------------------------------
 
@@ -226,32 +114,6 @@ def check_arguments(
 # -- handlers -------------------------------------------------------------------------------
 
 
-def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
-    from sessiontool.sessions.listing import list_sessions
-
-    return dict[str, Any](
-        list_sessions(
-            ctx,
-            kinds=args.get("kinds"),
-            limit=args.get("limit", 200),
-            active_minutes=args.get("activeMinutes"),
-            message_limit=min(args.get("messageLimit", 0), 20),
-        )
-    )
-
-
-def _sessions_history(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
-    from sessiontool.sessions.history import history
-
-    h = history(
-        ctx,
-        args["sessionKey"],
-        limit=args.get("limit", 200),
-        include_tools=bool(args.get("includeTools", False)),
-    )
-    return dict(h.to_json())
-
-
 def _sessions_send(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
     from sessiontool.runs import submit
 
@@ -300,56 +162,6 @@ def _agents_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> di
 TOOLS: dict[str, ToolDef] = {
     t.name: t
     for t in (
-        ToolDef(
-            name="sessions_list",
-            title="List sessions",
-            description=(
-                "List the sessions this session may see, newest first, with optional filters "
-                "and the last messages of each. Result: {count, sessions: [{key, kind, channel, "
-                "label, updatedAt (epoch ms), sessionId, model, totalTokens, ...}]}."
-            ),
-            input_schema=_schema(
-                {
-                    "kinds": {
-                        "type": "array",
-                        "items": {"type": "string", "enum": KINDS},
-                        "description": "Only sessions of these kinds.",
-                    },
-                    "limit": _int("At most this many sessions (default 200).", 1),
-                    "activeMinutes": _int("Only sessions updated in the last N minutes.", 1),
-                    "messageLimit": _int(
-                        "Include the last N messages of each session (0 = none, the default; "
-                        "at most 20).",
-                        0,
-                    ),
-                }
-            ),
-            handler=_sessions_list,
-            read_only=True,
-            idempotent=True,
-        ),
-        ToolDef(
-            name="sessions_history",
-            title="Read a session's history",
-            description=(
-                "Fetch the message history of a session (by key or sessionId), oldest first. "
-                "Result: {sessionKey, sessionId, messages: [...]}."
-            ),
-            input_schema=_schema(
-                {
-                    "sessionKey": _str(_SESSION_KEY),
-                    "limit": _int("The last N messages (default 200, at most 1000).", 1),
-                    "includeTools": {
-                        "type": "boolean",
-                        "description": "Include tool-result messages (default false).",
-                    },
-                },
-                ["sessionKey"],
-            ),
-            handler=_sessions_history,
-            read_only=True,
-            idempotent=True,
-        ),
         ToolDef(
             name="sessions_send",
             title="Send a message to a session",
@@ -425,6 +237,19 @@ TOOLS: dict[str, ToolDef] = {
     )
 }
 
+# The table, in the order tools are offered: the read tools (runs/read_tools.py), this module's,
+# the orchestration tools (runs/subagent_tools.py); each with its output schema.
+TOOLS = tool_outputs.with_outputs(
+    {
+        **{n: t for n, t in read_tools.TOOLS.items() if n != "sessions_search"},
+        **TOOLS,
+        "sessions_search": read_tools.TOOLS["sessions_search"],
+        **subagent_tools.TOOLS,
+    }
+)
+TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
+READ_ONLY_TOOLS: tuple[str, ...] = tuple(n for n, t in TOOLS.items() if t.read_only)
+
 # The chat-completions `tools[]` entries, built from the definitions (kept for callers).
 TOOL_SPECS: dict[str, dict[str, Any]] = {n: t.openai_spec() for n, t in TOOLS.items()}
 
@@ -447,11 +272,18 @@ def offered_names(ctx: Context) -> list[str]:
 
 
 def offered_definitions(
-    ctx: Context, *, read_only: bool = False, only: list[str] | None = None
+    ctx: Context,
+    *,
+    read_only: bool = False,
+    only: list[str] | None = None,
+    searching: bool = False,
 ) -> list[ToolDef]:
     """The definitions a transport offers: `offered_names`, narrowed to the read-only tools
-    and/or to `only` (order kept)."""
+    and/or to `only` (order kept); sessions_search only where the transport hands the search
+    down (`searching`: CallOptions.search)."""
     names = offered_names(ctx)
+    if not searching:
+        names = [n for n in names if n not in read_tools.NEEDS_SEARCH]
     if read_only:
         names = [n for n in names if n in READ_ONLY_TOOLS]
     if only is not None:
@@ -461,7 +293,7 @@ def offered_definitions(
 
 def offered_tools(ctx: Context) -> list[dict[str, Any]]:
     """The chat-completions `tools[]` entries this session may call."""
-    return [TOOLS[n].openai_spec() for n in offered_names(ctx)]
+    return [t.openai_spec() for t in offered_definitions(ctx)]
 
 
 def call_tool(
@@ -545,6 +377,7 @@ __all__ = [
     "TOOL_NAMES",
     "TOOL_SPECS",
     "CallOptions",
+    "Searcher",
     "ToolDef",
     "ToolResult",
     "call_tool",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
@@ -31,6 +32,10 @@ if TYPE_CHECKING:  # for types only: a TypedDict costs start-up to create
         messages: list[Message]
         truncated: NotRequired[bool]
         children: NotRequired[list[str]]
+        offset: NotRequired[int]
+        hasMore: NotRequired[bool]
+        totalMessages: NotRequired[int]
+        nextOffset: NotRequired[int]
 
 
 HISTORY_DEFAULT_LIMIT = 200
@@ -46,7 +51,7 @@ def is_tool_output(msg: Message) -> bool:
 
 
 class History(Value):
-    __slots__ = ("session_key", "session_id", "messages", "path", "resolved", "children")
+    __slots__ = ("session_key", "session_id", "messages", "path", "resolved", "children", "page")
 
     session_key: str
     session_id: str | None
@@ -56,6 +61,8 @@ class History(Value):
     # The sessions spawned from this one, when the caller asked (spawned_from): `history`, the
     # command, does; sessions_history (the tool, the mcp server) has no such key.
     children: list[str]
+    # A page's place (`--offset`): offset, hasMore, totalMessages, nextOffset (OpenClaw's keys).
+    page: dict[str, Any]
 
     def __init__(
         self,
@@ -66,6 +73,7 @@ class History(Value):
         resolved: Resolved,
     ) -> None:
         self.children = []
+        self.page = {}
         self.session_key = session_key
         self.session_id = session_id
         self.messages = messages
@@ -87,6 +95,7 @@ class History(Value):
             out["truncated"] = True
         if self.children:  # `history` (the command) only: sessions_history has no such key
             out["children"] = self.children
+        out.update(self.page)  # type: ignore[typeddict-item]
         return out
 
 
@@ -107,14 +116,69 @@ def history(
 ) -> History:
     """A session's last `limit` messages (None: all of them, for the operator's export; the
     tool's limit is capped at HISTORY_MAX_LIMIT)."""
+    spec = HistorySpec(
+        label=label, limit=limit, include_tools=include_tools, raw=raw, since_ms=since_ms
+    )
+    return history_page(ctx, value, spec)
+
+
+class HistorySpec(Value):
+    """Which messages of a session `history_page` gives: the last `limit` kept ones (tool
+    results with `include_tools`, envelopes with `raw`, none older than `since_ms`), or, as
+    OpenClaw's sessions_history pages, the `limit` before the newest `offset` ones, or the
+    window of `limit` around the message whose entry id is `message_id`."""
+
+    __slots__ = ("label", "limit", "include_tools", "raw", "since_ms", "offset", "message_id")
+
+    def __init__(self, **fields: Any) -> None:
+        self.label: str | None = fields.pop("label", None)
+        self.limit: int | None = fields.pop("limit", HISTORY_DEFAULT_LIMIT)
+        self.include_tools: bool = fields.pop("include_tools", False)
+        self.raw: bool = fields.pop("raw", False)
+        self.since_ms: int | None = fields.pop("since_ms", None)
+        self.offset: int | None = fields.pop("offset", None)
+        self.message_id: str | None = fields.pop("message_id", None)
+        if fields:
+            raise TypeError(f"HistorySpec has no field {sorted(fields)[0]!r}")
+
+
+def history_page(ctx: Context, value: str | None, spec: HistorySpec) -> History:
     policy.check_tool(ctx, "sessions_history")
+    limit = spec.limit
     if limit is not None:
         if limit < 0:
             raise UsageError("--limit must not be negative")
         limit = min(limit, HISTORY_MAX_LIMIT)
+    if spec.offset is not None and spec.offset < 0:
+        raise UsageError("--offset must not be negative")
+    if spec.message_id is not None and not spec.message_id.strip():
+        raise UsageError("--message-id must not be empty")
+    with read_scope():
+        r = resolve(ctx, value, label=spec.label)
+        policy.check_access(ctx, r.key, r.entry, "history")
+        path = r.transcript_path()
+        h = History(ctx.display(r.key), r.session_id, [], path, r)
+        if r.entry is not None and (path is not None or r.gateway_written):
+            if spec.message_id is not None:
+                h.messages = _anchored(r, spec, limit)
+            else:
+                h.messages = _tail(ctx, r, spec, limit, h)
+    if not spec.raw:
+        h.messages = strip_envelopes(h.messages)
+    return h
 
+
+def _keep(spec: HistorySpec) -> Callable[[Message], bool]:
     def keep(m: Message) -> bool:
-        return include_tools or not is_tool_output(m)
+        return spec.include_tools or not is_tool_output(m)
+
+    return keep
+
+
+def _tail(
+    ctx: Context, r: Resolved, spec: HistorySpec, limit: int | None, h: History
+) -> list[Message]:
+    since_ms = spec.since_ms
 
     def older(m: Message) -> bool:
         # Transcripts are appended in time order: the first message (from the end) older than
@@ -122,23 +186,64 @@ def history(
         ts = message_ts(m)
         return since_ms is not None and ts is not None and ts < since_ms
 
-    with read_scope():
-        r = resolve(ctx, value, label=label)
-        policy.check_access(ctx, r.key, r.entry, "history")
-        path = r.transcript_path()
-        messages: list[Message] = []
-        if r.entry is not None and (path is not None or r.gateway_written):
-            rd = reading.reader_for(ctx.paths, r.agent_id)
-            res = rd.messages(
-                r.key,
-                r.entry,
-                limit,
-                keep,
-                stop=older if since_ms is not None else None,
-                skip_line=None if include_tools else is_tool_result_line,
-            )
-            messages = res.messages if raw else strip_envelopes(res.messages)
-    return History(ctx.display(r.key), r.session_id, messages, path, r)
+    assert r.entry is not None
+    rd = reading.reader_for(ctx.paths, r.agent_id)
+    stop = older if since_ms is not None else None
+    if spec.offset is None:
+        skip = None if spec.include_tools else is_tool_result_line
+        return rd.messages(r.key, r.entry, limit, _keep(spec), stop=stop, skip_line=skip).messages
+    # A page: every record, tool results included, to count them as OpenClaw does.
+    every = rd.messages(r.key, r.entry, None, None, stop=stop).messages
+    shown, h.page = _page_of(every, spec.offset, limit, _keep(spec))
+    return shown
+
+
+def _page_of(
+    every: list[Message], offset: int, limit: int | None, keep: Callable[[Message], bool]
+) -> tuple[list[Message], dict[str, Any]]:
+    """(the messages shown, the paging keys) of the page `offset` back from the newest, as
+    OpenClaw 2026.9.6's sessions_history pages (its chat-history page kernel, checked against
+    the real tool): `offset` and `limit` count the transcript's records, tool results included;
+    those hidden (`includeTools` off) are dropped from the page afterwards, so it may hold fewer
+    than `limit`; `nextOffset` is where the oldest message shown sits, counted from the newest
+    (a hidden record just before it is read again by the next page, shown by none)."""
+    total = len(every)
+    end = max(0, total - offset)
+    start = 0 if limit is None else max(0, end - limit)
+    at = [i for i in range(start, end) if keep(every[i])]
+    next_offset = max(offset + 1, total - at[0]) if at else offset + (end - start)
+    page: dict[str, Any] = {
+        "offset": offset,
+        "hasMore": next_offset < total,
+        "totalMessages": total,
+    }
+    if next_offset < total:
+        page["nextOffset"] = next_offset
+    return [every[i] for i in at], page
+
+
+def _anchored(r: Resolved, spec: HistorySpec, limit: int | None) -> list[Message]:
+    """The window of `limit` messages around the one with entry id `message_id`, that message
+    as near its middle as the transcript allows; none when no message has that id (OpenClaw's
+    rule: never the newest messages instead)."""
+    from sessiontool.state.transcript import read_with_ids
+
+    path = r.transcript_path()
+    if path is None:
+        raise UsageError(
+            "--message-id reads a JSONL transcript (a search hit's messageId); this session's "
+            "transcript is in OpenClaw's database"
+        )
+    keep = _keep(spec)
+    kept = [(ident, m) for ident, m in read_with_ids(path) if keep(m)]
+    at = next((i for i, (ident, _m) in enumerate(kept) if ident == spec.message_id), None)
+    if at is None:
+        return []
+    n = len(kept) if limit is None else limit
+    start = max(0, at - (n - 1) // 2)
+    end = min(len(kept), start + n)
+    start = max(0, end - n)
+    return [m for _ident, m in kept[start:end]]
 
 
 def spawned_from(ctx: Context, full_key: str) -> list[str]:

@@ -11,8 +11,9 @@ from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
 from sessiontool.flow import policy
-from sessiontool.sessions import reading
+from sessiontool.sessions import listfilters, reading
 from sessiontool.sessions.history import is_tool_output
+from sessiontool.sessions.listfilters import LIST_DEFAULT_LIMIT, ListSpec
 from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
     all_agent_ids,
@@ -22,20 +23,24 @@ from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name, transcript_path_for
 from sessiontool.state.sessions_json import Entry, listable
 from sessiontool.state.transcript import Message, is_tool_result_line
+from sessiontool.structs import Value
 
 ListRow = dict[str, Any]  # OpenClaw's row: its keys pass through from the store entry
 
 if TYPE_CHECKING:  # for types only: a TypedDict costs `list --json` start-up to create
-    from typing import TypedDict
+    from typing import NotRequired, TypedDict
 
     class SessionsResult(TypedDict):
-        """What `list` (and the sessions_list tool) returns; `--json` writes it as is."""
+        """What `list` (and the sessions_list tool) returns; `--json` writes it as is: one page
+        (`hasMore`, `nextOffset`; `limitApplied` unless `--limit all`)."""
 
         count: int
         sessions: list[ListRow]
+        hasMore: bool
+        nextOffset: NotRequired[int]
+        limitApplied: NotRequired[int]
 
 
-LIST_DEFAULT_LIMIT = 200
 MESSAGE_LIMIT_MAX = 20
 
 
@@ -68,6 +73,8 @@ LIST_FIELDS = (
     "room",
     "modelProvider",
     "status",
+    "subject",  # read for `--search` (listfilters.SEARCH_FIELDS), never shown
+    "category",
 )
 # Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
 OPENCLAW_ROW_FIELDS = (
@@ -200,90 +207,162 @@ def list_sessions(
     since_ms: int | None = None,
     all_agents: bool = False,
 ) -> SessionsResult:
-    policy.check_tool(ctx, "sessions_list")
-    wanted = _parse_kinds(kinds)
+    """The first page of the sessions (no filter beyond these): see `list_page`."""
+    return list_page(
+        ctx,
+        list_spec(
+            kinds=kinds,
+            limit=limit,
+            active_minutes=active_minutes,
+            message_limit=message_limit,
+            since_ms=since_ms,
+            all_agents=all_agents,
+        ),
+    )
+
+
+def list_spec(**given: Any) -> ListSpec:
+    """A ListSpec from what a user gave (`kinds` as typed, `active_minutes`, `since_ms`,
+    `message_limit`, and ListSpec's own fields), each checked."""
+    wanted = _parse_kinds(given.pop("kinds", None))
+    active_minutes = given.pop("active_minutes", None)
+    since_ms = given.pop("since_ms", None)
+    message_limit = given.pop("message_limit", 0)
     if active_minutes is not None and active_minutes < 1:
         raise UsageError("--active-minutes must be a positive whole number of minutes")
+    limit = given.get("limit", LIST_DEFAULT_LIMIT)
     if limit is not None and limit < 0:
         raise UsageError("--limit must be a positive number or 'all'")
     if message_limit < 0:
         raise UsageError("--message-limit must not be negative")
+    if given.get("offset", 0) < 0:
+        raise UsageError("--offset must not be negative")
+    for name in ("label", "search"):
+        if given.get(name) is not None and not str(given[name]).strip():
+            raise UsageError(f"--{name} must not be empty")
     from sessiontool.clock import now_ms
 
-    now = now_ms()
-    cutoff = now - active_minutes * 60_000 if active_minutes is not None else None
+    cutoff = now_ms() - active_minutes * 60_000 if active_minutes is not None else None
     if since_ms is not None:
         cutoff = max(cutoff, since_ms) if cutoff is not None else since_ms
+    return ListSpec(
+        kinds=wanted, cutoff=cutoff, n_messages=min(message_limit, MESSAGE_LIMIT_MAX), **given
+    )
+
+
+def list_page(ctx: Context, spec: ListSpec) -> SessionsResult:
+    """One page of the sessions the requester may see, newest first, as OpenClaw's
+    sessions_list pages them: `hasMore` (and `nextOffset`, the `offset` of the next page),
+    `limitApplied` when a limit applies."""
+    policy.check_tool(ctx, "sessions_list")
     with read_scope():
-        return _list_in_scope(
-            ctx, wanted, limit, cutoff, min(message_limit, MESSAGE_LIMIT_MAX), all_agents
-        )
+        return _list_in_scope(ctx, spec)
 
 
-def _list_in_scope(
-    ctx: Context,
-    wanted: set[str] | None,
-    limit: int | None,
-    cutoff: int | None,
-    n_messages: int,
-    all_agents: bool,
-) -> SessionsResult:
-    candidates: list[tuple[float, str, str, Entry, str]] = []
+class _Found(Value):
+    """The candidate rows of every agent read, and what each agent's store is."""
+
+    __slots__ = ("rows", "sessions_dirs", "gateway", "sqlite_agents")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, str, str, Entry, str]] = []
+        self.sessions_dirs: dict[str, Path] = {}
+        self.gateway: set[str] = set()
+        self.sqlite_agents: set[str] = set()
+
+
+def _candidates(ctx: Context, spec: ListSpec) -> _Found:
+    found = _Found()
     main_key = ctx.config.main_key
-    sessions_dirs: dict[str, Path] = {}
-    gateway: set[str] = set()
-    sqlite_agents: set[str] = set()
-    for agent_id in list_agent_ids(ctx, all_agents):
-        sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
+    for agent_id in list_agent_ids(ctx, spec.all_agents):
+        found.sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
         rd = reading.reader_for(ctx.paths, agent_id)
         if rd.info.gateway_written:
-            gateway.add(agent_id)
+            found.gateway.add(agent_id)
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
-            sqlite_agents.add(agent_id)
+            found.sqlite_agents.add(agent_id)
         for full_key, f in rd.sessions(LIST_FIELDS).items():
             if not listable(full_key):
                 continue
             kind = keys.kind_of(full_key, f.entry, main_key)
-            if wanted is not None and kind not in wanted:
+            if not _wanted(ctx, spec, full_key, f.entry, kind):
                 continue
-            if cutoff is not None and _updated_at(f.entry) < cutoff:
-                continue
-            if not policy.visible(ctx, full_key, f.entry):
-                continue
-            candidates.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
-    candidates.sort(key=lambda c: c[0], reverse=True)
-    if limit is not None:
-        candidates = candidates[:limit]
-    rows = []
-    for _, agent_id, full_key, entry, kind in candidates:
-        row = build_row(
-            ctx, agent_id, full_key, entry, kind=kind, sessions_dir=sessions_dirs[agent_id]
+            found.rows.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
+    found.rows.sort(key=lambda c: c[0], reverse=True)
+    return found
+
+
+def _wanted(ctx: Context, spec: ListSpec, full_key: str, entry: Entry, kind: str) -> bool:
+    """The inventory's own filters (OpenClaw's `sessions.list` applies these before it pages)."""
+    if spec.cutoff is not None and _updated_at(entry) < spec.cutoff:
+        return False
+    return listfilters.matches(ctx, spec, full_key, entry, kind)
+
+
+def _page(
+    ctx: Context, spec: ListSpec, rows: list[tuple[float, str, str, Entry, str]]
+) -> tuple[list[tuple[float, str, str, Entry, str]], bool, int]:
+    """(the rows of the page, hasMore, nextOffset). As OpenClaw 2026.9.6's sessions_list tool
+    does, the offset counts rows of the inventory, and the kinds and visibility are checked on
+    each page's rows: a page of `--kinds group` skips the other rows, `nextOffset` is the
+    inventory row after the page's last, and `hasMore` says inventory rows are left (they may
+    hold no group: the next page is then empty)."""
+    taken: list[tuple[float, str, str, Entry, str]] = []
+    i = spec.offset
+    while i < len(rows) and (spec.limit is None or len(taken) < spec.limit):
+        c = rows[i]
+        i += 1
+        if (spec.kinds is None or c[4] in spec.kinds) and policy.visible(ctx, c[2], c[3]):
+            taken.append(c)
+    return taken, spec.limit is not None and len(taken) == spec.limit and i < len(rows), i
+
+
+def _list_in_scope(ctx: Context, spec: ListSpec) -> SessionsResult:
+    found = _candidates(ctx, spec)
+    page, more, next_offset = _page(ctx, spec, found.rows)
+    rows = [_row(ctx, found, spec.n_messages, c) for c in page]
+    result: SessionsResult = {"count": len(rows), "sessions": rows, "hasMore": more}
+    if more:
+        result["nextOffset"] = next_offset
+    if spec.limit is not None:
+        result["limitApplied"] = spec.limit
+    return result
+
+
+def _row(
+    ctx: Context, found: _Found, n_messages: int, c: tuple[float, str, str, Entry, str]
+) -> ListRow:
+    _, agent_id, full_key, entry, kind = c
+    row = build_row(
+        ctx, agent_id, full_key, entry, kind=kind, sessions_dir=found.sessions_dirs[agent_id]
+    )
+    if agent_id in found.gateway:
+        row.pop("transcriptPath", None)  # no file: the transcript is in the database
+    if agent_id in found.sqlite_agents:
+        row["agentId"] = agent_id
+        for name in OPENCLAW_ROW_FIELDS:
+            if entry.get(name) is not None:
+                row[name] = entry[name]
+    if n_messages > 0:
+        readable = agent_id in found.gateway or row.get("transcriptPath")
+        row["messages"] = _last_messages(ctx, c, n_messages, row) if readable else []
+    return row
+
+
+def _last_messages(
+    ctx: Context, c: tuple[float, str, str, Entry, str], n_messages: int, row: ListRow
+) -> list[Message]:
+    _, agent_id, full_key, entry, _kind = c
+    rd = reading.reader_for(ctx.paths, agent_id)
+    try:
+        res = rd.messages(
+            full_key, entry, n_messages, _not_tool_result, skip_line=is_tool_result_line
         )
-        if agent_id in gateway:
-            row.pop("transcriptPath", None)  # no file: the transcript is in the database
-        if agent_id in sqlite_agents:
-            row["agentId"] = agent_id
-            for name in OPENCLAW_ROW_FIELDS:
-                if entry.get(name) is not None:
-                    row[name] = entry[name]
-        if n_messages > 0:
-            msgs: list[Message] = []
-            if agent_id in gateway or row.get("transcriptPath"):
-                rd = reading.reader_for(ctx.paths, agent_id)
-                try:
-                    res = rd.messages(
-                        full_key, entry, n_messages, _not_tool_result, skip_line=is_tool_result_line
-                    )
-                except OSError as exc:  # one unreadable transcript must not hide the list
-                    where = exc.filename or row.get("transcriptPath") or full_key
-                    diag.warn(
-                        f"cannot read {where}: {exc.strerror or exc}; its messages are left out"
-                    )
-                else:
-                    msgs = strip_envelopes(res.messages)
-            row["messages"] = msgs
-        rows.append(row)
-    return {"count": len(rows), "sessions": rows}
+    except OSError as exc:  # one unreadable transcript must not hide the list
+        where = exc.filename or row.get("transcriptPath") or full_key
+        diag.warn(f"cannot read {where}: {exc.strerror or exc}; its messages are left out")
+        return []
+    return strip_envelopes(res.messages)
 
 
 def _not_tool_result(msg: Message) -> bool:

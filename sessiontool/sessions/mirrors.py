@@ -2,7 +2,8 @@
 the posted text to the session's transcript again, as an assistant message of 0 tokens
 (`openclaw/delivery-mirror`, protocol.is_delivery_mirror); shown like a reply it reads as the
 agent repeating itself. `history` and the HTML pages show it as a small mark instead ("delivered
-to telegram"), with its text only when that is not the reply just above it."""
+to telegram", or "in the outbox for telegram" when no delivery command sent it), with its text
+only when that is not the reply just above it."""
 
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ from sessiontool.state import keys
 __all__ = ["is_delivery_mirror", "mark", "repeats_reply"]
 
 
-def mark(session_key: str) -> str:
-    """`delivered to <channel>` when the key names its channel, else `delivered`."""
+def mark(session_key: str, message: Mapping[str, Any] | None = None) -> str:
+    """`delivered to <channel>` when the key names its channel, else `delivered`; a mirror of
+    a delivery that was only recorded in the outbox (no delivery command: `deliveryStatus`
+    `outbox`) says that instead, never "delivered"."""
     channel = keys.key_channel_segment(session_key)
+    if message is not None and message.get("deliveryStatus") == "outbox":
+        where = f" for {channel}" if channel else ""
+        return f"in the outbox{where} (not sent: no delivery command)"
     return f"delivered to {channel}" if channel else "delivered"
 
 

@@ -113,7 +113,7 @@ KEYS: tuple[Key, ...] = (
     # -- tools -------------------------------------------------------------------------------
     Key("tools.agentToAgent.enabled", BOOL, "true or false", "sessions may reach other agents' sessions", "`false`", strict=True),
     Key("tools.agentToAgent.allow", NAMES, "an array of agent-id globs", "agent-id globs allowed on both ends", "all", strict=True),
-    Key("tools.subagents.tools.allow", NAMES, "an array of tool names", "session tools a sub-agent may use (`sessions_list`, `sessions_history`, `sessions_send`, `agents_list`)", "none", strict=True),
+    Key("tools.subagents.tools.allow", NAMES, "an array of tool names", "session tools a sub-agent may use (`sessions_list`, `sessions_history`, `sessions_search`, `sessions_send`, `agents_list`, `subagents`, `sessions_yield`)", "none", strict=True),
     # -- models ------------------------------------------------------------------------------
     Key("models.providers", {"type": "object"}, "an object of providers", "the model providers, by name"),
     Key("models.providers.*", {"type": "object"}, "an object", "one provider"),
@@ -123,7 +123,7 @@ KEYS: tuple[Key, ...] = (
     Key("models.providers.*.models[].cost.input", {"type": "number", "minimum": 0}, "a price, 0 or more", "dollars per million input tokens"),
     Key("models.providers.*.models[].cost.output", {"type": "number", "minimum": 0}, "a price, 0 or more", "dollars per million output tokens"),
     # -- sessiontool's own -------------------------------------------------------------------
-    Key("sessiontool.delivery.command", COMMAND, "a command as an array of strings", "a program that receives each delivery record as JSON on stdin (exit 0 = delivered)", ours=True),
+    Key("sessiontool.delivery.command", COMMAND, "a command as an array of strings", "a program that receives each delivery record as JSON on stdin (exit 0 = delivered); without one a delivery is only recorded in the outbox, status `outbox` (for a bridge that follows `deliveries`), never `delivered`", ours=True),
     Key("sessiontool.delivery.env", ENV, ENV_WHAT, "environment variables the delivery command may see (names or globs), or an object of variables to set", "the basics", ours=True),
     Key("sessiontool.delivery.passEnv", BOOL, "true or false", "pass the whole environment to the delivery command", "`false`", ours=True),
     Key("sessiontool.maxToolRounds", _count(1, MAX_TOOL_ROUNDS), f"a whole number from 1 to {MAX_TOOL_ROUNDS}", "tool-calling rounds of the `llm` and `openai` runners before a run stops", "`8`", ours=True),

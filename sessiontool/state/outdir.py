@@ -55,6 +55,16 @@ def foreign(path: Path, out_root: Path, what: str) -> UsageError:
     )
 
 
+def not_ours(path: Path, out_root: Path) -> UsageError:
+    """The refusal of a DIR holding a file the export would not write (nothing to replace:
+    DIR is simply not an export's own)."""
+    return UsageError(
+        f"{out_root} holds files the export did not write ({path}); export to an empty or new"
+        " DIR (or remove them)",
+        extra={"path": str(path)},
+    )
+
+
 def refuse_link(path: Path, out_root: Path, option: str) -> UnsafePathError:
     """The refusal of a link found where an export writes (wherever it leads)."""
     return UnsafePathError(
@@ -64,10 +74,18 @@ def refuse_link(path: Path, out_root: Path, option: str) -> UnsafePathError:
     )
 
 
-def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, what: str) -> None:
+def survey(
+    out_root: Path,
+    listed: set[str],
+    subdirs: set[str],
+    option: str,
+    writes: Callable[[str], bool],
+) -> None:
     """Check DIR before an export writes into it: every entry is a file the export's own
     record lists (`listed`, relative paths), one of its `subdirs` (each checked the same way),
-    or a temp file of one of them; anything else is foreign (UsageError naming it, exit 2). A
+    or a temp file of one of them; anything else is foreign (UsageError naming it, exit 2:
+    "refusing to replace" one of the names the export `writes`, else "DIR holds files the
+    export did not write"). A
     link at a listed name or subdir is refused first (UnsafePathError, exit 5), wherever it
     leads. Only when DIR passes are the temp files of dead writers removed (a live one's are
     another export at work). A missing DIR passes."""
@@ -92,7 +110,7 @@ def survey(out_root: Path, listed: set[str], subdirs: set[str], option: str, wha
                 found.append((rel, p))
     for rel, p in sorted(found):
         if rel not in listed or not os.path.isfile(p):
-            raise foreign(p, out_root, what)
+            raise foreign(p, out_root, "a file the") if writes(rel) else not_ours(p, out_root)
     for p in dead:
         try:
             os.unlink(p)

@@ -134,7 +134,9 @@ class StatePaths(Value):
         dirs = [self.agents_dir, self.tool_dir, self.runs_dir, self.lanes_dir, slots]
         dirs.append(self.outbox_successors)
         # The slot files are flocked by every run: a link there would fail them all.
-        files = [self.deliveries, self.runs_dir / ".records.lock", *_entries(slots)]
+        # `.worker.log`: every background worker's stdout and stderr (runs/spawnproc.py).
+        files = [self.deliveries, self.runs_dir / ".records.lock", self.runs_dir / ".worker.log"]
+        files += _entries(slots)
         for agent in self.agent_ids_on_disk():
             sdir = self.sessions_dir(agent)
             dirs += [sdir.parent, sdir]

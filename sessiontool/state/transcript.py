@@ -173,6 +173,23 @@ def read_all(path: Path) -> ReadResult:
     return read_tail(path, None)
 
 
+def read_with_ids(path: Path) -> list[tuple[str | None, Message]]:
+    """Every message of a transcript in file order, each with its line's entry id (what a
+    `search` hit names as `messageId`); a missing file is no messages."""
+    out: list[tuple[str | None, Message]] = []
+    try:
+        with open(path, "rb") as fh:
+            for raw in fh:
+                obj = _parse(raw) if raw.strip() else None
+                msg = _message_of(obj)
+                if msg is not None and isinstance(obj, dict):
+                    ident = obj.get("id")
+                    out.append((ident if isinstance(ident, str) else None, msg))
+    except (FileNotFoundError, IsADirectoryError):
+        return []
+    return out
+
+
 def _last_entry_id(path: Path) -> str | None:
     try:
         for raw, _terminated in iter_lines_reverse(path):

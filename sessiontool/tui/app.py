@@ -3,15 +3,17 @@ marker (watch.py) looked at twice a second, and the keys that act on the selecte
 the functions the commands call (`abort`, `send`, `wait`, `history --follow`).
 
 Whatever may block (a listing, a run's end, a reply, the gateway's TCP connect, the index
-behind today's cost) runs in a daemon thread and hands its result back to the screen's own
-thread: the screen never waits, and leaving never waits for a run."""
+behind today's cost) runs in a daemon thread (threads.py) and hands its result back to the
+screen's own thread: the screen never waits, and leaving never waits for a run (nor for a
+listing of 100,000 sessions: `q` ends the app, and the process exits without waiting for its
+daemon threads, cli/main.py)."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -23,8 +25,8 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from sessiontool.clock import now_ms
 from sessiontool.context import Context
-from sessiontool.errors import SessiontoolError, from_os_error
-from sessiontool.tui import fmt, model, rows, watch
+from sessiontool.errors import SessiontoolError
+from sessiontool.tui import fmt, model, rows, tables, threads, watch
 from sessiontool.tui.screens import (
     DIALOG_CSS,
     ConfirmScreen,
@@ -96,24 +98,26 @@ class TopApp(App[int]):
         self.sub: Subscription | None = None  # a remote gateway's sessions.changed events
         self.serial = False  # every gateway call under gateway_lock (guard)
         self.gateway_lock = threading.RLock()
+        self.status_shown: tuple[str, bool] | None = None
 
     # -- layout ------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Label("Sessions", classes="title", id="sessions-title")
         yield Input(placeholder="filter sessions (Enter: keep, Esc: clear)", id="filter")
-        yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield tables.LiveTable(id="sessions", cursor_type="row", zebra_stripes=True)
         yield Label("Runs", classes="title")
-        yield DataTable(id="runs", cursor_type="row")
+        yield tables.LiveTable(id="runs", cursor_type="row")
         yield Label("Deliveries", classes="title")
-        yield DataTable(id="deliveries", cursor_type="row", show_cursor=False)
+        yield tables.LiveTable(id="deliveries", cursor_type="row", show_cursor=False)
         yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         for label, width in zip(rows.SESSION_COLUMNS, rows.SESSION_WIDTHS, strict=True):
             self.table("sessions").add_column(label, width=width)
-        self.table("runs").add_columns(*rows.RUN_COLUMNS)
+        for label, width in zip(rows.RUN_COLUMNS, rows.RUN_WIDTHS, strict=True):
+            self.table("runs").add_column(label, width=width)
         self.table("deliveries").add_columns(*rows.DELIVERY_COLUMNS)
         self.table("sessions").focus()
         if _remote(self.ctx):
@@ -123,8 +127,8 @@ class TopApp(App[int]):
         self.tick()
         self.set_interval(TICK_S, self.tick)
 
-    def table(self, name: str) -> DataTable[Any]:
-        return self.query_one(f"#{name}", DataTable)
+    def table(self, name: str) -> tables.LiveTable:
+        return self.query_one(f"#{name}", tables.LiveTable)
 
     # -- live --------------------------------------------------------------------------------
 
@@ -181,16 +185,16 @@ class TopApp(App[int]):
             self.background(lambda: self.read_rss(active), self.apply_rss)
 
     def read_rss(self, run_ids: list[str]) -> dict[str, int | None]:
-        out: dict[str, int | None] = {}
-        for rid in run_ids:
-            pgid = model.run_pgid(self.ctx, rid)
-            out[rid] = watch.group_rss(pgid) if pgid is not None else None
-        return out
+        """The running runs' memory, in one walk of /proc for all of them."""
+        groups = {rid: model.run_pgid(self.ctx, rid) for rid in run_ids}
+        rss = watch.groups_rss(g for g in groups.values() if g is not None)
+        return {rid: rss.get(g) if g is not None else None for rid, g in groups.items()}
 
     def apply_rss(self, rss: dict[str, int | None] | BaseException) -> None:
+        """Kept for the next clock tick (within a second), which draws it with the clocks:
+        one redraw a second, not two."""
         if isinstance(rss, dict):
             self.rss = rss
-            self.draw_clocks()
 
     def apply_gateway(self, state: str | BaseException) -> None:
         self.gateway = state if isinstance(state, str) else "?"
@@ -212,22 +216,27 @@ class TopApp(App[int]):
         found = rows.matching(self.snap.sessions, self.filter)
         shown = found[:SESSIONS_SHOWN]
         by_session = self.cost.by_session if self.cost else {}
-        _fill(self.table("sessions"), rows.session_rows(shown, by_session, now_ms()))
+        tables.fill(self.table("sessions"), rows.session_rows(shown, by_session, now_ms()))
         title = rows.sessions_title(len(found), len(shown), len(self.snap.sessions), self.filter)
         self.query_one("#sessions-title", Label).update(Text(title))
 
     def draw_runs(self) -> None:
-        _fill(self.table("runs"), rows.run_rows(self.snap.runs, self.rss, now_ms()))
+        tables.fill(self.table("runs"), rows.run_rows(self.snap.runs, self.rss, now_ms()))
 
     def draw_clocks(self) -> None:
-        _update_clocks(self.table("runs"), self.snap.runs, self.rss)
+        tables.update_clocks(self.table("runs"), self.snap.runs, self.rss)
 
     def draw_deliveries(self) -> None:
         cells = rows.delivery_rows(self.snap.deliveries, self.ctx.display, now_ms())
-        _fill(self.table("deliveries"), cells)
+        tables.fill(self.table("deliveries"), cells)
 
     def draw_status(self) -> None:
+        """The footer, drawn again only when its text changed (the gateway's state is asked
+        every 10 s, and mostly says the same)."""
         line, over = rows.status_line(self.snap, self.gateway, self.cost, self.opts.budget)
+        if (line, over) == self.status_shown:
+            return
+        self.status_shown = (line, over)
         status = self.query_one("#status", Static)
         status.set_class(over, "over")
         status.update(Text(line))
@@ -292,7 +301,7 @@ class TopApp(App[int]):
         if self.reported(result):
             return
         assert isinstance(result, dict)
-        self.notify(f"run {result['runId'][:8]}: {result['status']}")
+        self.notify(fmt.esc(f"run {result['runId'][:8]}: {result['status']}"), markup=False)
         self.mark = None  # re-read at the next tick
 
     def action_send(self) -> None:
@@ -303,7 +312,7 @@ class TopApp(App[int]):
 
         def typed(text: str | None) -> None:
             if text and text.strip():
-                self.notify(f"sending to {fmt.esc(key)}…")
+                self.notify(f"sending to {fmt.esc(key)}…", markup=False)
                 job = partial(_send_and_wait, self.ctx, self.guard, key, text)
                 self.background(job, self.replied)
 
@@ -320,7 +329,7 @@ class TopApp(App[int]):
         if rid is None:
             self.notify("no run selected (Tab to the runs pane)", severity="warning")
             return
-        self.notify(f"waiting for run {rid[:8]}…")
+        self.notify(f"waiting for run {fmt.esc(rid[:8])}…", markup=False)
         self.background(lambda: _wait(self.ctx, rid), self.replied)
 
     # -- threads -----------------------------------------------------------------------------
@@ -329,18 +338,16 @@ class TopApp(App[int]):
         """An expected failure (SessiontoolError, OSError) is a notice; anything else is a bug
         and is raised here, so it ends the app as any bug does."""
         if isinstance(result, SessiontoolError):
-            self.notify(fmt.esc(result.message), severity="error")
+            self.notify(fmt.one_line(result.message), severity="error", markup=False)
             return True
         if isinstance(result, BaseException):
             raise result
         return False
 
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run `fn(*args)` on the screen's thread (from another thread); dropped once gone."""
-        try:
-            self.call_from_thread(fn, *args)
-        except RuntimeError:
-            pass
+        """Run `fn(*args)` on the screen's thread (from another); dropped once gone; nothing it
+        raises reaches the calling thread (threads.py)."""
+        threads.post(self, fn, *args)
 
     def guard(self) -> AbstractContextManager[Any]:
         """Held around every call that may speak to OpenClaw's gateway when this state dir's
@@ -353,62 +360,13 @@ class TopApp(App[int]):
             return fn(self.ctx, *args)
 
     def background(self, work: Callable[[], Any], done: Callable[[Any], None]) -> None:
-        def run() -> None:
-            try:
-                result = work()
-            except OSError as exc:
-                result = from_os_error(exc)
-            except BaseException as exc:  # handed to `done`, which raises a bug again
-                result = exc
-            self.post(done, result)
-
-        threading.Thread(target=run, name="top-work", daemon=True).start()
+        threads.background(self, work, done)
 
 
 def _remote(ctx: Context) -> bool:
     from sessiontool.state.detect import gateway_url
 
     return gateway_url(ctx.paths) is not None
-
-
-def _update_clocks(table: DataTable[Any], runs: list[dict[str, Any]], rss: dict[str, Any]) -> None:
-    """Once a second: only the ELAPSED and RSS cells of the running and queued runs, and only
-    those whose text changed (a whole pane redrawn each second costs CPU at idle)."""
-    elapsed, memory = table.ordered_columns[5].key, table.ordered_columns[6].key
-    active = [r for r in runs if r.get("status") in model.ACTIVE]
-    for key, cells in rows.run_rows(active, rss, now_ms()):
-        if key is None or key not in table.rows:
-            continue
-        for column, text in ((elapsed, cells[5]), (memory, cells[6])):
-            if str(table.get_cell(key, column)) != text:
-                table.update_cell(key, column, Text(text), update_width=True)
-
-
-def _fill(table: DataTable[Any], rows: Sequence[tuple[str | None, list[str]]]) -> None:
-    """Replace the rows, keeping the cursor on the same row key where it still is. The same
-    keyed rows in the same order (a clock moved, a cost came in): only the cells that changed."""
-    if (
-        rows
-        and all(k is not None for k, _ in rows)
-        and [k for k, _ in rows] == [k.value for k in table.rows]
-    ):
-        for key, cells in rows:
-            assert key is not None
-            for column, text in zip(table.ordered_columns, cells, strict=True):
-                if str(table.get_cell(key, column.key)) != text:
-                    table.update_cell(key, column.key, Text(text), update_width=True)
-        return
-    keep = None
-    if table.row_count:
-        keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-    table.clear()
-    for key, cells in rows:
-        table.add_row(*(Text(c) for c in cells), key=key)
-    if keep is not None:
-        try:
-            table.move_cursor(row=table.get_row_index(keep), animate=False)
-        except Exception:  # noqa: BLE001 - the row is gone: the cursor stays where clear left it
-            pass
 
 
 def _abort(ctx: Context, run_id: str) -> AbortResult:
@@ -448,14 +406,14 @@ def _wait(ctx: Context, run_id: str) -> SendResult:
 
 
 def _result_text(result: dict[str, Any]) -> tuple[str, str]:
+    """A MessageScreen's title (escaped here) and body (escaped and folded there)."""
     rid = str(result.get("runId", ""))[:8]
     if result.get("status") == "ok" and "reply" in result:
-        return f"Reply from {result.get('sessionKey')} (run {rid})", str(result["reply"])
+        return fmt.esc(f"Reply from {result.get('sessionKey')} (run {rid})"), str(result["reply"])
     if "sendPolicy" in result:
         return "Send policy", f"{result.get('sessionKey')}: {result['sendPolicy'] or 'inherit'}"
-    return f"Run {rid}: {result.get('runStatus') or result.get('status')}", str(
-        result.get("error") or ""
-    )
+    title = f"Run {rid}: {result.get('runStatus') or result.get('status')}"
+    return fmt.esc(title), str(result.get("error") or "")
 
 
 @contextmanager

@@ -1,26 +1,43 @@
-"""Cells as `top` shows them: ages, counts, sizes, and text with its control characters escaped
-(as the CLI's tables show them: one session is one row, and no escape sequence from a key,
-label or transcript reaches the terminal)."""
+"""Cells as `top` shows them: ages, counts, sizes, and foreign text through the CLI's one rule
+(sessiontool/termtext.py): escaped as `list` and `history` escape it (C0 and C1 controls, DEL,
+the line separators and the bidi controls), a key cut in the middle and a text at its end with
+"…", a long message folded with "N more lines" as the HTML page folds it. One session is one
+row, and no escape sequence nor bidi override from a key, label, transcript or reply reaches
+the terminal."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
+from sessiontool.termtext import end_ellipsis, esc, esc_text, fold, middle_ellipsis, one_line
+
+__all__ = ["esc", "esc_text", "one_line", "body", "key_cell", "text_cell"]
+
+MORE_HINT = "`sessiontool history` shows the whole message"
 
 
-def esc(value: Any) -> str:
-    """One line: control characters as `\\n`, `\\e`, `\\x07`."""
-    s = value if isinstance(value, str) else ("" if value is None else str(value))
-    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), s)
+def key_cell(key: Any, width: int) -> str:
+    """A session key in a column `width` wide: escaped, then cut in the middle with "…" (as
+    `list` cuts a key that does not fit)."""
+    return middle_ellipsis(esc(key), width)
 
 
-def esc_body(value: str) -> str:
-    """A message body: its lines and tabs kept, every other control character escaped."""
-    return "\n".join("\t".join(esc(p) for p in line.split("\t")) for line in value.split("\n"))
+def text_cell(value: Any, width: int) -> str:
+    """A label, reply or error in a column `width` wide: escaped (a newline as `\\n`: one
+    line), then cut at its end with "…"."""
+    return end_ellipsis(esc(value), width)
+
+
+def body(text: str) -> str:
+    """A message body to draw: its first screenful when it is long, with how much is left out
+    ("… 12,345 more lines"), its lines and tabs kept and every other control escaped. Bounded
+    whatever the message: what Rich wraps on the screen's thread is a few kilobytes."""
+    folded = fold(text)
+    if folded is None:
+        return esc_text(text)
+    head, more = folded
+    return f"{esc_text(head)}\n… {more} ({MORE_HINT})"
 
 
 def span(seconds: float) -> str:

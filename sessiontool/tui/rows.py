@@ -6,14 +6,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sessiontool.termtext import label_cell
 from sessiontool.tui import fmt
 from sessiontool.tui.model import ACTIVE, Cost, Snapshot
 
+KEY_WIDTH, LABEL_WIDTH, TEXT_WIDTH = 32, 16, 80
 SESSION_COLUMNS = ("KEY", "KIND", "UPDATED", "LABEL", "MODEL", "TOKENS", "COST")
-# Widths that keep KEY, KIND, UPDATED and LABEL on an 80-column screen (a longer key or label
-# is cut; Enter shows the whole key, `list` prints it); None: as wide as the widest cell.
-SESSION_WIDTHS: tuple[int | None, ...] = (32, None, None, 16, None, None, None)
+# Widths that keep KEY, KIND, UPDATED and LABEL on an 80-column screen (a longer key is cut in
+# the middle with "…", a longer label at its end, as `list` cuts them; Enter shows the whole
+# key, `list --json` has it); None: as wide as the widest cell.
+SESSION_WIDTHS: tuple[int | None, ...] = (KEY_WIDTH, None, None, LABEL_WIDTH, None, None, None)
 RUN_COLUMNS = ("RUN", "KIND", "STATUS", "SESSION", "STEP", "ELAPSED", "RSS", "RESULT")
+# ELAPSED and RSS change while a run runs: as wide as their title or widest value ("12d05h",
+# "10240M"), so a new value never changes the table's layout (tables.py redraws their row).
+RUN_WIDTHS: tuple[int | None, ...] = (8, None, None, None, None, 7, 6, None)
+CLOCKS = (5, 6)  # the columns of RUN_COLUMNS that tick
 DELIVERY_COLUMNS = ("WHEN", "MODE", "STATUS", "SESSION", "TO", "TEXT")
 FILTERED = ("key", "kind", "label", "displayName", "model", "channel")
 
@@ -42,10 +49,10 @@ def session_rows(
         (
             r["key"],
             [
-                fmt.esc(r["key"]),
-                r.get("kind", ""),
+                fmt.key_cell(r["key"], KEY_WIDTH),
+                fmt.esc(r.get("kind", "")),
                 fmt.ago(r.get("updatedAt"), now),
-                fmt.esc(r.get("label") or r.get("displayName") or ""),
+                fmt.text_cell(label_cell(r), LABEL_WIDTH),
                 fmt.esc(r.get("model", "")),
                 fmt.count(r.get("totalTokens")),
                 fmt.money(cost_by_key[r["key"]]) if r["key"] in cost_by_key else "",
@@ -70,18 +77,25 @@ def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -
         (
             r["runId"],
             [
-                r["runId"][:8],
-                r.get("kind", ""),
-                r.get("status", ""),
-                fmt.esc(r.get("sessionKey", "")),
+                fmt.esc(r["runId"][:8]),
+                fmt.esc(r.get("kind", "")),
+                fmt.esc(r.get("status", "")),
+                fmt.key_cell(r.get("sessionKey", ""), KEY_WIDTH),
                 fmt.esc(r.get("step") or ""),
                 fmt.span(elapsed_ms(r, now) / 1000),
                 fmt.size(rss.get(r["runId"])) if r.get("status") == "running" else "",
-                fmt.esc(str(r.get("reply") or r.get("error") or "")[:80]),
+                fmt.text_cell(_head(r.get("reply") or r.get("error")), TEXT_WIDTH),
             ],
         )
         for r in runs
     ]
+
+
+def _head(value: Any) -> str:
+    """The start of a reply, error or delivered text: enough to fill its cell (a 10 MB reply
+    is not escaped whole to show 80 characters of it)."""
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    return text[: TEXT_WIDTH + 1]
 
 
 def delivery_rows(
@@ -94,9 +108,12 @@ def delivery_rows(
                 fmt.ago(d.get("ts"), now),
                 fmt.esc(d.get("mode", "")),
                 fmt.esc(d.get("status", "")),
-                fmt.esc(display(d["sessionKey"]) if isinstance(d.get("sessionKey"), str) else ""),
-                fmt.esc(d.get("to") or d.get("channel") or ""),
-                fmt.esc(str(d.get("text") or d.get("error") or "")[:80]),
+                fmt.key_cell(
+                    display(d["sessionKey"]) if isinstance(d.get("sessionKey"), str) else "",
+                    KEY_WIDTH,
+                ),
+                fmt.text_cell(d.get("to") or d.get("channel") or "", KEY_WIDTH),
+                fmt.text_cell(_head(d.get("text") or d.get("error")), TEXT_WIDTH),
             ],
         )
         for d in deliveries

@@ -83,7 +83,7 @@ class MessageScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(Text(self.title_text, style="bold"))
-            yield Static(Text(fmt.esc_body(self.body)), id="body")
+            yield Static(Text(fmt.body(self.body)), id="body")
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -91,6 +91,7 @@ class MessageScreen(ModalScreen[None]):
 
 Post = Callable[..., Any]
 GATEWAY_POLL_S = 1.0
+LOG_LINES = 10_000  # the screen lines the followed transcript keeps (the oldest go first)
 
 
 def _identity(msg: dict[str, Any]) -> str:
@@ -115,22 +116,28 @@ class TranscriptScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Label(Text(f"{fmt.esc(self.key)} — following (Esc: back)", style="bold"))
-        yield RichLog(id="log", wrap=True, markup=False, highlight=False)
+        yield RichLog(id="log", wrap=True, markup=False, highlight=False, max_lines=LOG_LINES)
         yield Footer()
 
     def on_mount(self) -> None:
         threading.Thread(target=self._feed, name="top-follow", daemon=True).start()
 
     def _feed(self) -> None:
+        """The follow thread: each message made ready to draw here, off the screen's thread
+        (its text taken, folded and escaped: a 10 MB message is a few kilobytes to draw), then
+        drawn there. Nothing escapes it: what is not a read error is a bug, which ends the app
+        (threads.py) instead of the thread."""
         try:
             for msg in self._messages():
                 if self.stopped.is_set():
                     return
-                self.post(self.add_message, msg)
+                self.post(self.add_message, *_drawn(msg))
         except SessiontoolError as exc:
-            self.post(self.add_line, f"[{exc.message}]")
+            self.post(self.add_line, f"[{fmt.one_line(exc.message)}]")
         except OSError as exc:  # a transcript gone or unreadable while followed
-            self.post(self.add_line, f"[{from_os_error(exc).message}]")
+            self.post(self.add_line, f"[{fmt.one_line(from_os_error(exc).message)}]")
+        except Exception as exc:  # noqa: BLE001 - raised again on the screen's thread
+            self.post(_raise, exc)
 
     def _messages(self) -> Iterator[dict[str, Any]]:
         """As `history --follow`: the last 200 messages, then what is appended after them
@@ -172,16 +179,19 @@ class TranscriptScreen(Screen[None]):
                 last = _identity(new[-1])
                 yield from new
 
-    def add_message(self, msg: dict[str, Any]) -> None:
-        role = msg.get("role", "?")
-        style = {"user": "bold cyan", "assistant": "bold green"}.get(str(role), "bold")
+    def add_message(self, role: Text, body: Text) -> None:
+        """One message, on the screen's thread; none once the screen is closing (a message
+        that arrives as Escape is pressed: its log is gone)."""
+        if self.stopped.is_set():
+            return
         log = self.query_one(RichLog)
-        log.write(Text(f"{fmt.esc(role)}:", style=style))
-        log.write(Text(fmt.esc_body(fmt.message_text(msg))))
+        log.write(role)
+        log.write(body)
         self.shown += 1
 
     def add_line(self, line: str) -> None:
-        self.query_one(RichLog).write(Text(line))
+        if not self.stopped.is_set():
+            self.query_one(RichLog).write(Text(line))
 
     def action_close(self) -> None:
         self.stopped.set()
@@ -189,3 +199,14 @@ class TranscriptScreen(Screen[None]):
 
     def on_unmount(self) -> None:
         self.stopped.set()
+
+
+def _drawn(msg: dict[str, Any]) -> tuple[Text, Text]:
+    """A message as the transcript shows it: its role, styled, and its folded, escaped text."""
+    role = msg.get("role", "?")
+    style = {"user": "bold cyan", "assistant": "bold green"}.get(str(role), "bold")
+    return Text(f"{fmt.esc(role)}:", style=style), Text(fmt.body(fmt.message_text(msg)))
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

@@ -46,28 +46,40 @@ def marker(paths: StatePaths, agent_ids: Iterable[str]) -> Marker:
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def group_rss(pgid: int, proc: Path = Path("/proc")) -> int | None:
-    """The resident memory, in bytes, of every process in process group `pgid` (a local run's
-    agent and what it started: what `abort` kills), or None where /proc cannot say (not
-    Linux, or the group is gone)."""
+def groups_rss(pgids: Iterable[int], proc: str = "/proc") -> dict[int, int]:
+    """The resident memory, in bytes, of every process in each process group of `pgids` (a
+    local run's agent and what it started: what `abort` kills), in one walk of /proc however
+    many groups are asked for; a group with no process found (gone, or not Linux) is left out.
+    Each /proc/PID/stat is read with os.read (no file object: a walk opens every process's)."""
+    wanted = {str(p).encode() for p in pgids}
     try:
-        names = os.listdir(proc)
+        names = os.listdir(proc) if wanted else []
     except OSError:
-        return None
-    total, found = 0, False
+        return {}
+    total: dict[int, int] = {}
     for name in names:
         if not name.isdigit():
             continue
         try:
-            with open(proc / name / "stat", "rb") as fh:
-                stat = fh.read()
+            fd = os.open(f"{proc}/{name}/stat", os.O_RDONLY)
         except OSError:
             continue
+        try:
+            stat = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
         # pid (comm) state ppid pgrp …: comm may hold spaces and parentheses, so split after
         # its last ')'. rss is field 24 (pages), the 22nd after the comm.
         fields = stat.rsplit(b")", 1)[-1].split()
-        if len(fields) < 22 or fields[2] != str(pgid).encode():
+        if len(fields) < 22 or fields[2] not in wanted:
             continue
-        found = True
-        total += int(fields[21]) * _PAGE
-    return total if found else None
+        group = int(fields[2])
+        total[group] = total.get(group, 0) + int(fields[21]) * _PAGE
+    return total
+
+
+def group_rss(pgid: int, proc: str = "/proc") -> int | None:
+    """The resident memory of process group `pgid`, or None where /proc cannot say."""
+    return groups_rss([pgid], proc).get(pgid)

@@ -13,7 +13,10 @@ closed while `drop_after_event` lasts. `grant_scopes` caps the scopes hello-ok g
 `config` is the OpenClaw config `config.get` answers (else the method is unknown).
 
 A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`); `fail ...`
-makes the gateway refuse it. With `store` set it plays a lockless JSON-era gateway: it applies
+makes the gateway refuse it. `announce_fail: N` accepts the next N announce turns (a spawn's
+result handed to its requester) and fails each after `announce_fail_s` ("worker task timed
+out"), as 2026.9.6 did. A key the gateway has seen is replayed, as OpenClaw's dedupe does:
+`in_flight` while its turn runs, then its end. With `store` set it plays a lockless JSON-era gateway: it applies
 `sessions.patch` to that sessions.json itself and rewrites the file on its own meanwhile.
 
     python tests/fakes/gateway.py CONFIG.json   # prints "ready PORT"
@@ -88,6 +91,8 @@ class Server:
         self.history: list[dict[str, Any]] = list(cfg.get("history", []))
         self.events: list[dict[str, Any]] = list(cfg.get("events", []))
         self.drop_after_event = int(cfg.get("drop_after_event", 0))
+        self.announce_fail = int(cfg.get("announce_fail", 0))
+        self.by_key: dict[str, str] = {}  # idempotency key -> the gateway's run id
 
     def log(self, row: dict[str, Any]) -> None:
         with self.lock, open(self.cfg["log"], "a") as fh:
@@ -330,14 +335,15 @@ class Server:
             run["done"].wait(params.get("timeoutMs", 30000) / 1000)
             final = run.get("final") or {}
             text = ((final.get("result") or {}).get("payloads") or [{}])[0].get("text")
-            return res(
-                {
-                    "runId": params["runId"],
-                    "status": final.get("status", "timeout"),
-                    "endedAt": int(time.time() * 1000) if final else None,
-                    "terminalReply": {"disposition": "visible", "text": text},
-                }
-            )
+            answer = {
+                "runId": params["runId"],
+                "status": final.get("status", "timeout"),
+                "endedAt": int(time.time() * 1000) if final else None,
+                "terminalReply": {"disposition": "visible", "text": text},
+            }
+            if final.get("error"):
+                answer["error"] = final["error"]
+            return res(answer)
         if method == "chat.abort":
             # As OpenClaw: a run is stopped by its owner connection, or by operator.admin.
             run = self.runs.get(params.get("runId") or "")
@@ -424,7 +430,12 @@ class Server:
         if name == "sessions_spawn":
             child = f"agent:main:subagent:{uuid.uuid4()}"
             turn = {"sessionKey": child, "message": args["task"]}
-            details = {"status": "accepted", "childSessionKey": child, "runId": run_id}
+            # `child_key`: the key it answers instead (a hostile or broken gateway's).
+            details = {
+                "status": "accepted",
+                "childSessionKey": self.cfg.get("child_key", child),
+                "runId": run_id,
+            }
             if args.get("runTimeoutSeconds"):
                 turn["timeout"] = args["runTimeoutSeconds"]
         else:
@@ -451,8 +462,15 @@ class Server:
         own["done"].set()
 
     def agent(self, ws: Any, n: int, params: dict[str, Any], res: Any, err: Any) -> None:
-        if params.get("idempotencyKey") in self.runs:  # a run under that key exists: one run
-            return res({"runId": params["idempotencyKey"], "status": "in_flight"})
+        idem = params.get("idempotencyKey")
+        if idem in self.runs:  # a run under that key exists: one run
+            return res({"runId": idem, "status": "in_flight"})
+        seen = self.by_key.get(idem) if isinstance(idem, str) else None
+        if seen is not None:  # as OpenClaw's dedupe: in flight while it runs, then its end
+            known = self.runs[seen]
+            if not known["done"].is_set():
+                return res({"runId": seen, "status": "in_flight"})
+            return res(known.get("final") or {"runId": seen, "status": "error"})
         # The gateway names the run itself (not by the idempotency key), as 2026.9.6 does.
         run_id, msg = "gw-" + uuid.uuid4().hex[:12], params.get("message", "")
         run: dict[str, Any] = {
@@ -463,8 +481,17 @@ class Server:
             "accepted": time.monotonic(),
         }
         self.runs[run_id] = run
+        if isinstance(idem, str):
+            self.by_key[idem] = run_id
         res({"runId": run_id, "status": "accepted", "acceptedAt": int(time.time() * 1000)})
         params = {**params, "gatewayRunId": run_id}
+        if isinstance(idem, str) and (idem.startswith("announce:v1:") or ":announce" in idem):
+            with self.lock:
+                fail = self.announce_fail > 0
+                self.announce_fail -= 1 if fail else 0
+            if fail:  # accepted, then the turn fails (2026.9.6: "worker task timed out")
+                threading.Thread(target=self.fail_turn, args=(run, params), daemon=True).start()
+                return
         with self.lock:
             drop = self.drop_after_accept > 0
             self.drop_after_accept -= 1 if drop else 0
@@ -483,6 +510,26 @@ class Server:
                 pass
 
         threading.Thread(target=final, daemon=True).start()
+
+    def fail_turn(self, run: dict[str, Any], params: dict[str, Any]) -> None:
+        """`announce_fail`: an announce turn that was accepted and then failed."""
+        time.sleep(float(self.cfg.get("announce_fail_s", 0.2)))
+        run["final"] = {
+            "runId": params["gatewayRunId"],
+            "status": "error",
+            "error": "worker task timed out",
+        }
+        self.log(
+            {
+                "method": FINAL,
+                "params": {
+                    "runId": params["gatewayRunId"],
+                    "idempotencyKey": params["idempotencyKey"],
+                    "status": "error",
+                },
+            }
+        )
+        run["done"].set()
 
     def finish(self, run: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         run_id, msg = params["gatewayRunId"], params.get("message", "")

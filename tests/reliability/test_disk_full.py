@@ -35,8 +35,11 @@ if _root:
     _root = os.path.realpath(_root)
     _errno = getattr(errno, os.environ.get("FAULT_ERRNO", "ENOSPC"))
     _match = os.environ.get("FAULT_MATCH", "*")
+    _arm = os.environ.get("FAULT_ARM")  # a file: no fault until it exists
 
     def _hit(path):
+        if _arm and not os.path.lexists(_arm):
+            return False
         try:
             p = os.path.realpath(os.fsdecode(path))
         except (TypeError, ValueError):
@@ -220,6 +223,42 @@ def test_transcript_append_fails_in_the_worker(populated: Path, faults: Path) ->
     check_transcripts(state)
     rc, out = run_json("send", "main", "space again", "--timeout", "20")
     assert rc == 0 and out["reply"] == "echo: space again"
+
+
+@pytest.mark.slow  # the worker's 3 s pause, which the fault is armed in
+def test_a_turn_whose_end_cannot_be_written_is_still_its_reply(
+    populated: Path, faults: Path, tmp_path: Path
+) -> None:
+    """The disk fills up after the worker wrote the turn: its sessions.json update and its
+    record's end both fail. The turn happened, so the waiting `send` reads the reply from the
+    transcript as the reconciler later does: the reply, exit 0, and a warning that the record
+    could not be written; not exit 1 "stopped", on which a cron job would send it twice
+    (issue 42, item 9). Once there is space the run is recorded ok, never run again."""
+    from tests.runhelpers import sessiontool as live
+
+    state = populated
+    arm = tmp_path / "disk-full-now"
+    env = fault_env(faults, state, "ENOSPC", "*.json.*.tmp")
+    env.update(FAULT_ARM=str(arm), SESSIONTOOL_TEST_PAUSE="index-write:3")
+    proc = live("send", "main", "words once", "--timeout", "30", env={**os.environ, **env})
+    logs = state / "sessiontool" / "runs"
+    deadline = time.monotonic() + 60
+    while not any("test pause: index-write" in p.read_text() for p in logs.glob("*.log")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the worker never paused"
+        time.sleep(0.05)
+    arm.touch()  # the disk is full from here on: the store write and the record's end fail
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, (out, err)
+    assert out.strip() == "echo: words once"
+    assert "could not be written" in err and "No space left on device" in err, err
+    assert "internal error" not in err and "Traceback" not in err
+    arm.unlink()
+    quiet(state)
+    rc, listing = run_json("runs")
+    mine = [r for r in listing["runs"] if r.get("message") == "words once"]
+    assert [(r["status"], r.get("reply")) for r in mine] == [("ok", "echo: words once")]
+    transcript = json.dumps(run_json("history", "main")[1])
+    assert transcript.count('"words once"') == 1
 
 
 def test_worker_that_cannot_record_anything_withdraws_the_run(

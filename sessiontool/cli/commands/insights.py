@@ -61,7 +61,7 @@ def search_cmd(
         None,
         "--fields",
         help="Only these columns, in this order, as TSV (on a terminal too): key, sessionId, "
-        "timestamp, role, snippet, label.",
+        "timestamp, role, snippet, label, messageId.",
         metavar="F,..",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output (highlights as offsets)."),

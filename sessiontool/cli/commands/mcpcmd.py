@@ -62,7 +62,10 @@ def mcp_cmd(
         metavar="KEY",
     ),
     read_only: bool = typer.Option(
-        False, "--read-only", help="Offer only sessions_list, sessions_history and agents_list."
+        False,
+        "--read-only",
+        help="Offer only the read tools: sessions_list, sessions_history, sessions_search, "
+        "sessions_yield and agents_list.",
     ),
     tools_: str | None = typer.Option(
         None,
@@ -91,8 +94,9 @@ def mcp_cmd(
         return remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
 
     from sessiontool.mcpserver import serve
+    from sessiontool.reports.search import search
 
-    serve(make_ctx, read_only=read_only, only=only)
+    serve(make_ctx, read_only=read_only, only=only, search=search)
     # Stdin closed: nothing is left to clean up (runs are detached workers). Tearing down the
     # SDK's modules takes the interpreter about a second more on a busy machine, while clients
     # give a server little time to leave before they kill it (the SDK's own: 2 s).

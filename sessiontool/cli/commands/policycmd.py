@@ -14,6 +14,7 @@ from sessiontool.cli.completers import choices, complete_keys, complete_labels
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
+    from sessiontool.flow.result_types import RetryResult
 
 
 def _decision_line(result: Mapping[str, Any]) -> str:
@@ -90,10 +91,9 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
     """What cron mails is stderr: a delivery still not delivered is one line there (however
     stdout is redirected), one that went through a line on stdout (none with -q), and nothing
     to retry is said only to a person at a terminal."""
-    from sessiontool.flow.delivery import DELIVERED
-    from sessiontool.flow.redeliver import retry
+    from sessiontool.flow.delivery import LANDED
 
-    result = retry(ctx, ids)
+    result = _retry_all(ctx, ids)
     look = output.look(ctx.options)
     if not as_json and not result["deliveries"] and not quiet:
         render.empty(look, "Nothing to retry.")
@@ -101,7 +101,7 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
     def text(r: Mapping[str, Any]) -> str:
         out = []
         for rec in r["deliveries"]:
-            if rec.get("status") != DELIVERED:
+            if rec.get("status") not in LANDED:
                 why = f": {rec['error']}" if rec.get("error") else ""
                 render.error_line(
                     f"delivery {rec['id']} is still not delivered ({rec.get('status')}){why}"
@@ -114,6 +114,28 @@ def _retry(ctx: Context, ids: list[str], as_json: bool, quiet: bool) -> int:
 
     output.show(output.View(result, text=text), look, as_json=as_json)
     return 0 if result["delivered"] == result["count"] else 1
+
+
+def _retry_all(ctx: Context, ids: list[str]) -> RetryResult:
+    """The outbox's deliveries and the gateway announces that did not land (`<runId>:
+    spawn-announce`, runs/gateway_announce.py), retried by id or all of them."""
+    from sessiontool.flow.redeliver import retry
+    from sessiontool.runs.control import pending_announces, retry_announces
+    from sessiontool.runs.gateway_announce import MODE
+
+    waiting = {f"{r['runId']}:{MODE}": r["runId"] for r in pending_announces(ctx.paths)}
+    mine: list[str] = []
+    rest: list[str] = []
+    for want in ids:
+        hits = [k for k in waiting if k.startswith(want)]
+        (mine if len(hits) == 1 else rest).append(waiting[hits[0]] if len(hits) == 1 else want)
+    result = retry(ctx, rest) if rest or not ids else {"count": 0, "delivered": 0, "deliveries": []}
+    if mine or not ids:
+        more = retry_announces(ctx.paths, ctx.config, mine)
+        result["deliveries"] += more  # type: ignore[arg-type]
+        result["count"] += len(more)
+        result["delivered"] += sum(1 for r in more if r["status"] == "delivered")
+    return result
 
 
 @app.command("deliveries")

@@ -17,7 +17,7 @@ from sessiontool.errors import UsageError
 if TYPE_CHECKING:
     from sessiontool.cli.historyformats import HistoryFormat
     from sessiontool.context import Context
-    from sessiontool.sessions.history import History
+    from sessiontool.sessions.history import History, HistorySpec
     from sessiontool.sessions.listing import SessionsResult
     from sessiontool.state.transcript import Message
 
@@ -71,6 +71,25 @@ def list_cmd(
         autocompletion=choices("main", "group", "cron", "hook", "node", "other"),
     ),
     limit: str = typer.Option("200", "--limit", help="At most N rows, or 'all'."),
+    offset: int = typer.Option(
+        0, "--offset", help="Skip the newest N rows (a page's nextOffset).", min=0
+    ),
+    label: str | None = typer.Option(
+        None, "--label", help="Only the sessions with exactly this label."
+    ),
+    search: str | None = typer.Option(
+        None,
+        "--search",
+        help="Only sessions whose key, label, displayName, sessionId, kind or model holds TEXT "
+        "(any case; not the transcripts: that is `search`).",
+        metavar="TEXT",
+    ),
+    active_only: bool = typer.Option(
+        False, "--active-only", help="Only sessions with a run queued or running."
+    ),
+    exclude_subagents: bool = typer.Option(
+        False, "--exclude-subagents", help="Leave out sub-agent and other spawned sessions."
+    ),
     active_minutes: int | None = typer.Option(
         None, "--active-minutes", help="Only sessions updated in the last N minutes."
     ),
@@ -99,7 +118,7 @@ def list_cmd(
     model, totalTokens, sessionId (the table's columns, then the sessionId); --fields picks
     and orders them."""
     from sessiontool.durations import parse_since
-    from sessiontool.sessions.listing import list_sessions
+    from sessiontool.sessions.listing import list_page, list_spec
 
     as_json = want_json(json_)
     names = _picked(fields)
@@ -110,15 +129,20 @@ def list_cmd(
         )
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
-    result = list_sessions(
-        ctx,
+    spec = list_spec(
         kinds=kinds,
         limit=parse_limit(limit),
+        offset=offset,
         active_minutes=active_minutes,
         message_limit=message_limit,
         since_ms=parse_since(since) if since else None,
         all_agents=all_agents,
+        label=label,
+        search=search,
+        active_keys=_active_keys(ctx) if active_only else None,
+        exclude_subagents=exclude_subagents,
     )
+    result = list_page(ctx, spec)
     _KEEP.append(result)
     output.show(
         _sessions_view(result, message_limit),
@@ -127,6 +151,12 @@ def list_cmd(
         quiet=quiet,
         fields=names,
     )
+
+
+def _active_keys(ctx: Context) -> frozenset[str]:
+    from sessiontool.runs.listing import active_session_keys
+
+    return active_session_keys(ctx)
 
 
 def _sessions_view(result: SessionsResult, message_limit: int) -> output.View:
@@ -167,6 +197,12 @@ def history_cmd(
         "--limit",
         help="The last N messages (max 1000), or 'all'. Default 200; with -o: all.",
     ),
+    offset: int | None = typer.Option(
+        None, "--offset", help="Page back: N records from the newest (then nextOffset).", min=0
+    ),
+    message_id: str | None = typer.Option(
+        None, "--message-id", help="The --limit messages around this one (search's messageId)."
+    ),
     include_tools: bool = typer.Option(False, "--include-tools", help="Include tool results."),
     raw: bool = typer.Option(False, "--raw", help="Keep the channel envelope in user messages."),
     since: str | None = typer.Option(
@@ -190,30 +226,23 @@ def history_cmd(
 ) -> None:
     """Show a session's transcript."""
     from sessiontool.durations import parse_since
-    from sessiontool.sessions.history import history, spawned_from
-    from sessiontool.sessions.reading import read_scope
+    from sessiontool.sessions.history import HistorySpec
     from sessiontool.state.transcript import file_size
 
     dest = _output_path(output_arg)
+    if follow and (offset is not None or message_id is not None):
+        raise UsageError("--follow starts at the newest message: not with --offset, --message-id")
     fmt, row = _history_format(fmt, json_, follow, dest is not None)
-    to_stdout = dest is not None and str(dest) == "-"  # '-' is stdout, as for `send KEY -`
     # An export (-o) is the whole transcript unless --limit says otherwise.
     default_n = None if dest is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
-    with read_scope():  # one read of the store for the transcript and its children
-        h = history(
-            ctx,
-            key,
-            label=label,
-            limit=n,
-            include_tools=include_tools or row.tools,
-            raw=raw,
-            since_ms=parse_since(since) if since else None,
-        )
-        if fmt in ("text", "json") and not follow:  # under --follow they come later
-            h.children = spawned_from(ctx, h.resolved.key)
+    spec = HistorySpec(label=label, limit=n, include_tools=include_tools or row.tools, raw=raw)
+    spec.offset, spec.message_id = offset, message_id
+    spec.since_ms = parse_since(since) if since else None
+    # the sessions spawned from it: under --follow they come later
+    h = _read_history(ctx, key, spec, fmt in ("text", "json") and not follow)
     via_gateway = follow and h.resolved.gateway_written
     if via_gateway:
         # No transcript file: the gateway's session.message events (openclaw/gateway_follow.py).
@@ -224,11 +253,7 @@ def history_cmd(
     start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
     text = row.whole(ctx, h)
     if dest is not None:
-        body = text if text is not None else _plain(h)
-        if to_stdout:
-            render.write_out(body)
-        else:
-            _export(dest, body)
+        _export(dest, text if text is not None else _plain(h))
         return
     style = output.look(ctx.options)
     rich_view = text is None and style.terminal() and style.colored()
@@ -253,6 +278,19 @@ def history_cmd(
         write_message=row.message,
         rich_view=rich_view,
     )
+
+
+def _read_history(ctx: Context, key: str | None, spec: HistorySpec, children: bool) -> History:
+    """The transcript and, with `children`, the sessions spawned from it: one read of the
+    store for both."""
+    from sessiontool.sessions.history import history_page, spawned_from
+    from sessiontool.sessions.reading import read_scope
+
+    with read_scope():
+        h = history_page(ctx, key, spec)
+        if children:
+            h.children = spawned_from(ctx, h.resolved.key)
+    return h
 
 
 def _plain(h: History) -> str:
@@ -300,7 +338,11 @@ def _output_path(arg: str | None) -> Path | None:
 
 
 def _export(output: Path, body: str | bytes) -> None:
-    """`-o FILE`: written owner-only and whole, or not at all."""
+    """`-o FILE`: written owner-only and whole, or not at all; `-o -` is stdout, as for
+    `send KEY -`."""
+    if str(output) == "-":
+        render.write_out(body)
+        return
     from sessiontool.errors import from_os_error
     from sessiontool.state.safefs import write_private_file
 

@@ -257,7 +257,7 @@ def _report_delivery(
     status stays the run's (`deliveries retry ID` tries again; `delivery.status` in the JSON
     says it too). Still pending after the wait: `delivery.status` says so."""
     from sessiontool.errors import SessiontoolError
-    from sessiontool.flow.delivery import DELIVERED
+    from sessiontool.flow.delivery import LANDED
     from sessiontool.runs.control import wait_delivery
 
     try:
@@ -273,7 +273,7 @@ def _report_delivery(
     if found.get("error"):
         info["error"] = found["error"]
     result["delivery"] = info
-    if found.get("status") == DELIVERED:
+    if found.get("status") in LANDED:  # `outbox`: recorded for a bridge, which the JSON says
         return code
     render.warning_line(
         f"the reply was not delivered ({found.get('status')}): {found.get('error') or '?'}"
@@ -281,6 +281,19 @@ def _report_delivery(
     if found.get("status") not in ("denied", "undelivered"):  # retrying cannot change those
         render.err(f"hint: sessiontool deliveries retry {did}")
     return code
+
+
+def _report_announce(ctx: Context, rec: Record, wait_s: float) -> None:
+    """Say when a gateway spawn's result did not reach its requester (its announce turn
+    failed), as for a delivery that failed: a warning, the exit status stays the run's."""
+    from sessiontool.runs.control import wait_announce
+    from sessiontool.runs.gateway_announce import MODE
+
+    why = wait_announce(ctx, rec, wait_s)
+    if why is None:
+        return
+    render.warning_line(f"the result was not announced to the requester: {why}")
+    render.err(f"hint: sessiontool deliveries retry {rec['runId']}:{MODE}")
 
 
 @app.command("wait")
@@ -339,6 +352,7 @@ def wait_cmd(
         if rec.get("deliver") and result.get("status") == "ok":
             # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
             code = _report_delivery(ctx, result, rec, wait_s or 30.0, code)
+        _report_announce(ctx, rec, wait_s or 30.0)
         codes.append(code)
         if len(ids) == 1:
             _print_result(result, code, as_json)
@@ -479,8 +493,8 @@ def _run_lines(look: render.Look, view: Mapping[str, Any]) -> None:
 
 
 def _runs_table(look: render.Look, result: Mapping[str, Any]) -> None:
-    """The table on a terminal (short run ids, ages, results cut to fit); piped, the TSV is
-    cli/columns.py's, whole values as `--fields` gives them."""
+    """The table on a terminal (short run ids, ages, results cut with "…" to fit: one line a
+    run); piped, the TSV is cli/columns.py's, whole values as `--fields` gives them."""
     rows = result["runs"]
     short = short_ids([r["runId"] for r in rows])
     cells = [
@@ -502,12 +516,16 @@ def _runs_table(look: render.Look, result: Mapping[str, Any]) -> None:
             look,
             ["RUN", "KIND", "STEP", "STATUS", "SESSION", "CREATED", "RESULT"],
             cells,
-            no_wrap=("RUN", "KIND", "STATUS", "CREATED"),
-            keys=("SESSION",),
+            {
+                **dict.fromkeys(("RUN", "KIND", "STATUS", "CREATED"), "whole"),
+                "SESSION": "key",
+                "RESULT": "cut",
+            },
         )
 
 
-def _short(v: Any, n: int = 60) -> str:
+def _short(v: Any, n: int = 400) -> str:
+    """A result on one line (render.table cuts it to the terminal's width with "…")."""
     s = v if isinstance(v, str) else render.json_line(v).strip()
     s = s.replace("\n", " ")
     return s if len(s) <= n else s[: n - 1] + "…"
