@@ -9,7 +9,10 @@ written, the agent not started), `after-runner` (the agent is done, nothing reco
 recorded as started, before its command), `cleanup` (a spawn's cleanup step), `run-created`
 (`send`: the run recorded, its worker not yet started), `index-part` (an index catch-up,
 after each file it read and the commit of a part when one was due), `index-commit` (between a part's commit
-and taking the index's write lock again). The run points
+and taking the index's write lock again), `fork-copied` (a fork's transcript written, its entry
+not yet), `rewind-archived` (what a rewind cuts archived, the transcript not cut yet),
+`compact-archived` (the transcript before a compaction copied aside, the compaction entry not
+appended yet). The run points
 also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes
 `sessiontool test pause: <point> pid=<pid>` to stderr (a worker's stderr is its run log), so
 the test knows where it is, then sleeps."""

@@ -255,7 +255,7 @@ def test_missing_state_dir_is_not_found_and_creates_nothing(tmp_path: Path) -> N
     assert not (tmp_path / "does").exists()
     proc = run_cli("list", "--json", env={"SESSIONTOOL_STATE_DIR": str(state)})
     assert proc.returncode == 0
-    assert proc.stdout == '{"count":0,"sessions":[]}\n'
+    assert proc.stdout == '{"count":0,"hasMore":false,"limitApplied":200,"sessions":[]}\n'
     assert proc.stderr == ""
     assert not (tmp_path / "does").exists()
 

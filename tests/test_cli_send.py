@@ -262,7 +262,7 @@ def test_create_agent_on_a_read_is_not_refused_with_give_create_agent(state: Pat
     and its hint says what starts an agent (a send or spawn with --create-agent)."""
     assert run_cli("send", "main", "first").returncode == 0
     rc, out = run_json("--agent", "ops", "--create-agent", "list")
-    assert rc == 0 and out == {"count": 0, "sessions": []}, out
+    assert rc == 0 and out["count"] == 0 and out["sessions"] == [] and not out["hasMore"], out
     proc = run_cli("--agent", "ops", "--create-agent", "list")
     assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
     assert "--create-agent" not in proc.stderr

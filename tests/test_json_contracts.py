@@ -41,7 +41,8 @@ LIST_ROW_ALL = LIST_ROW_ALWAYS | {
     "systemSent",
     "thinkingLevel",
 }
-HISTORY_TOP = {"messages", "sessionId", "sessionKey"}
+# `messageIds`: each message's transcript entry id, what `fork --at` and `rewind` take.
+HISTORY_TOP = {"messageIds", "messages", "sessionId", "sessionKey"}
 HISTORY_WITH_CHILDREN = HISTORY_TOP | {"children"}  # a session others were spawned from
 MESSAGE_ALWAYS = {"content", "role", "timestamp"}
 SEARCH_TOP = {"count", "engine", "hits", "query"}
@@ -203,8 +204,10 @@ def test_list_on_the_sqlite_store(oc_state: Path) -> None:
         "displayName",
         "label",
         "model",
+        "modelOverride",  # the session's own model (`session --model`), as OpenClaw stores it
         "modelProvider",
         "parentSessionKey",
+        "providerOverride",
         "spawnDepth",
         "spawnedBy",
         "status",

@@ -139,6 +139,8 @@ def test_tools_send_history_list_spawn_errors_and_resources(state: Path) -> None
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "sessions",
+        "session_status",
         "sessions_search",
         "subagents",
         "sessions_yield",

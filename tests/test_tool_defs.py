@@ -36,8 +36,8 @@ def test_every_tool_fully_described() -> None:
             "agents_list",
         }
     )
-    # subagents cancels runs; nothing else destroys anything
-    assert {n for n, t in tools.TOOLS.items() if t.destructive} == {"subagents"}
+    # subagents cancels runs, sessions resets and deletes; nothing else destroys anything
+    assert {n for n, t in tools.TOOLS.items() if t.destructive} == {"subagents", "sessions"}
     assert tools.TOOLS["sessions_list"].annotations["idempotentHint"] is True
     assert tools.TOOLS["sessions_send"].annotations["idempotentHint"] is False
 

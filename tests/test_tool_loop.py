@@ -130,6 +130,8 @@ def test_list_tool_call_then_answer(state: Path, brain: tuple[FakeOpenAI, Brain]
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "sessions",
+        "session_status",
         "subagents",
         "sessions_yield",
     }  # not sessions_search: the runners' transport has no search (reports/ is above runs/)

@@ -80,6 +80,42 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("sessiontool delete discord:group:123", "remove the session, keep its transcript"),
         ("sessiontool delete --label old-test --json", "by label, as JSON"),
     ),
+    "archive": (
+        ("sessiontool archive discord:group:123", "out of list and of sends; transcript kept"),
+        (
+            "sessiontool archive work --expect-session-id 5f0c3a1e-1b2c-4d5e-8f90-a1b2c3d4e5f6",
+            "only if it is still that generation",
+        ),
+    ),
+    "restore": (
+        ("sessiontool restore discord:group:123", "back in list, a send target again"),
+        ("sessiontool restore --label old-test --json", "by label, as JSON"),
+    ),
+    "pin": (
+        ("sessiontool pin work", "first in list and top"),
+        ("sessiontool pin --label project-x --json", "by label, as JSON"),
+    ),
+    "unpin": (
+        ("sessiontool unpin work", "back in the order of its last update"),
+        ("sessiontool unpin --label project-x -q", "print the key alone"),
+    ),
+    "session": (
+        ("sessiontool session work", "its own model and thinking level, if any"),
+        ("sessiontool session work --model gpt-4o --thinking high", "for its next runs"),
+        ("sessiontool session work --model default --thinking default", "back to the defaults"),
+    ),
+    "fork": (
+        ("sessiontool fork work --label work-b", "a new session with work's whole transcript"),
+        ("sessiontool fork work --at 4f1c9a2e -q", "from before that message; the new key"),
+    ),
+    "rewind": (
+        ("sessiontool rewind work 4f1c9a2e", "continue from before that message (history --json)"),
+        ("sessiontool rewind work 4f1c9a2e --json | jq -r .editorText", "its text, to send again"),
+    ),
+    "compact": (
+        ("sessiontool compact work", "summarize all but its last 2 turns"),
+        ("sessiontool compact work --keep 5 --timeout 0 -q", "queue it; `wait` its run id"),
+    ),
     "help": (
         ("sessiontool help send", "the same as sessiontool send --help"),
         ("sessiontool help", "every command"),

@@ -40,6 +40,7 @@ def _text_message(key: str, m: Message) -> str:
 
 
 def _json(ctx: Context, h: History) -> bytes:
+    h.with_ids = True  # the command's JSON: the ids `fork --at` and `rewind` take
     return render.json_bytes(h.to_json())
 
 

@@ -12,7 +12,9 @@ hidden (README, "Past one machine"):
   carries `truncated: true`;
 - `displayName` of a labelled session is its label (the gateway does not return the stored one):
   left out;
-- `model` / `contextTokens` of a session that has none stored are the gateway's defaults.
+- `model` / `contextTokens` of a session that has none stored are the gateway's defaults;
+- a session's own model (`modelOverride` / `providerOverride`, `session --model`) is not in a
+  `sessions.list` row: `list` through a gateway shows the resolved `model` only.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ ROW_FIELDS = (
     "subject",
     "groupId",
     "origin",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
 )
 # What chat.history adds to a message that the stored event does not hold: keys of the message
 # (who forwarded an inter-session message) and of its `__openclaw` (ids, positions, the cut).
@@ -163,6 +169,31 @@ def all_rows(paths: StatePaths) -> list[dict[str, Any]]:
     return out
 
 
+def archived_rows(paths: StatePaths, agent_id: str) -> dict[str, Folded]:
+    """The agent's archived sessions (`sessions.list` with `archived: true`, left out of its
+    default listing), with `archivedAt` as the row has it."""
+    require_up(paths)
+    out: dict[str, Folded] = {}
+    offset = 0
+    while True:
+        page = _call(
+            paths,
+            "sessions.list",
+            {"limit": PAGE, "offset": offset, "archived": True, "agentId": agent_id},
+        )
+        rows = page.get("sessions")
+        for row in rows if isinstance(rows, list) else []:
+            key = row.get("key") if isinstance(row, dict) else None
+            if isinstance(key, str) and row.get("agentId") == agent_id:
+                entry = entry_of(row)
+                entry["archivedAt"] = row.get("archivedAt") or row.get("updatedAt") or 0
+                out[key] = Folded(key, entry, [key])
+        nxt = page.get("nextOffset")
+        if not page.get("hasMore") or not isinstance(nxt, int) or nxt <= offset:
+            return out
+        offset = nxt
+
+
 def agent_ids(paths: StatePaths) -> list[str]:
     """The agents the gateway has sessions for, sorted."""
     ids = {r["agentId"] for r in all_rows(paths) if isinstance(r.get("agentId"), str)}
@@ -176,6 +207,8 @@ def entry_of(row: dict[str, Any]) -> Entry:
     entry: Entry = {f: row[f] for f in ROW_FIELDS if row.get(f) is not None}
     if entry.get("displayName") is not None and entry.get("displayName") == entry.get("label"):
         del entry["displayName"]  # derived from the label; the stored one is not returned
+    if row.get("pinned") is True and "pinnedAt" not in entry:
+        entry["pinnedAt"] = row.get("updatedAt") or 1  # a row that says only that it is pinned
     return normalize_entry(entry)
 
 
@@ -305,6 +338,9 @@ class GatewayReader:
                 break
             if keep is None or keep(msg):
                 collected.append(msg)
+                meta = m.get("__openclaw")
+                mid = meta.get("id") if isinstance(meta, dict) else None
+                result.ids.append(mid if isinstance(mid, str) else None)
             if limit is not None and len(collected) >= limit:
                 break
         else:
@@ -316,6 +352,7 @@ class GatewayReader:
                     "older ones are not shown"
                 )
         collected.reverse()
+        result.ids.reverse()
         result.messages = collected
         return result
 

@@ -24,6 +24,7 @@ from sessiontool.errors import (
     session_not_found,
 )
 from sessiontool.flow import policy
+from sessiontool.runs.session_patch import check_expected
 from sessiontool.runs.writer import SessionWriter
 from sessiontool.sessions.resolve import Resolved, all_agent_ids, resolve
 from sessiontool.state import keys
@@ -117,18 +118,25 @@ def set_label(
     return writer.set_label(ctx, r, new_label)
 
 
-def reset(ctx: Context, value: str | None, *, label: str | None = None) -> ResetResult:
+def reset(
+    ctx: Context, value: str | None, *, label: str | None = None, expect: str | None = None
+) -> ResetResult:
     """Start a new conversation in the session: on files a new UUID v4 sessionId (the old
     transcript stays on disk, unreferenced); OpenClaw 2026.9.6's gateway resets in place (same
-    sessionId, `inPlace: true`)."""
+    sessionId, `inPlace: true`). `expect`: exit 4 unless it is still that sessionId."""
     r, writer = _locate(ctx, "reset", value, label)
+    check_expected(ctx.display(r.key), r.entry, expect)
     return writer.reset(ctx, r)
 
 
-def delete(ctx: Context, value: str | None, *, label: str | None = None) -> DeleteResult:
+def delete(
+    ctx: Context, value: str | None, *, label: str | None = None, expect: str | None = None
+) -> DeleteResult:
     """Remove the session from its store and archive its transcript. A main session is refused
-    (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land."""
+    (exit 4), as in OpenClaw: it is where the agent's direct chat and announces land.
+    `expect`: exit 4 unless it is still that sessionId."""
     r, writer = _locate(ctx, "delete", value, label)
+    check_expected(ctx.display(r.key), r.entry, expect)
     if keys.kind_of(r.key, r.entry, ctx.config.main_key) == "main":
         raise ForbiddenError(f"Cannot delete the main session ({ctx.display(r.key)}).")
     return writer.delete(ctx, r)

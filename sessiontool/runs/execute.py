@@ -132,10 +132,12 @@ def start(paths: StatePaths, rec: Record, session: Session) -> bool:
 
 
 def history_for(path: Path) -> list[dict[str, Any]]:
+    """What the runner gets of the session: its last 200 messages, or, after a compaction,
+    the summary and what it kept (state/transcript_context.py)."""
     from sessiontool.state.envelopes import strip_envelopes
-    from sessiontool.state.transcript import read_tail
+    from sessiontool.state.transcript_context import context_messages
 
-    return strip_envelopes(read_tail(path, 200).messages)
+    return strip_envelopes(context_messages(path, 200))
 
 
 def append_user(rec: Record, session: Session) -> None:
@@ -213,6 +215,8 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
     for k in ("step", "turn", "maxTurns", "announce"):
         if rec.get(k) is not None:
             request[k] = rec[k]
+    if isinstance(session.entry.get("thinkingLevel"), str):  # `session --thinking`
+        request["thinkingLevel"] = session.entry["thinkingLevel"]
     timeout_s = rec.get("runTimeoutSeconds")
     deadline = time.monotonic() + float(timeout_s) if timeout_s else None
     out = Outcome(model=model, provider=provider)

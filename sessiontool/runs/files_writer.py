@@ -158,6 +158,32 @@ class FilesWriter:
 
         return store.update_store(r.store_path, mutate)
 
+    def patch_session(
+        self, ctx: Context, r: Resolved, patch: dict[str, Any], expected: str | None
+    ) -> Entry | None:
+        from sessiontool.runs.session_patch import apply_patch, check_expected
+
+        def mutate(s: Store) -> Entry:
+            entry = store.get_entry(s, r.agent_id, r.key)
+            if entry is None:
+                raise session_not_found(r.key)
+            check_expected(ctx.display(r.key), entry, expected)
+            entry = apply_patch(r.key, entry, patch, now_ms())
+            store.set_entry(s, r.agent_id, r.key, entry)
+            return entry
+
+        return store.update_store(r.store_path, mutate)
+
+    def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
+        from sessiontool.runs import files_branch
+
+        return files_branch.fork(ctx, r, at, label, refuse_label_in_use)
+
+    def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
+        from sessiontool.runs import files_branch
+
+        return files_branch.rewind(ctx, r, at)
+
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
         from sessiontool.runs.archive import maybe_sweep

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessiontool.errors import SessiontoolError, UsageError
+from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import records
 from sessiontool.state.locks import pid_alive
@@ -149,6 +149,73 @@ class GatewayWriter:
 
     def set_send_policy(self, ctx: Context, r: Resolved, wanted: str | None) -> Entry | None:
         return _entry(_call(ctx, "sessions.patch", {"key": r.key, "sendPolicy": wanted}))
+
+    def patch_session(
+        self, ctx: Context, r: Resolved, patch: dict[str, Any], expected: str | None
+    ) -> Entry | None:
+        """`sessions.patch`; an archive or restore always carries `expectedSessionId` (OpenClaw
+        requires it): the caller's, else the sessionId just read."""
+        from sessiontool.runs.session_patch import check_expected
+
+        check_expected(ctx.display(r.key), r.entry, expected)
+        params: dict[str, Any] = {"key": r.key, **patch}
+        want = expected or r.session_id
+        if want is not None:
+            params["expectedSessionId"] = want
+        try:
+            data = _call(ctx, "sessions.patch", params)
+        except SessiontoolError as exc:
+            if "session-changed" in exc.message or "expectedSessionId" in exc.message:
+                raise ForbiddenError(
+                    f"session changed: {ctx.display(r.key)} ({exc.message})",
+                    hint="re-read it with `sessiontool list` before deciding again",
+                ) from exc
+            raise
+        return _entry(data)
+
+    def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
+        """`sessions.fork {sessionKey, entryId}` (then the label by `sessions.patch`), or, for
+        the whole transcript, `sessions.create {parentSessionKey, fork: true}`."""
+        if label:
+            refuse_label_in_use(ctx, r.agent_id, label)
+        if at is None:
+            params: dict[str, Any] = {"parentSessionKey": r.key, "fork": True}
+            if label:
+                params["label"] = label
+            data = _call(ctx, "sessions.create", params, label)
+        else:
+            data = _call(ctx, "sessions.fork", {"sessionKey": r.key, "entryId": at})
+        key = data.get("sessionKey") or data.get("key")
+        if not isinstance(key, str):
+            raise SessiontoolError(f"the gateway's fork of {r.key} named no new session")
+        if label and at is not None:
+            _call(ctx, "sessions.patch", {"key": key, "label": label}, label)
+        out: dict[str, Any] = {
+            "sessionKey": ctx.display(key),
+            "sessionId": data.get("sessionId"),
+            "forkedFrom": ctx.display(r.key),
+            "forkSource": {"sessionKey": r.key, "sessionId": r.session_id},
+            "at": at,
+            "entry": _entry(data),
+            "via": "gateway",
+        }
+        if isinstance(data.get("editorText"), str):
+            out["editorText"] = data["editorText"]
+        return out
+
+    def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
+        """`sessions.rewind {sessionKey, entryId}`: OpenClaw keeps the later part as a branch
+        of its transcript (`sessions.branches.list`)."""
+        data = _call(ctx, "sessions.rewind", {"sessionKey": r.key, "entryId": at})
+        return {
+            "sessionKey": ctx.display(r.key),
+            "sessionId": r.session_id,
+            "at": at,
+            "archived": None,
+            "editorText": data.get("editorText") if isinstance(data, dict) else None,
+            "entry": None,
+            "via": "gateway",
+        }
 
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         runs: list[dict[str, Any]]
 
 
-USER_KINDS = ("send", "spawn")
+USER_KINDS = ("send", "spawn", "compact")
 
 
 def parse_kinds(values: list[str]) -> set[str]:

@@ -19,7 +19,7 @@ from typing import Any, Literal, Required, TypedDict
 
 RunStatus = Literal["queued", "running", "ok", "error", "timeout", "aborted", "lost"]
 FinishedStatus = Literal["ok", "error", "timeout", "aborted", "lost"]
-RunKind = Literal["send", "spawn", "step"]
+RunKind = Literal["send", "spawn", "step", "compact"]
 
 
 class FollowUp(TypedDict, total=False):
@@ -52,7 +52,7 @@ class Announce(TypedDict, total=False):
 
 
 class RunRecord(TypedDict, total=False):
-    """One run (`kind` send or spawn) or one internal step of a run (`kind` step)."""
+    """One run (`kind` send, spawn or compact) or one internal step of a run (`kind` step)."""
 
     # Always there (runs/schema.py refuses a record without them).
     runId: Required[str]
@@ -83,6 +83,8 @@ class RunRecord(TypedDict, total=False):
     deliver: bool
     gatewayDeliver: bool
     skipIndex: bool
+    keep: int  # a compaction's last turns kept as they are (`compact --keep`)
+    compaction: dict[str, Any]  # what a compaction did: archived, firstKeptEntryId, compacted
     channel: str
     to: str
     accountId: str

@@ -30,6 +30,11 @@ def rerun(ctx: Context, old: RunRecord) -> SendResult | SpawnResult:
             f"run {run_id} is an internal step; rerun its run instead",
             hint=f"sessiontool rerun {parent}" if isinstance(parent, str) else None,
         )
+    if old.get("kind") == "compact":
+        raise UsageError(
+            f"run {run_id} is a compaction; compact the session again",
+            hint=f"sessiontool compact {old.get('sessionKey')}",
+        )
     if status not in RERUNNABLE:
         raise UsageError(
             f"run {run_id} is {status}; only a run that failed, was lost, aborted or timed out "

@@ -15,7 +15,7 @@ from typing import Any
 FINISHED_STATUSES = frozenset({"ok", "error", "timeout", "aborted", "lost"})
 ACTIVE_STATUSES = frozenset({"queued", "running"})
 STATUSES = FINISHED_STATUSES | ACTIVE_STATUSES
-KINDS = frozenset({"send", "spawn", "step"})
+KINDS = frozenset({"send", "spawn", "step", "compact"})
 # The record format this version writes (`version`); a record without one is version 1 (before
 # the field existed) and reads the same. Raise it when a field changes meaning, not when one is
 # added: readers keep fields they do not know.
@@ -121,6 +121,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "seq": (_count, "a count"),
     "turn": (_count, "a count"),
     "maxTurns": (_count, "a count"),
+    "keep": (_count, "a count"),
+    "compaction": (_dict, "an object"),
     "pid": (_pid, "a process id"),
     "agentPid": (_pid, "a process id"),
     "timeoutSeconds": (_seconds, "a number of seconds"),

@@ -14,6 +14,7 @@ from sessiontool.errors import ExitCode, ForbiddenError, StorageError, UsageErro
 from sessiontool.flow import policy
 from sessiontool.runs import records
 from sessiontool.runs.writer import SessionWriter
+from sessiontool.sessions.archived import refuse_archived_target
 from sessiontool.sessions.resolve import resolve
 from sessiontool.state import keys
 from sessiontool.state.jsonio import require_utf8
@@ -110,6 +111,7 @@ def send(
         raise UsageError("the message is empty")
     require_utf8(message, "the message")
     r = resolve(ctx, key, label=label, create=True)
+    refuse_archived_target(ctx, r.agent_id, r.key, r.entry)
     display = ctx.display(r.key)
     if watch is not None and r.entry is None and r.key != ctx.main_key(r.agent_id):
         watch.new_session(display)  # `main` always exists

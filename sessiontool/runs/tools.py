@@ -19,7 +19,7 @@ from typing import Any
 
 from sessiontool.context import Context, Requester
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
-from sessiontool.runs import read_tools, subagent_tools, tool_outputs
+from sessiontool.runs import life_tools, read_tools, subagent_tools, tool_outputs
 from sessiontool.runs.tooldefs import SESSION_KEY as _SESSION_KEY
 from sessiontool.runs.tooldefs import CallOptions, Searcher, ToolDef, ToolResult
 from sessiontool.runs.tooldefs import obj_schema as _schema
@@ -234,6 +234,7 @@ TOOLS: dict[str, ToolDef] = {
             read_only=True,
             idempotent=True,
         ),
+        *(ToolDef(**d) for d in life_tools.DEFS),  # `sessions`, `session_status`
     )
 }
 

@@ -176,8 +176,13 @@ def run_one(w: Worker, rec: Record) -> None:
 
 def carry_out(w: Worker, rec: Record) -> None:
     """The record's turn, where its command chose (the writer named in its record, `via`):
-    sessiontool's runner over the files (execute.py) or OpenClaw's gateway (gateway_run.py)."""
-    if writer_of(rec).kind == "gateway":
+    sessiontool's runner over the files (execute.py) or OpenClaw's gateway (gateway_run.py);
+    a compaction (compaction.py) is a files run only: OpenClaw's store compacts in its gateway."""
+    if rec.get("kind") == "compact":
+        from sessiontool.runs.compaction import run_compact
+
+        run_compact(w, rec)
+    elif writer_of(rec).kind == "gateway":
         from sessiontool.runs.gateway_run import execute_run
 
         execute_run(w, rec)

@@ -63,6 +63,24 @@ class SessionWriter(Protocol):
         """`allow`/`deny`, or None to clear; the entry afterwards (None: no entry)."""
         ...
 
+    def patch_session(
+        self, ctx: Context, r: Resolved, patch: dict[str, Any], expected: str | None
+    ) -> Entry | None:
+        """OpenClaw's sessions.patch of a session's life fields (`archived`, `pinned`, `model`,
+        `thinkingLevel`; runs/session_patch.py); another generation than `expected`: exit 4.
+        The entry afterwards (None: a gateway that answered without it)."""
+        ...
+
+    def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
+        """A new session from this one's transcript, up to just before the user message `at`
+        (all of it: None), its lineage recorded (OpenClaw's `sessions.fork`)."""
+        ...
+
+    def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
+        """The session continues from just before the user message `at`; the later part is
+        kept (OpenClaw's `sessions.rewind`)."""
+        ...
+
     # -- runs -------------------------------------------------------------------------------
     def before_run(self, ctx: Context) -> None:
         """Housekeeping a send or spawn does first (the files writer's archive sweep)."""

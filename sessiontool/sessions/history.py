@@ -32,6 +32,11 @@ if TYPE_CHECKING:  # for types only: a TypedDict costs start-up to create
         messages: list[Message]
         truncated: NotRequired[bool]
         children: NotRequired[list[str]]
+        messageIds: NotRequired[list[str | None]]
+        model: NotRequired[str]
+        thinkingLevel: NotRequired[str]
+        archived: NotRequired[bool]
+        pinned: NotRequired[bool]
         offset: NotRequired[int]
         hasMore: NotRequired[bool]
         totalMessages: NotRequired[int]
@@ -51,7 +56,17 @@ def is_tool_output(msg: Message) -> bool:
 
 
 class History(Value):
-    __slots__ = ("session_key", "session_id", "messages", "path", "resolved", "children", "page")
+    __slots__ = (
+        "session_key",
+        "session_id",
+        "messages",
+        "path",
+        "resolved",
+        "children",
+        "page",
+        "ids",
+        "with_ids",
+    )
 
     session_key: str
     session_id: str | None
@@ -63,6 +78,8 @@ class History(Value):
     children: list[str]
     # A page's place (`--offset`): offset, hasMore, totalMessages, nextOffset (OpenClaw's keys).
     page: dict[str, Any]
+    ids: list[str | None]  # each message's transcript entry id (`fork --at`, `rewind`)
+    with_ids: bool  # `history --json` (the command) writes them as `messageIds`
 
     def __init__(
         self,
@@ -74,6 +91,8 @@ class History(Value):
     ) -> None:
         self.children = []
         self.page = {}
+        self.ids = []
+        self.with_ids = False
         self.session_key = session_key
         self.session_id = session_id
         self.messages = messages
@@ -96,6 +115,12 @@ class History(Value):
         if self.children:  # `history` (the command) only: sessions_history has no such key
             out["children"] = self.children
         out.update(self.page)  # type: ignore[typeddict-item]
+        if self.with_ids:  # `history --json`: the ids `fork --at` and `rewind` take
+            from sessiontool.sessions.lifeview import life_header
+
+            if len(self.ids) == len(self.messages):
+                out["messageIds"] = self.ids
+            out.update(life_header(self.resolved.entry))  # type: ignore[typeddict-item]
         return out
 
 
@@ -191,7 +216,9 @@ def _tail(
     stop = older if since_ms is not None else None
     if spec.offset is None:
         skip = None if spec.include_tools else is_tool_result_line
-        return rd.messages(r.key, r.entry, limit, _keep(spec), stop=stop, skip_line=skip).messages
+        res = rd.messages(r.key, r.entry, limit, _keep(spec), stop=stop, skip_line=skip)
+        h.ids = res.ids if len(res.ids) == len(res.messages) else [None] * len(res.messages)
+        return res.messages
     # A page: every record, tool results included, to count them as OpenClaw does.
     every = rd.messages(r.key, r.entry, None, None, stop=stop).messages
     shown, h.page = _page_of(every, spec.offset, limit, _keep(spec))

@@ -22,7 +22,7 @@ class ListSpec(Value):
     updated since `cutoff` (ms), with this exact `label`, whose label, displayName or key holds
     `search` (any case), only those with work queued or running (`active_keys`: the sessions
     with a run of ours open, or a row whose status says so), without sub-agents and spawned
-    sessions (`exclude_subagents`); `limit` rows (None: all) after `offset`, each with its last
+    sessions (`exclude_subagents`), archived ones or not (`archived`: no, yes, all); `limit` rows (None: all) after `offset`, each with its last
     `n_messages` messages."""
 
     __slots__ = (
@@ -36,6 +36,7 @@ class ListSpec(Value):
         "search",
         "active_keys",
         "exclude_subagents",
+        "archived",
     )
 
     def __init__(self, **fields: Any) -> None:
@@ -49,6 +50,7 @@ class ListSpec(Value):
         self.search: str | None = fields.get("search")
         self.active_keys: frozenset[str] | None = fields.get("active_keys")
         self.exclude_subagents: bool = fields.get("exclude_subagents", False)
+        self.archived: str = fields.get("archived", "no")  # `--archived no|yes|all`
         unknown = set(fields) - set(self.__slots__)
         if unknown:
             raise TypeError(f"ListSpec has no field {sorted(unknown)[0]!r}")

@@ -13,6 +13,7 @@ from sessiontool.errors import UsageError
 from sessiontool.flow import policy
 from sessiontool.sessions import listfilters, reading
 from sessiontool.sessions.history import is_tool_output
+from sessiontool.sessions.lifeview import is_archived
 from sessiontool.sessions.listfilters import LIST_DEFAULT_LIMIT, ListSpec
 from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
@@ -21,7 +22,7 @@ from sessiontool.sessions.resolve import (
 from sessiontool.state import keys
 from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name, transcript_path_for
-from sessiontool.state.sessions_json import Entry, listable
+from sessiontool.state.sessions_json import Entry, Folded, listable
 from sessiontool.state.transcript import Message, is_tool_result_line
 from sessiontool.structs import Value
 
@@ -75,6 +76,11 @@ LIST_FIELDS = (
     "status",
     "subject",  # read for `--search` (listfilters.SEARCH_FIELDS), never shown
     "category",
+    "archivedAt",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
 )
 # Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
 OPENCLAW_ROW_FIELDS = (
@@ -88,6 +94,11 @@ OPENCLAW_ROW_FIELDS = (
 )
 
 _ROW_PASSTHROUGH = (
+    "archivedAt",
+    "pinnedAt",
+    "modelOverride",
+    "providerOverride",
+    "forkSource",
     "thinkingLevel",
     "verboseLevel",
     "systemSent",
@@ -237,6 +248,8 @@ def list_spec(**given: Any) -> ListSpec:
         raise UsageError("--message-limit must not be negative")
     if given.get("offset", 0) < 0:
         raise UsageError("--offset must not be negative")
+    if given.get("archived", "no") not in ("no", "yes", "all"):
+        raise UsageError("--archived must be one of no, yes, all")
     for name in ("label", "search"):
         if given.get(name) is not None and not str(given[name]).strip():
             raise UsageError(f"--{name} must not be empty")
@@ -281,15 +294,33 @@ def _candidates(ctx: Context, spec: ListSpec) -> _Found:
             found.gateway.add(agent_id)
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             found.sqlite_agents.add(agent_id)
-        for full_key, f in rd.sessions(LIST_FIELDS).items():
+        for full_key, f in _sessions_of(ctx, rd, spec.archived).items():
             if not listable(full_key):
                 continue
             kind = keys.kind_of(full_key, f.entry, main_key)
             if not _wanted(ctx, spec, full_key, f.entry, kind):
                 continue
             found.rows.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
-    found.rows.sort(key=lambda c: c[0], reverse=True)
+    found.rows.sort(key=_order, reverse=True)
     return found
+
+
+def _sessions_of(ctx: Context, rd: Any, archived: str) -> dict[str, Folded]:
+    """The agent's sessions `--archived` asks for: `no` leaves the archived out (OpenClaw's
+    SQLite store and gateway already do), `yes` only them, `all` both (sessions/archived.py
+    reads OpenClaw's archived ones apart)."""
+    live = {k: f for k, f in rd.sessions(LIST_FIELDS).items() if not is_archived(f.entry)}
+    if archived == "no":
+        return live
+    from sessiontool.sessions.archived import archived_sessions
+
+    gone = archived_sessions(ctx, rd.info.agent_id)
+    return gone if archived == "yes" else {**live, **gone}
+
+
+def _order(c: tuple[float, str, str, Entry, str]) -> tuple[bool, float]:
+    """Pinned sessions first (OpenClaw's default order), then the newest."""
+    return c[3].get("pinnedAt") is not None, c[0]
 
 
 def _wanted(ctx: Context, spec: ListSpec, full_key: str, entry: Entry, kind: str) -> bool:
@@ -336,6 +367,8 @@ def _row(
     row = build_row(
         ctx, agent_id, full_key, entry, kind=kind, sessions_dir=found.sessions_dirs[agent_id]
     )
+    if is_archived(entry):
+        row["archived"] = True  # `list --archived yes|all`: the row says so
     if agent_id in found.gateway:
         row.pop("transcriptPath", None)  # no file: the transcript is in the database
     if agent_id in found.sqlite_agents:

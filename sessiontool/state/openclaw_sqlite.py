@@ -416,9 +416,11 @@ class SqliteReader:
                 break
             if msg is not None and (keep is None or keep(msg)):
                 collected.append(msg)
+                result.ids.append(ev.get("id") if isinstance(ev.get("id"), str) else None)
             if kind == "reset" or (limit is not None and len(collected) >= limit):
                 break
         collected.reverse()
+        result.ids.reverse()
         result.messages = collected
         if result.bad_lines:
             from sessiontool import diag
@@ -476,3 +478,23 @@ class SqliteReader:
         n_sessions = self._q("SELECT count(*) FROM session_nodes")[0][0]
         n_events = self._q("SELECT count(*) FROM transcript_events")[0][0]
         return {"sessions": int(n_sessions), "events": int(n_events)}
+
+
+def archived_sessions(reader: SqliteReader) -> dict[str, Folded]:
+    """The sessions OpenClaw archived (`archived_at` set), which `sessions()` leaves out."""
+    out: dict[str, Folded] = {}
+    if not reader._has("session_nodes", "archived_at"):
+        return out
+    rows = reader._q(
+        "SELECT session_key, current_session_id, updated_at, entry_json, archived_at "
+        "FROM session_nodes WHERE archived_at IS NOT NULL"
+    )
+    for key, sid, updated, raw, archived_at in rows:
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError, TypeError):
+            continue
+        if isinstance(entry, dict):
+            entry.setdefault("archivedAt", archived_at)
+            reader._add(out, key, sid, updated, entry)
+    return out

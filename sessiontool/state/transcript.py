@@ -84,11 +84,12 @@ def iter_lines_reverse(path: Path) -> Iterator[tuple[bytes, bool]]:
 
 
 class ReadResult(Value):
-    __slots__ = ("messages", "bad_lines", "exists")
+    __slots__ = ("messages", "bad_lines", "exists", "ids")
 
     messages: list[Message]
     bad_lines: int
     exists: bool
+    ids: list[str | None]  # each message's transcript entry id, where the reader knows it
 
     def __init__(
         self, messages: list[Message] | None = None, bad_lines: int = 0, exists: bool = True
@@ -96,6 +97,7 @@ class ReadResult(Value):
         self.messages = [] if messages is None else messages
         self.bad_lines = bad_lines
         self.exists = exists
+        self.ids = []
 
 
 def _message_of(obj: Any) -> Message | None:
@@ -140,6 +142,7 @@ def read_tail(
     try:
         lines = iter_lines_reverse(path)
         collected: list[Message] = []
+        ids = result.ids
         for raw, terminated in lines:
             if not raw.strip() or (skip_line is not None and skip_line(raw)):
                 continue
@@ -156,6 +159,7 @@ def read_tail(
             if keep is not None and not keep(msg):
                 continue
             collected.append(msg)
+            ids.append(obj.get("id") if isinstance(obj.get("id"), str) else None)
             if limit is not None and len(collected) >= limit:
                 break
     except FileNotFoundError:
@@ -165,6 +169,7 @@ def read_tail(
         result.exists = False
         return result
     collected.reverse()
+    ids.reverse()
     result.messages = collected
     return result
 

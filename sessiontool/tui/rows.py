@@ -50,7 +50,7 @@ def session_rows(
             r["key"],
             [
                 fmt.key_cell(r["key"], KEY_WIDTH),
-                fmt.esc(r.get("kind", "")),
+                fmt.esc(r.get("kind", "")) + (" (pinned)" if r.get("pinnedAt") is not None else ""),
                 fmt.ago(r.get("updatedAt"), now),
                 fmt.text_cell(label_cell(r), LABEL_WIDTH),
                 fmt.esc(r.get("model", "")),

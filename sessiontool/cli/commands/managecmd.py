@@ -67,6 +67,12 @@ def reset_cmd(
     label: str | None = typer.Option(
         None, "--label", help=LABEL_HELP, metavar="L", autocompletion=complete_labels
     ),
+    expect: str | None = typer.Option(
+        None,
+        "--expect-session-id",
+        help="Refuse (exit 4) unless the session is still this sessionId.",
+        metavar="ID",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Start a new conversation in a session: zero tokens, a new sessionId (operator only).
@@ -76,7 +82,7 @@ def reset_cmd(
     sessionId is kept and its transcript starts over."""
     from sessiontool.operations.manage import reset
 
-    result = reset(get_ctx(), key, label=label)
+    result = reset(get_ctx(), key, label=label, expect=expect)
     sid = render.esc(str((result.get("entry") or {}).get("sessionId")))
     what = (
         f"reset in place: sessionId {sid} kept, its transcript starts over"
@@ -95,6 +101,12 @@ def delete_cmd(
     label: str | None = typer.Option(
         None, "--label", help=LABEL_HELP, metavar="L", autocompletion=complete_labels
     ),
+    expect: str | None = typer.Option(
+        None,
+        "--expect-session-id",
+        help="Refuse (exit 4) unless the session is still this sessionId.",
+        metavar="ID",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Delete a session: remove it from its store and archive its transcript (operator only).
@@ -103,7 +115,7 @@ def delete_cmd(
     be deleted."""
     from sessiontool.operations.manage import delete
 
-    result = delete(get_ctx(), key, label=label)
+    result = delete(get_ctx(), key, label=label, expect=expect)
     archived = result.get("archived")
     where = f" (transcript archived: {render.esc(archived)})" if archived else ""
     _emit_session(result, want_json(json_), f"deleted {render.esc(result['sessionKey'])}{where}")

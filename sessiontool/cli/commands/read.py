@@ -102,6 +102,13 @@ def list_cmd(
     all_agents: bool = typer.Option(
         False, "--all-agents", help="Every agent's sessions (operator)."
     ),
+    archived: str = typer.Option(
+        "no",
+        "--archived",
+        help="Archived sessions: no (left out), yes (only them) or all.",
+        autocompletion=choices("no", "yes", "all"),
+        metavar="no|yes|all",
+    ),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Keys only."),
     fields: str | None = typer.Option(
         None,
@@ -112,9 +119,10 @@ def list_cmd(
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """List sessions, newest first.
+    """List sessions, pinned first, then the newest.
 
-    Piped: TSV without a header, one session per line: key, kind, channel, label, updatedAt,
+    Archived sessions are left out (--archived yes|all shows them, each row with
+    `archived: true`). Piped: TSV without a header, one session per line: key, kind, channel, label, updatedAt,
     model, totalTokens, sessionId (the table's columns, then the sessionId); --fields picks
     and orders them."""
     from sessiontool.durations import parse_since
@@ -130,6 +138,7 @@ def list_cmd(
     _without_cyclic_gc()
     ctx = get_ctx(reads=True)
     spec = list_spec(
+        archived=archived.strip().lower(),
         kinds=kinds,
         limit=parse_limit(limit),
         offset=offset,
@@ -164,7 +173,9 @@ def _sessions_view(result: SessionsResult, message_limit: int) -> output.View:
     when a TSV is written: cron's `list --json` every minute does without them)."""
 
     def table(look: render.Look, data: SessionsResult) -> None:
-        render.sessions_table(look, data)
+        from sessiontool.cli.lifecells import for_table
+
+        render.sessions_table(look, for_table(data))
         if message_limit:
             render.sessions_messages(data)
 
@@ -262,8 +273,7 @@ def history_cmd(
     if text is not None:
         render.write_out(text)
     elif rich_view:
-        render.history_rich(style, h.session_key, h.messages)
-        render.write_out(_spawned(h))
+        _rich(style, h)
     else:
         render.write_out(_plain(h))
     if row.message is None or not follow or (h.path is None and not via_gateway):
@@ -294,7 +304,21 @@ def _read_history(ctx: Context, key: str | None, spec: HistorySpec, children: bo
 
 
 def _plain(h: History) -> str:
-    return render.history_plain(h.session_key, h.messages) + _spawned(h)
+    return _life(h) + render.history_plain(h.session_key, h.messages) + _spawned(h)
+
+
+def _rich(style: render.Look, h: History) -> None:
+    render.write_out(_life(h))
+    render.history_rich(style, h.session_key, h.messages)
+    render.write_out(_spawned(h))
+
+
+def _life(h: History) -> str:
+    """The session's own model, thinking level, archived or pinned, above its messages."""
+    from sessiontool.sessions.lifeview import life_line
+
+    line = life_line(h.resolved.entry)
+    return render.esc(line) + "\n\n" if line else ""
 
 
 def _spawned(h: History) -> str:

@@ -424,8 +424,8 @@ def runs_cmd(
     kinds: list[str] = typer.Option(
         [],
         "--kind",
-        help="send, spawn, step (repeat or comma-separate).",
-        autocompletion=choices("send", "spawn", "step"),
+        help="send, spawn, compact, step (repeat or comma-separate).",
+        autocompletion=choices("send", "spawn", "compact", "step"),
     ),
     steps: bool = typer.Option(
         False, "--steps", help="Also the internal steps (reply turns, announce), under their run."

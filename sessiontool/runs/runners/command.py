@@ -210,6 +210,7 @@ def _child_env(
     system = request.get("system")
     env["SESSIONTOOL_SYSTEM_PROMPT"] = (system if isinstance(system, str) else "").replace("\0", "")
     put("SESSIONTOOL_RUN_KIND", request.get("kind"))
+    put("SESSIONTOOL_THINKING_LEVEL", request.get("thinkingLevel"))
     put("SESSIONTOOL_STEP", request.get("step"))
     put("SESSIONTOOL_TURN", request.get("turn"))
     return env

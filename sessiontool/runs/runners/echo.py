@@ -32,8 +32,27 @@ def echo_reply(request: Mapping[str, Any]) -> str:
             info: Mapping[str, Any] = announce if isinstance(announce, Mapping) else {}
             value = info.get("childReply") if "childReply" in info else info.get("round1")
             return f"echo: {value if isinstance(value, str) and value else NO_OUTPUT}"
+    if request.get("kind") == "compact":
+        return compact_summary(request.get("messages"))
     message = request.get("message")
     return f"echo: {message if isinstance(message, str) else ''}"
+
+
+def compact_summary(messages: Any) -> str:
+    """The echo agent's summary for `compact`: deterministic, for tests: how many messages it
+    replaced, and each user message's first 40 characters."""
+    msgs = messages if isinstance(messages, list) else []
+    asked = []
+    for m in msgs:
+        if isinstance(m, Mapping) and m.get("role") == "user":
+            content = m.get("content")
+            text = content if isinstance(content, str) else ""
+            if isinstance(content, list):
+                text = " ".join(
+                    str(b.get("text")) for b in content if isinstance(b, Mapping) and "text" in b
+                )
+            asked.append(" ".join(text.split())[:40])
+    return f"echo summary of {len(msgs)} messages; asked: " + " | ".join(asked)
 
 
 class EchoRunner:
