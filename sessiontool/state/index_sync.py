@@ -48,7 +48,7 @@ class Virtual:
 
 
 def unchanged(
-    wanted: dict[str, Path | None],
+    wanted: dict[str, Path | str | None],
     sources: list[Virtual],
     stats: dict[str, os.stat_result],
     known: dict[str, tuple[Any, ...]],
