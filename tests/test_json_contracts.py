@@ -62,7 +62,16 @@ USAGE_TOP = {"by", "currency", "rows", "since", "total", "until"}
 USAGE_TOTAL = {"cacheRead", "cacheWrite", "cost", "input", "output", "runs", "turns"}
 AGENTS_TOP = {"agents", "allowAny", "requester"}
 AGENTS_ROW = {"configured", "id"}
-PATHS_TOP = {"agents", "configDefault", "configFiles", "outbox", "runsDir", "stateDir"}
+PATHS_TOP = {
+    "agents",
+    "configDefault",
+    "configFiles",
+    "gateways",
+    "index",
+    "outbox",
+    "runsDir",
+    "stateDir",
+}
 PATHS_AGENT = {"exists", "format", "id", "sessionsDir", "store", "why"}
 DOCTOR_TOP = {"errors", "gateway", "ok", "problems", "stores", "warnings"}
 DOCTOR_PROBLEM = {"detail", "hint", "kind", "path", "severity"}

@@ -1,6 +1,7 @@
 """Generated documentation: the shell completion scripts and the man page, both derived from the
 Typer command tree so they can never drift from the real options. The committed copies under
-`completions/` and `man/` are checked against a fresh generation by the test suite.
+`completions/` and `man/` (and the config's JSON Schema, `docs/sessiontool.schema.json`) are
+checked against a fresh generation by the test suite.
 
     python -m sessiontool.cli.docs write          # regenerate completions/ and man/
     python -m sessiontool.cli.docs check          # exit 1 when the committed copies are stale
@@ -407,7 +408,13 @@ def generated_files() -> dict[Path, str]:
         for shell, name in COMPLETION_FILES.items()
     }
     files[MAN_FILE] = man_page()
+    from sessiontool.state.config_schema import schema_text
+
+    files[SCHEMA_FILE] = schema_text()  # the published copy of what `config schema` prints
     return files
+
+
+SCHEMA_FILE = Path("docs") / "sessiontool.schema.json"
 
 
 def repo_root() -> Path:

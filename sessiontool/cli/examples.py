@@ -155,6 +155,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("sessiontool gateway show", "which gateway this command line talks to"),
         ("sessiontool gateway forget wss://gw.example:18789", "drop its stored device token"),
     ),
+    "config": (
+        ("sessiontool config schema > sessiontool.schema.json", "the schema, for an editor"),
+        ("sessiontool config schema | jq '.properties.sessiontool'", "sessiontool's own keys"),
+    ),
     "top": (
         ("sessiontool top", "sessions, runs and deliveries, live"),
         ("sessiontool top --all-agents --budget 5", "every agent, with a daily budget"),

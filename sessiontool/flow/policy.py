@@ -49,7 +49,10 @@ def _rule_matches(match: Mapping[str, Any], full_key: str, entry: Mapping[str, A
             return False
         if not (full_key.startswith(prefix) or keys.rest_of(full_key).startswith(prefix)):
             return False
-    return True
+    raw = match.get("rawKeyPrefix")  # OpenClaw's: the full key's prefix, case aside
+    if raw is None:
+        return True
+    return isinstance(raw, str) and full_key.lower().startswith(raw.strip().lower())
 
 
 def send_decision(

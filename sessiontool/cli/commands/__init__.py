@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcpcmd",
     "export": "exportcmd",
     "gateway": "gatewaycmd",
+    "config": "configcmd",
     "top": "top",
     "help": "helpcmd",
 }
