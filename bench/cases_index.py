@@ -70,14 +70,25 @@ def corpus(mb: int, n: int) -> Path:
 
 def small_sessions(mb: int, n: int) -> Path:
     """`mb` MB in `n` sessions with small store entries (sessionId, updatedAt): what a store of
-    100,000 short sessions looks like; the same lines as the corpus."""
+    100,000 short sessions looks like; the same lines as the corpus. Each session holds at
+    least its header and one line (~1.6 KB): 100 MB in 100,000 sessions is 159 MB."""
+    return _small(f"small-{mb}mb-{n}", {"mb": mb, "sessions": n, "v": 1}, mb << 20, n)
 
+
+def small_sessions_bytes(total: int, n: int) -> Path:
+    """`total` bytes (to about a line per session) in `n` sessions, as `small_sessions`: the
+    few-session side of a comparison made with the bytes the many-session side really has."""
+    name = f"small-{total // 1_000_000}mb-{n}-bytes"
+    return _small(name, {"bytes": total, "sessions": n, "v": 1}, total, n)
+
+
+def _small(name: str, params: dict[str, Any], total: int, n: int) -> Path:
     def build(root: Path) -> None:
         rng = random.Random(34)
         templates = cs._templates(rng)
         d = root / "agents" / "main" / "sessions"
         d.mkdir(parents=True)
-        per = (mb << 20) // n
+        per = total // n
         store: dict[str, Any] = {}
         for i in range(n):
             sid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -87,7 +98,7 @@ def small_sessions(mb: int, n: int) -> Path:
             store[key] = {"sessionId": sid, "updatedAt": datagen.BASE_MS - i * 1000}
         datagen.write_store(root, "main", store)
 
-    return dataset(_base(), f"small-{mb}mb-{n}", {"mb": mb, "sessions": n, "v": 1}, build)
+    return dataset(_base(), name, params, build)
 
 
 def _transcripts(state: Path) -> Path:
@@ -292,17 +303,22 @@ def _incremental(bench: Bench, state: Path, n: int) -> Row:
     )
 
 
-def _idle(state: Path) -> None:
-    """Date each transcript back to its session's updatedAt: a store of 100,000 sessions is
-    mostly idle (the generated one was written minutes ago, every transcript hot for the
-    snapshot, reports/snapshot.py). The transcripts are hard links: the data set is dated too
-    (idempotent)."""
-    d = _transcripts(state)
-    for entry in json.loads((d / "sessions.json").read_text()).values():
-        ns = int(entry["updatedAt"]) * 1_000_000
-        path = d / f"{entry['sessionId']}.jsonl"
-        if path.stat().st_mtime_ns != ns:
-            os.utime(path, ns=(ns, ns))
+def _fresh(state: Path) -> None:
+    """Every transcript written now, as in a state dir just copied (`cp -r`) or after a busy
+    day: the index is built while all of them are hot (reports/snapshot.py), and measured
+    three days later (`_later`), when the hot set must have aged by itself (issue 47). The
+    transcripts are hard links: the data set is touched too (harmless)."""
+    now = time.time_ns()
+    for path in _transcripts(state).glob("*.jsonl"):
+        os.utime(path, ns=(now, now))
+
+
+def _later(bench: Bench) -> Bench:
+    """`bench` with the one clock three days on (SESSIONTOOL_NOW_MS)."""
+    import dataclasses
+
+    later = time.time_ns() // 1_000_000 + 3 * 86_400_000
+    return dataclasses.replace(bench, env=bench.env | {"SESSIONTOOL_NOW_MS": str(later)})
 
 
 def _store_write(state: Path) -> None:
@@ -345,20 +361,25 @@ def _full_check(bench: Bench, states: list[Path], sizes: tuple[int, int, int]) -
 
 @case
 def index_flat_sessions(bench: Bench) -> list[Row]:
-    """warm `search`/`usage` over many small sessions vs few, same total bytes."""
+    """warm `search`/`usage` over many small sessions vs few, built fresh, three days on."""
     rows: list[Row] = []
     for mb, few, many in _sizes("BENCH_INDEX_FLAT", "100:1000:100000", "8:100:10000", bench):
         states = []
         tmp = Path(tempfile.mkdtemp(prefix="index-flat-"))
         try:
+            big = small_sessions(mb, many)  # the bytes it really has: the few get as many
+            total = sum(p.stat().st_size for p in _transcripts(big).glob("*.jsonl"))
+            srcs = {few: small_sessions_bytes(total, few), many: big}
+            mb = round(total / 1e6)
             for n in (few, many):
-                state = _fresh_copy(small_sessions(mb, n), tmp / f"s{n}")
-                _idle(state)
+                state = _fresh_copy(srcs[n], tmp / f"s{n}")
+                _fresh(state)
                 log(f"building the index of {n} sessions ...")
                 t0 = time.perf_counter()
                 bench.output(bench.sessiontool("--state-dir", str(state), "search", "x", "--json"))
                 log(f"built in {time.perf_counter() - t0:.1f} s")
                 states.append(state)
+            bench = _later(bench)
             # `usage --by day`: its output is the same size for both (by session, it would
             # print 100 times the rows).
             for what in (["search", cs.RARE, "--json"], ["usage", "--by", "day", "--json"]):

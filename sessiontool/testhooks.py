@@ -15,7 +15,11 @@ not yet), `rewind-archived` (what a rewind cuts archived, the transcript not cut
 appended yet). The run points
 also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes
 `sessiontool test pause: <point> pid=<pid>` to stderr (a worker's stderr is its run log), so
-the test knows where it is, then sleeps."""
+the test knows where it is, then sleeps.
+
+A second hook counts: with `SESSIONTOOL_TEST_EVENTS=<file>` set, `note(event)` appends
+`<event> <pid>` to that file (`store-parse`: a sessions.json parsed; `store-write`: one
+written), so a test can count them across a command and the workers it starts."""
 
 from __future__ import annotations
 
@@ -42,3 +46,12 @@ def pause(*points: str) -> None:
     sys.stderr.write(f"sessiontool test pause: {point} pid={os.getpid()}\n")
     sys.stderr.flush()
     time.sleep(delay)
+
+
+def note(event: str) -> None:
+    """Append `event` to the file SESSIONTOOL_TEST_EVENTS names; inert when it is not set."""
+    path = os.environ.get("SESSIONTOOL_TEST_EVENTS")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{event} {os.getpid()}\n")

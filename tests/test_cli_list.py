@@ -458,3 +458,51 @@ def test_list_message_limit_in_text_mode(state: Path) -> None:
     assert "first words" in proc.stdout and "echo: first words" in proc.stdout
     proc = run_cli("list", "--message-limit", "2")  # piped: TSV cannot hold them
     assert proc.returncode == 2 and "--json" in proc.stderr
+
+
+def test_list_over_sessions_json_folds_nothing_whole(state: Path, monkeypatch: Any) -> None:
+    """Issue 47: `list` parses sessions.json once and picks each key's entry as the fold does
+    (a bare legacy key and its full form: the newer wins, its legacy fields renamed), without
+    folding the whole store; `--kind` and `--limit` as before."""
+    from sessiontool.context import build_context
+    from sessiontool.sessions.listing import list_sessions
+    from sessiontool.state import reader, sessions_json
+    from tests.runhelpers import write_store
+
+    store: dict[str, Any] = {
+        f"agent:main:dm:u{i:02d}": {"sessionId": f"s-u{i}", "updatedAt": 1000 + i}
+        for i in range(30)
+    }
+    store |= {
+        "dm:u05": {"sessionId": "s-old", "updatedAt": 5000, "lastProvider": "telegram"},
+        "agent:main:cron:nightly": {"sessionId": "s-cron", "updatedAt": 10},
+        "global": {"sessionId": "s-global", "updatedAt": 9999},
+    }
+    write_store(state, store)
+    folded: list[int] = []
+    parses: list[Path] = []
+    real_fold, real_parse = sessions_json.fold, sessions_json._parse_store
+
+    def fold(s: Any, agent_id: str) -> Any:
+        folded.append(len(s))
+        return real_fold(s, agent_id)
+
+    def parse(path: Path, text: str | None) -> Any:
+        parses.append(path)
+        return real_parse(path, text)
+
+    monkeypatch.setattr(sessions_json, "fold", fold)
+    monkeypatch.setattr(reader, "fold", fold)
+    monkeypatch.setattr(sessions_json, "_parse_store", parse)
+    got = list_sessions(build_context(state), limit=3)
+    assert [r["sessionId"] for r in got["sessions"]] == ["s-old", "s-u29", "s-u28"]
+    assert got["sessions"][0]["key"] == "agent:main:dm:u05"
+    assert got["sessions"][0].get("lastChannel") == "telegram"  # `lastProvider`, renamed
+    cron = list_sessions(build_context(state), kinds=["cron"], limit=None)
+    assert [r["sessionId"] for r in cron["sessions"]] == ["s-cron"]
+    assert everything_once(parses)
+    assert not folded, folded
+
+
+def everything_once(parses: list[Path]) -> bool:
+    return len(parses) == 2 and len(set(parses)) == 1  # two commands: one parse each

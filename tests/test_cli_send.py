@@ -333,3 +333,30 @@ def test_ctrl_c_after_the_run_is_recorded_names_it_and_the_run_goes_on(
     assert f"sessiontool wait {run_id}" in err and "error" not in err
     rc, waited = run_json("wait", run_id, "--timeout", "60")
     assert rc == 0 and waited["reply"] == "echo: hello"
+
+
+def test_send_on_a_big_store_parses_it_once_and_writes_it_once(state: Path) -> None:
+    """Issue 47 (the docs' promise, docs/decisions.md "One parse of a big store per run"): on a
+    store of 1 MiB or more, `send` to an existing session parses sessions.json once (in the
+    foreground; the worker forked from it inherits the parse) and writes it once, counted
+    across the command and its worker (SESSIONTOOL_TEST_EVENTS, sessiontool/testhooks.py)."""
+    from tests.runhelpers import settle, write_store
+
+    store = {
+        f"agent:main:dm:user-{i:05d}": {"sessionId": f"s-{i:05d}", "updatedAt": 1_000 + i}
+        for i in range(14_000)
+    }
+    store["agent:main:main"] = {"sessionId": "s-main", "updatedAt": 1}
+    path = write_store(state, store)
+    assert path.stat().st_size >= 1 << 20
+    events = state.parent / "events.txt"
+    proc = run_cli(
+        "send", "main", "hello", "--timeout", "30", env={"SESSIONTOOL_TEST_EVENTS": str(events)}
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "echo: hello\n"
+    settle(state)
+    seen = [line.split()[0] for line in events.read_text().splitlines()]
+    assert seen.count("store-parse") == 1, seen
+    assert seen.count("store-write") == 1, seen
+    assert read_store(state)["agent:main:main"]["updatedAt"] > 1

@@ -102,6 +102,9 @@ def test_an_announce_that_never_lands_is_said_and_retried_by_deliveries_retry(
     # Not retried on its own any more: another look at the runs makes no fourth turn.
     gw.st("--json", "runs")
     assert len(announces(gw)) == 3
+    # doctor names it and the retry.
+    proc = gw.st("doctor")
+    assert f"deliveries retry {run_id}:spawn-announce" in proc.stdout, proc.stdout
     # `deliveries retry` makes it once more; the gateway now lets it through.
     proc = gw.st("--json", "deliveries", "retry", f"{run_id}:spawn")
     assert proc.returncode == 0, proc.stderr

@@ -189,3 +189,142 @@ def test_sessiontool_appending_to_an_idle_transcript_is_seen_warm(state: Path) -
     assert proc.returncode == 0, proc.stderr
     assert _sessions_dir(state).stat().st_mtime_ns != before
     assert _count("tapir") == 1
+
+
+def _hot(state: Path) -> list[list[Any]]:
+    con = sqlite3.connect(f"file:{state / 'sessiontool' / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        return [
+            h for (blob,) in con.execute("SELECT hot FROM snap_scopes") for h in json.loads(blob)
+        ]
+    finally:
+        con.close()
+
+
+def test_the_hot_set_ages_by_itself(state: Path) -> None:
+    """Issue 47: a transcript stops being hot a day after its last change whatever the store
+    does. Built while every transcript is fresh (a state dir just copied), searched three days
+    later (the one clock moved) with no store write: no transcript is stat'ed any more, so a
+    hand append to one waits for a full check, and the kept hot list is emptied."""
+    import time
+
+    _make(state, 3, aged=False)
+    assert _count("word1") == 1
+    assert len(_hot(state)) == 3
+    later = {"SESSIONTOOL_NOW_MS": str(int(time.time() * 1000) + 3 * 86_400_000)}
+    _append(_transcript(state, 1), "zebra appended")
+    assert _count("zebra", env=later) == 0  # not hot any more: not stat'ed
+    assert _hot(state) == []
+    assert _count("zebra", env=later | {"SESSIONTOOL_INDEX_FULL_CHECK": "1"}) == 1
+
+
+def test_a_hot_transcript_caught_up_warm_stays_hot(state: Path) -> None:
+    """One written without a store change, caught up warm, is hot for a day from then."""
+    import time
+
+    _make(state, 2, aged=False)
+    assert _count("word0") == 1
+    now = int(time.time() * 1000)
+    soon = {"SESSIONTOOL_NOW_MS": str(now + 20 * 3600 * 1000)}  # 20 h later: still hot
+    _append(_transcript(state, 0), "zebra appended")
+    assert _count("zebra", env=soon) == 1
+    later = {"SESSIONTOOL_NOW_MS": str(now + 40 * 3600 * 1000)}  # 20 h after that catch-up
+    _append(_transcript(state, 0), "quagga appended")
+    assert _count("quagga", env=later) == 1
+    assert [h[1] for h in _hot(state)] == [str(_transcript(state, 0))]
+
+
+def test_an_idle_transcript_edited_in_place_gives_no_stale_hit(state: Path) -> None:
+    """Issue 42: an idle transcript (not hot: not stat'ed by a warm search) edited in place,
+    the same size and dated back, its word overwritten. The hit's line is read back and its
+    file found changed: the hit is dropped and the file indexed again, so the redacted word
+    is gone and the new one found from then on."""
+    _make(state, 3, aged=True)
+    assert _count("word1") == 1
+    path = _transcript(state, 1)
+    st = path.stat()
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"word1 hello", b"xxxxx hello"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    rc, out = run_json("search", "word1")
+    assert rc == 0, out
+    assert out["count"] == 0
+    assert _count("xxxxx") == 1
+    assert _count("hello") == 3
+
+
+def test_a_full_check_parses_the_store_once_and_stats_each_transcript_once(
+    state: Path, monkeypatch: Any
+) -> None:
+    """Issue 47: after a store write (the markers moved) a search lists every session from one
+    parse of sessions.json and one stat of each transcript: the floor it is measured against."""
+    from collections import Counter
+
+    from sessiontool.context import build_context
+    from sessiontool.reports import search as search_report
+    from sessiontool.state import sessions_json
+
+    store = _make(state, 6, aged=True)
+    assert _count("word1") == 1
+    store["agent:main:dm:u2"]["label"] = "renamed"
+    _write_store(state, store)
+    parses: list[Path] = []
+    stats: Counter[str] = Counter()
+    real_parse, real_stat = sessions_json._parse_store, os.stat
+
+    def parse(path: Path, text: str | None) -> Any:
+        parses.append(path)
+        return real_parse(path, text)
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        stats[os.fspath(path)] += 1
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(sessions_json, "_parse_store", parse)
+    monkeypatch.setattr(os, "stat", stat)
+    got = search_report.search(build_context(state), "word1")
+    assert got["count"] == 1
+    assert parses == [_sessions_dir(state) / "sessions.json"]
+    transcripts = {k: n for k, n in stats.items() if k.endswith(".jsonl")}
+    assert transcripts == {str(_transcript(state, i)): 1 for i in range(6)}
+
+
+def test_the_listing_of_a_full_check_folds_as_the_store_reader_does(state: Path) -> None:
+    """The one-pass listing (reports/catalog.py `_rows`) against `sessions_json.fold`: a bare
+    legacy key and its full form are one session (the newer wins), reserved keys and ids that
+    are no plain name are left out, the sessionFile kept as the entry says."""
+    from sessiontool.flow import policy
+    from sessiontool.reports import catalog
+    from sessiontool.state import sessions_json
+    from sessiontool.state.paths import transcript_file_for, transcript_path_for
+
+    d = str(_sessions_dir(state))
+    store: dict[str, Any] = {
+        "dm:old": {"sessionId": "s-old", "updatedAt": 5, "label": "bare"},
+        "agent:main:dm:old": {"sessionId": "s-new", "updatedAt": 9, "spawnedBy": "agent:main:x"},
+        "agent:main:dm:older": {"sessionId": "s-a", "updatedAt": 9},
+        "dm:older": {"sessionId": "s-b", "updatedAt": 3},
+        "global": {"sessionId": "s-global"},
+        "agent:main:dm:bad": {"sessionId": "../etc"},
+        "agent:main:dm:nosid": {"updatedAt": 1},
+        "agent:main:dm:file": {"sessionId": "s-f", "sessionFile": f"{d}/s-f-topic.jsonl"},
+        "agent:main:dm:away": {"sessionId": "s-g", "sessionFile": "/elsewhere/s-g.jsonl"},
+        "agent:main:dm:rel": {"sessionId": "s-r", "sessionFile": "sub/../s-r.jsonl"},
+        "agent:main:dm:empty": {"sessionId": "s-e", "label": "", "sessionFile": ""},
+        "agent:main:dm:ünï": {"sessionId": "ünïcode", "updatedAt": 2},
+    }
+    want = []
+    for key, f in sessions_json.fold(store, "main").items():
+        sid = f.entry["sessionId"]
+        if not sessions_json.listable(key) or not catalog.is_plain_name(sid):
+            continue
+        sf = f.entry.get("sessionFile")
+        seen = {k: f.entry[k] for k in (*policy.VISIBILITY_FIELDS, "updatedAt") if k in f.entry}
+        want.append(
+            [key, sid, sf if isinstance(sf, str) else None, f.entry.get("label") or None, seen]
+        )
+    assert catalog._rows(store, "main") == want
+    assert [r[1] for r in want][:2] == ["s-new", "s-a"]
+    for _key, sid, sf, _label, _seen in want:
+        assert transcript_file_for(d, sid, sf) == str(transcript_path_for(Path(d), sid, sf))

@@ -26,3 +26,23 @@ def test_json_output_escapes_c1_and_bidi_controls(state: object) -> None:
     assert [s["label"] for s in listed["sessions"] if s.get("label")] == [label]
     history = json.loads(run_cli("--json", "history", "main").stdout)
     assert any(words in json.dumps(m, ensure_ascii=False) for m in history["messages"])
+
+
+def test_every_character_the_cli_escapes_is_escaped_in_json_both_ways() -> None:
+    """The JSON writer's two spellings of the set (str for json.dumps, UTF-8 bytes for orjson)
+    cover every character the terminal rule escapes (termtext.UNSAFE) that JSON leaves raw,
+    and the JSON reads back the same."""
+    import re
+
+    from sessiontool.cli.jsonout import json_bytes, json_line
+    from sessiontool.termtext import UNSAFE
+
+    chars = [chr(o) for o in range(0x7F, 0x2070) if re.match(f"[{UNSAFE}]", chr(o))]
+    assert "\u202e" in chars and "\x9b" in chars and "\x7f" in chars
+    for c in chars:
+        obj = {"k": f"a{c}b", "n": [c]}
+        for out in (json_bytes(obj).decode(), json_line(obj)):
+            assert c not in out and f"\\u{ord(c):04x}" in out, hex(ord(c))
+            assert json.loads(out) == obj
+    plain = {"k": "é — “ok” 中文 \u2030"}
+    assert json.loads(json_bytes(plain)) == plain and "—" in json_bytes(plain).decode()

@@ -262,7 +262,7 @@ EXIT_MEANINGS = {
     ExitCode.FORBIDDEN: "refused (send policy, sandbox visibility, agent-to-agent, allowlist, "
     "sub-agent, self-send, deleting a main session)",
     ExitCode.CORRUPT: "corrupt state (unreadable sessions.json or run record); nothing was changed",
-    ExitCode.OVER_BUDGET: "usage --budget: the period's cost is over the budget",
+    ExitCode.OVER_BUDGET: "over budget: usage --budget, or a run refused or stopped by a budget",
     ExitCode.BUSY: "busy: a lock could not be taken in time; try again",
     ExitCode.TIMEOUT: "the caller stopped waiting; the run goes on",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); a send or wait names the run, which goes on",

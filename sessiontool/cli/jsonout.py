@@ -16,11 +16,13 @@ def json_line(obj: Any) -> str:
     )
 
 
-# C1 controls and the bidi controls that json's UTF-8 output leaves raw (a terminal acts on
-# them, a bidi override turns what follows around): written as `\u009b`, the same JSON.
-_JSON_RAW = re.compile("[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What json's UTF-8 output leaves raw of the characters the CLI escapes (termtext.UNSAFE: DEL,
+# the C1 controls, the line separators and the bidi controls; json escapes C0 itself): written
+# as `\u009b`, the same JSON. The UTF-8 form is the same set, spelled in bytes (a test checks
+# the two agree).
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _JSON_RAW_UTF8 = re.compile(
-    b"\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]"
+    b"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]"
 )
 
 
@@ -37,7 +39,7 @@ def json_bytes(obj: Any) -> bytes:
         data = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
     except TypeError:
         return json_line(obj).encode("utf-8", "backslashreplace")
-    if b"\xc2" in data or b"\xe2" in data or b"\xd8" in data:
+    if b"\xc2" in data or b"\xe2" in data or b"\xd8" in data or b"\x7f" in data:
         data = _JSON_RAW_UTF8.sub(lambda m: _json_escape_utf8(m.group()), data)
     return data
 

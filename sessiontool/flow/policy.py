@@ -156,8 +156,7 @@ def spawn_allowed_agents(ctx: Context) -> tuple[bool, list[str]]:
 
 
 def check_spawn_agent(ctx: Context, target_agent: str) -> None:
-    if ctx.requester.is_subagent:
-        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
+    """The spawn allowlist (how deep a requester may spawn is runs/spawnopts.py's)."""
     # Compare normalised ids, as OpenClaw does: `--agent-id Research` means `research`.
     target_agent = keys.normalize_agent_id(target_agent)
     if target_agent == ctx.agent_id:

@@ -284,11 +284,14 @@ def _check_runs(paths: StatePaths, now: int) -> Iterator[Problem]:
         elif steps.pending(rec) and not records.lock_held(paths, run_id):
             fu = rec["followUp"]
             err = f" (last attempt: {fu['error']})" if fu.get("error") else ""
+            how = "`sessiontool runs` or `sweep` resumes it"
+            if str(fu.get("next")).endswith("-announce") and fu.get("error"):
+                how = f"`sessiontool deliveries retry {run_id}:spawn-announce` makes it again"
             yield Problem(
                 "pending-follow-up",
                 str(paths.run_record(run_id)),
                 f"run {run_id} ({rec.get('kind')}, {rec.get('status')}) still owes its "
-                f"{fu.get('next')} step{err}; `sessiontool runs` or `sweep` resumes it",
+                f"{fu.get('next')} step{err}; {how}",
             )
     for lane in lanes.iter_lanes(paths):
         d = lanes.lane_path(paths, lane)
@@ -332,6 +335,12 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> DoctorResult:
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
+    from sessiontool.operations.doctor_budgets import budget_findings
+
+    problems.extend(
+        Problem(f["kind"], f["path"], f["detail"], severity="warning", hint=f["hint"])
+        for f in budget_findings(ctx)
+    )
     from sessiontool.operations import repair
     from sessiontool.sessions.reading import agent_ids_on_disk
 

@@ -19,7 +19,8 @@ from sessiontool.sessions import reading
 from sessiontool.sessions.listing import list_agent_ids
 from sessiontool.sessions.resolve import agent_sessions
 from sessiontool.state import detect, sessions_json
-from sessiontool.state.paths import is_plain_name, transcript_path_for
+from sessiontool.state.keys import RESERVED_KEYS
+from sessiontool.state.paths import is_plain_name, transcript_file_for
 from sessiontool.state.search_index import VIRTUAL_SEP, Index, Progress, Virtual
 from sessiontool.state.sessions_json import Entry, listable
 
@@ -27,15 +28,18 @@ from sessiontool.state.sessions_json import Entry, listable
 _ARCHIVED = re.compile(r"^(?P<sid>.+?)\.jsonl\.(?P<why>deleted|reset)\.")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SessionRef:
     """One transcript and the session it belongs to. `key` is None for an archived or orphaned
-    transcript (no store entry names it any more)."""
+    transcript (no store entry names it any more). Not frozen: a frozen dataclass sets each
+    field through `object.__setattr__`, a cost a full check pays 100,000 times over."""
 
     agent_id: str
     key: str | None
     session_id: str
-    path: Path
+    # The transcript's path (or a virtual transcript's name), a string: a full check makes
+    # 100,000 of them, and pathlib would cost more than the rest of the listing (issue 47).
+    where: str
     label: str | None = None
     archived: bool = False
     # Set for a transcript that is not a JSONL file (OpenClaw's SQLite store): how to read it.
@@ -46,6 +50,10 @@ class SessionRef:
     # The entry's updatedAt (epoch ms), when it has one: a recently updated session's
     # transcript is hot in a snapshot (reports/snapshot.py).
     updated: int | None = field(default=None, compare=False)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.where)
 
     def display_key(self, ctx: Context) -> str | None:
         return ctx.display(self.key) if self.key is not None else None
@@ -121,14 +129,8 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
     out: list[SessionRef] = []
     for agent_id in agents:
         info = detect.detect(ctx.paths, agent_id)
-        sdir = ctx.paths.sessions_dir(agent_id)
         if info.format == "jsonl":
-            for key, sid, session_file, label, seen in _listed(ctx, agent_id, info.location, kept):
-                if policy.visible(ctx, key, seen):
-                    path = transcript_path_for(sdir, sid, session_file)
-                    updated = seen.get("updatedAt")
-                    updated = updated if isinstance(updated, int) else None
-                    out.append(SessionRef(agent_id, key, sid, path, label, updated=updated))
+            out += _jsonl_sessions(ctx, agent_id, info.location, kept)
             continue
         marks_of = getattr(reading.reader_for(ctx.paths, agent_id), "event_marks", None)
         marks: dict[str, str] = marks_of() if marks_of is not None else {}
@@ -147,9 +149,22 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
                 _loader(ctx, agent_id, full_key, f.entry, pre_reset=True),
             )
             label = _str(f.entry.get("label"))
-            out.append(
-                SessionRef(agent_id, full_key, sid, Path(name), label, virtual=v, pre_reset=pre)
-            )
+            out.append(SessionRef(agent_id, full_key, sid, name, label, virtual=v, pre_reset=pre))
+    return out
+
+
+def _jsonl_sessions(
+    ctx: Context, agent_id: str, store: Path, kept: Index | None
+) -> list[SessionRef]:
+    sdir = os.fspath(ctx.paths.sessions_dir(agent_id))
+    everyone = ctx.requester.is_operator  # sees every session: no entry asked
+    out: list[SessionRef] = []
+    for key, sid, session_file, label, seen in _listed(ctx, agent_id, store, kept):
+        if everyone or policy.visible(ctx, key, seen):
+            where = transcript_file_for(sdir, sid, session_file)
+            updated = seen.get("updatedAt")
+            updated = updated if type(updated) is int else None
+            out.append(SessionRef(agent_id, key, sid, where, label, updated=updated))
     return out
 
 
@@ -164,26 +179,41 @@ def _listed(ctx: Context, agent_id: str, store: Path, kept: Index | None) -> lis
         rows = kept.scope_rows(agent_id, tag)
         if rows is not None and all(_row_ok(r) for r in rows):
             return rows
-    rows = []
-    for full_key, f in agent_sessions(ctx, agent_id).items():
-        sid = f.entry.get("sessionId")
-        if not listable(full_key) or not isinstance(sid, str) or not is_plain_name(sid):
-            continue
-        session_file = f.entry.get("sessionFile")
-        seen = {k: f.entry[k] for k in (*policy.VISIBILITY_FIELDS, "updatedAt") if k in f.entry}
-        rows.append(
-            [
-                full_key,
-                sid,
-                session_file if isinstance(session_file, str) else None,
-                _str(f.entry.get("label")),
-                seen,
-            ]
-        )
+    raw = getattr(reading.reader_for(ctx.paths, agent_id), "store", None)
+    if raw is not None:
+        rows = _rows(raw(), agent_id)
+    else:  # pragma: no cover - a JSONL store is read by the JSONL reader
+        rows = _rows({f.key: f.entry for f in agent_sessions(ctx, agent_id).values()}, agent_id)
     if kept is not None:
         tag = _tag(sessions_json.kept_identity(store))
         if tag is not None:
             kept.keep_scope_rows(agent_id, tag, rows)
+    return rows
+
+
+_SEEN = (*policy.VISIBILITY_FIELDS, "updatedAt")
+
+
+def _rows(store: dict[str, Any], agent_id: str) -> list[Listed]:
+    """The listable sessions of a parsed sessions.json, as `sessions_json.fold` folds it (a
+    legacy bare key and its full form are one session, the newer `updatedAt` wins), with only
+    the fields a listing needs: one pass, no entry copied (issue 47: 100,000 sessions)."""
+    rows: list[Listed] = []
+    for full, e in sessions_json.winners(store, agent_id).items():
+        sid = e["sessionId"]
+        if full in RESERVED_KEYS or not is_plain_name(sid):
+            continue
+        session_file = e.get("sessionFile")
+        label = e.get("label")
+        rows.append(
+            [
+                full,
+                sid,
+                session_file if type(session_file) is str else None,
+                label if type(label) is str and label else None,
+                {k: e[k] for k in _SEEN if k in e},
+            ]
+        )
     return rows
 
 
@@ -212,11 +242,11 @@ def archived_transcripts(
     orphaned `.jsonl` files. Only the operator sees them."""
     if not ctx.requester.is_operator:
         return []
-    taken = {str(r.path) for r in live}
+    taken = {r.where for r in live}
     out: list[SessionRef] = []
     for r in live:
         if r.pre_reset is not None and r.agent_id in agents:
-            where = Path(r.pre_reset.name)
+            where = r.pre_reset.name
             out.append(SessionRef(r.agent_id, None, r.session_id, where, None, True, r.pre_reset))
     for agent_id in agents:
         sdir = ctx.paths.sessions_dir(agent_id)
@@ -240,7 +270,7 @@ def archived_transcripts(
                 st = path.stat()
                 stamp = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
                 virtual = Virtual(str(path), stamp, _zst_loader(path))
-            out.append(SessionRef(agent_id, None, sid, path, None, True, virtual))
+            out.append(SessionRef(agent_id, None, sid, str(path), None, True, virtual))
     return out
 
 
@@ -301,12 +331,12 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
         if want.archived:
             refs += archived_transcripts(ctx, agents, refs)
     ids = idx.sync(
-        [r.path for r in refs if r.virtual is None],
+        [r.where for r in refs if r.virtual is None],
         [r.virtual for r in refs if r.virtual is not None],
         text=text,
         progress=progress,
     )
-    by_id = {ids[str(r.path)]: r for r in refs if str(r.path) in ids}
+    by_id = {ids[r.where]: r for r in refs if r.where in ids}
     scoped = idx.set_scope(by_id)
     if scope is not None and marks is not None and _snapshot_ok(idx, refs):
         snapshot.keep(idx, scope, marks, refs, ids)
@@ -328,7 +358,7 @@ def _snap_refs(idx: Index, snap: int) -> Callable[[int], SessionRef | None]:
             cache[file_id] = None
             if got is not None:
                 agent, key, sid, label, arch, path = got
-                cache[file_id] = SessionRef(agent, key, sid, Path(path), label, bool(arch))
+                cache[file_id] = SessionRef(agent, key, sid, path, label, bool(arch))
         return cache[file_id]
 
     return ref
@@ -336,6 +366,6 @@ def _snap_refs(idx: Index, snap: int) -> Callable[[int], SessionRef | None]:
 
 def _every(idx: Index, snap: int) -> dict[int, SessionRef]:
     return {
-        file_id: SessionRef(agent, key, sid, Path(path), label, bool(arch))
+        file_id: SessionRef(agent, key, sid, path, label, bool(arch))
         for file_id, agent, key, sid, label, arch, path in idx.snap_refs(snap)
     }

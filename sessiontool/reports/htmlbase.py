@@ -25,13 +25,13 @@ from typing import Any
 from markupsafe import Markup as Markup
 from markupsafe import escape
 
-# C0/C1 controls, the bidi controls (the CLI's set: an override turns a line, a link's text
-# included, around), lone surrogates and non-characters: shown as symbols, never emitted raw (a
+from sessiontool.termtext import UNSAFE as _TERMINAL_UNSAFE
+
+# The characters the terminal rule escapes (termtext.UNSAFE: C0 and C1 controls, DEL, the line
+# separators, the bidi controls, which turn a line, a link's text included, around) but the tab
+# and newline, with lone surrogates and non-characters: shown as symbols, never emitted raw (a
 # NUL or an ESC in a page is at best invisible and at worst read as something else).
-UNSAFE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0d\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-    "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
-)
+UNSAFE = re.compile(f"(?![\t\n])[{_TERMINAL_UNSAFE}\ud800-\udfff\ufffe\uffff]")
 
 
 def visible(m: re.Match[str]) -> str:

@@ -134,8 +134,24 @@ def _stats(
         "tokens": tokens,
         "cost": round(cost, 6),
         "usage": [[d, mdl, *v] for (d, mdl), v in sorted(groups.items())],
+        "top": _top_turns(messages, price_for),
         **_reset_stats(messages, usage_msgs),
     }
+
+
+TOP_TURNS = 10  # per session in the manifest, and on the usage page
+
+
+def _top_turns(messages: list[H.Message], price_for: H.PriceFor) -> list[list[Any]]:
+    """The session's costliest turns: [message index (its anchor, m<i>), ts, model, tokens,
+    cost], costliest first (the usage page's "most expensive turns")."""
+    out: list[list[Any]] = []
+    for i, m in enumerate(messages):
+        u = H.turn_usage(m, price_for)
+        if u is not None and u[4] > 0:
+            out.append([i, m.get("timestamp"), H.model_name(m), sum(u[:4]), round(u[4], 6)])
+    out.sort(key=lambda t: -float(t[4]))
+    return out[:TOP_TURNS]
 
 
 def _reset_stats(messages: list[H.Message], usage_msgs: list[H.Message]) -> dict[str, Any]:

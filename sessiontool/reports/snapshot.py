@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from typing import Any
 
+from sessiontool import clock
 from sessiontool.context import Context
 from sessiontool.state import detect
-from sessiontool.state.index_snap import Hot, Kept, SnapRow
+from sessiontool.state.index_snap import Hot, Kept, SnapRow, hot_until
 from sessiontool.state.search_index import Index
 
-# A transcript written, or whose session was updated, this recently at a full check is hot.
+# A transcript written, or whose session was updated, this recently is hot (the time is the
+# one clock's, sessiontool/clock.py: SESSIONTOOL_NOW_MS moves it, as the bench does).
 HOT_MS = 24 * 3600 * 1000
 FULL_CHECK_ENV = "SESSIONTOOL_INDEX_FULL_CHECK"
 
@@ -75,19 +76,22 @@ def scope_key(ctx: Context, agents: list[str], archived: bool, text: bool) -> st
 def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, int]) -> None:
     """Keep the full check of `refs` (SessionRefs; `ids`: path → file id) as the snapshot of
     `scope`. Hot: those written (mtime) or whose session was updated (updatedAt) within HOT_MS,
-    and every one with no file yet."""
+    each until HOT_MS after that, and every one with no file yet (for good)."""
     version = idx.conn.execute("PRAGMA data_version").fetchone()[0]
-    since_ms = time.time_ns() // 1_000_000 - HOT_MS  # mtimes are the real clock's
+    since_ms = clock.now_ms() - HOT_MS
     rows: dict[int, SnapRow] = {}
     hot: list[Hot] = []
     for r in refs:
-        path = str(r.path)
+        path = r.where
         file_id = ids.get(path)
         if file_id is not None:
             rows[file_id] = (file_id, r.agent_id, r.key, r.session_id, r.label, int(r.archived))
-        if file_id is None or (r.updated is not None and r.updated >= since_ms):
-            hot.append([file_id, path])
-    idx.keep_snapshot(Kept(scope, marks, list(rows.values()), hot, since_ms * 1_000_000), version)
+        if file_id is None:
+            hot.append([None, path, None])
+        elif r.updated is not None and r.updated >= since_ms:
+            hot.append([file_id, path, r.updated + HOT_MS])
+    kept = Kept(scope, marks, list(rows.values()), hot, since_ms * 1_000_000, HOT_MS)
+    idx.keep_snapshot(kept, version)
 
 
 def warm(idx: Index, scope: str, marks: bytes, text: bool) -> tuple[int, int] | None:
@@ -102,13 +106,26 @@ def warm(idx: Index, scope: str, marks: bytes, text: bool) -> tuple[int, int] | 
     if got is None or got[1] != marks:
         return None
     snap, _, hot_blob, n = got
-    hot = orjson.loads(hot_blob)
+    kept = orjson.loads(hot_blob)
+    if not isinstance(kept, list) or any(
+        not isinstance(h, list) or len(h) != 3 for h in kept
+    ):  # kept before the hot set aged: check in full once
+        return None
+    now = clock.now_ms()
+    hot = [h for h in kept if (until := hot_until(h)) is None or until > now]
     changed = idx.hot_changed(hot, text)
     if changed is None:
         return None
     if changed:
         ids = idx.sync(changed, text=text, others=False)
-        want = {p: i for i, p in hot}
+        want = {h[1]: h[0] for h in hot}
         if idx.unreadable or any(want.get(p) != i for p, i in ids.items()):
             return None
+        # Written since: hot for HOT_MS from now (no marker moved: what the hot set is for).
+        again = {str(p) for p in changed}
+        for h in hot:
+            if h[1] in again and hot_until(h) is not None:
+                h[2] = now + HOT_MS
+    if changed or len(hot) < len(kept):
+        idx.rehot(scope, marks, hot)
     return snap, n

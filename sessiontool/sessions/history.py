@@ -16,6 +16,8 @@ from sessiontool.sessions.resolve import (
     resolve,
 )
 from sessiontool.state.envelopes import strip_envelopes
+from sessiontool.state.reader import SessionReader
+from sessiontool.state.sessions_json import Entry
 from sessiontool.state.transcript import Message, is_tool_result_line
 from sessiontool.structs import Value
 
@@ -288,19 +290,42 @@ def spawned_from(ctx: Context, full_key: str) -> list[str]:
     found: list[str] = []
     for agent_id in all_agent_ids(ctx):
         try:
-            rows = reading.reader_for(ctx.paths, agent_id).sessions(_PARENT_FIELDS).items()
+            rows = _with_parent(reading.reader_for(ctx.paths, agent_id), agent_id)
         except (OSError, SessiontoolError) as exc:
             diag.warn(f"children of {ctx.display(full_key)}: agent {agent_id} left out: {exc}")
             continue
-        for key, f in rows:
-            parent = f.entry.get("spawnedBy") or f.entry.get("parentSessionKey")
+        for key, entry in rows:
+            parent = entry.get("spawnedBy") or entry.get("parentSessionKey")
             if not isinstance(parent, str) or not parent or key == full_key:
                 continue
             if keys.canonical(parent, agent_id, cfg.main_key, cfg.scope) != full_key:
                 continue
-            if policy.visible(ctx, key, f.entry):
+            if policy.visible(ctx, key, entry):
                 found.append(ctx.display(key))
     return sorted(found)
 
 
 _PARENT_FIELDS = ("spawnedBy", "parentSessionKey")
+
+
+def _with_parent(rd: SessionReader, agent_id: str) -> list[tuple[str, Entry]]:
+    """(full key, entry) of the store's sessions that may name a parent. Over sessions.json,
+    the parsed store (the one parse `history` made) is looked through for the entries with a
+    parent field, and only those are folded (issue 47: a fold of 100,000 entries cost four
+    times the parse); other readers fold what they hold."""
+    raw = getattr(rd, "store", None)
+    if raw is None:
+        return [(key, f.entry) for key, f in rd.sessions(_PARENT_FIELDS).items()]
+    from sessiontool.state.keys import stored_to_full
+
+    named = {
+        stored_to_full(stored, agent_id): None
+        for stored, value in raw().items()
+        if type(value) is dict and (value.get("spawnedBy") or value.get("parentSessionKey"))
+    }
+    out: list[tuple[str, Entry]] = []
+    for full in named:
+        f = rd.session(full)  # the folded session: its newer form may name no parent
+        if f is not None:
+            out.append((full, f.entry))
+    return out

@@ -19,10 +19,10 @@ from sessiontool.sessions.reading import read_scope
 from sessiontool.sessions.resolve import (
     all_agent_ids,
 )
-from sessiontool.state import keys
+from sessiontool.state import keys, sessions_json
 from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name, transcript_path_for
-from sessiontool.state.sessions_json import Entry, Folded, listable
+from sessiontool.state.sessions_json import Entry, listable
 from sessiontool.state.transcript import Message, is_tool_result_line
 from sessiontool.structs import Value
 
@@ -272,13 +272,21 @@ def list_page(ctx: Context, spec: ListSpec) -> SessionsResult:
         return _list_in_scope(ctx, spec)
 
 
+# A candidate row: (updatedAt, agent, full key, entry, kind). Over sessions.json the entry is
+# first the stored one and the kind None: both are made final (`_final`) only for the rows a
+# filter or the page looks at (issue 47: over 100,000 sessions a fold and a kind each cost
+# three times the parse).
+Candidate = tuple[float, str, str, Entry, str | None]
+Final = tuple[float, str, str, Entry, str]
+
+
 class _Found(Value):
     """The candidate rows of every agent read, and what each agent's store is."""
 
     __slots__ = ("rows", "sessions_dirs", "gateway", "sqlite_agents")
 
     def __init__(self) -> None:
-        self.rows: list[tuple[float, str, str, Entry, str]] = []
+        self.rows: list[Candidate] = []
         self.sessions_dirs: dict[str, Path] = {}
         self.gateway: set[str] = set()
         self.sqlite_agents: set[str] = set()
@@ -286,7 +294,6 @@ class _Found(Value):
 
 def _candidates(ctx: Context, spec: ListSpec) -> _Found:
     found = _Found()
-    main_key = ctx.config.main_key
     for agent_id in list_agent_ids(ctx, spec.all_agents):
         found.sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
         rd = reading.reader_for(ctx.paths, agent_id)
@@ -294,54 +301,85 @@ def _candidates(ctx: Context, spec: ListSpec) -> _Found:
             found.gateway.add(agent_id)
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             found.sqlite_agents.add(agent_id)
-        for full_key, f in _sessions_of(ctx, rd, spec.archived).items():
-            if not listable(full_key):
-                continue
-            kind = keys.kind_of(full_key, f.entry, main_key)
-            if not _wanted(ctx, spec, full_key, f.entry, kind):
-                continue
-            found.rows.append((_updated_at(f.entry), agent_id, full_key, f.entry, kind))
+        found.rows += _wanted(ctx, spec, agent_id, _sessions_of(ctx, rd, spec.archived))
     found.rows.sort(key=_order, reverse=True)
     return found
 
 
-def _sessions_of(ctx: Context, rd: Any, archived: str) -> dict[str, Folded]:
+def _sessions_of(ctx: Context, rd: Any, archived: str) -> dict[str, Entry]:
     """The agent's sessions `--archived` asks for: `no` leaves the archived out (OpenClaw's
     SQLite store and gateway already do), `yes` only them, `all` both (sessions/archived.py
-    reads OpenClaw's archived ones apart)."""
-    live = {k: f for k, f in rd.sessions(LIST_FIELDS).items() if not is_archived(f.entry)}
+    reads OpenClaw's archived ones apart). Over sessions.json each key's entry as stored, in
+    one pass over the parse (`sessions_json.winners`: no fold of every entry)."""
+    raw = getattr(rd, "store", None)
+    if raw is not None:
+        every = sessions_json.winners(raw(), rd.info.agent_id)
+    else:
+        every = {k: f.entry for k, f in rd.sessions(LIST_FIELDS).items()}
+    live = {k: e for k, e in every.items() if not is_archived(e)}
     if archived == "no":
         return live
     from sessiontool.sessions.archived import archived_sessions
 
-    gone = archived_sessions(ctx, rd.info.agent_id)
+    gone = {k: f.entry for k, f in archived_sessions(ctx, rd.info.agent_id).items()}
     return gone if archived == "yes" else {**live, **gone}
 
 
-def _order(c: tuple[float, str, str, Entry, str]) -> tuple[bool, float]:
+def _order(c: Candidate) -> tuple[bool, float]:
     """Pinned sessions first (OpenClaw's default order), then the newest."""
     return c[3].get("pinnedAt") is not None, c[0]
 
 
-def _wanted(ctx: Context, spec: ListSpec, full_key: str, entry: Entry, kind: str) -> bool:
-    """The inventory's own filters (OpenClaw's `sessions.list` applies these before it pages)."""
-    if spec.cutoff is not None and _updated_at(entry) < spec.cutoff:
-        return False
-    return listfilters.matches(ctx, spec, full_key, entry, kind)
+def _filtering(spec: ListSpec) -> bool:
+    return not (
+        spec.label is None
+        and spec.search is None
+        and spec.active_keys is None
+        and not spec.exclude_subagents
+    )
 
 
-def _page(
-    ctx: Context, spec: ListSpec, rows: list[tuple[float, str, str, Entry, str]]
-) -> tuple[list[tuple[float, str, str, Entry, str]], bool, int]:
+def _wanted(
+    ctx: Context, spec: ListSpec, agent_id: str, entries: dict[str, Entry]
+) -> list[Candidate]:
+    """The inventory's own filters (OpenClaw's `sessions.list` applies these before it pages):
+    the rows of `entries` that pass them."""
+    filtering = _filtering(spec)
+    out: list[Candidate] = []
+    for full_key, stored in entries.items():
+        if not listable(full_key):
+            continue
+        updated = _updated_at(stored)
+        if spec.cutoff is not None and updated < spec.cutoff:
+            continue
+        c: Candidate = (updated, agent_id, full_key, stored, None)
+        if filtering:
+            c = _final(ctx, c)
+            if not listfilters.matches(ctx, spec, full_key, c[3], c[4]):
+                continue
+        out.append(c)
+    return out
+
+
+def _final(ctx: Context, c: Candidate) -> Final:
+    """`c` with its entry as the fold gives it (legacy fields renamed) and its kind."""
+    updated, agent_id, full_key, entry, kind = c
+    if kind is not None:
+        return (updated, agent_id, full_key, entry, kind)
+    entry = sessions_json.normalize_entry(entry)
+    return (updated, agent_id, full_key, entry, keys.kind_of(full_key, entry, ctx.config.main_key))
+
+
+def _page(ctx: Context, spec: ListSpec, rows: list[Candidate]) -> tuple[list[Final], bool, int]:
     """(the rows of the page, hasMore, nextOffset). As OpenClaw 2026.9.6's sessions_list tool
     does, the offset counts rows of the inventory, and the kinds and visibility are checked on
     each page's rows: a page of `--kinds group` skips the other rows, `nextOffset` is the
     inventory row after the page's last, and `hasMore` says inventory rows are left (they may
     hold no group: the next page is then empty)."""
-    taken: list[tuple[float, str, str, Entry, str]] = []
+    taken: list[Final] = []
     i = spec.offset
     while i < len(rows) and (spec.limit is None or len(taken) < spec.limit):
-        c = rows[i]
+        c = _final(ctx, rows[i])
         i += 1
         if (spec.kinds is None or c[4] in spec.kinds) and policy.visible(ctx, c[2], c[3]):
             taken.append(c)

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import ConfigError
 from sessiontool.state.jsonio import loads_tolerant
@@ -17,9 +17,12 @@ from sessiontool.state.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize
 from sessiontool.state.paths import StatePaths
 from sessiontool.structs import Value
 
+if TYPE_CHECKING:
+    from sessiontool.state.budget_config import Budget
+
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
-OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
+OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns", "budgets"})
 MAX_CONCURRENT_RUNS = 1024  # a waiting worker holds one open file per slot
 # Values read only by some commands or only by the worker: (key, the Config property reading it)
 CHECKED_ON_LOAD = (
@@ -437,6 +440,14 @@ class Config(Value):
         return int(v)
 
     @property
+    def budgets(self) -> tuple[Budget, ...]:
+        if self.get("sessiontool.budgets") is None:
+            return ()  # the common case: no import, no parsing
+        from sessiontool.state.budget_config import parse_budgets
+
+        return parse_budgets(self.get("sessiontool.budgets"), self._where("sessiontool.budgets"))
+
+    @property
     def providers(self) -> dict[str, Any]:
         v = self.get("models.providers", {})
         return v if isinstance(v, dict) else {}
@@ -495,7 +506,7 @@ def load_config(
     # that starts it, not found wrong (and ignored) later where nobody sees it. So is what the
     # user's own file sets of the values read only now and then (a worker's tool call, the
     # archive sweep); OpenClaw's file is still read value by value (a bad one: a warning then).
-    _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command
+    _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command, cfg.budgets
     _check_own(cfg)
     if cfg.get("agents.defaults.runner") is not None:
         check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)

@@ -6,8 +6,10 @@ transcript. When it finds everything indexed, the session list it resolved is ke
 a scope (who asked, which agents, with or without the archived transcripts and the text) with
 the store's change markers it saw before it started (each agent's sessions dir and
 sessions.json, reports/snapshot.py) and its *hot* transcripts: those written or whose session
-was updated recently. While the markers stay the same, the next command stats the hot
-transcripts only and reads the session list back from here, one row per hit.
+was updated recently, each until HOT_MS after that change (it ages by itself: a state dir
+copied minutes ago is not stat'ed in full for days). While the markers stay the same, the next
+command stats the hot transcripts only and reads the session list back from here, one row per
+hit (whose file is checked then: reports/search.py drops a hit in a file changed since).
 
 Why that is enough: a writer that follows the store's protocol appends under the transcript's
 lock (`<file>.lock`, made and removed beside it: the sessions dir's mtime moves) and updates the
@@ -42,21 +44,30 @@ KEEP = 8
 
 # (file id, agent, full key or None, sessionId, label, archived)
 SnapRow = tuple[int, str, str | None, str, str | None, int]
-# A hot transcript: [file id (None: no file yet), path].
+# A hot transcript: [file id (None: no file yet), path, hot until (epoch ms; None: always)].
+# It stops being hot HOT_MS after its last change (its mtime or its session's updatedAt), by
+# itself: a warm command drops the ones past their time without a stat (issue 47).
 Hot = list[Any]
+
+
+def hot_until(h: Hot) -> int | None:
+    """When `h` stops being hot (None: never; a snapshot kept before issue 47 has no time)."""
+    until = h[2] if len(h) > 2 else None
+    return until if isinstance(until, int) else None
 
 
 @dataclass(frozen=True)
 class Kept:
     """A full check to keep: its scope and markers, its files' rows, the transcripts hot for
-    another reason than their mtime (their session's updatedAt; no file yet), and the time
-    (ns) from which an mtime makes a transcript hot."""
+    another reason than their mtime (their session's updatedAt; no file yet), the time (ns)
+    from which an mtime makes a transcript hot, and for how long after it (ms)."""
 
     scope: str
     markers: bytes
     rows: list[SnapRow]
     hot: list[Hot]
     since_ns: int
+    hot_ms: int
 
 
 class Snapshots:
@@ -101,14 +112,21 @@ class Snapshots:
             got = c.execute("SELECT id FROM snap_lists WHERE digest = ?", (digest,)).fetchone()
             list_id = int(got[0]) if got is not None else self._insert_list(digest, snap.rows)
             hot = {
-                r[0]: [r[0], r[1]]
+                r[0]: [r[0], r[1], r[2] // 1_000_000 + snap.hot_ms]
                 for r in c.execute(
-                    "SELECT f.id, f.path FROM snap_rows s JOIN files f ON f.id = s.file_id "
-                    "WHERE s.list = ? AND f.mtime >= ?",
+                    "SELECT f.id, f.path, f.mtime FROM snap_rows s JOIN files f "
+                    "ON f.id = s.file_id WHERE s.list = ? AND f.mtime >= ?",
                     (list_id, snap.since_ns),
                 )
             }
-            hot_list = list(hot.values()) + [h for h in snap.hot if h[0] not in hot]
+            for h in snap.hot:
+                old = hot.get(h[0]) if h[0] is not None else None
+                if old is None:
+                    hot[h[0] if h[0] is not None else h[1]] = h
+                else:
+                    until = hot_until(h)
+                    old[2] = None if until is None else max(until, old[2])
+            hot_list = list(hot.values())
             c.execute(
                 "INSERT OR REPLACE INTO snap_scopes(scope, list, markers, hot) VALUES (?, ?, ?, ?)",
                 (snap.scope, list_id, snap.markers, orjson.dumps(hot_list)),
@@ -146,6 +164,26 @@ class Snapshots:
             except sqlite3.OperationalError:  # no such table
                 return
 
+    def rehot(self, scope: str, markers: bytes, hot: list[Hot]) -> None:
+        """Keep `hot` as the hot transcripts of `scope`'s snapshot while its markers are still
+        `markers` (those past their time dropped, those caught up hot for longer); best effort
+        and never waiting: a busy index keeps the old list, read and aged again next time (a
+        warm read waits for no writer)."""
+        import orjson
+
+        c = self.conn
+        wait = c.execute("PRAGMA busy_timeout").fetchone()[0]
+        c.execute("PRAGMA busy_timeout = 0")
+        try:
+            c.execute(
+                "UPDATE snap_scopes SET hot = ? WHERE scope = ? AND markers = ?",
+                (orjson.dumps(hot), scope, markers),
+            )
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            c.execute(f"PRAGMA busy_timeout = {int(wait)}")
+
     def hot_changed(self, hot: list[Hot], text: bool) -> list[Path] | None:
         """The hot transcripts that changed since they were indexed (to catch up), or None when
         one is gone, replaced by a file of another id or new (a full check is needed)."""
@@ -161,7 +199,7 @@ class Snapshots:
             )
         }
         changed: list[Path] = []
-        for file_id, path in hot:
+        for file_id, path, *_ in hot:
             try:
                 st = os.stat(path)
             except OSError:

@@ -34,6 +34,8 @@ def is_plain_name(name: str) -> bool:
     """A name usable as one path component: no separators, no `..`, no NUL, not empty."""
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         return False
+    if name.isascii():  # one byte a character: no encoding needed (100,000 ids in a listing)
+        return len(name) <= 255
     try:
         encoded = os.fsencode(name)  # a lone surrogate from a "\\ud800" escape has no file name
     except UnicodeEncodeError:
@@ -173,6 +175,19 @@ def _entries(d: Path) -> list[Path]:
         return [d / n for n in sorted(os.listdir(d))]
     except OSError:
         return []
+
+
+def transcript_file_for(sessions_dir: str, session_id: str, session_file: object = None) -> str:
+    """`transcript_path_for` as a string, without pathlib in the usual forms (no sessionFile,
+    or one directly inside the sessions dir): a listing of 100,000 sessions makes one each.
+    `session_id` must be a plain name already."""
+    if session_file is None:
+        return f"{sessions_dir}/{session_id}.jsonl"
+    if isinstance(session_file, str):
+        head, sep, name = session_file.rpartition("/")
+        if sep and head == sessions_dir and is_plain_name(name):
+            return f"{sessions_dir}/{name}"
+    return os.fspath(transcript_path_for(Path(sessions_dir), session_id, session_file))
 
 
 def transcript_path_for(sessions_dir: Path, session_id: str, session_file: object = None) -> Path:

@@ -61,6 +61,11 @@ class JsonlReader:
             self._store = read_store(self.info.location)
         return self._store
 
+    def store(self) -> Store:
+        """The store as parsed, once per reader (a listing over 100,000 sessions that needs a
+        few fields reads them from here, not from a fold of every entry)."""
+        return self._read()
+
     def sessions(self, fields: Sequence[str] | None = None) -> dict[str, Folded]:
         if self._sessions is None:
             self._sessions = fold(self._read(), self.info.agent_id)

@@ -105,7 +105,9 @@ class Index(CatchUp, Snapshots):
 
     # -- catching up -------------------------------------------------------------------------
 
-    def _files(self, only: dict[str, Path | None] | None = None) -> dict[str, tuple[Any, ...]]:
+    def _files(
+        self, only: dict[str, Path | str | None] | None = None
+    ) -> dict[str, tuple[Any, ...]]:
         """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime, text), of
         every file or of those `only` names."""
         if only is not None:
@@ -118,7 +120,7 @@ class Index(CatchUp, Snapshots):
 
     def sync(
         self,
-        paths: Iterable[Path],
+        paths: Iterable[Path | str],
         virtual: Iterable[Virtual] = (),
         *,
         text: bool = True,
@@ -135,6 +137,11 @@ class Index(CatchUp, Snapshots):
         what it finished, and the next sync goes on from there."""
         paths = list(paths)
         virtual = list(virtual)
+        if not virtual:
+            self.unreadable = {}
+            quick = self._unchanged_files([os.fspath(p) for p in paths], others, text)
+            if quick is not None:
+                return quick
         for _attempt in range(RESTARTS):
             try:
                 return self._sync(paths, virtual, text, progress, others)
@@ -144,7 +151,7 @@ class Index(CatchUp, Snapshots):
 
     def _sync(
         self,
-        paths: list[Path],
+        paths: list[Path | str],
         virtual: list[Virtual],
         text: bool,
         progress: Progress | None,
@@ -152,7 +159,7 @@ class Index(CatchUp, Snapshots):
     ) -> dict[str, int]:
         c = self.conn
         self.unreadable = {}
-        wanted: dict[str, Path | None] = {str(p): p for p in paths}
+        wanted: dict[str, Path | str | None] = {os.fspath(p): p for p in paths}
         sources = list(virtual)
         for v in sources:
             wanted[v.name] = None
@@ -209,7 +216,7 @@ class Index(CatchUp, Snapshots):
                         del known[moved[1]]
                         row = (moved[0], spath, *moved[2:])
                         known[spath] = row
-                ids[spath] = self._catch_up(path, st, row, jobs, text)
+                ids[spath] = self._catch_up(Path(path), st, row, jobs, text)
             self._run(jobs, progress)
             for spath in self.unreadable:
                 ids.pop(spath, None)
@@ -230,6 +237,41 @@ class Index(CatchUp, Snapshots):
             raise
         return ids
 
+    def _unchanged_files(
+        self, wanted: list[str], others: bool, text: bool
+    ) -> dict[str, int] | None:
+        """`unchanged` for JSONL transcripts alone, in one pass (a stat and a comparison each,
+        fewer columns read): the ids when every one is indexed as it is (with `others`, and
+        no other file is indexed either), None to look closer."""
+        sql = "SELECT path, id, dev, ino, size, mtime, ctime, text FROM files"
+        if others:
+            rows = {r[0]: r for r in self.conn.execute(sql)}
+        else:
+            sql += " WHERE path IN (SELECT value FROM json_each(?))"
+            rows = {r[0]: r for r in self.conn.execute(sql, (json.dumps(list(wanted)),))}
+        if len(rows) != len(wanted):
+            return None  # one not indexed yet, one indexed that is not wanted, or twice asked
+        ids: dict[str, int] = {}
+        stat = os.stat
+        for spath in wanted:
+            row = rows.get(spath)
+            if row is None:
+                return None
+            try:
+                st = stat(spath)
+            except OSError:
+                return None
+            if (row[2], row[3], row[4], row[5], row[6]) != (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ) or (text and not row[7]):
+                return None
+            ids[spath] = row[1]
+        return ids
+
     def _forget(self, gone: list[int]) -> None:
         """Drop these files from the index, and every snapshot with them (their ids may be
         reused now)."""
@@ -238,6 +280,19 @@ class Index(CatchUp, Snapshots):
         for file_id in gone:
             self._purge(file_id)
             self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+    def same_file(self, file_id: int, st: os.stat_result) -> bool:
+        """Whether `st` is the file as the index last read it (identity, size, mtime, ctime)."""
+        got = self.conn.execute(
+            "SELECT dev, ino, size, mtime, ctime FROM files WHERE id = ?", (file_id,)
+        ).fetchone()
+        return got is not None and tuple(got) == (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
 
     # -- the sessions a store lists ----------------------------------------------------------
 

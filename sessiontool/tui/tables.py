@@ -5,7 +5,7 @@ Textual's `DataTable.update_cell` makes the whole table draw again: each of its 
 is keyed by a count that any change bumps, so one clock moving in one row re-renders every
 visible cell of the pane (about 20 ms a second with a pane of runs: issue 47's idle CPU).
 `LiveTable.tick` changes cells whose column stays as wide (the clocks' columns are as wide as
-their widest value) and forgets only that row's renders, so only that row is drawn again; a
+their widest value) and forgets only those cells' and their row's renders, so only they are drawn again; a
 cell wider than its column takes DataTable's own update. Every pane is a LiveTable: an age
 that moves, a cost that comes in, redraw their row."""
 
@@ -46,8 +46,8 @@ class LiveTable(DataTable[Any]):
         for column, text in cells.items():
             data[column] = Text(text)
         index = self.get_row_index(row_key)
-        _forget(cells_cache, lambda k: k[0] == row_key)  # this row's rendered cells,
-        _forget(rows_cache, lambda k: k[0] == row_key)  # its rendered lines,
+        _forget(cells_cache, lambda k: k[0] == row_key and k[1] in cells)  # the cells changed,
+        _forget(rows_cache, lambda k: k[0] == row_key)  # their row's rendered lines,
         _forget(renderables, lambda k: k[1] == index)  # its cells as renderables
         lines.clear()  # keyed by line number: rebuilt from the rows' renders, which stay
         self.refresh_row(index)

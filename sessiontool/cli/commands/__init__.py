@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "history": "read",
     "search": "insights",
     "usage": "insights",
+    "diff": "diffcmd",
     "send": "runcmd",
     "wait": "runcmd",
     "runs": "runcmd",

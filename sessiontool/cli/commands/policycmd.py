@@ -176,7 +176,8 @@ def deliveries_cmd(
     each of those one line on stderr (what cron mails); a delivered one is a line on stdout
     (none with -q); nothing to retry is silent unless stdout is a terminal.
     One with no target (`undelivered`) is final: its text is in the transcript and there is
-    nowhere else to send it. A delivery's id is `<runId>:<mode>` (shown by --json and
+    nowhere else to send it. A spawn's announce through OpenClaw's gateway whose turn failed
+    (`RUNID:spawn-announce`, docs/runs.md) is made once more. A delivery's id is `<runId>:<mode>` (shown by --json and
     doctor). Piped: TSV without a header, one record per line: ts, mode, status, sessionKey,
     channel, to, text."""
     from sessiontool.durations import parse_since
