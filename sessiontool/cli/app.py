@@ -158,11 +158,21 @@ def _global_options(
         raise typer.BadParameter("expected auto, always or never", param_hint="--color")
     if store not in ("auto", "jsonl", "openclaw-sqlite"):
         raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
-    G.store, G.color = store, color
+    G.store, G.color = store, color if color != "auto" else color_from_env()
     G.create_agent = create_agent
     G.gateway = gateway
     G.output_format = output_format
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
+
+
+def color_from_env() -> str:
+    """`--color auto` under FORCE_COLOR (any value, force-color.org) or CLICOLOR_FORCE (not 0):
+    `always`, as CI logs and `watch --color` ask for; NO_COLOR still turns it off otherwise."""
+    import os
+
+    if os.environ.get("FORCE_COLOR") or os.environ.get("CLICOLOR_FORCE", "0") not in ("", "0"):
+        return "always"
+    return "auto"
 
 
 def install_store_guard() -> None:

@@ -224,6 +224,11 @@ ENVIRONMENT = [
     ),
     ("SESSIONTOOL_DEBUG", "1 shows a traceback for internal errors."),
     ("NO_COLOR", "Any value turns colour off (as does TERM=dumb or \\fB\\-\\-color never\\fR)."),
+    (
+        "FORCE_COLOR",
+        "Any value means \\fB\\-\\-color always\\fR (so does CLICOLOR_FORCE other than 0); "
+        "an explicit \\fB\\-\\-color\\fR wins.",
+    ),
 ]
 
 FILES = [

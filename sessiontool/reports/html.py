@@ -392,7 +392,8 @@ def transcript_page(
     above the title, `related` HTML shown above the conversation (spawn parent / children)."""
     first = fmt_time(messages[0].get("timestamp")) if messages else ""
     last = fmt_time(messages[-1].get("timestamp")) if messages else ""
-    parts: list[Markup | str] = [*facts, f"{len(messages):,} messages"]
+    n = len(messages)
+    parts: list[Markup | str] = [*facts, f"{n:,} message{'' if n == 1 else 's'}"]
     if first:
         parts.append(f"{first} – {last} UTC")
     header = fill(

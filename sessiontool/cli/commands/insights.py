@@ -64,7 +64,7 @@ def search_cmd(
         None,
         "--fields",
         help="Only these columns, in this order, as TSV (on a terminal too): key, sessionId, "
-        "timestamp, role, snippet, label, messageId.",
+        "timestamp, role, snippet, label, messageId; with --json, any key of a hit.",
         metavar="F,..",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output (highlights as offsets)."),
@@ -77,7 +77,8 @@ def search_cmd(
     from sessiontool.cli.progress import build_progress
     from sessiontool.reports.search import search
 
-    names = columns.pick(columns.SEARCH, fields, columns.SEARCH_DEFAULT) if fields else None
+    keys = columns.search_json_keys() if fields and want_json(json_) else ()
+    names = columns.pick(columns.SEARCH, fields, columns.SEARCH_DEFAULT, keys) if fields else None
 
     if session is not None and label is not None:
         raise UsageError("give --session or --label, not both")

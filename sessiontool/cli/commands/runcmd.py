@@ -456,7 +456,8 @@ def runs_cmd(
         None,
         "--fields",
         help="Only these columns, in this order, as TSV (on a terminal too): runId, kind, step, "
-        "status, sessionKey, createdAt, result, parentRunId, rerunOf.",
+        "status, sessionKey, createdAt, result, parentRunId, rerunOf; with --json, any key of "
+        "a run (e.g. usage).",
         metavar="F,..",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
@@ -474,7 +475,8 @@ def runs_cmd(
     from sessiontool.runs.listing import RunQuery, list_runs, parse_kinds
 
     n = parse_limit(limit)
-    names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
+    keys = columns.run_json_keys() if fields and want_json(json_) else ()
+    names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT, keys) if fields else None
     ctx = get_ctx(reads=True)
     look = output.look(ctx.options)
     if run_id is not None:
