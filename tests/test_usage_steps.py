@@ -203,7 +203,7 @@ def test_html_page_shows_each_turns_cost_and_a_bar_and_the_site_the_costliest(
 
     proc = run_cli("history", "main", "--format", "html", "--include-tools")
     assert proc.returncode == 0, proc.stderr
-    widths = [int(w) for w in re.findall(r'class="cbar" style="[^"]*width:(\d+)px', proc.stdout)]
+    widths = [int(w) for w in re.findall(r'<svg class="cbar" width="(\d+)"', proc.stdout)]
     assert widths == [30, 60, 90, 120]  # 0.1, 0.2, 0.3, 0.4 USD against the costliest 0.4
     assert "$0.4000" in proc.stdout
     out = tmp_path / "site"
