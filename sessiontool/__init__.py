@@ -3,7 +3,7 @@
 # The one place the version is said (pyproject reads it). It follows CHANGELOG.md: a change that
 # breaks a pinned `--json` contract (tests/test_json_contracts.py) or the run-record format is a
 # minor bump while below 1.0, anything else a patch.
-__version__ = "0.2.2"
+__version__ = "0.3.0"
 
 # The peers the interop suites run against (tests/interop, tests/interop_openclaw; .ci/run
 # installs exactly these), named by `--version`.

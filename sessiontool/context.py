@@ -4,7 +4,9 @@ built once per command from options and environment."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 from sessiontool.state import keys
 from sessiontool.state.config import Config, load_config
@@ -71,16 +73,31 @@ class Options(Value):
         raise AttributeError(f"Options are frozen (set {name!r} when building them)")
 
 
-class Context(Value):
-    """Who asks, against which state, under which options: built once per command (per call in
-    the `mcp` server) and passed down; frozen."""
+class SpendGate(Protocol):
+    """What a new run may spend (`send`, `spawn`: runs/submit.py asks before any record is
+    made). The budgets' spend is read from the search index by the reports layer above the run
+    engine (reports/budgets.py `BudgetGate`); a command that enforces them builds its context
+    `with_gate`."""
 
-    __slots__ = ("paths", "config", "requester", "options")
+    def allow(
+        self, agent_id: str, key: str, entry: Mapping[str, Any] | None, model: str | None
+    ) -> dict[str, Any] | None:
+        """The cost limit of a new run of `agent_id` in session `key` (its store entry, None
+        for a new one) on `model` (None: the session's own), or raise OverBudgetError."""
+
+
+class Context(Value):
+    """Who asks, against which state, under which options (and, for a command that enforces
+    budgets, the gate its runs pass): built once per command (per call in the `mcp` server)
+    and passed down; frozen."""
+
+    __slots__ = ("paths", "config", "requester", "options", "gate")
 
     paths: StatePaths
     config: Config
     requester: Requester
     options: Options
+    gate: SpendGate | None
 
     def __init__(
         self,
@@ -88,12 +105,14 @@ class Context(Value):
         config: Config,
         requester: Requester,
         options: Options | None = None,
+        gate: SpendGate | None = None,
     ) -> None:
         _set = object.__setattr__
         _set(self, "paths", paths)
         _set(self, "config", config)
         _set(self, "requester", requester)
         _set(self, "options", options if options is not None else Options())
+        _set(self, "gate", gate)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Context is frozen (build another to change {name!r})")
@@ -101,7 +120,11 @@ class Context(Value):
     def with_options(self, options: Options) -> Context:
         """This context under `options`: the paths carry its forced store format."""
         paths = StatePaths(self.paths.root, options.store)
-        return Context(paths, self.config, self.requester, options)
+        return Context(paths, self.config, self.requester, options, self.gate)
+
+    def with_gate(self, gate: SpendGate | None) -> Context:
+        """This context with the gate its new runs pass (budgets, `--max-cost`)."""
+        return Context(self.paths, self.config, self.requester, self.options, gate)
 
     @property
     def agent_id(self) -> str:

@@ -15,7 +15,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3
     FORBIDDEN = 4
     CORRUPT = 5
-    OVER_BUDGET = 6  # usage --budget: the period's cost is over the budget
+    OVER_BUDGET = 6  # usage --budget, a run refused or stopped by a budget (sessiontool.budgets)
     BUSY = 75
     TIMEOUT = 124
     INTERRUPTED = 130
@@ -75,6 +75,13 @@ class StorageError(SessiontoolError):
     """The disk refused a write (full, read-only, permissions): exit 1, nothing half-written."""
 
     code = ExitCode.FAILURE
+
+
+class OverBudgetError(SessiontoolError):
+    """A run refused before it starts: its budget's spend is at or over the limit (exit 6)."""
+
+    code = ExitCode.OVER_BUDGET
+    status = "over_budget"
 
 
 class PermissionDeniedError(SessiontoolError):

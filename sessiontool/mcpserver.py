@@ -104,15 +104,22 @@ class SessionToolsServer:
             "sub-agent whose result is announced back; subagents lists, waits for or cancels "
             "this session's runs and its children's; sessions_yield waits for this session's "
             "sub-agents and returns their completion events; agents_list shows the agents "
-            "sessions_spawn may use. Transcripts are resources "
+            "sessions_spawn may use; usage and diff report cost and compare sessions or runs. "
+            "Transcripts are resources "
             f"{URI_PREFIX}<key>."
         )
 
     # -- tools --------------------------------------------------------------------------
 
     def offered(self, ctx: Context) -> list[tools.ToolDef]:
-        return tools.offered_definitions(
-            ctx, read_only=self.read_only, only=self.only, searching=self.search is not None
+        extra = [
+            t for t in tools.TRANSPORT_TOOLS.values() if self.only is None or t.name in self.only
+        ]
+        return (
+            tools.offered_definitions(
+                ctx, read_only=self.read_only, only=self.only, searching=self.search is not None
+            )
+            + extra
         )
 
     async def list_tools(
@@ -142,7 +149,7 @@ class SessionToolsServer:
     def _not_offered(self, ctx: Context, name: str) -> tools.ToolResult | None:
         if name in {t.name for t in self.offered(ctx)}:
             return None
-        if name not in tools.TOOLS:
+        if name not in tools.TOOLS and name not in tools.TRANSPORT_TOOLS:
             return None  # call_tool reports an unknown name itself
         why = (
             "the server is read-only (--read-only)"

@@ -57,3 +57,24 @@ def schema_columns(version: int | None) -> dict[str, tuple[str, ...]]:
     """The columns read from a database of schema `version` (None: it does not say)."""
     at_or_below = [v for v in SQLITE_SCHEMAS if version is not None and v <= version]
     return SQLITE_SCHEMAS[max(at_or_below) if at_or_below else known_schema()]
+
+
+# Files of OpenClaw's own in a JSON-era sessions dir beside the transcripts, that are no
+# session's transcript: how the name is made (a regular expression) → the earliest release
+# sessiontool has seen write it. `doctor` never takes one for an orphan transcript to archive,
+# and the search index never reads one as a session.
+SESSION_DIR_FILES: dict[str, Release] = {
+    # A run's trajectory (on unless OPENCLAW_TRAJECTORY=0) and the pointer to it.
+    r".+\.trajectory\.jsonl": (2026, 7, 35),
+    r".+\.trajectory-path\.json": (2026, 7, 35),
+    # A compaction checkpoint: the transcript as it was before a compaction.
+    r".+\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"\.jsonl": (2026, 7, 35),
+}
+
+
+def openclaw_session_file(name: str) -> bool:
+    """Whether a file name in a sessions dir is one of OpenClaw's own non-transcript files."""
+    import re
+
+    return any(re.fullmatch(pattern, name) for pattern in SESSION_DIR_FILES)

@@ -18,6 +18,17 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "clawdbot-2026.1.24"
 FIXTURE_STATE = FIXTURES / "state"
 AGENTS_DIR = Path(__file__).resolve().parent / "agents"
 
+# How many times slower than a quiet machine the suite must still pass on (issue 46, item 9):
+# the README's test command at load 20 on 2 cores runs about ten times slower. A test proves a
+# deadline by its logic (a lower bound, an exit code, an error naming the rule); an end-to-end
+# upper bound, where one is kept, is its quiet-machine time scaled by this.
+SLOWNESS = float(os.environ.get("SESSIONTOOL_TEST_SLOWNESS") or 10)
+
+
+def generous(seconds: float) -> float:
+    """An upper bound of `seconds` on a quiet machine, scaled for a busy one (SLOWNESS)."""
+    return seconds * SLOWNESS
+
 
 # "internal error" is reserved for real bugs: any sessiontool run in a test that prints it fails
 # the test, even when the test itself did not look (run_cli and direct subprocess.run calls).

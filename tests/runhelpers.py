@@ -356,3 +356,117 @@ def append_openclaw_events(
         conn.commit()
     finally:
         conn.close()
+
+
+# -- the config table walked (tests/test_config_checks.py, test_config_schema.py) ---------------
+
+
+def samples(schema: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(a value of the wrong type, one of the right type but out of its range or set, or None
+    when the type has no range, and a value the schema takes)."""
+    if "anyOf" in schema:
+        _, out, good = samples(schema["anyOf"][0])
+        return 12345, out, good
+    if "enum" in schema:
+        return 5, "everything", schema["enum"][0]
+    kind = schema["type"]
+    if kind == "string":
+        if "pattern" in schema and schema["pattern"].startswith("^"):
+            return 5, "ftp://x", "http://127.0.0.1:1"
+        return 5, ("" if "minLength" in schema or "pattern" in schema else None), "x"
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        out = -5 if low is not None and low >= 0 else None
+        good = schema.get("minimum", 1)
+        return "900", out, good
+    if kind == "boolean":
+        return "yes", None, True
+    if kind == "object":
+        extra = schema.get("additionalProperties")
+        return "x", ({"k": 5} if isinstance(extra, dict) else None), {}
+    assert kind == "array", schema
+    if schema.get("minItems"):
+        return "x", [], ["x"]
+    return "x", ([5] if "items" in schema else None), []
+
+
+def nested(path: str, value: Any, *, fill: bool = False) -> tuple[dict[str, Any], str]:
+    """The config that sets `path` (a table path) to `value`, and the key an error names;
+    `fill`: an array item's required keys (the table row's `required`) set to what they take."""
+    from sessiontool.state.config_keys import BY_PATH
+
+    node: Any = value
+    parts = path.split(".")
+    for i in range(len(parts) - 1, -1, -1):
+        row = BY_PATH.get(".".join(parts[: i + 1]))
+        if fill and row is not None and isinstance(node, dict):
+            for req in row.extra.get("required", ()):
+                sibling = BY_PATH[f"{row.path}.{req}"]
+                node = {req: samples(sibling.schema)[2], **node}
+        name, items = (parts[i][:-2], True) if parts[i].endswith("[]") else (parts[i], False)
+        node = {("p" if name == "*" else name): [node] if items else node}
+    key = path.replace("[]", "[0]").replace("*", "p")
+    return node, key
+
+
+def minimal_runner(rtype: str) -> dict[str, Any]:
+    """A runner object of `rtype` with its required keys set to what they take."""
+    from sessiontool.state.runnertable import RUNNERS
+
+    out: dict[str, Any] = {"type": rtype}
+    for name, f in RUNNERS[rtype][2].items():
+        if f.required:
+            out[name] = samples(f.schema)[2]
+    return out
+
+
+def config_cases() -> list[tuple[str, dict[str, Any], str, str]]:
+    """(id, config, the key an error names, what it says was expected) for every key of the
+    table and every runner key, each with its wrong type and its out-of-range value."""
+    from sessiontool.state.config_keys import KEYS
+
+    out: list[tuple[str, dict[str, Any], str, str]] = []
+    for k in KEYS:
+        if k.what == "runner":
+            out += _runner_cases(k)
+            continue
+        wrong, out_of_range, _ = samples(k.schema)
+        for label, value in (("type", wrong), ("range", out_of_range)):
+            if value is not None:
+                cfg, key = nested(k.path, value)
+                out.append((f"{k.path}-{label}", cfg, key, k.what))
+    return out
+
+
+def _runner_cases(k: Any) -> list[tuple[str, dict[str, Any], str, str]]:
+    from sessiontool.state.runnertable import RUNNERS
+
+    out: list[tuple[str, dict[str, Any], str, str]] = []
+    for rtype, (_module, _cls, fields) in RUNNERS.items():
+        for name, f in fields.items():
+            wrong, out_of_range, _ = samples(f.schema)
+            for label, value in (("type", wrong), ("range", out_of_range)):
+                if value is not None:
+                    cfg, key = nested(k.path, {**minimal_runner(rtype), name: value})
+                    out.append((f"{k.path}.{rtype}.{name}-{label}", cfg, f"{key}.{name}", f.what))
+    cfg, key = nested(k.path, {"type": "magic"})
+    out.append((f"{k.path}.type", cfg, f"{key}.type", "one of echo, command, openai, llm"))
+    return out
+
+
+def valid_config_cases() -> list[tuple[str, dict[str, Any]]]:
+    """(id, config) setting each key of the config table (each runner type with every key of
+    its row) to a value the table takes."""
+    from sessiontool.state.config_keys import KEYS
+    from sessiontool.state.runnertable import RUNNERS
+
+    out = []
+    for k in KEYS:
+        if k.what == "runner":
+            for rtype, (_m, _c, fields) in RUNNERS.items():
+                full = {**minimal_runner(rtype)}
+                full.update({n: samples(f.schema)[2] for n, f in fields.items()})
+                out.append((f"{k.path}.{rtype}", nested(k.path, full)[0]))
+        else:
+            out.append((k.path, nested(k.path, samples(k.schema)[2], fill=True)[0]))
+    return out

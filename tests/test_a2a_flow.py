@@ -339,7 +339,8 @@ def test_operator_send_runs_no_loop_and_no_announce(
 ) -> None:
     scripted(state, tmp_path, {"send": "operator reply", "announce": "must not run"})
     rc, out = run_json("send", B, "from cron")
-    assert rc == 0 and out["reply"] == "operator reply" and "delivery" not in out
+    assert rc == 0 and out["reply"] == "operator reply"
+    assert out["delivery"] == {"status": "skipped", "mode": "announce"}  # nothing announced
     recs = settle(state)
     assert [r["kind"] for r in recs] == ["send"]
     assert "requesterSessionKey" not in recs[0]

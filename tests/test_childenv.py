@@ -64,7 +64,9 @@ def test_env_object_still_sets_variables(state: Path, reap_workers: None) -> Non
 def test_bad_env_setting_is_a_config_error(state: Path, reap_workers: None) -> None:
     runner_config(state, {"type": "command", "command": ["true"], "passEnv": "yes"})
     code, out = run_json("send", "main", "hi", "--timeout", "30")
-    assert code == 1 and "passEnv" in out["error"], out
+    # Refused before any run starts (issue 42 item 3), no longer a run that fails.
+    assert code == 2 and "agents.defaults.runner.passEnv: expected true or false" in out["error"]
+    assert not list(state.glob("sessiontool/runs/*.json"))
 
 
 def test_placeholder_stays_one_argument(state: Path, reap_workers: None) -> None:

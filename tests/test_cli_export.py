@@ -34,6 +34,11 @@ def test_export_reads_back_the_same_and_reruns_add_only_changes(tmp_path: Path) 
     for key in LIMIT_KEYS + ("agent:ops:telegram:group:-100555",):
         _, a = run_json("--state-dir", str(state), "history", key, "--include-tools")
         _, b = run_json("--state-dir", str(dest), "history", key, "--include-tools")
+        # The export writes its own line ids (8 hex digits, how a re-run knows its files): the
+        # messages are the same, each with an id `fork --at` and `rewind` take there.
+        ids_a, ids_b = a.pop("messageIds", None), b.pop("messageIds")
+        assert ids_a is None or len(ids_a) == len(ids_b)
+        assert ids_b == [f"{i:08x}" for i in range(len(b["messages"]))]
         assert a == b and a["messages"]
     rc, again = run_json("--state-dir", str(state), "export", "--to", str(dest), "--all-agents")
     assert (again["written"], again["unchanged"]) == (0, 12)

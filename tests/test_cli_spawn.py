@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sessiontool.flow.announce import format_count, format_duration
+from sessiontool.runs.spawnopts import task_message
 from tests.helpers import AGENTS_DIR, run_cli, run_json, write_config
 from tests.runhelpers import (
     alive,
@@ -174,10 +175,15 @@ def test_spawn_returns_at_once_and_the_announce_carries_status_result_and_stats(
         child,
     )
     child_req, ann_req = requests(agent_log)
+    # The child's agent is given the task; the transcript's first message (`taskMessage`) is
+    # OpenClaw's, the depth and then the task.
     assert (child_req["kind"], child_req["sessionKey"], child_req["message"]) == (
         "spawn",
         child,
         "Find the bugs",
+    )
+    assert child_req["taskMessage"] == task_message(
+        "Find the bugs", depth=1, max_depth=1, mode="run"
     )
     for needle in ("Find the bugs", "bughunt", MAIN, child):
         assert needle in child_req["system"]
@@ -386,11 +392,14 @@ def test_unknown_model_is_a_usage_error_naming_the_known_ones(
 
 
 def test_subagent_cannot_spawn(state: Path) -> None:
+    # sessiontool's own store keeps the January rule by default (maxSpawnDepth 1), refused in
+    # OpenClaw 2026.9.6's words.
     rc, out = run_json("--as", "agent:main:subagent:x", "spawn", "more work")
     assert rc == 4
     assert out == {
         "status": "forbidden",
-        "error": "sessions_spawn is not allowed from sub-agent sessions",
+        "error": "sessions_spawn is not allowed at this depth (current depth: 1, max: 1; "
+        "agents.defaults.subagents.maxSpawnDepth).",
         "code": 4,
     }
     assert records(state) == []
@@ -409,7 +418,7 @@ def test_sandboxed_requester_sees_its_child_and_gets_the_announce(state: Path) -
     announced(state, out["runId"])
     rc, hist = run_json("--as", work, "history", child, env=env)
     assert rc == 0 and [text_of(m) for m in hist["messages"]][:2] == [
-        "sandboxed task",
+        task_message("sandboxed task", depth=1, max_depth=1, mode="run"),
         "echo: sandboxed task",
     ]
     (msg,) = injected(state, work)
@@ -471,7 +480,7 @@ def test_worker_killed_mid_run_is_lost_and_still_announced(state: Path, tmp_path
     # The child's transcript: the task without an answer, then the announce step.
     child = transcript_messages(state)[out["childSessionKey"]]
     assert [(m["role"], text_of(m)) for m in child] == [
-        ("user", "fragile task"),
+        ("user", task_message("fragile task", depth=1, max_depth=1, mode="run")),
         ("user", "Sub-agent announce step."),
         ("assistant", "lost summary"),
     ]

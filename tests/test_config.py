@@ -151,11 +151,16 @@ def test_a_price_that_is_no_number_gives_no_estimate(tmp_path: Path, price: str)
     made a spawn's announce say "est $inf"; like `usage`, an unusable price is no estimate."""
     from sessiontool.flow.announce import stats_line
 
-    own = (
+    openclaw = (
         "{ models: { providers: { p: { models: "
         f"[{{ id: 'm', cost: {{ input: {price}, output: 2 }} }}] }} }} }} }}"
     )
-    cfg = load_config(state_with(tmp_path, own=own))
+    # In OpenClaw's file (only read): skipped with a warning. In sessiontool's own: refused.
+    with pytest.raises(ConfigError, match=r"models\.providers\.p\.models\[0\]\.cost\.input"):
+        load_config(state_with(tmp_path, own=openclaw))
+    (tmp_path / "state" / "sessiontool.json5").unlink()
+    cfg = load_config(state_with(tmp_path, openclaw=openclaw))
+    assert any("cost.input: expected a price, 0 or more" in w for w in cfg.skipped)
     cost = config_models.model_cost(cfg, "p", "m")
     assert cost is None
     line = stats_line(
@@ -168,7 +173,7 @@ def test_a_price_that_is_no_number_gives_no_estimate(tmp_path: Path, price: str)
         transcript=None,
     )
     assert "est" not in line and "inf" not in line and "nan" not in line
-    good = load_config(state_with(tmp_path, own=own.replace(f"input: {price}", "input: 1.5")))
+    good = load_config(state_with(tmp_path, own=openclaw.replace(f"input: {price}", "input: 1.5")))
     assert config_models.model_cost(good, "p", "m") == {"input": 1.5, "output": 2.0}
 
 
@@ -281,13 +286,17 @@ def test_a_wrong_own_setting_is_refused_by_every_command(
         ["list"],
         ["runs"],
         ["deliveries", "retry"],
-        ["doctor"],
     ):
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         (line,) = proc.stderr.splitlines()
         assert line.startswith(f"sessiontool: error: {own}: {key}"), line
         assert "expected" in line
+    # doctor reports it as a problem (exit 1, issue 45 item 7), once, and checks the rest.
+    proc = run_cli("doctor")
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert f"problem: bad-config: config\n    {own}: {key}" in proc.stdout, proc.stdout
+    assert proc.stderr == ""
     assert not list(state.glob("sessiontool/runs/*.json"))
     own.write_text(_nested(key, fixed))
     assert run_cli("list").returncode == 0

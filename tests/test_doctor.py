@@ -243,6 +243,31 @@ def test_orphan_transcript(clean: Path) -> None:
     assert rc == 0, data
 
 
+def test_openclaws_own_files_beside_the_transcripts_are_no_orphans(clean: Path) -> None:
+    """OpenClaw 2026.7.35 writes each run's trajectory beside its transcript
+    (`<sessionId>.trajectory.jsonl`, with a `.trajectory-path.json` pointer) and keeps
+    compaction checkpoints (`<sessionId>.checkpoint.<uuid>.jsonl`): doctor told the user to
+    `mv` them as orphan transcripts (issue 42 item 11). The release table knows them
+    (`openclaw_releases.SESSION_DIR_FILES`); a real orphan is still one, and search does not
+    list them as archived sessions either."""
+    sdir = sessions_dir(clean)
+    own = [
+        f"{SID_A}.trajectory.jsonl",
+        f"{SID_A}.trajectory-path.json",
+        f"{SID_A}.checkpoint.0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b.jsonl",
+    ]
+    for name in own:
+        (sdir / name).write_text('{"type":"trace","traceId":"secretword"}\n')
+    write_transcript(clean, "dev-orphan-7", [("user", "secretword", NOW)])
+    rc, data = doctor()
+    assert rc == 2, data
+    assert kinds(data) == [("orphan-transcript", "dev-orphan-7.jsonl")]
+    assert not any(name in json.dumps(data) for name in own)
+    rc, found = run_json("search", "secretword", "--include-archived")
+    assert rc == 0, found
+    assert not any(name in json.dumps(found) for name in own), found
+
+
 def test_unreadable_store_is_reported_not_fatal(clean: Path, tmp_path: Path) -> None:
     store = sessions_dir(clean) / "sessions.json"
     store.write_text('{"agent:main:main": {"sessionId": ')

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from sessiontool.openclaw import wsconnection
-from tests.helpers import note_output
+from tests.helpers import SLOWNESS, generous, note_output
 
 from .fakes.rawgateway import (
     KEY,
@@ -297,7 +297,7 @@ def test_an_answer_of_hundreds_of_megabytes_is_refused_at_the_message_limit(
         ran = cli(tmp_path, port, "list", "--json")
     assert ran.peak_kib < PEAK_KIB, (ran.peak_kib, PEAK_KIB)
     assert ran.peak_kib < (40 * MiB + LIMIT) // 1024, "no more than one limit's worth read"
-    assert ran.wall < 20, ran.wall
+    assert ran.wall < generous(5), ran.wall  # refused, not read (the error says which rule)
     assert ran.rc == 1, ran.err
     assert ran.error == f"gateway sessions.list: message larger than {LIMIT} bytes"
 
@@ -328,8 +328,8 @@ def test_empty_continuation_frames_without_end_are_counted(tmp_path: Path) -> No
             p.send_raw(batch)
 
     with serving(gateway(**{"sessions.list": flood})) as port:
-        ran = cli(tmp_path, port, "list", timeout=30)
-    assert ran.wall < 20 and ran.peak_kib < PEAK_KIB, (ran.wall, ran.peak_kib)
+        ran = cli(tmp_path, port, "list", timeout=generous(10))
+    assert ran.peak_kib < PEAK_KIB, ran.peak_kib  # ended by the frame count (the error says)
     assert ran.rc == 1, ran.err
     assert ran.error == f"gateway sessions.list: message in more than {FRAMES} frames"
 
@@ -483,7 +483,9 @@ def test_a_ping_flood_ends_the_connection_attempt_at_its_deadline(
     script = ping_flood(reads)
     with serving(script) as port:
         ran = cli(tmp_path, port, "list", OPENCLAW_HANDSHAKE_TIMEOUT_MS=FAST)
-    assert 1.9 < ran.wall < 2 + 3, ran.wall
+    # The deadline was waited for (the lower bound) and ended the one attempt (the count and
+    # the error); the upper bound only catches a wait for some other, far longer deadline.
+    assert 1.9 < ran.wall < generous(2 + 1), ran.wall
     assert len(script.attempts) == 1, script.attempts  # type: ignore[attr-defined]
     assert ran.rc == 1, ran.err
     url = f"ws://127.0.0.1:{port}"
@@ -494,11 +496,12 @@ def test_a_ping_flood_ends_the_connection_attempt_at_its_deadline(
         f"OpenClaw's gateway at {url}: connection lost: the server reads nothing "
         "sessiontool sends (a send timed out after "
     )
-    if reads:
-        # On a busy machine the flooding server's reader can fall behind until the pongs fill
-        # the socket near the deadline: then the last pong's send is what the deadline ends.
-        assert ran.error == no_challenge or ran.error.startswith(unread), ran.error
-    else:
+    # Either way the deadline ended the one attempt. Read pongs leave it waiting for the
+    # challenge; unread ones fill the socket, and the pong's send is what the deadline ends. On a
+    # busy machine either can turn into the other: a reader that falls behind lets the pongs
+    # fill the socket, and a flood produced slowly may not fill it within the 2 s.
+    assert ran.error == no_challenge or ran.error.startswith(unread), ran.error
+    if not reads and SLOWNESS <= 1:  # a quiet machine fills the socket well before 2 s
         assert ran.error.startswith(unread), ran.error
 
 
@@ -507,7 +510,7 @@ def test_a_ping_flood_ends_at_the_default_15s_deadline(tmp_path: Path) -> None:
     script = ping_flood(False)
     with serving(script) as port:
         ran = cli(tmp_path, port, "list")
-    assert 14.5 < ran.wall < 15 + 5, ran.wall  # the documented 15 s
+    assert 14.5 < ran.wall < generous(15 + 1), ran.wall  # the documented 15 s
     assert len(script.attempts) == 1, script.attempts  # type: ignore[attr-defined]
     assert ran.rc == 1 and "connection lost" in ran.error, ran.err
 
@@ -552,8 +555,7 @@ def test_a_ping_flood_in_answer_to_a_call_ends_at_once(
     with serving(script) as port:
         ran = cli(tmp_path, port, "list")
     assert ran.rc == 1, ran.err
-    assert ran.wall < 20, ran.wall
-    assert ran.error == (
+    assert ran.error == (  # the flood's rule, not the call's 60 s: the error says which ended it
         "gateway sessions.list: a ping flood "
         f"({wsconnection.MAX_CONTROL_RUN} pings or pongs in a row, no message)"
     ), ran.err
@@ -604,7 +606,7 @@ def test_a_resolver_that_hangs_ends_at_the_connect_deadline(tmp_path: Path) -> N
     host = "gw.hang.dns.test"
     ran = cli_at(tmp_path, f"ws://{host}:18789", "list", OPENCLAW_HANDSHAKE_TIMEOUT_MS=FAST)
     assert ran.rc == 4, ran.err  # as for any remote gateway that does not answer
-    assert 1.9 < ran.wall < 2 + 10, ran.wall  # busy machine: generous above the 2 s
+    assert 1.9 < ran.wall < generous(2 + 1), ran.wall  # the 2 s deadline, waited for
     # the name that did not resolve said, not only that nothing answers
     assert (
         ran.error
@@ -660,8 +662,7 @@ def test_a_protocol_error_is_named_not_connection_closed(
     assert ran.error == f"{where}: protocol error: {why}"
     code = 1007 if case == "not-utf8" else 1002
     assert closes and closes[0][:2] == struct.pack("!H", code), closes
-    assert len(attempts) <= 1
-    assert ran.wall < 10, ran.wall
+    assert len(attempts) <= 1  # at once: one attempt, nothing retried (no wall-clock bound)
 
 
 # -- item 11: what a gateway says reaches no terminal raw ------------------------------------

@@ -370,3 +370,50 @@ def test_no_file_write_lands_beside_openclaws_database(tmp_path: Path) -> None:
     with pytest.raises(ForbiddenError):
         transcript.append_message(sessions / "x.jsonl", "x", {"role": "user", "content": "hi"})
     assert tree_digest(state) == before
+
+
+def test_emulated_spawn_hands_its_options_to_sessions_create(
+    fake_gateway: FakeGateway, tmp_path: Path
+) -> None:
+    """Through the emulation a spawn's thinking, cwd and fork go to OpenClaw's sessions.create
+    (its names: thinkingLevel, cwd, fork) with the child's depth; a quiet spawn announces
+    nothing (issue 41 item 3)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ["--thinking", "low", "--cwd", str(work), "--context", "fork", "--quiet-completion"]
+    proc = fake_gateway.st("--json", "spawn", "with options", *args)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    rec = fake_gateway.until(
+        out["runId"], lambda r: (r.get("followUp") or {}).get("next") == "done", "its end"
+    )
+    assert rec["status"] == "ok" and rec["spawnDepth"] == 1 and rec["maxSpawnDepth"] == 5
+    (create,) = fake_gateway.calls("sessions.create")
+    assert create["params"] == {
+        "key": out["childSessionKey"],
+        "parentSessionKey": "agent:main:main",
+        "spawnDepth": 1,
+        "thinkingLevel": "low",
+        "cwd": str(work),
+        "fork": True,
+    }
+    assert not [c for c in fake_gateway.calls("agent") if is_announce(c)]
+
+
+def test_a_gateway_turn_over_its_max_cost_ends_aborted_for_the_budget(
+    fake_gateway: FakeGateway,
+) -> None:
+    """The gateway's turn tells its usage at its end (1,200 input tokens of fake/fake-model at
+    1 USD per million: 0.0012 USD): over --max-cost 0.001, the run ends aborted, reason
+    budget, its reply kept; send exits 6."""
+    prices = {"fake": {"models": [{"id": "fake-model", "cost": {"input": 1, "output": 0}}]}}
+    (fake_gateway.state / "sessiontool.json5").write_text(
+        json.dumps({"models": {"providers": prices}})
+    )
+    proc = fake_gateway.st("--json", "send", "discord:group:123", "ping", "--max-cost", "0.001")
+    assert proc.returncode == 6, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["reason"] == "budget" and out["via"] == "gateway"
+    rec = fake_gateway.record(out["runId"])
+    assert rec["status"] == "aborted" and rec["abortReason"] == "budget"
+    assert rec["reply"] == "pong: ping" and "0.0012 USD" in rec["error"]

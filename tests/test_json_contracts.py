@@ -62,7 +62,16 @@ USAGE_TOP = {"by", "currency", "rows", "since", "total", "until"}
 USAGE_TOTAL = {"cacheRead", "cacheWrite", "cost", "input", "output", "runs", "turns"}
 AGENTS_TOP = {"agents", "allowAny", "requester"}
 AGENTS_ROW = {"configured", "id"}
-PATHS_TOP = {"agents", "configDefault", "configFiles", "outbox", "runsDir", "stateDir"}
+PATHS_TOP = {
+    "agents",
+    "configDefault",
+    "configFiles",
+    "gateways",
+    "index",
+    "outbox",
+    "runsDir",
+    "stateDir",
+}
 PATHS_AGENT = {"exists", "format", "id", "sessionsDir", "store", "why"}
 DOCTOR_TOP = {"errors", "gateway", "ok", "problems", "stores", "warnings"}
 DOCTOR_PROBLEM = {"detail", "hint", "kind", "path", "severity"}
@@ -83,8 +92,13 @@ DOCTOR_GATEWAY = {
 
 # -- runs and their results -------------------------------------------------------------------------
 
-SEND_OK = {"reply", "runId", "sessionKey", "status"}
-SEND_ACCEPTED = {"runId", "sessionKey", "status"}
+SEND_OK = {"reply", "runId", "sessionKey", "status"}  # `wait`'s
+# `send` answers in OpenClaw 2026.9.6's words (issue 41): `delivery` always (`skipped` when
+# nothing is announced), `targetDisposition` when accepted.
+SEND_REPLIED = SEND_OK | {"delivery"}
+SEND_ACCEPTED = {"runId", "sessionKey", "status", "targetDisposition", "delivery"}
+SEND_NO_REPLY = {"runId", "sessionKey", "status", "message"}
+SEND_NOTIFIED = {"status", "sessionKey", "notificationId", "durability", "runStarted"}
 SEND_DELIVERED = SEND_OK | {"delivery"}
 DELIVERY_RESULT = {"id", "mode", "status"}
 SPAWN_RESULT = {"childSessionKey", "runId", "status"}
@@ -121,6 +135,9 @@ RUN_ALL = RUN_ALWAYS | {
     "step",
     "system",
     "timeoutSeconds",
+    # a spawn's depth (issue 41: OpenClaw's nested spawns)
+    "spawnDepth",
+    "maxSpawnDepth",
 }
 RUN_INTERNAL = {"seq", "pid", "agentPid", "workerStartedAt", "outcome", "skipIndex"}
 DELIVERIES_TOP = {"count", "deliveries"}
@@ -261,7 +278,9 @@ def test_runs_results_and_deliveries(tmp_path: Path, reap_workers: None) -> None
     shutil.copytree(FIXTURE_STATE, state)
     runner_config(state, {"type": "echo"})  # a real install's state dir: no demo agent unasked
     sent = ok("send", "main", "hello", state=state)
-    assert set(sent) == SEND_OK and sent["status"] == "ok"
+    assert set(sent) == SEND_REPLIED and sent["status"] == "ok"
+    notified = ok("send", "main", "context", "--mode", "notify", state=state)
+    assert set(notified) == SEND_NOTIFIED and notified["status"] == "queued"
     accepted = ok("send", "main", "later", "--timeout", "0", state=state)
     assert set(accepted) == SEND_ACCEPTED and accepted["status"] == "accepted"
     waited = ok("wait", accepted["runId"], state=state)

@@ -608,3 +608,28 @@ def test_spawn_model_is_any_id_or_alias_llm_knows(state: Path) -> None:
     rc, bad = run_json("spawn", "say hi", "--model", "no-such-model-xyz")
     assert rc == 2
     assert "unknown model 'no-such-model-xyz'" in bad["error"] and "llm" in bad["error"]
+
+
+def test_a_cost_limit_stops_the_llm_runner_between_model_calls(
+    fake_models: Any, state: Path
+) -> None:
+    """The run's cost limit (runners/spend.py, set by the worker from the record's costLimit)
+    is checked after each model call: at its limit, no tool of that round runs and no second
+    call is made; what the call said and cost is the partial result."""
+    from sessiontool.runs.runners import spend
+
+    fake_models.SCRIPT.answer = lambda call: {
+        "text": "let me look",
+        "tool_calls": [{"name": "agents_list"}],
+        "usage": (500, 20),
+    }
+    env = {"SESSIONTOOL_STATE_DIR": str(state), "SESSIONTOOL_SESSION_KEY": "agent:main:main"}
+    with (
+        spend.limited({"usd": 0.0, "budget": "b", "limit": 0.0, "window": "run"}, {}),
+        pytest.raises(spend.BudgetStop, match="budget b") as info,
+    ):
+        _run({"type": "llm", "model": "recorder"}, _request(), env=env)
+    assert len(fake_models.SCRIPT.calls) == 1
+    partial = info.value.partial
+    assert partial is not None and partial.reply == "let me look"
+    assert partial.usage["input"] == 500 and partial.extra_messages == []

@@ -144,6 +144,8 @@ def test_tools_send_history_list_spawn_errors_and_resources(state: Path) -> None
         "sessions_search",
         "subagents",
         "sessions_yield",
+        "usage",
+        "diff",
     ]
     for t in tools.values():
         assert t.input_schema["type"] == "object" and t.description
@@ -203,6 +205,8 @@ def test_read_only_in_the_legacy_handshake(state: Path) -> None:
         "agents_list",
         "sessions_search",
         "sessions_yield",
+        "usage",
+        "diff",
     ]
     assert got["refused"]["status"] == "forbidden" and "read-only" in got["refused"]["error"]
     assert got["list"] == {"count": 0, "sessions": [], "hasMore": False, "limitApplied": 200}

@@ -185,6 +185,8 @@ def test_search_over_mcp_and_read_only(state: Path) -> None:
         "agents_list",
         "sessions_search",
         "sessions_yield",
+        "usage",
+        "diff",
     ]
     assert seen["ro_cancel"]["status"] == "forbidden"
     assert "read-only" in seen["ro_cancel"]["error"]

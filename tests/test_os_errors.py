@@ -231,5 +231,6 @@ def test_a_delay_too_large_for_the_clock_is_a_worded_config_error(
 
     runner_config(state, {"type": "echo", "delaySeconds": 1e308})
     code, out = run_json("send", "main", "hi", "--timeout", "20")
-    assert code == 1, out
+    assert code == 2, out  # refused before the run starts (issue 42 item 3)
     assert "delaySeconds" in out["error"] and "OverflowError" not in out["error"], out
+    assert not list(state.glob("sessiontool/runs/*.json"))

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def shout_row(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.fakes import shout_runner
 
-    row = ("tests.fakes.shout_runner", "ShoutRunner", shout_runner.check)
+    row = ("tests.fakes.shout_runner", "ShoutRunner", shout_runner.FIELDS)
     monkeypatch.setitem(runnertable.RUNNERS, "shout", row)
 
 
@@ -48,10 +48,37 @@ def test_an_unknown_runner_names_every_row(shout_row: None) -> None:
         check_runner({"type": "whisper"}, "agents.defaults.runner", str)
 
 
+def test_a_new_config_key_is_one_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config key is a row of `state/config_keys.py`: the load-time check, the unknown-key
+    warning and `config schema` read it, nothing else is touched."""
+    from sessiontool.state import config_keys
+    from sessiontool.state.config import load_config
+    from sessiontool.state.config_schema import schema
+    from sessiontool.state.paths import StatePaths
+
+    row = config_keys.Key(
+        "sessiontool.volume",
+        {"type": "integer", "minimum": 0, "maximum": 11},
+        "a whole number from 0 to 11",
+        "how loud",
+        ours=True,
+    )
+    monkeypatch.setattr(config_keys, "KEYS", (*config_keys.KEYS, row))
+    root = tmp_path / "state"
+    root.mkdir()
+    own = root / "sessiontool.json5"
+    own.write_text("{sessiontool: {volume: 12}}")
+    with pytest.raises(ConfigError, match=r"sessiontool\.volume: expected a whole number from 0"):
+        load_config(StatePaths(root))
+    own.write_text("{sessiontool: {volume: 11}}")
+    assert load_config(StatePaths(root)).warnings == []  # no longer an unknown key
+    assert schema()["properties"]["sessiontool"]["properties"]["volume"]["maximum"] == 11
+
+
 def test_every_row_names_a_class_that_loads() -> None:
     import importlib
 
-    for name, (module, cls, _check) in runnertable.RUNNERS.items():
+    for name, (module, cls, _fields) in runnertable.RUNNERS.items():
         assert callable(getattr(importlib.import_module(module), cls)), name
 
 

@@ -46,41 +46,11 @@ OPENCLAW = {
 # Being added by other branches right now (issue 41 items 3-4, issue 43): tolerated as long as
 # they do not exist yet. THE LEAD EMPTIES THIS LIST once those branches are merged, so that from
 # then on every name on the page must be real.
-PENDING_TOOLS = {"session_status", "sessions"}
-PENDING_COMMANDS = {"session", "archive", "restore"}
-PENDING_FLAGS = {
-    ("list", "--archived"),
-    ("send", "--mode"),
-    ("spawn", "--thinking"),
-    ("spawn", "--cwd"),
-    ("spawn", "--context"),
-    ("spawn", "--attach"),
-    ("spawn", "--attach-as"),
-    ("spawn", "--mode"),
-    ("spawn", "--task-name"),
-    ("spawn", "--quiet-completion"),
-    ("spawn", "--completion-target"),
-    ("spawn", "--sandbox"),
-    ("session", "--model"),
-}
+PENDING_TOOLS: set[str] = set()
+PENDING_COMMANDS: set[str] = set()
+PENDING_FLAGS: set[tuple[str, str]] = set()
 PENDING_ARGS = {
     ("sessions_list", "archived"),
-    ("sessions_send", "mode"),
-    *(
-        ("sessions_spawn", a)
-        for a in [
-            "thinking",
-            "cwd",
-            "context",
-            "attachments",
-            "attachAs",
-            "mode",
-            "taskName",
-            "expectsCompletionMessage",
-            "completionTarget",
-            "sandbox",
-        ]
-    ),
 }
 
 TICKED = re.compile(r"`([^`]+)`")

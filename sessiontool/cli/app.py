@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from sessiontool.context import Context, Options
+    from sessiontool.state.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -158,11 +159,21 @@ def _global_options(
         raise typer.BadParameter("expected auto, always or never", param_hint="--color")
     if store not in ("auto", "jsonl", "openclaw-sqlite"):
         raise typer.BadParameter("expected auto, jsonl or openclaw-sqlite", param_hint="--store")
-    G.store, G.color = store, color
+    G.store, G.color = store, color if color != "auto" else color_from_env()
     G.create_agent = create_agent
     G.gateway = gateway
     G.output_format = output_format
     G.state_dir, G.config, G.agent, G.as_key, G.json = state_dir, config, agent, as_key, json_
+
+
+def color_from_env() -> str:
+    """`--color auto` under FORCE_COLOR (any value, force-color.org) or CLICOLOR_FORCE (not 0):
+    `always`, as CI logs and `watch --color` ask for; NO_COLOR still turns it off otherwise."""
+    import os
+
+    if os.environ.get("FORCE_COLOR") or os.environ.get("CLICOLOR_FORCE", "0") not in ("", "0"):
+        return "always"
+    return "auto"
 
 
 def install_store_guard() -> None:
@@ -173,29 +184,39 @@ def install_store_guard() -> None:
     install()
 
 
-def get_ctx(*, reads: bool = False, check: bool = True) -> Context:
+def get_ctx(*, reads: bool = False, check: bool = True, lenient: bool = False) -> Context:
     """The command's context. Every command refuses a state dir that is not a directory
     (exit 2). A command that only reads (`reads=True`) also refuses a state dir that does not
     exist when it was given with `--state-dir`, and an `--agent` that is
     neither configured nor on disk (exit 3): a typo must not look like an empty store.
-    `check=False` is for `doctor` and `paths`, which report these instead."""
+    `check=False` is for `doctor` and `paths`, which report these instead. `lenient` (doctor):
+    a config value that would be refused is kept for the report (`config.errors`), and the
+    config's warnings are left to the report too (said once, not also on stderr)."""
     from sessiontool.context import build_context
 
     install_store_guard()
     if check:
         check_state_dir_is_dir()
-    ctx = build_context(G.state_dir, G.config, G.agent, G.as_key)
+    cfg = _lenient_config() if lenient else None
+    ctx = build_context(G.state_dir, G.config, G.agent, G.as_key, cfg=cfg)
     ctx = remote_context(ctx, global_options(), G.as_key)
     if check and reads:
         check_readable_state(ctx)
     elif check and not G.create_agent:
         check_new_agent(ctx)
     perms.check_state_dir(ctx.paths.root)
-    for w in ctx.config.warnings:
+    for w in ctx.config.warnings if not lenient else ():
         diag.warn(w)
     if check and not reads and G.state_dir:
         _watch_new_state_dir(ctx.paths.root)
     return ctx
+
+
+def _lenient_config() -> Config:
+    from sessiontool.state.config import load_config
+    from sessiontool.state.paths import StatePaths, resolve_state_dir
+
+    return load_config(StatePaths(resolve_state_dir(G.state_dir)), G.config, lenient=True)
 
 
 # A state dir a write creates because `--state-dir` named it: said on stderr once it exists
@@ -242,7 +263,7 @@ def remote_context(ctx: Context, options: Options, as_key: str | None = None) ->
     # policies decide as they do on its host (unreachable or refused: the command says so).
     remote_cfg = gateway_config(paths)
     if remote_cfg is not None:
-        cfg = load_config(ctx.paths, G.config, gateway=remote_cfg)
+        cfg = load_config(ctx.paths, G.config, gateway=remote_cfg, lenient=ctx.config.lenient)
         ctx = build_context(G.state_dir, G.config, G.agent, as_key, cfg=cfg)
     return Context(paths, ctx.config, ctx.requester, options)
 

@@ -74,17 +74,67 @@ DELIVERIES: dict[str, Getter] = {
 SEARCH_DEFAULT = ("key", "sessionId", "timestamp", "role", "snippet")
 
 
-def pick(spec: Mapping[str, Getter], fields: str | None, default: Iterable[str]) -> list[str]:
-    """The column names `--fields` asks for (comma-separated), each checked; else the default."""
+# The keys of a search hit's JSON besides the columns (`search --json --fields`).
+SEARCH_JSON = ("agentId", "highlights", "score", "transcriptPath", "archived")
+# What a `history` message may carry (`history --fields`): the keys of a message, as the store
+# and the gateway give them. Any other key one of the page's messages has is accepted too.
+MESSAGE_KEYS = (
+    "role",
+    "content",
+    "timestamp",
+    "id",
+    "model",
+    "provider",
+    "usage",
+    "stopReason",
+    "toolCallId",
+    "toolName",
+    "isError",
+    "senderLabel",
+    "senderSession",
+    "truncated",
+)
+
+
+def pick(
+    spec: Mapping[str, Getter],
+    fields: str | None,
+    default: Iterable[str],
+    json_keys: Iterable[str] = (),
+) -> list[str]:
+    """The column names `--fields` asks for (comma-separated), each checked; else the default.
+    With `--json` (`json_keys`: every key its rows have), any key the JSON has, as gh's
+    `--json FIELDS`: a column that only the TSV computes is not among them."""
     if fields is None:
         return list(default)
     names = [f.strip() for f in fields.split(",") if f.strip()]
     if not names:
         raise UsageError("--fields needs at least one field name")
+    valid = list(dict.fromkeys(json_keys)) or list(spec)
     for n in names:
-        if n not in spec:
-            raise UsageError(f"unknown field {n!r} (valid: {', '.join(spec)})")
+        if n not in valid:
+            raise UsageError(f"unknown field {n!r} (valid: {', '.join(valid)})")
     return names
+
+
+def session_json_keys() -> list[str]:
+    """The keys a `list --json` row may have."""
+    from sessiontool.sessions.listing import LIST_FIELDS
+
+    first = ("key", "kind", "channel", "label", "displayName", "updatedAt", "sessionId")
+    more = ("transcriptPath", "archived", "messages", "lastAccountId")
+    return [*first, *(k for k in LIST_FIELDS if k != "subject"), *more]
+
+
+def run_json_keys() -> list[str]:
+    """The keys a `runs --json` row may have (the public fields of a run record)."""
+    from sessiontool.runs.submit import PUBLIC_RUN_FIELDS
+
+    return [*(k for k in RUNS if k != "result"), *sorted(PUBLIC_RUN_FIELDS - set(RUNS))]
+
+
+def search_json_keys() -> list[str]:
+    return [*SEARCH, *SEARCH_JSON]
 
 
 def rows(spec: Mapping[str, Getter], names: list[str], records: Iterable[Mapping[str, Any]]) -> Any:

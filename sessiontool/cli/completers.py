@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,6 +185,55 @@ def _bash_escape(value: str) -> str:
     return "".join(c if c in _BASH_SAFE else "\\" + c for c in value)
 
 
+_PATH_TYPES = ("path", "file", "filename", "directory")
+
+
+def wants_files(comp: Any, args: list[str], incomplete: str) -> bool:
+    """Whether the word being completed is a file or directory: a value of an option or an
+    argument whose type is a path or whose metavar says FILE, DIR or PATH."""
+    import re
+
+    from typer._click import core, types
+    from typer._click.shell_completion import _resolve_context, _resolve_incomplete
+
+    try:
+        ctx = _resolve_context(comp.cli, comp.ctx_args, comp.prog_name, list(args))
+        obj, _ = _resolve_incomplete(ctx, list(args), incomplete)
+    except Exception:  # a line the parser cannot place: the shell's default (files)
+        return True
+    if not isinstance(obj, core.Parameter):
+        return False  # an option name or a subcommand comes next: no file
+    if isinstance(obj.type, types.File) or getattr(obj.type, "name", "") in _PATH_TYPES:
+        return True
+    return bool(re.search(r"FILE|DIR|PATH", str(getattr(obj, "metavar", None) or "")))
+
+
+def zsh_answer(comp: Any) -> str:
+    """What zsh evals: Typer's answer, except that no completion means files only where a
+    file is wanted (`-o FILE`, `--state-dir DIR`): after `list --kinds main` Tab lists
+    nothing, not the directory."""
+    args, incomplete = comp.get_completion_args()
+    items = comp.get_completions(args, incomplete)
+    if items:
+        listed = "\n".join(map(comp.format_completion, items))
+        return f"_arguments '*: :(({listed}))'"
+    return "_files" if wants_files(comp, args, incomplete) else ""
+
+
+def fish_answer(comp: Any) -> str:
+    """fish's `is-args` question answered with an exit code: 1 lets fish complete files
+    itself, which only a word that is a file may; elsewhere (0) our (maybe empty) list of
+    values stands. Its other questions are Typer's."""
+    if os.getenv("_TYPER_COMPLETE_FISH_ACTION", "") != "is-args":
+        from typer._completion_classes import FishComplete
+
+        return str(FishComplete.complete(comp))
+    args, incomplete = comp.get_completion_args()
+    if comp.get_completions(args, incomplete):
+        sys.exit(0)
+    sys.exit(1 if wants_files(comp, args, incomplete) else 0)
+
+
 def register_shell_classes() -> None:
     """Register the completion classes `_SESSIONTOOL_COMPLETE` is answered with (Typer's, with
     the scripts above). Called only when completing or generating the scripts."""
@@ -219,6 +269,8 @@ def register_shell_classes() -> None:
     class Zsh(ZshComplete):
         source_template = ZSH_SOURCE
 
+        complete = zsh_answer
+
         def format_completion(self, item: CompletionItem) -> str:
             def esc(s: str) -> str:
                 return (
@@ -234,6 +286,8 @@ def register_shell_classes() -> None:
             return f'"{esc(item.value)}"'
 
     class Fish(FishComplete):
+        complete = fish_answer
+
         def format_completion(self, item: CompletionItem) -> str:
             if item.help:
                 return f"{item.value}\t" + re.sub(r"\s", " ", item.help)

@@ -1,6 +1,7 @@
 """Generated documentation: the shell completion scripts and the man page, both derived from the
 Typer command tree so they can never drift from the real options. The committed copies under
-`completions/` and `man/` are checked against a fresh generation by the test suite.
+`completions/` and `man/` (and the config's JSON Schema, `docs/sessiontool.schema.json`) are
+checked against a fresh generation by the test suite.
 
     python -m sessiontool.cli.docs write          # regenerate completions/ and man/
     python -m sessiontool.cli.docs check          # exit 1 when the committed copies are stale
@@ -224,6 +225,11 @@ ENVIRONMENT = [
     ),
     ("SESSIONTOOL_DEBUG", "1 shows a traceback for internal errors."),
     ("NO_COLOR", "Any value turns colour off (as does TERM=dumb or \\fB\\-\\-color never\\fR)."),
+    (
+        "FORCE_COLOR",
+        "Any value means \\fB\\-\\-color always\\fR (so does CLICOLOR_FORCE other than 0); "
+        "an explicit \\fB\\-\\-color\\fR wins.",
+    ),
 ]
 
 FILES = [
@@ -262,7 +268,7 @@ EXIT_MEANINGS = {
     ExitCode.FORBIDDEN: "refused (send policy, sandbox visibility, agent-to-agent, allowlist, "
     "sub-agent, self-send, deleting a main session)",
     ExitCode.CORRUPT: "corrupt state (unreadable sessions.json or run record); nothing was changed",
-    ExitCode.OVER_BUDGET: "usage --budget: the period's cost is over the budget",
+    ExitCode.OVER_BUDGET: "over budget: usage --budget, or a run refused or stopped by a budget",
     ExitCode.BUSY: "busy: a lock could not be taken in time; try again",
     ExitCode.TIMEOUT: "the caller stopped waiting; the run goes on",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); a send or wait names the run, which goes on",
@@ -402,7 +408,13 @@ def generated_files() -> dict[Path, str]:
         for shell, name in COMPLETION_FILES.items()
     }
     files[MAN_FILE] = man_page()
+    from sessiontool.state.config_schema import schema_text
+
+    files[SCHEMA_FILE] = schema_text()  # the published copy of what `config schema` prints
     return files
+
+
+SCHEMA_FILE = Path("docs") / "sessiontool.schema.json"
 
 
 def repo_root() -> Path:

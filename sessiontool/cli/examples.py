@@ -24,12 +24,18 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "usage": (
         ("sessiontool usage --by day", "tokens and cost per day, with bars"),
-        ("sessiontool usage --by model --since 30d", "per model, the last 30 days"),
+        ("sessiontool usage --by tool --since 7d", "what each tool's turns cost this week"),
+        ("sessiontool usage --by turn main", "each turn of a session, its cost and tools"),
+    ),
+    "diff": (
+        ("sessiontool diff main cron:nightly", "two sessions side by side"),
+        ("sessiontool diff --runs 3f2a 9c1b --json", "a rerun against its original"),
+        ("sessiontool diff main cron:nightly --format html > diff.html", "one page"),
     ),
     "send": (
         ('x=$(sessiontool send main "what changed since yesterday?")', "the reply only"),
-        ('id=$(sessiontool send main "long job" --timeout 0)', "the run id, at once"),
-        ("sessiontool send cron:nightly - < report.txt", "the message from stdin"),
+        ('sessiontool send main "focus on the tests" --mode steer', "guidance into its run"),
+        ('sessiontool send main "summarise" --max-cost 0.50', "stopped once it spent $0.50"),
     ),
     "wait": (
         ('sessiontool wait "$id" --timeout 10m', "until the run ends, then its reply"),
@@ -50,6 +56,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "spawn": (
         ('sessiontool spawn "research X and report back" --label research', "a sub-agent"),
         ('sessiontool spawn "summarise the logs" --run-timeout 600', "at most ten minutes"),
+        ('sessiontool spawn "review it" --attach diff.patch --thinking high', "with a file"),
     ),
     "agents": (
         ("sessiontool agents", "the agents a spawn may target"),
@@ -147,6 +154,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "gateway": (
         ("sessiontool gateway show", "which gateway this command line talks to"),
         ("sessiontool gateway forget wss://gw.example:18789", "drop its stored device token"),
+    ),
+    "config": (
+        ("sessiontool config schema > sessiontool.schema.json", "the schema, for an editor"),
+        ("sessiontool config schema | jq '.properties.sessiontool'", "sessiontool's own keys"),
     ),
     "top": (
         ("sessiontool top", "sessions, runs and deliveries, live"),

@@ -260,6 +260,8 @@ def rewrite_words(args: list[str]) -> list[str]:
         return args
     head, word, rest = args[:i], args[i], args[i + 1 :]
     if word == "help":
+        if "--man" in rest:  # the manual page: the help command itself opens it
+            return args
         words = [w for w in rest if not w.startswith("-")]
         return [*head, *words, "--help"] if words or not rest else args
     if word == "sessions" and rest and rest[0] in COMMANDS and rest[0] != "list":

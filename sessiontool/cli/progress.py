@@ -86,3 +86,56 @@ class BuildProgress:
 def build_progress(as_json: bool, look: render.Look) -> BuildProgress:
     """On when stderr is a terminal and the output is not JSON."""
     return BuildProgress(not as_json and look.terminal(sys.stderr), look)
+
+
+class PageProgress:
+    """`export --html`'s line: pages done of all, the time left; on stderr, only on a terminal,
+    never with --json, and only once the export has taken SHOW_AFTER_S (a re-run that finds
+    nothing changed stays silent). Callable as `(done, total)`; a context manager that clears
+    the line."""
+
+    def __init__(self, enabled: bool, look: render.Look) -> None:
+        self.inner = BuildProgress(enabled, look)
+
+    def __call__(self, done: int, total: int) -> None:
+        p = self.inner
+        if not p.enabled:
+            return
+        now = time.monotonic()
+        if now - p.start < SHOW_AFTER_S or (now - p.last < REFRESH_S and done < total):
+            return
+        p.last = now
+        if p.bar is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            p.bar = Progress(
+                TextColumn("writing pages"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=render.console(p.look, sys.stderr),
+                auto_refresh=False,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            p.bar.start()
+            p.task = p.bar.add_task("pages", total=total)
+        p.bar.update(p.task, completed=done, total=total)
+        p.bar.refresh()
+
+    def __enter__(self) -> PageProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(None, None, None)
+
+
+def page_progress(as_json: bool, look: render.Look) -> PageProgress:
+    return PageProgress(not as_json and look.terminal(sys.stderr), look)

@@ -228,6 +228,13 @@ def pick_result(step_reply: str | None, step_failed: bool, child_reply: str | No
     return NO_OUTPUT
 
 
+def status_word(run: Mapping[str, Any]) -> str:
+    """The announce's status: the run's, with why a stopped run was stopped (`aborted
+    (budget)`)."""
+    status = str(run.get("status"))
+    return f"{status} (budget)" if run.get("abortReason") == "budget" else status
+
+
 def announce_message(*, status: str, result: str, notes: str | None, stats: str) -> str:
     """The one message appended to the requester's transcript and delivered to its channel."""
     note_text = notes.strip() if notes and notes.strip() else "none"
@@ -272,6 +279,8 @@ def completion_event(run: Mapping[str, Any], stats: str | None) -> CompletionEve
         status_label = "completed; ready for parent review"
     elif word == "timeout":
         status_label = f"timed out: {error}" if error else "timed out"
+    elif run.get("abortReason") == "budget":
+        status_label = f"stopped by its budget: {error}"
     elif word == "error":
         status_label = f"failed: {error or 'unknown error'}"
     else:

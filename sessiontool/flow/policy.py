@@ -49,7 +49,10 @@ def _rule_matches(match: Mapping[str, Any], full_key: str, entry: Mapping[str, A
             return False
         if not (full_key.startswith(prefix) or keys.rest_of(full_key).startswith(prefix)):
             return False
-    return True
+    raw = match.get("rawKeyPrefix")  # OpenClaw's: the full key's prefix, case aside
+    if raw is None:
+        return True
+    return isinstance(raw, str) and full_key.lower().startswith(raw.strip().lower())
 
 
 def send_decision(
@@ -156,8 +159,7 @@ def spawn_allowed_agents(ctx: Context) -> tuple[bool, list[str]]:
 
 
 def check_spawn_agent(ctx: Context, target_agent: str) -> None:
-    if ctx.requester.is_subagent:
-        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
+    """The spawn allowlist (how deep a requester may spawn is runs/spawnopts.py's)."""
     # Compare normalised ids, as OpenClaw does: `--agent-id Research` means `research`.
     target_agent = keys.normalize_agent_id(target_agent)
     if target_agent == ctx.agent_id:

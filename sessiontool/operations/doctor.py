@@ -99,12 +99,20 @@ def scan_transcript(path: Path) -> LineScan:
 
 
 def _transcript_files(sessions_dir: Path) -> list[Path]:
-    """The live transcripts of a sessions dir: `*.jsonl` (archives end in `.deleted.<time>`)."""
+    """The live transcripts of a sessions dir: `*.jsonl` (archives end in `.deleted.<time>`),
+    but for OpenClaw's own other files (a run's `.trajectory.jsonl`, a compaction checkpoint:
+    `openclaw_releases.SESSION_DIR_FILES`)."""
+    from sessiontool.openclaw_releases import openclaw_session_file
+
     try:
         names = os.listdir(sessions_dir)
     except OSError:
         return []
-    return sorted(sessions_dir / n for n in names if n.endswith(".jsonl") and is_plain_name(n))
+    return sorted(
+        sessions_dir / n
+        for n in names
+        if n.endswith(".jsonl") and is_plain_name(n) and not openclaw_session_file(n)
+    )
 
 
 def _lock_files(sessions_dir: Path) -> list[Path]:
@@ -335,6 +343,12 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> DoctorResult:
             problems.extend(_check_agent(ctx.paths, agent_id, now))
     problems.extend(_check_runs(ctx.paths, now))
     problems.extend(_check_deliveries(ctx))
+    from sessiontool.operations.doctor_budgets import budget_findings
+
+    problems.extend(
+        Problem(f["kind"], f["path"], f["detail"], severity="warning", hint=f["hint"])
+        for f in budget_findings(ctx)
+    )
     from sessiontool.operations import repair
     from sessiontool.sessions.reading import agent_ids_on_disk
 
@@ -364,10 +378,12 @@ def doctor(ctx: Context, *, explicit_agent: str | None = None) -> DoctorResult:
 
 def _said_once(problems: list[Problem]) -> None:
     """A warning the checks' reads left for stderr about a file a finding names already (the
-    outbox's malformed lines) is that finding said twice: it is dropped."""
+    outbox's malformed lines), or that a finding says (a config value skipped), is that finding
+    said twice: it is dropped."""
     paths = {p.path for p in problems}
+    details = {p.detail for p in problems}
     for message in diag.drain():
-        if not any(message.startswith(f"{path}:") for path in paths):
+        if message not in details and not any(message.startswith(f"{p}:") for p in paths):
             diag.warn(message)
 
 

@@ -58,6 +58,14 @@ if TYPE_CHECKING:
         agents: list[AgentPaths]
         runsDir: str
         outbox: str
+        index: str
+        gateways: list[GatewayPart]
+
+    class GatewayPart(TypedDict):
+        """A remote gateway's part of the local state dir (`gateways/<hash>/`)."""
+
+        dir: str
+        url: str | None  # the gateway's URL, when this command line's target is it
 
     class PruneResult(TypedDict):
         """What `prune` returns: what it deleted (or would, `dryRun`)."""
@@ -157,6 +165,8 @@ def state_paths(ctx: Context) -> PathsResult:
                 "why": info.reason,
             }
         )
+    from sessiontool.state.index_db import INDEX_NAME
+
     return {
         "stateDir": str(p.root),
         "configFiles": [str(f) for f in ctx.config.files],
@@ -164,7 +174,30 @@ def state_paths(ctx: Context) -> PathsResult:
         "agents": agents,
         "runsDir": str(p.runs_dir),
         "outbox": str(p.deliveries),
+        "index": str(p.tool_dir / INDEX_NAME),
+        "gateways": _gateway_parts(p),
     }
+
+
+def _gateway_parts(p: StatePaths) -> list[GatewayPart]:
+    """Each remote gateway's part of the local state dir (its sessions, runs, outbox, index
+    and device key), the one this command line talks to with its URL."""
+    from sessiontool.openclaw.target import bound_to, local_root
+
+    here = bound_to(p.root)
+    gateways = local_root(p.root) / "gateways"
+    try:
+        names = sorted(os.listdir(gateways)) if not os.path.islink(gateways) else []
+    except OSError:
+        names = []
+    return [
+        {
+            "dir": str(gateways / n),
+            "url": here.url if here is not None and gateways / n == p.root else None,
+        }
+        for n in names
+        if is_plain_name(n) and (gateways / n).is_dir()
+    ]
 
 
 # -- prune -----------------------------------------------------------------------------------

@@ -228,6 +228,8 @@ def config_problems(config: Config) -> Iterator[Finding]:
                 yield Finding("bad-config", "config", exc.message, "", "problem")
             except Exception:  # noqa: BLE001 - a property that needs arguments or state
                 continue
+    for e in config.errors:  # doctor's lenient load: what every other command refuses
+        yield Finding("bad-config", "config", e, "", "problem")
     for w in [*config.warnings, *config.skipped]:
         yield Finding("config-warning", "config", w, "")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.flow import policy
+from sessiontool.openclaw_releases import openclaw_session_file
 from sessiontool.sessions import reading
 from sessiontool.sessions.listing import list_agent_ids
 from sessiontool.sessions.resolve import agent_sessions
@@ -258,7 +259,7 @@ def archived_transcripts(
             m = _ARCHIVED.match(name)
             if m:
                 sid = m.group("sid")
-            elif name.endswith(".jsonl"):
+            elif name.endswith(".jsonl") and not openclaw_session_file(name):
                 sid = name[: -len(".jsonl")]
             else:
                 continue

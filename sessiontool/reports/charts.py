@@ -270,8 +270,42 @@ def usage_page(rows: Sequence[dict[str, Any]]) -> Markup:
         _table("Day (UTC)", [(lbl, days[d]) for lbl, d in zip(day_labels, day_keys, strict=True)]),
         Markup("<h2>Per model</h2>"),
         _table("Model", [(m, models[m]) for m in model_keys]),
+        Markup("<h2>Most expensive turns</h2>"),
+        costliest_turns(rows),
     ]
     return H.page("Usage", header, body, main_class="wide")
+
+
+def costliest_turns(rows: Sequence[dict[str, Any]], n: int = 10) -> Markup:
+    """The `n` costliest turns of every exported session (their `top`), each linked to its
+    message on its session's page."""
+    turns = [(t, r) for r in rows for t in r.get("top", [])]
+    turns.sort(key=lambda x: -x[0][4])
+    if not turns:
+        return Markup('<p class="meta">No priced turns.</p>')
+    out = [
+        Markup(
+            '<table class="top"><thead><tr><th class="n">Cost</th><th>Session</th><th>Time (UTC)'
+            '</th><th>Model</th><th class="n">Tokens</th></tr></thead><tbody>'
+        )
+    ]
+    for (i, ts, model, tokens, cost), r in turns[:n]:
+        out.append(
+            Markup(
+                '<tr><td class="n">{}</td><td><a href="{}#m{}">{}</a></td><td>{}</td>'
+                '<td>{}</td><td class="n">{:,}</td></tr>'
+            ).format(
+                H.fmt_usd(cost),
+                H.ha(r["href"]),
+                int(i),
+                H.h(r["key"]),
+                H.fmt_time(ts),
+                H.h(str(model)),
+                int(tokens),
+            )
+        )
+    out.append(Markup("</tbody></table>"))
+    return Markup("").join(out)
 
 
 def _table(first: str, rows: Sequence[tuple[str, list[float]]]) -> Markup:

@@ -309,8 +309,10 @@ _ROLE_LABEL = {"toolResult": "tool", "custom": "tool (nested)"}
 
 
 def message_html(
-    i: int, msg: Message, link_for: LinkFor | None, price_for: PriceFor | None
+    i: int, msg: Message, link_for: LinkFor | None, price_for: PriceFor | None, top: float = 0.0
 ) -> Markup:
+    """One message; a turn's meta says its model, tokens and cost, with a bar of its cost
+    against the page's costliest turn (`top`)."""
     role = str(msg.get("role", "?"))
     ts = fmt_time(msg.get("timestamp"))
     if is_reset(msg):
@@ -328,6 +330,8 @@ def message_html(
             bits.append(f"{cw:,} cache write")
         if cost:
             bits.append(fmt_usd(cost))
+            if top > 0:
+                bits.append(fill(_BAR, max(1, round(cost / top * 120))))
         meta = fill(_SMALL, join(_DOT, bits))
     src, via = _origin(msg)
     origin = _NONE
@@ -344,6 +348,12 @@ def message_html(
 
 
 _SMALL, _DOT, _CODE = Markup("<small>{}</small>"), Markup(" · "), Markup("<code>{}</code>")
+# A turn's cost as a bar, 120 px at the page's costliest turn: an inline SVG whose width is an
+# attribute (no `style` attribute on any page: tests/test_html_escaping.py holds the set).
+_BAR = Markup(
+    '<svg class="cbar" width="{0}" height="8" viewBox="0 0 {0} 8" role="img" aria-label="cost">'
+    '<rect class="b" width="{0}" height="8" rx="1"></rect></svg>'
+)
 _ARTICLE = Markup('<article class="m {}" id="m{}"><h3>{}<time>{}</time>{}</h3>{}{}</article>')
 
 
@@ -382,7 +392,8 @@ def transcript_page(
     above the title, `related` HTML shown above the conversation (spawn parent / children)."""
     first = fmt_time(messages[0].get("timestamp")) if messages else ""
     last = fmt_time(messages[-1].get("timestamp")) if messages else ""
-    parts: list[Markup | str] = [*facts, f"{len(messages):,} messages"]
+    n = len(messages)
+    parts: list[Markup | str] = [*facts, f"{n:,} message{'' if n == 1 else 's'}"]
     if first:
         parts.append(f"{first} – {last} UTC")
     header = fill(
@@ -393,13 +404,15 @@ def transcript_page(
     )
     body: list[Markup] = [related] if related else []
     nl = Markup("\n")  # one for every message
+    costs = [u[4] for m in messages if (u := turn_usage(m, price_for)) is not None]
+    top = max(costs, default=0.0)
     for i, m in enumerate(messages):
         if is_delivery_mirror(m):
             from sessiontool.sessions.mirrors import repeats_reply
 
             body += (mirror_html(i, m, key, repeats_reply(messages, i)), nl)
         else:
-            body += (message_html(i, m, link_for, price_for), nl)
+            body += (message_html(i, m, link_for, price_for, top), nl)
     if not messages:
         body.append(Markup('<p class="meta">No messages.</p>'))
     return page(key, header, body)

@@ -190,6 +190,7 @@ h2{font-size:1rem;margin:1.6rem 0 .5rem}
 svg{display:block;max-width:100%;height:auto}
 svg text{fill:var(--mute);font:11px system-ui,sans-serif}
 svg .b{fill:var(--bar)}
+svg.cbar{vertical-align:middle}
 svg .b2{fill:var(--bar2)}
 svg .g{stroke:var(--line)}
 .legend{font-size:.8rem;color:var(--mute)}

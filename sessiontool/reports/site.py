@@ -18,8 +18,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
@@ -29,6 +30,7 @@ from sessiontool.reports.htmlbase import Markup
 from sessiontool.state import keys
 from sessiontool.state.envelopes import strip_envelopes
 from sessiontool.state.paths import is_plain_name
+from sessiontool.testhooks import pause
 
 if TYPE_CHECKING:
     from sessiontool.sessions.history import History
@@ -134,8 +136,24 @@ def _stats(
         "tokens": tokens,
         "cost": round(cost, 6),
         "usage": [[d, mdl, *v] for (d, mdl), v in sorted(groups.items())],
+        "top": _top_turns(messages, price_for),
         **_reset_stats(messages, usage_msgs),
     }
+
+
+TOP_TURNS = 10  # per session in the manifest, and on the usage page
+
+
+def _top_turns(messages: list[H.Message], price_for: H.PriceFor) -> list[list[Any]]:
+    """The session's costliest turns: [message index (its anchor, m<i>), ts, model, tokens,
+    cost], costliest first (the usage page's "most expensive turns")."""
+    out: list[list[Any]] = []
+    for i, m in enumerate(messages):
+        u = H.turn_usage(m, price_for)
+        if u is not None and u[4] > 0:
+            out.append([i, m.get("timestamp"), H.model_name(m), sum(u[:4]), round(u[4], 6)])
+    out.sort(key=lambda t: -float(t[4]))
+    return out[:TOP_TURNS]
 
 
 def _reset_stats(messages: list[H.Message], usage_msgs: list[H.Message]) -> dict[str, Any]:
@@ -179,6 +197,26 @@ def export_html(
     all_agents: bool,
     since_ms: int | None = None,
 ) -> dict[str, Any]:
+    return export_site(ctx, dest, SiteSpec(agent, all_agents, since_ms))
+
+
+class SiteSpec(NamedTuple):
+    """Which sessions a site shows: an agent's (None: the context's) or all, updated since."""
+
+    agent: str | None
+    all_agents: bool
+    since_ms: int | None = None
+
+
+def _no_progress(done: int, total: int) -> None:
+    return None
+
+
+def export_site(
+    ctx: Context, dest: str, spec: SiteSpec, progress: Callable[[int, int], None] = _no_progress
+) -> dict[str, Any]:
+    """The site of these sessions in `dest`; `progress(done, total)` before each page."""
+    agent, all_agents, since_ms = spec
     from sessiontool.openclaw.target import local_root
     from sessiontool.reports.usage import configured_prices, cost_function
     from sessiontool.sessions.reading import read_scope
@@ -217,6 +255,8 @@ def export_html(
             pending = {**{rel: {"fp": ""} for rel in planned}, **old_pages}
             _write_if_changed(out_root / MANIFEST, _manifest_bytes(pending))
         for agent_id, full_key, entry in found:
+            progress(counts["sessions"], len(found))
+            pause("export-page")
             counts["sessions"] += 1
             name = files[full_key]
             rel = f"s/{name}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
@@ -21,6 +20,8 @@ from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
 from sessiontool.state import search_index as si
 from sessiontool.state.index_db import each_turns
+from sessiontool.state.prices import Price, prices_of
+from sessiontool.state.prices import lookup as _lookup
 
 if TYPE_CHECKING:  # for types only
     from typing import NotRequired, TypedDict
@@ -41,62 +42,11 @@ if TYPE_CHECKING:  # for types only
 
 GROUPS = ("session", "agent", "model", "day", "label")
 COUNTERS = ("input", "output", "cacheRead", "cacheWrite", "turns", "runs")
-PRICE_FIELDS = ("input", "output", "cacheRead", "cacheWrite")
-
-
-@dataclass(frozen=True)
-class Price:
-    input: float
-    output: float
-    cache_read: float
-    cache_write: float
-
-    def of(self, i: int, o: int, cr: int, cw: int) -> float:
-        return (
-            i * self.input + o * self.output + cr * self.cache_read + cw * self.cache_write
-        ) / 1_000_000
-
-
-def _price_number(v: Any) -> float | None:
-    if v is None:
-        return 0.0
-    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
-        return float(v)
-    return None
 
 
 def configured_prices(ctx: Context) -> dict[tuple[str, str], Price]:
     """(provider, model id) → price, from every provider's models that give a usable `cost`."""
-    out: dict[tuple[str, str], Price] = {}
-    for pname, p in ctx.config.providers.items():
-        models = p.get("models") if isinstance(p, dict) else None
-        if not isinstance(models, list):
-            continue
-        for m in models:
-            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
-                continue
-            cost = m.get("cost")
-            if not isinstance(cost, dict):
-                continue
-            nums = [_price_number(cost.get(f)) for f in PRICE_FIELDS]
-            if any(n is None for n in nums):
-                continue
-            out[(str(pname), m["id"])] = Price(*(n or 0.0 for n in nums))
-    return out
-
-
-def _lookup(prices: dict[tuple[str, str], Price], provider: str, model: str) -> Price | None:
-    if (provider, model) in prices:
-        return prices[(provider, model)]
-    if "/" in model:
-        p, _, m = model.partition("/")
-        if (p, m) in prices:
-            return prices[(p, m)]
-    if not provider:
-        found = [v for (_p, m), v in prices.items() if m == model]
-        if len(found) == 1:
-            return found[0]
-    return None
+    return prices_of(ctx.config.providers)
 
 
 def cost_function(ctx: Context) -> Callable[[str, str, int, int, int, int, float | None], float]:
@@ -188,7 +138,7 @@ def _partial(
         f"SELECT file_id, provider, model, each FROM days WHERE day >= ? AND day <= ?{scope}",
         (since_ms // si.DAY_MS, (until_ms - 1) // si.DAY_MS),
     ):
-        for ts, i, o, cr, cw, cost, run_start in each_turns(each):
+        for ts, i, o, cr, cw, cost, run_start, *_tools in each_turns(each):
             if not since_ms <= ts < until_ms:
                 continue
             key = (file_id, ts // si.DAY_MS if day else 0, provider, model)

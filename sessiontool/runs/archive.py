@@ -57,15 +57,19 @@ def _spawned_and_busy(paths: StatePaths) -> tuple[set[str], set[str]]:
 
     spawned: set[str] = set()
     busy: set[str] = set()
+    kept: set[str] = set()
     for rec in iter_records(paths):
         key = rec.get("sessionKey")
         if not isinstance(key, str):
             continue
         if rec.get("kind") == "spawn" and keys.split_agent_key(key) and keys.is_subagent(key):
-            spawned.add(key)
+            if rec.get("spawnMode") == "session":
+                kept.add(key)  # a persistent child (`--mode session`) is never swept
+            else:
+                spawned.add(key)
         if not is_finished(rec):
             busy.add(key)
-    return spawned, busy
+    return spawned - kept, busy
 
 
 def expired_subagents(ctx: Context, now: int, *, quiet: bool = False) -> list[tuple[str, str]]:

@@ -59,11 +59,18 @@ def run_in_files(w: Worker, rec: Record) -> None:
         if not start(paths, rec, session):
             return
         testhooks.pause(*_points("before-user", rec))
+        if rec.get("context") == "fork":
+            from sessiontool.runs.spawnopts import fork_requester
+
+            fork_requester(paths, rec, session.path, session.session_id)
         history = history_for(session.path)
         append_user(rec, session)
         testhooks.pause(*_points("after-user", rec))
         out = run_agent(w, rec, session, history)
         testhooks.pause(*_points("after-runner", rec))
+        from sessiontool.runs.steer import requeue_left
+
+        requeue_left(paths, w.cfg, rec)
         out.status, out.error = decide(paths, rec, out)
         append_reply(session, out)
         if not rec.get("skipIndex"):
@@ -141,15 +148,18 @@ def history_for(path: Path) -> list[dict[str, Any]]:
 
 
 def append_user(rec: Record, session: Session) -> None:
+    from sessiontool.runs.spawnopts import first_message
     from sessiontool.state import transcript
 
     msg: dict[str, Any] = {
         "role": "user",
-        "content": [{"type": "text", "text": rec.get("message", "")}],
+        "content": [{"type": "text", "text": first_message(rec)}],
         "timestamp": now_ms(),
     }
     if rec.get("provenance"):
         msg["provenance"] = rec["provenance"]
+    if rec.get("attachments"):  # the staged files' receipt, with the task
+        msg["attachments"] = {k: v for k, v in rec["attachments"].items() if k != "dir"}
     transcript.append_message(session.path, session.session_id, msg)
 
 
@@ -195,28 +205,41 @@ def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> 
     return env
 
 
-def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
-    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+def agent_request(
+    rec: Record, session: Session, model: str, history: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the runner is given for this record's turn."""
+    from sessiontool.runs.spawnopts import first_message
 
-    paths: StatePaths = w.paths
-    cfg = w.cfg
-    provider, model = resolve_model(cfg, session)
     request: dict[str, Any] = {
         "runId": rec["runId"],
         "kind": rec["kind"],
         "sessionKey": session.key,
         "sessionId": session.session_id,
         "agentId": session.agent_id,
-        "model": model if provider is None else f"{provider}/{model}",
+        "model": model,
         "system": rec.get("system") or "",
         "message": rec.get("message", ""),
         "messages": history,
     }
-    for k in ("step", "turn", "maxTurns", "announce"):
+    if rec.get("kind") == "spawn":  # the task, as the transcript's first message has it
+        request["taskMessage"] = first_message(rec)
+    for k in ("step", "turn", "maxTurns", "announce", "thinking", "cwd", "attachments"):
         if rec.get(k) is not None:
             request[k] = rec[k]
     if isinstance(session.entry.get("thinkingLevel"), str):  # `session --thinking`
         request["thinkingLevel"] = session.entry["thinkingLevel"]
+    return request
+
+
+def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
+    from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
+
+    paths: StatePaths = w.paths
+    cfg = w.cfg
+    provider, model = resolve_model(cfg, session)
+    full_model = model if provider is None else f"{provider}/{model}"
+    request = agent_request(rec, session, full_model, history)
     timeout_s = rec.get("runTimeoutSeconds")
     deadline = time.monotonic() + float(timeout_s) if timeout_s else None
     out = Outcome(model=model, provider=provider)
@@ -224,8 +247,12 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
     def on_pid(pid: int) -> None:
         records.update_record(paths, rec["runId"], lambda r: r.__setitem__("agentPid", pid))
 
+    from sessiontool.runs.runners import spend
+    from sessiontool.state.prices import prices_of
+
+    prices = prices_of(cfg.providers)
     try:
-        with abortable(paths, rec["runId"]):
+        with abortable(paths, rec["runId"]), spend.limited(rec.get("costLimit"), prices):
             runner = get_runner(cfg.runner_for(session.agent_id))
             out.result = runner.run(
                 request,
@@ -236,6 +263,8 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
             out.reply = out.result.reply
     except RunAborted:
         out.status, out.error = "aborted", "aborted by user"
+    except spend.BudgetStop as exc:
+        _stopped(out, exc)
     except RunnerTimeout as exc:
         out.status, out.error, out.result = "timeout", exc.message, exc.partial
     except RunnerError as exc:
@@ -249,7 +278,28 @@ def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, 
         out.model = res.model or model
         out.provider = res.provider or provider
         out.extra = list(res.extra_messages)
+    _over_budget(out, rec.get("costLimit"), prices)
     return out
+
+
+def _stopped(out: Outcome, exc: Any) -> None:
+    """A run its budget stopped between model calls (runners/spend.py BudgetStop)."""
+    out.status, out.error, out.result = "aborted", exc.message, exc.partial
+    out.reason = "budget"
+    out.reply = exc.partial.reply if exc.partial is not None else ""
+
+
+def _over_budget(out: Outcome, limit: Any, prices: Any) -> None:
+    """A run that ended with its spend at or over its cost limit (a `command` runner tells its
+    usage only at its end; a model's last call) ends `aborted` for the budget, its reply kept."""
+    from sessiontool.runs.runners import spend
+
+    res = out.result
+    if res is None or out.status != "ok":
+        return
+    cost = spend.crossed(limit, prices, out.provider, out.model, res.usage)
+    if cost is not None:
+        out.status, out.error, out.reason = "aborted", spend.stop_message(limit, cost), "budget"
 
 
 def _usage(out: Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -324,6 +374,8 @@ def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> N
 
     def mark(r: Record) -> None:
         records.record_end(r, out.status, out.error, out.reply)
+        if out.reason and r.get("status") == out.status:
+            r["abortReason"] = out.reason
         r["usage"] = usage
         if out.model:
             r["model"] = out.model

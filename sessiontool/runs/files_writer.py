@@ -20,7 +20,7 @@ from sessiontool.state.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp, Spawn
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
@@ -199,22 +199,15 @@ class FilesWriter:
     def openclaw_sends(self, ctx: Context, requester: str) -> bool:
         return False
 
-    def add_child(
-        self,
-        ctx: Context,
-        *,
-        child: str,
-        agent_id: str,
-        requester: str,
-        label: str | None,
-        model: str | None,
-    ) -> None:
+    def add_child(self, ctx: Context, spec: ChildSpec) -> None:
         """The child's entry (`spawnedBy` = the requester, as OpenClaw's sessions_spawn links
         it), and the requester's when it is new. The store is written once for the child (and
         the requester, in the same write when they share a store): a spawn and its announce
         write sessions.json at most four times."""
         from sessiontool.state import keys
 
+        child, agent_id, requester = spec["key"], spec["agentId"], spec["requester"]
+        label, model = spec["label"], spec["model"]
         req_agent = keys.agent_of(requester, ctx.agent_id)
 
         def ensure_requester(s: Store) -> None:
@@ -227,6 +220,7 @@ class FilesWriter:
             "sessionId": str(uuid.uuid4()),
             "updatedAt": now_ms(),
             "spawnedBy": requester,
+            **spec["entry"],
         }
         if label:
             entry["label"] = label
@@ -252,8 +246,8 @@ class FilesWriter:
         raw = rec.get("reply")
         reply: str = raw if isinstance(raw, str) else ""
         ok = rec.get("status") == "ok"
-        if kind == "spawn":
-            return {"next": "announce"}
+        if kind == "spawn":  # a quiet spawn announces nothing (expectsCompletionMessage: false)
+            return {"next": "cleanup" if rec.get("completion") == "quiet" else "announce"}
         if kind == "send" and rec.get("a2a") and ok and reply.strip():
             return {"next": "reply:1", "latest": reply, "incoming": reply}
         if kind == "send" and rec.get("deliver") and ok and reply.strip():

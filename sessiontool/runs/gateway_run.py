@@ -89,11 +89,28 @@ def execute_run(w: Worker, rec: Record) -> None:
         if not _start(paths, rec):
             return
         out = _tool_turn(paths, rec) or _turn(paths, rec)
+        _over_budget(w, rec, out)
         out.status, out.error = decide(paths, rec, out)
         _publish(paths, rec, out)
     finally:
         if slot is not None:
             os.close(slot)
+
+
+def _over_budget(w: Worker, rec: Record, out: Outcome) -> None:
+    """A gateway turn reports its usage at its end: one that spent its cost limit or more ends
+    `aborted` for the budget (its reply kept), and the budget refuses the next run. (Stopping
+    it mid-turn would need the gateway's usage events: docs/budgets.md.)"""
+    limit = rec.get("costLimit")
+    usage = _usage(agent_meta(out.result))
+    if not limit or out.status != "ok" or not usage:
+        return
+    from sessiontool.runs.runners import spend
+    from sessiontool.state.prices import prices_of
+
+    cost = spend.crossed(limit, prices_of(w.cfg.providers), out.provider, out.model, usage)
+    if cost is not None:
+        out.status, out.error, out.reason = "aborted", spend.stop_message(limit, cost), "budget"
 
 
 def _start(paths: StatePaths, rec: Record) -> bool:
@@ -243,17 +260,24 @@ def _stop_turn(paths: StatePaths, rec: Record) -> None:
 def create_child(paths: StatePaths, rec: Record) -> None:
     """The spawn's child, created before its first turn and linked to its requester as
     OpenClaw's sessions_spawn links it: `parentSessionKey` (so the requester's row lists it in
-    `childSessions`) and `spawnDepth: 1`, with its label. Version facts, tried in order: 2026.9.6
+    `childSessions`) and its `spawnDepth`, with its label (and `thinkingLevel`, `cwd`, `fork`
+    when the spawn asked for them). Version facts, tried in order: 2026.9.6
     takes all of them; 2026.7.35's `sessions.create` has no `spawnDepth`; a gateway without
     `sessions.create` gets the label alone through `sessions.patch` (unlinked, as before).
     Creating an existing key adopts it, so a retried turn creates nothing twice."""
     params: dict[str, Any] = {
         "key": rec["sessionKey"],
         "parentSessionKey": rec["requesterSessionKey"],
-        "spawnDepth": 1,
+        "spawnDepth": rec.get("spawnDepth") or 1,
     }
     if rec.get("label"):
         params["label"] = rec["label"]
+    # A spawn's options that OpenClaw's sessions.create takes (2026.9.6), only when asked for.
+    for name, value in (("thinkingLevel", rec.get("thinking")), ("cwd", rec.get("cwd"))):
+        if isinstance(value, str):
+            params[name] = value
+    if rec.get("context") == "fork":
+        params["fork"] = True
     try:
         gateway.call(paths, "sessions.create", params)
         return
@@ -324,6 +348,8 @@ def _publish(paths: StatePaths, rec: Record, out: Outcome) -> None:
 
     def mark(r: Record) -> None:
         records.record_end(r, out.status, out.error, out.reply)
+        if out.reason and r.get("status") == out.status:
+            r["abortReason"] = out.reason
         usage = _usage(meta)
         if usage:
             r["usage"] = usage

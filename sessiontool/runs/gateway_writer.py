@@ -29,7 +29,7 @@ from sessiontool.state.locks import pid_alive
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp, Spawn
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
@@ -232,18 +232,9 @@ class GatewayWriter:
             return None
         return dict(found.entry) if found is not None else None
 
-    def add_child(
-        self,
-        ctx: Context,
-        *,
-        child: str,
-        agent_id: str,
-        requester: str,
-        label: str | None,
-        model: str | None,
-    ) -> None:
-        if label:
-            refuse_label_in_use(ctx, agent_id, label)
+    def add_child(self, ctx: Context, spec: ChildSpec) -> None:
+        if spec["label"]:
+            refuse_label_in_use(ctx, spec["agentId"], spec["label"])
 
     def openclaw_spawn(self, ctx: Context, run_id: str, spawn: Spawn) -> dict[str, Any] | None:
         """`tools.invoke sessions_spawn` for the requester session (openclaw/own_tools.py):
@@ -267,6 +258,7 @@ class GatewayWriter:
         if timeout is not None and timeout > 0:
             args["runTimeoutSeconds"] = max(1, math.ceil(timeout))
         args["cleanup"] = spawn["cleanup"]
+        args.update(spawn.get("more") or {})  # OpenClaw's other parameters, as asked for
         details = own_tools.invoke(
             ctx.paths, own_tools.SPAWN, requester, args, idempotency_key=run_id
         )
@@ -289,11 +281,12 @@ class GatewayWriter:
         same reply-back turns and announce step as on files (their turns are gateway runs
         too); a `--deliver` send was delivered by OpenClaw itself."""
         if rec.get("tool") == "sessions_spawn":  # OpenClaw announces; its run is recorded
-            return {"next": "openclaw-announce"}
+            # A quiet or parent-only completion is OpenClaw's own to make (or not): no fallback.
+            return None if rec.get("completion") else {"next": "openclaw-announce"}
         if rec.get("tool") == "sessions_send":  # OpenClaw's own reply-back and announce step
             return None
-        if rec.get("kind") == "spawn":
-            return {"next": "gateway-announce"}
+        if rec.get("kind") == "spawn":  # a quiet spawn announces nothing
+            return {"next": "cleanup" if rec.get("completion") == "quiet" else "gateway-announce"}
         reply = rec.get("reply")
         if (
             rec.get("kind") == "send"

@@ -92,6 +92,8 @@ class RunRecord(TypedDict, total=False):
     announce: Announce
     timeoutSeconds: float
     runTimeoutSeconds: float | None
+    # What it may spend (runs/runners/spend.py): usd, and the budget, its limit, window, spend.
+    costLimit: dict[str, Any]
     # Its lane and its worker.
     seq: int
     pid: int
@@ -103,6 +105,7 @@ class RunRecord(TypedDict, total=False):
     endedAt: int
     reply: str | None
     error: str | None
+    abortReason: str  # why an aborted run was stopped: "budget" (absent: by a user)
     model: str
     modelProvider: str
     usage: dict[str, Any]
@@ -111,6 +114,17 @@ class RunRecord(TypedDict, total=False):
     gatewayDurationMs: float
     announceRunId: str | None
     gatewayAborted: bool  # whether the gateway said it stopped the turn of an aborted run
+    # A spawn's options (runs/spawnopts.py), each only when asked for.
+    spawnDepth: int  # the child's depth (1 under a main session)
+    maxSpawnDepth: int  # the limit it was spawned under
+    thinking: str  # the thinking level handed to the runner
+    cwd: str  # the agent process's working directory
+    context: str  # "fork": the child starts with the requester's messages
+    spawnMode: str  # "session": a persistent child, never swept
+    taskName: str
+    completion: str  # "quiet": nothing announced; "parent": the requester's transcript only
+    sandbox: str  # "require"
+    attachments: dict[str, Any]  # the staged attachments' receipt (and their `dir`)
     # What follows it.
     followUp: FollowUp
     announcedAt: int
@@ -126,3 +140,15 @@ class Spawn(TypedDict):
     model: str | None
     runTimeout: float | None
     cleanup: str  # "keep" | "delete"
+    more: dict[str, Any]  # OpenClaw's other sessions_spawn arguments (spawnopts.tool_arguments)
+
+
+class ChildSpec(TypedDict):
+    """A spawned child's entry as a spawn asks the writer to make it (runs/writer.py)."""
+
+    key: str
+    agentId: str
+    requester: str  # the requester session's key
+    label: str | None
+    model: str | None
+    entry: dict[str, Any]  # more entry fields (spawnopts.child_entry_fields)

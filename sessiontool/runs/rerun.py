@@ -47,13 +47,14 @@ def rerun(ctx: Context, old: RunRecord) -> SendResult | SpawnResult:
         raise UsageError(f"run {run_id} has no message or session to run again")
     result: SendResult | SpawnResult
     if old.get("kind") == "spawn":
+        from sessiontool.runs.spawnopts import from_record
+
         result = spawn(
             ctx,
             message,
             label=_free_label(ctx, old),
             agent_id=str(old.get("agentId") or ctx.agent_id),
-            run_timeout=_number(old.get("runTimeoutSeconds")),
-            cleanup=str(old.get("cleanup") or "keep"),
+            options=from_record(old, _number(old.get("runTimeoutSeconds"))),
         )
     else:
         requester = old.get("requesterSessionKey")

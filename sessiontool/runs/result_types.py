@@ -57,8 +57,14 @@ class SendResult(TypedDict, total=False):
     answers `ok` with the `sendPolicy` and starts no run."""
 
     runId: str
-    status: Required[Literal["accepted", "ok", "error", "timeout"]]
+    status: Required[Literal["accepted", "ok", "error", "timeout", "no_reply", "queued"]]
     sessionKey: Required[str]
+    targetDisposition: Literal["queued", "steered"]  # `send --mode`: how the target took it
+    note: str  # a steer queued as a new turn says so
+    message: str  # no_reply: OpenClaw's words
+    notificationId: str  # `--mode notify` (status queued): context added, no run
+    durability: str
+    runStarted: bool
     reply: str
     error: str
     runStatus: str | None
@@ -66,6 +72,7 @@ class SendResult(TypedDict, total=False):
     delivery: DeliveryState
     sendPolicy: str | None
     rerunOf: str  # `rerun`: the run this one repeats
+    reason: str  # why an aborted run was stopped: "budget" (exit 6)
 
 
 class SpawnResult(TypedDict):
@@ -78,6 +85,7 @@ class SpawnResult(TypedDict):
     via: NotRequired[str | None]
     tool: NotRequired[Literal["sessions_spawn"]]
     rerunOf: NotRequired[str]  # `rerun`: the run this one repeats
+    attachments: NotRequired[dict[str, Any]]  # the staged attachments' receipt
 
 
 class AbortResult(TypedDict):

@@ -87,6 +87,22 @@ def _announce(v: Any) -> bool:
     )
 
 
+def _amount(v: Any) -> bool:
+    import math
+
+    return (_int(v) or isinstance(v, float)) and math.isfinite(v) and v >= 0
+
+
+def _cost_limit(v: Any) -> bool:
+    """`costLimit`: the USD a run may spend (`usd`), and the budget that set it."""
+    return (
+        isinstance(v, dict)
+        and _amount(v.get("usd"))
+        and all(v.get(k) is None or _amount(v[k]) for k in ("limit", "spend"))
+        and all(v.get(k) is None or _str(v[k]) for k in ("budget", "window"))
+    )
+
+
 # field → (check, what it must be). `None` is accepted only where listed in NULLABLE.
 FIELDS: dict[str, tuple[Any, str]] = {
     "status": (_status, "a run status"),
@@ -111,6 +127,16 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "channel": (_str, "a string"),
     "to": (_str, "a string"),
     "accountId": (_str, "a string"),
+    "thinking": (_str, "a string"),
+    "cwd": (_str, "a string"),
+    "context": (_str, "a string"),
+    "spawnMode": (_str, "a string"),
+    "taskName": (_str, "a string"),
+    "completion": (_str, "a string"),
+    "sandbox": (_str, "a string"),
+    "spawnDepth": (_count, "a count"),
+    "maxSpawnDepth": (_count, "a count"),
+    "attachments": (_dict, "an object"),
     "createdAt": (is_ms, "a time in milliseconds"),
     "startedAt": (is_ms, "a time in milliseconds"),
     "workerStartedAt": (is_ms, "a time in milliseconds"),
@@ -135,6 +161,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "usage": (_dict, "an object"),
     "announce": (_announce, "an object of strings"),
     "followUp": (_follow_up, "a follow-up object"),
+    "costLimit": (_cost_limit, "a cost limit (an object with usd)"),
+    "abortReason": (_str, "a string"),
 }
 NULLABLE = frozenset({"label", "system", "reply", "error", "cleanup", "runTimeoutSeconds"})
 

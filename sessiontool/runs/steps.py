@@ -312,7 +312,7 @@ class Advancer:
             else tpath,
         )
         message = announce.announce_message(
-            status=str(rec.get("status")),
+            status=announce.status_word(rec),
             result=announce.pick_result(step_reply or None, not step_ok, child_reply),
             notes=rec.get("error") or "none",
             stats=stats,
@@ -326,14 +326,11 @@ class Advancer:
 
         text = str(rec["followUp"].get("text") or "")
         writer_of(rec).announce_to_requester(self.paths, self.cfg, rec, text)
+        # `--completion-target parent`: the requester's transcript only, no channel delivery.
+        to = None if rec.get("completion") == "parent" else rec["requesterSessionKey"]
+        nxt = {"next": "deliver", "mode": "spawn-announce", "to": to} if to else {"next": "cleanup"}
         return self.record(
-            rec,
-            {
-                "next": "deliver",
-                "mode": "spawn-announce",
-                "to": rec["requesterSessionKey"],
-                "injectAt": None,
-            },
+            rec, {**nxt, "text": rec["followUp"].get("text") if to else None, "injectAt": None}
         )
 
     def deliver(self, rec: Record) -> str:
@@ -453,7 +450,7 @@ def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
     )
     ok = rec.get("status") == "ok"
     return announce.announce_message(
-        status=str(rec.get("status")),
+        status=announce.status_word(rec),
         result=announce.pick_result(None, not ok, rec.get("reply") if ok else None),
         notes=rec.get("error") or "none",
         stats=stats,

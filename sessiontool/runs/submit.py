@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from sessiontool import testhooks
 from sessiontool.context import Context
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
     from sessiontool.runs.result_types import SendResult, SpawnResult
+    from sessiontool.runs.spawnopts import SpawnOptions
 
 Result = tuple["SendResult", int]
 
@@ -64,6 +65,9 @@ def run_result(ctx: Context, rec: RunRecord) -> Result:
             "sessionKey": key,
         }
         code = ExitCode.FAILURE
+        if rec.get("abortReason") == "budget":
+            out["reason"] = "budget"
+            code = ExitCode.OVER_BUDGET
     else:
         error = f"still running after the wait timed out: sessiontool wait {rec['runId']}"
         out = {"runId": rec["runId"], "status": "timeout", "error": error, "sessionKey": key}
@@ -95,7 +99,8 @@ def send(
 ) -> Result:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation). `watch` is told
-    what the send does as it does it (SendWatch)."""
+    what the send does as it does it (SendWatch). The context's gate (budgets, `--max-cost`)
+    refuses the run (exit 6) or sets its cost limit, before anything is written."""
     policy.check_tool(ctx, "sessions_send")
     stripped = message.strip()
     if ctx.requester.is_operator and stripped in SEND_POLICY_COMMANDS:
@@ -134,6 +139,7 @@ def send(
     a2a = req.session_key is not None and req.session_key != r.key
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, (r.agent_id, r.entry), *([req.session_key] if a2a else []))
+    cost_limit = ctx.gate.allow(r.agent_id, r.key, r.entry, None) if ctx.gate else None
     writer.before_run(ctx)
     provenance, system = _provenance(ctx, writer, r.key) if a2a else ({**_EXTERNAL}, None)
     # OpenClaw's own sessions_send carries an agent-to-agent send out where its gateway
@@ -153,6 +159,7 @@ def send(
         a2a=True if a2a else None,
         deliver=True if (deliver and not a2a) else None,
         timeoutSeconds=timeout,
+        costLimit=cost_limit,
     )
     if watch is not None:
         watch.run_created(rec["runId"])
@@ -226,38 +233,48 @@ def spawn(
     label: str | None = None,
     agent_id: str | None = None,
     model: str | None = None,
-    run_timeout: float | None = None,
-    cleanup: str = "keep",
+    options: SpawnOptions | None = None,
 ) -> SpawnResult:
-    """Start a sub-agent run in a new isolated session; never waits."""
-    from sessiontool.flow.announce import subagent_system_prompt
+    """Start a sub-agent run in a new session; never waits (gated as `send` is). `options`: OpenClaw's other
+    sessions_spawn parameters (runs/spawnopts.py)."""
+    from sessiontool.runs import spawnopts
 
-    if ctx.requester.is_subagent:
-        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
     if not task.strip():
         raise UsageError("the task is empty")
     require_utf8(task, "the task")
-    if cleanup not in ("keep", "delete"):
-        raise UsageError(f"--cleanup must be keep or delete, got {cleanup!r}")
+    opts = spawnopts.checked(options or spawnopts.SpawnOptions())
     if label is not None and len(label) > 64:
         raise UsageError("--label must be at most 64 characters")
     target_agent = keys.normalize_agent_id(agent_id) if agent_id else ctx.agent_id
-    policy.check_spawn_agent(ctx, target_agent)
-    if model is not None:
-        model = validate_model(ctx.config, model, target_agent)
     requester = ctx.requester_or_main()
-    from sessiontool.flow.a2a import session_channel
     from sessiontool.runs.writer import writer_for
 
     writer = writer_for(ctx, [target_agent, keys.agent_of(requester, ctx.agent_id)], "spawn")
+    req_entry = writer.requester_entry(ctx, requester)
+    max_depth = spawnopts.max_spawn_depth(ctx)
+    depth = spawnopts.check_depth(spawnopts.depth_of(requester, req_entry), max_depth)
+    spawnopts.check_fork(opts, target_agent, keys.agent_of(requester, ctx.agent_id))
+    policy.check_spawn_agent(ctx, target_agent)
+    if model is not None:
+        model = validate_model(ctx.config, model, target_agent)
+    files = _prepared_attachments(ctx, opts)
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
+    spawnopts.check_sandbox(ctx, opts, child, target_agent)
     if writer.kind == "files":  # refused before anything is written (the sweep included)
         _check_transcripts(ctx, None, requester)
+    cost_limit = ctx.gate.allow(target_agent, child, None, model) if ctx.gate else None
     writer.before_run(ctx)
     writer.add_child(
-        ctx, child=child, agent_id=target_agent, requester=requester, label=label, model=model
+        ctx,
+        {
+            "key": child,
+            "agentId": target_agent,
+            "requester": requester,
+            "label": label,
+            "model": model,
+            "entry": spawnopts.child_entry_fields(opts, depth, max_depth),
+        },
     )
-    via = _via(writer)
     run_id = records.new_run_id()
     own = writer.openclaw_spawn(
         ctx,
@@ -268,56 +285,74 @@ def spawn(
             "agentId": target_agent,
             "label": label,
             "model": model,
-            "runTimeout": run_timeout,
-            "cleanup": cleanup,
+            "runTimeout": opts.run_timeout,
+            "cleanup": opts.cleanup,
+            "more": spawnopts.tool_arguments(opts),
         },
     )
+    fields = spawnopts.record_fields(opts, depth, max_depth)
     if own is not None:  # OpenClaw's own sessions_spawn made the child and started its run
-        child = own["childSessionKey"]
         tool: dict[str, Any] = {"tool": "sessions_spawn", "runId": run_id}
         if own.get("runId"):
             tool["gatewayRunId"] = own["runId"]
+        child = own["childSessionKey"]
+        spawn = _Spawn(task, child, target_agent, requester, label, opts)
         rec = _spawn_record(
-            ctx,
-            task,
-            child,
-            target_agent,
-            requester,
-            None,
-            label,
-            cleanup,
-            run_timeout,
-            via=via,
-            model=model,
-            **tool,
+            ctx, spawn, None, via=_via(writer), model=model, costLimit=cost_limit, **tool, **fields
         )
         _start(ctx, rec)
-        return {**_accepted(ctx, rec, child), "via": via, "tool": "sessions_spawn"}
-    system = subagent_system_prompt(
-        task=task,
-        label=label,
-        requester_key=requester,
-        requester_channel=session_channel(requester, writer.requester_entry(ctx, requester)),
-        child_key=child,
-    )
+        return {**_accepted(ctx, rec, child), "via": _via(writer), "tool": "sessions_spawn"}
+    system = _child_system(ctx, writer, _Spawn(task, child, target_agent, requester, label, opts))
+    if files:
+        from sessiontool.runs.attachments import stage
+
+        receipt, block = stage(ctx, child, files, opts.attach_as)
+        system = f"{system}\n\n{block}"
+        fields["attachments"] = receipt
+    via = _via(writer)
+    spawn = _Spawn(task, child, target_agent, requester, label, opts)
     rec = _spawn_record(
-        ctx,
-        task,
-        child,
-        target_agent,
-        requester,
-        system,
-        label,
-        cleanup,
-        run_timeout,
-        via=via,
-        model=model if via else None,
+        ctx, spawn, system, via=via, model=model if via else None, costLimit=cost_limit, **fields
     )
     _start(ctx, rec)
     out = _accepted(ctx, rec, child)
     if via:
         out["via"] = via
+    if files:
+        out["attachments"] = {k: v for k, v in fields["attachments"].items() if k != "dir"}
     return out
+
+
+class _Spawn(NamedTuple):
+    """One spawn's parts that its record is made of."""
+
+    task: str
+    child: str
+    agent_id: str
+    requester: str
+    label: str | None
+    opts: SpawnOptions
+
+
+def _child_system(ctx: Context, writer: SessionWriter, s: _Spawn) -> str:
+    from sessiontool.flow.a2a import session_channel
+    from sessiontool.flow.announce import subagent_system_prompt
+
+    return subagent_system_prompt(
+        task=s.task,
+        label=s.label,
+        requester_key=s.requester,
+        requester_channel=session_channel(s.requester, writer.requester_entry(ctx, s.requester)),
+        child_key=s.child,
+    )
+
+
+def _prepared_attachments(ctx: Context, opts: SpawnOptions) -> list[tuple[str, bytes]]:
+    if not opts.attachments:
+        return []
+    from sessiontool.runs.attachments import prepare
+
+    return prepare(ctx, opts.attachments)
 
 
 def _accepted(ctx: Context, rec: RunRecord, child: str) -> SpawnResult:
@@ -340,34 +375,24 @@ def _check_transcripts(
             check_writable(ctx.paths, keys.agent_of(key, ctx.agent_id), peek_entry(ctx.paths, key))
 
 
-def _spawn_record(
-    ctx: Context,
-    task: str,
-    child: str,
-    target_agent: str,
-    requester: str,
-    system: str | None,
-    label: str | None,
-    cleanup: str,
-    run_timeout: float | None,
-    **more: Any,
-) -> RunRecord:
-    """The queued record of a spawn, file-based or through the gateway (`more`: via, model)."""
+def _spawn_record(ctx: Context, s: _Spawn, system: str | None, **more: Any) -> RunRecord:
+    """The queued record of a spawn, file-based or through the gateway (`more`: via, model,
+    the options' fields)."""
     return records.create_record(
         ctx.paths,
         kind="spawn",
         **more,
-        sessionKey=child,
-        agentId=target_agent,
-        requesterSessionKey=requester,
-        message=task,
+        sessionKey=s.child,
+        agentId=s.agent_id,
+        requesterSessionKey=s.requester,
+        message=s.task,
         system=system,
-        label=label,
-        cleanup=cleanup,
-        runTimeoutSeconds=run_timeout,
+        label=s.label,
+        cleanup=s.opts.cleanup,
+        runTimeoutSeconds=s.opts.run_timeout,
         provenance={
             "kind": "inter_session",
-            "sourceSessionKey": requester,
+            "sourceSessionKey": s.requester,
             "sourceTool": "sessions_spawn",
         },
     )
@@ -416,6 +441,19 @@ PUBLIC_RUN_FIELDS = frozenset(
         "rerunOf",  # `rerun`: the run this one repeats
         "recoveredAt",  # a dead worker's run ended from the reply found in its transcript
         "gatewayRunId",  # the run's id in OpenClaw's gateway (its logs, chat.abort, agent.wait)
+        # A spawn's options (runs/spawnopts.py; docs/runs.md)
+        "spawnDepth",
+        "maxSpawnDepth",
+        "thinking",
+        "cwd",
+        "context",
+        "spawnMode",
+        "taskName",
+        "completion",
+        "sandbox",
+        "attachments",
+        "costLimit",  # what the run may spend: a budget's room at submission, or --max-cost
+        "abortReason",  # "budget": stopped when its spend crossed costLimit
     }
 )
 

@@ -72,11 +72,22 @@ OUTPUTS: dict[str, dict[str, Any]] = {
         ["results"],
     ),
     "sessions_send": result_schema(
-        {"status": _STR, "runId": _STR, "reply": _MAYBE_STR, "sessionKey": _STR},
+        {
+            "status": _STR,
+            "runId": _STR,
+            "reply": _MAYBE_STR,
+            "sessionKey": _STR,
+            "targetDisposition": {"type": "string", "enum": ["queued", "steered"]},
+            "delivery": {"type": "object"},
+            "message": _STR,  # no_reply
+            "note": _STR,  # a steer queued as a new turn
+            "notificationId": _STR,  # mode notify (status queued)
+            "runStarted": _BOOL,
+        },
         ["status"],
     ),
     "sessions_spawn": result_schema(
-        {"status": _STR, "runId": _STR, "childSessionKey": _STR},
+        {"status": _STR, "runId": _STR, "childSessionKey": _STR, "attachments": {"type": "object"}},
         ["status", "runId", "childSessionKey"],
     ),
     "agents_list": result_schema(

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sessiontool.context import Context, Requester
-from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
+from sessiontool.errors import SessiontoolError, UsageError
 from sessiontool.runs import life_tools, read_tools, subagent_tools, tool_outputs
+from sessiontool.runs.tool_params import SEND_MODE, SPAWN_PROPERTIES
 from sessiontool.runs.tooldefs import SESSION_KEY as _SESSION_KEY
 from sessiontool.runs.tooldefs import CallOptions, Searcher, ToolDef, ToolResult
 from sessiontool.runs.tooldefs import obj_schema as _schema
@@ -115,29 +116,27 @@ def check_arguments(
 
 
 def _sessions_send(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
-    from sessiontool.runs import submit
+    from sessiontool.runs import sendmodes
 
     label = args.get("label")
     key = args.get("sessionKey")
     if label is None and key is None:
         raise UsageError("sessions_send needs sessionKey or label")
-    result, _code = submit.send(
-        ctx,
+    request = sendmodes.SendRequest(
         None if label else key,
         args["message"],
         label=label,
+        mode=args.get("mode", "followup"),
         timeout=float(args.get("timeoutSeconds", 30)),
-        wait=opts.wait,
     )
+    result, _code = sendmodes.send(ctx, request, wait=opts.wait)
     return dict(result)  # a tool call's payload: JSON, as `send --json` prints it
 
 
 def _sessions_spawn(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
     from sessiontool.runs import submit
+    from sessiontool.runs.spawnopts import from_tool_arguments
 
-    if ctx.requester.is_subagent:
-        raise ForbiddenError("sessions_spawn is not allowed from sub-agent sessions")
-    run_timeout = args.get("runTimeoutSeconds")
     return dict(
         submit.spawn(
             ctx,
@@ -145,8 +144,7 @@ def _sessions_spawn(ctx: Context, args: Mapping[str, Any], opts: CallOptions) ->
             label=args.get("label"),
             agent_id=args.get("agentId"),
             model=args.get("model"),
-            run_timeout=float(run_timeout) if run_timeout else None,
-            cleanup=args.get("cleanup", "keep"),
+            options=from_tool_arguments(args),
         )
     )
 
@@ -183,6 +181,7 @@ TOOLS: dict[str, ToolDef] = {
                         "description": "How long to wait for the reply (default 30; 0 = "
                         "return at once with status accepted).",
                     },
+                    "mode": SEND_MODE,
                 },
                 ["message"],
             ),
@@ -215,6 +214,7 @@ TOOLS: dict[str, ToolDef] = {
                         "description": "keep (default) or delete the child session after the "
                         "announce.",
                     },
+                    **SPAWN_PROPERTIES,
                 },
                 ["task"],
             ),
@@ -264,11 +264,15 @@ def get_tool(name: str) -> ToolDef:
 
 def offered_names(ctx: Context) -> list[str]:
     """The tools this session may call: a sub-agent gets only what the config grants, and
-    never sessions_spawn."""
+    sessions_spawn only below the depth limit (runs/spawnopts.py)."""
     names = list(TOOL_NAMES)
     if ctx.requester.is_subagent:
+        from sessiontool.runs.spawnopts import may_spawn
+
         allowed = set(ctx.config.subagent_tools_allow)
-        names = [n for n in names if n in allowed and n != "sessions_spawn"]
+        if may_spawn(ctx):
+            allowed.add("sessions_spawn")
+        names = [n for n in names if n in allowed]
     return names
 
 
@@ -297,12 +301,22 @@ def offered_tools(ctx: Context) -> list[dict[str, Any]]:
     return [t.openai_spec() for t in offered_definitions(ctx)]
 
 
+# Read-only tools a transport adds from above the run engine (the `mcp` command registers
+# `usage` and `diff`, whose handlers live in cli/mcp_reports.py: reports the engine may not
+# import). Offered by that transport alone, never to a model.
+TRANSPORT_TOOLS: dict[str, ToolDef] = {}
+
+
+def register_transport_tool(tool: ToolDef) -> None:
+    TRANSPORT_TOOLS[tool.name] = tool
+
+
 def call_tool(
     ctx: Context, name: str, arguments: Any, options: CallOptions | None = None
 ) -> ToolResult:
     """Run one tool call as the context's requester. Never raises for what a tool or its
     caller got wrong: that is a failed result with the CLI's JSON object."""
-    tool = TOOLS.get(name)
+    tool = TOOLS.get(name) or TRANSPORT_TOOLS.get(name)
     if tool is None:
         return ToolResult(
             {
@@ -376,6 +390,7 @@ __all__ = [
     "READ_ONLY_TOOLS",
     "TOOLS",
     "TOOL_NAMES",
+    "TRANSPORT_TOOLS",
     "TOOL_SPECS",
     "CallOptions",
     "Searcher",
@@ -387,6 +402,7 @@ __all__ = [
     "get_tool",
     "offered_definitions",
     "offered_names",
+    "register_transport_tool",
     "offered_tools",
     "state_root",
     "tool_context",

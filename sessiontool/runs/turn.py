@@ -92,6 +92,7 @@ class Outcome:
     model: str | None = None
     provider: str | None = None
     extra: list[dict[str, Any]] = field(default_factory=list)
+    reason: str | None = None  # why an aborted run was stopped: "budget" (else by a user)
 
 
 def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[RunStatus, str | None]:

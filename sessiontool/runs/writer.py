@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import FollowUp, Spawn
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
     from sessiontool.runs.record_types import RunRecord as Record
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
@@ -90,16 +90,7 @@ class SessionWriter(Protocol):
         """The entry of a requester session, for its channel (None when not known here)."""
         ...
 
-    def add_child(
-        self,
-        ctx: Context,
-        *,
-        child: str,
-        agent_id: str,
-        requester: str,
-        label: str | None,
-        model: str | None,
-    ) -> None:
+    def add_child(self, ctx: Context, spec: ChildSpec) -> None:
         """What a spawn writes before its run is queued: the child's entry linked to its
         requester (files), or only the label check (gateway: the worker creates the child)."""
         ...

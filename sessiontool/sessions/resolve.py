@@ -217,8 +217,9 @@ def not_found_near(ctx: Context, text: str, agent_id: str) -> NotFoundError:
         return exc
     shown = {ctx.display(k): k for k in full_keys}
     close = difflib.get_close_matches(text, list(shown), n=1, cutoff=0.6)
-    if not close:
-        close = [ctx.display(k) for k in difflib.get_close_matches(text, full_keys, n=1)]
+    if not close:  # a bare key (`daly`) beside the keys' bare rests (`daily`)
+        bare = {k.split(":", 2)[2]: k for k in full_keys if k.count(":") >= 2}
+        close = [ctx.display(bare[k]) for k in difflib.get_close_matches(text, list(bare), n=1)]
     if close:  # in the message itself, so that --json carries it too
         return NotFoundError(
             f"Session not found: {text} (did you mean {close[0]!r}?)",

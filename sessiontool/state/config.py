@@ -6,57 +6,24 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.errors import ConfigError
-from sessiontool.state.jsonio import loads_tolerant
+from sessiontool.state import config_files
+from sessiontool.state.config_files import agent_id as _agent_id
+from sessiontool.state.config_keys import MAX_CONCURRENT_RUNS, MAX_TOOL_ROUNDS
 from sessiontool.state.keys import DEFAULT_AGENT_ID, DEFAULT_MAIN_KEY, normalize_agent_id
 from sessiontool.state.paths import StatePaths
 from sessiontool.structs import Value
 
+if TYPE_CHECKING:
+    from sessiontool.state.budget_config import Budget
+
+_load_file = config_files.load_file  # openclaw/target.py and gateway.py read a file with it
 SHARED_TOP_KEYS = ("session", "agents", "tools", "models")
 OWN_TOP_KEYS = frozenset({*SHARED_TOP_KEYS, "sessiontool", "$schema"})
-OWN_SECTION_KEYS = frozenset({"delivery", "maxToolRounds", "maxConcurrentRuns"})
-MAX_CONCURRENT_RUNS = 1024  # a waiting worker holds one open file per slot
-# Values read only by some commands or only by the worker: (key, the Config property reading it)
-CHECKED_ON_LOAD = (
-    ("session.sendPolicy", "send_policy"),
-    ("agents.defaults.subagents.archiveAfterMinutes", "archive_after_minutes"),
-    ("tools.agentToAgent.allow", "a2a_allow"),
-    ("tools.subagents.tools.allow", "subagent_tools_allow"),
-)
-MAX_TOOL_ROUNDS = 1000
-
-
-def _merge(base: Any, over: Any, path: str = "") -> Any:
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = _merge(base.get(k), v, f"{path}.{k}" if path else k) if k in base else v
-        return out
-    if path == "agents.list" and isinstance(base, list) and isinstance(over, list):
-        return _merge_agent_list(base, over)
-    return over
-
-
-def _merge_agent_list(base: list[Any], over: list[Any]) -> list[Any]:
-    """Entries merge by agent id; new ids are appended."""
-    out = [dict(a) if isinstance(a, dict) else a for a in base]
-    index = {normalize_agent_id(a.get("id")): i for i, a in enumerate(out) if isinstance(a, dict)}
-    for item in over:
-        if not isinstance(item, dict):
-            out.append(item)
-            continue
-        aid = normalize_agent_id(item.get("id"))
-        if aid in index:
-            out[index[aid]] = _merge(out[index[aid]], item, "agents.list[]")
-        else:
-            index[aid] = len(out)
-            out.append(item)
-    return out
 
 
 def _has_path(node: Any, dotted: str) -> bool:
@@ -75,47 +42,6 @@ def _has_path(node: Any, dotted: str) -> bool:
             items = [node[i]] if 0 <= i < len(node) else node
             return any(not rest or _has_path(item, rest) for item in items)
     return True
-
-
-def _load_file(path: Path) -> dict[str, Any]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file not found: {path}") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-    if not data.strip():
-        return {}
-    try:
-        parsed = loads_tolerant(data)
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError(
-            f"config file {path} is not valid JSON5: {_json5_error(data, exc)}"
-        ) from exc
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"config file {path}: expected an object at the top level")
-    return parsed
-
-
-def _json5_error(data: bytes, exc: BaseException) -> str:
-    """Where a config file stops being JSON5. The fast path's error is the strict JSON
-    parser's (it fails at the first comment or unquoted key, usually line 1), so the file is
-    parsed again with json5 alone to name the real line and column."""
-    try:
-        import json5
-
-        json5.loads(data.decode("utf-8", errors="replace"))
-    except RecursionError:
-        return "nested too deeply"
-    except ValueError as j5:
-        text = str(j5)
-        m = re.match(r"^<string>:(\d+) (.*) at column (\d+)$", text)
-        if m:
-            return f"line {m.group(1)} column {m.group(3)}: {m.group(2)}"
-        return text.removeprefix("<string>:")
-    except Exception:  # noqa: BLE001 - json5 failing in another way: keep the first error
-        pass
-    return str(exc)
 
 
 class AgentConfig(Value):
@@ -180,14 +106,46 @@ def model_primary(value: Any) -> tuple[str | None, tuple[str, ...]]:
     return None, ()
 
 
+def _budgets(cfg: Config) -> tuple[Budget, ...]:
+    """`sessiontool.budgets`, parsed by budget_config.py (imported only when a file sets it),
+    which says what the table cannot (a missing window or limit, an unknown key, a name twice).
+    Lenient (doctor): none, the error kept in `errors`."""
+    if cfg.get("sessiontool.budgets") is None:
+        return ()  # the common case: no import, no parsing
+    from sessiontool.state.budget_config import parse_budgets
+
+    try:
+        return parse_budgets(cfg.get("sessiontool.budgets"), cfg._where("sessiontool.budgets"))
+    except ConfigError as exc:
+        if not cfg.lenient:
+            raise
+        if exc.message not in cfg.errors:
+            cfg.errors.append(exc.message)
+        return ()
+
+
 class Config(Value):
     # `__dict__` holds the cached properties (main_key, scope).
-    __slots__ = ("raw", "files", "warnings", "skipped", "own_file", "layers", "__dict__")
+    __slots__ = (
+        "raw",
+        "files",
+        "warnings",
+        "skipped",
+        "errors",
+        "lenient",
+        "own_file",
+        "layers",
+        "__dict__",
+    )
 
     raw: dict[str, Any]
     files: list[Path]
     warnings: list[str]
     skipped: list[str]  # bad values of OpenClaw's file, ignored
+    # `lenient` (doctor's load): a value that would be refused is kept in `errors` instead, and
+    # the default (a safety limit's strictest reading) is used, so every check still runs.
+    errors: list[str]
+    lenient: bool
     own_file: Path | None
     # (file, what it contributed), in merge order: an error names the file that set the key.
     layers: list[tuple[Path, dict[str, Any]]]
@@ -205,6 +163,8 @@ class Config(Value):
         self.files = [] if files is None else files
         self.warnings = [] if warnings is None else warnings
         self.skipped = [] if skipped is None else skipped
+        self.errors = []
+        self.lenient = False
         self.own_file = own_file
         self.layers = [] if layers is None else layers
 
@@ -242,18 +202,25 @@ class Config(Value):
         return value
 
     def _bad_value(self, dotted: str, what: str, value: Any, default: Any) -> Any:
-        """A value of the wrong type: exit 2 when sessiontool's own file set it (the user can
-        fix it); skipped with one warning when OpenClaw's file did (sessiontool only reads it,
+        """A value of the wrong type or out of its range: exit 2 when sessiontool's own file
+        set it (the user can fix it), or when it is a safety limit (config_keys' `strict`) in
+        any file; else skipped with one warning (OpenClaw's file: sessiontool only reads it,
         and one odd value there must not stop every command). `doctor` reports both."""
-        message = f"{self._where(dotted)}: expected {what}, got {value!r}"
-        setter = next((p for p, layer in reversed(self.layers) if _has_path(layer, dotted)), None)
-        if setter is None or setter == self.own_file:
-            raise ConfigError(message)
-        from sessiontool import diag
+        from sessiontool.state.config_keys import is_strict, shown
 
+        message = f"{self._where(dotted)}: expected {what}, got {shown(value)}"
+        setter = next((p for p, layer in reversed(self.layers) if _has_path(layer, dotted)), None)
+        if setter is None or setter == self.own_file or is_strict(dotted):
+            if not self.lenient:
+                raise ConfigError(message)
+            if message not in self.errors:
+                self.errors.append(message)
+            return default
         warning = f"{message} (skipped; the default is used)"
-        diag.warn(warning)
-        if warning not in self.skipped:
+        if warning not in self.skipped:  # said once, however often the value is read
+            from sessiontool import diag
+
+            diag.warn(warning)
             self.skipped.append(warning)
         return default
 
@@ -267,12 +234,16 @@ class Config(Value):
 
     @functools.cached_property
     def scope(self) -> str:
-        return str(self.expect("session.scope", str, '"per-sender" or "global"', "per-sender"))
+        what = '"per-sender" or "global"'
+        v = self.expect("session.scope", str, what, "per-sender")
+        if v not in ("per-sender", "global"):
+            v = self._bad_value("session.scope", what, v, "per-sender")
+        return str(v)
 
     @property
     def max_ping_pong_turns(self) -> int:
-        v = self.expect("session.agentToAgent.maxPingPongTurns", (int, float), "a number", 5)
-        return max(0, min(5, int(v)))
+        """OpenClaw takes 0 to 20 and plays at most 5."""
+        return min(5, self._count("session.agentToAgent.maxPingPongTurns", 5, 20, low=0))
 
     @property
     def send_policy(self) -> dict[str, Any]:
@@ -285,9 +256,10 @@ class Config(Value):
         seen: set[str] = set()
         for i, item in enumerate(items):
             if not isinstance(item, dict):
-                raise ConfigError(f"{self._where(f'agents.list[{i}]')}: expected an object")
-            aid = normalize_agent_id(item.get("id") if isinstance(item.get("id"), str) else None)
-            if aid in seen:
+                self._bad_value(f"agents.list[{i}]", "an object", item, None)
+                continue
+            aid = _agent_id(item)
+            if aid in seen:  # a duplicate: warned once when loaded (duplicate_agents)
                 continue
             seen.add(aid)
             out.append(self._agent_from(item, aid, f"agents.list[{i}]"))
@@ -295,15 +267,15 @@ class Config(Value):
 
     def _agent_from(self, item: Mapping[str, Any], aid: str, where: str) -> AgentConfig:
         primary, fallbacks = model_primary(item.get("model"))
-        runner = item.get("runner")
-        if runner is not None:
-            check_runner(runner, f"{where}.runner", self._where)
+        runner = self._runner(item.get("runner"), f"{where}.runner")
         sub = item.get("subagents") if isinstance(item.get("subagents"), dict) else {}
         allow = sub.get("allowAgents") if isinstance(sub, dict) else None
         allow_t = tuple(str(a) for a in allow) if isinstance(allow, list) else None
         sub_model, _ = model_primary(sub.get("model") if isinstance(sub, dict) else None)
         sandbox = item.get("sandbox")
-        mode = sandbox.get("mode") if isinstance(sandbox, dict) else None
+        mode = sandbox.get("mode") if isinstance(sandbox, dict) else sandbox
+        if mode is not None and not isinstance(mode, str):
+            mode = repr(mode)  # none of the modes: read as `all` (sandbox_mode)
         name = item.get("name")
         return AgentConfig(
             id=aid,
@@ -314,7 +286,7 @@ class Config(Value):
             runner=runner,
             allow_agents=allow_t,
             subagent_model=sub_model,
-            sandbox_mode=mode if isinstance(mode, str) else None,
+            sandbox_mode=mode,
         )
 
     @property
@@ -346,17 +318,29 @@ class Config(Value):
         a = self.agent(agent_id)
         if a.runner is not None:
             return dict(a.runner)
-        default = self.get("agents.defaults.runner")
-        if default is not None:
-            check_runner(default, "agents.defaults.runner", self._where)
-            return dict(default)
-        return {"type": "echo"}
+        default = self._runner(self.get("agents.defaults.runner"), "agents.defaults.runner")
+        return dict(default) if default is not None else {"type": "echo"}
+
+    def _runner(self, runner: Any, where: str) -> Mapping[str, Any] | None:
+        """A runner object its table row accepts, else None (the bad value said)."""
+        if runner is None:
+            return None
+        from sessiontool.state.config_keys import check_runner_object
+
+        for at, what, value in check_runner_object(runner, where):
+            return self._bad_value(at, what, value, None)  # type: ignore[no-any-return]
+        return runner  # type: ignore[no-any-return]
 
     def sandbox_mode(self, agent_id: str) -> str:
-        mode = self.agent(agent_id).sandbox_mode
-        if mode is None:
-            mode = self.get("agents.defaults.sandbox.mode")
-        return mode if mode in ("off", "all", "non-main") else "off"
+        """off, non-main or all. A value that is none of them is refused when the config is
+        loaded; where it is read anyway (doctor's lenient load) it is `all`, the strictest."""
+        found = (
+            self.agent(agent_id).sandbox_mode,
+            _entry_sandbox_mode(self.raw, agent_id),
+            self.get("agents.defaults.sandbox.mode"),
+        )
+        mode = next((m for m in found if m is not None), "off")
+        return mode if mode in ("off", "all", "non-main") else "all"
 
     @property
     def sandbox_visibility(self) -> str:
@@ -400,7 +384,8 @@ class Config(Value):
     # -- sessiontool's own -----------------------------------------------------------------
     @property
     def delivery_command(self) -> list[str] | None:
-        v = self.get("sessiontool.delivery.command")
+        key = "sessiontool.delivery.command"
+        v = self.get(key)
         if v is None:
             return None
         if isinstance(v, str) and v.strip():
@@ -409,14 +394,10 @@ class Config(Value):
             try:
                 return shlex.split(v)
             except ValueError as exc:  # an unbalanced quote
-                raise ConfigError(
-                    f"{self._where('sessiontool.delivery.command')}: cannot split {v!r}: {exc}"
-                ) from None
+                return self._bad_value(key, f"a command that splits ({exc})", v, None)  # type: ignore[no-any-return]
         if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
             return list(v)
-        raise ConfigError(
-            f"{self._where('sessiontool.delivery.command')}: expected a command as an array of strings"
-        )
+        return self._bad_value(key, "a command as an array of strings", v, None)  # type: ignore[no-any-return]
 
     @property
     def max_tool_rounds(self) -> int:
@@ -427,14 +408,16 @@ class Config(Value):
         """How many runs' agents may run at once across all sessions (more wait their turn)."""
         return self._count("sessiontool.maxConcurrentRuns", 8, MAX_CONCURRENT_RUNS)
 
-    def _count(self, dotted: str, default: int, most: int) -> int:
-        """A whole number from 1 to `most`: `-3` or `0` is as wrong as `"eight"` (exit 2 naming
-        the file and the key), never quietly taken as 1."""
-        what = f"a whole number from 1 to {most}"
+    def _count(self, dotted: str, default: int, most: int, *, low: int = 1) -> int:
+        """A whole number from `low` to `most`: `-3` or `0` is as wrong as `"eight"` (exit 2
+        naming the file and the key), never quietly taken as 1."""
+        what = f"a whole number from {low} to {most}"
         v = self.expect(dotted, int, what, default)
-        if not 1 <= v <= most:
+        if not low <= v <= most:
             return int(self._bad_value(dotted, what, v, default))
         return int(v)
+
+    budgets = property(_budgets)  # sessiontool.budgets (budget_config.py)
 
     @property
     def providers(self) -> dict[str, Any]:
@@ -442,119 +425,93 @@ class Config(Value):
         return v if isinstance(v, dict) else {}
 
 
+def _entry_sandbox_mode(raw: Mapping[str, Any], agent_id: str) -> Any:
+    """OpenClaw 2026.9's per-agent override, `agents.entries.<id>.sandbox.mode` (its object key
+    is the agent's id): a limit set there holds here too."""
+    agents = raw.get("agents")
+    entries = agents.get("entries") if isinstance(agents, dict) else None
+    for key, entry in entries.items() if isinstance(entries, dict) else ():
+        if normalize_agent_id(str(key)) == agent_id and isinstance(entry, dict):
+            sandbox = entry.get("sandbox")
+            return sandbox.get("mode") if isinstance(sandbox, dict) else sandbox
+    return None
+
+
 def load_config(
     paths: StatePaths,
     explicit: str | None = None,
     *,
     gateway: tuple[Path, dict[str, Any]] | None = None,
+    lenient: bool = False,
 ) -> Config:
     """OpenClaw's config (if any) under sessiontool's (`--config` > SESSIONTOOL_CONFIG >
     <state>/sessiontool.json5). OpenClaw's file is only read, and only for shared keys. With a
     remote gateway, `gateway` is its config as its `config.get` returns it (where it lives there,
-    and its parsed content), in place of a local OpenClaw file."""
-    merged: dict[str, Any] = {}
-    files: list[Path] = []
+    and its parsed content), in place of a local OpenClaw file. `lenient` (doctor): nothing is
+    refused, what would be is in `errors` (a file that does not parse contributes nothing)."""
+    errors: list[str] = []
+
+    def read(path: Path) -> dict[str, Any]:
+        try:
+            return config_files.load_file(path)
+        except ConfigError as exc:
+            if not lenient:
+                raise
+            errors.append(exc.message)
+            return {}
+
     layers: list[tuple[Path, dict[str, Any]]] = []
-    warnings: list[str] = []
     oc = paths.openclaw_config() if gateway is None else None
-    if gateway is not None:
-        merged = {k: gateway[1][k] for k in SHARED_TOP_KEYS if k in gateway[1]}
-        layers.append((gateway[0], merged))
-    if oc is not None:
-        base = _load_file(oc)
-        merged = {k: base[k] for k in SHARED_TOP_KEYS if k in base}
-        files.append(oc)
-        layers.append((oc, merged))
-    own: Path | None = None
-    if explicit:
-        own = Path(explicit).expanduser()
-    elif os.environ.get("SESSIONTOOL_CONFIG"):
-        own = Path(os.environ["SESSIONTOOL_CONFIG"]).expanduser()
-    elif paths.own_config_default.is_file():
-        own = paths.own_config_default
+    base = gateway if gateway is not None else (oc, read(oc)) if oc is not None else None
+    if base is not None:
+        layers.append((base[0], {k: base[1][k] for k in SHARED_TOP_KEYS if k in base[1]}))
+    own = _own_path(paths, explicit)
+    warnings: list[str] = []
     if own is not None:
-        layer = _load_file(own)
-        for k in layer:
-            if k not in OWN_TOP_KEYS:
-                warnings.append(f"{own}: unknown config key {k!r} (ignored)")
-        section = layer.get("sessiontool")
-        if isinstance(section, dict):
-            for k in section:
-                if k not in OWN_SECTION_KEYS:
-                    warnings.append(f"{own}: unknown config key 'sessiontool.{k}' (ignored)")
-        warnings += [f"{own}: {w}" for w in _own_key_typos(layer)]
-        own_layer = {k: v for k, v in layer.items() if k in OWN_TOP_KEYS}
-        merged = _merge(merged, own_layer)
-        files.append(own)
-        layers.append((own, own_layer))
+        layer = read(own)
+        warnings += [f"{own}: {w}" for w in config_files.unknown_keys(layer)]
+        warnings += [f"{own}: {w}" for w in config_files.own_key_typos(layer)]
+        layers.append((own, {k: v for k, v in layer.items() if k in OWN_TOP_KEYS}))
+    merged: dict[str, Any] = {}
+    for path, layer in layers:
+        merged = config_files.merge(merged, layer) if merged else layer
+        warnings += [f"{path}: {w}" for w in config_files.duplicate_agents(layer)]
+    files = [p for p, _ in layers if p in (own, oc)]
     cfg = Config(raw=merged, files=files, warnings=warnings, own_file=own, layers=layers)
-    # Validate eagerly what every command depends on, so a bad file fails at once with exit 2.
-    cfg.agents()
-    _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns
-    # sessiontool's own settings, read by the background worker: refused here, by the command
-    # that starts it, not found wrong (and ignored) later where nobody sees it. So is what the
-    # user's own file sets of the values read only now and then (a worker's tool call, the
-    # archive sweep); OpenClaw's file is still read value by value (a bad one: a warning then).
-    _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command
-    _check_own(cfg)
-    if cfg.get("agents.defaults.runner") is not None:
-        check_runner(cfg.get("agents.defaults.runner"), "agents.defaults.runner", cfg._where)
+    cfg.lenient = lenient
+    cfg.errors.extend(errors)
+    _check(cfg)
     return cfg
 
 
-# sessiontool's own keys inside OpenClaw's sections. The sections hold OpenClaw's keys too, which
-# sessiontool does not all know, so a key there is reported only when it is a near miss of one
-# of these (`runer`): a typo must not quietly leave the demo agent answering.
-OWN_NESTED_KEYS = ("runner",)
+def _own_path(paths: StatePaths, explicit: str | None) -> Path | None:
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get("SESSIONTOOL_CONFIG"):
+        return Path(os.environ["SESSIONTOOL_CONFIG"]).expanduser()
+    return paths.own_config_default if paths.own_config_default.is_file() else None
 
 
-def _own_key_typos(layer: Mapping[str, Any]) -> list[str]:
-    import difflib
+def _check(cfg: Config) -> None:
+    """Every value of the config table (config_keys.py), checked now: a wrong one in
+    sessiontool's file (or a safety limit's in any) fails every command at once with exit 2,
+    before any run starts, not later in the background worker where nobody sees it; OpenClaw's
+    file gets one warning per value. Then what every command reads, the agents first."""
+    from sessiontool.state.config_keys import check_all
 
-    agents = layer.get("agents")
-    if not isinstance(agents, dict):
-        return []
-    sections: list[tuple[str, Any]] = [("agents.defaults", agents.get("defaults"))]
-    items = agents.get("list")
-    if isinstance(items, list):
-        sections += [(f"agents.list[{i}]", item) for i, item in enumerate(items)]
-    out = []
-    for where, section in sections:
-        if not isinstance(section, dict):
-            continue
-        for k in section:
-            if not isinstance(k, str) or k in OWN_NESTED_KEYS:
-                continue
-            close = difflib.get_close_matches(k.lower(), OWN_NESTED_KEYS, n=1, cutoff=0.75)
-            if close:
-                out.append(
-                    f"unknown config key '{where}.{k}' (ignored): did you mean '{close[0]}'?"
-                )
-    return out
-
-
-def _check_own(cfg: Config) -> None:
-    """Read each CHECKED_ON_LOAD value the user's own file sets (a wrong one: exit 2 now)."""
-    own_layer = next((layer for path, layer in cfg.layers if path == cfg.own_file), {})
-    for key, name in CHECKED_ON_LOAD:
-        if cfg.own_file is not None and _has_path(own_layer, key):
-            getattr(cfg, name)
+    for at, what, value in check_all(cfg.raw):
+        cfg._bad_value(at, what, value, None)
+    cfg.agents()
+    _ = cfg.main_key, cfg.scope, cfg.max_ping_pong_turns
+    _ = cfg.max_tool_rounds, cfg.max_concurrent_runs, cfg.delivery_command, cfg.budgets
 
 
 def check_runner(runner: Any, where: str, name: Callable[[str], str]) -> None:
     """Refuse (exit 2) a runner object sessiontool cannot run; `name` words a key for the
     message (`<file>: <key>`, the file that set it). The types and their checks are one table
     (`runnertable.py`), read only when a config names a runner."""
-    from sessiontool.state.runnertable import RUNNERS, expected_types
+    from sessiontool.state.config_keys import check_runner_object, shown
 
-    if not isinstance(runner, dict):
-        raise ConfigError(f'{name(where)}: expected an object like {{"type": "echo"}}')
-    rtype = runner.get("type", "echo")
-    row = RUNNERS.get(rtype) if isinstance(rtype, str) else None
-    if row is None:
-        raise ConfigError(
-            f"{name(where + '.type')}: expected one of {expected_types()}, got {rtype!r}"
-        )
-    check = row[2]
-    if check is not None:
-        check(runner, where, name)
+    for at, what, value in check_runner_object(runner, where):
+        got = "" if value is None else f", got {shown(value)}"
+        raise ConfigError(f"{name(at)}: expected {what}{got}")

@@ -19,7 +19,7 @@ from sessiontool.state import sqlite_conn
 from sessiontool.state.index_scan import Row
 from sessiontool.state.paths import ensure_dir
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0
 
@@ -37,6 +37,11 @@ CREATE TABLE days(
   turns INTEGER, runs INTEGER, input INTEGER, output INTEGER, cache_read INTEGER,
   cache_write INTEGER, cost REAL, n_cost INTEGER, each TEXT NOT NULL,
   PRIMARY KEY(file_id, day, provider, model)) WITHOUT ROWID;
+CREATE TABLE tools(
+  file_id INTEGER NOT NULL, day INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+  tool TEXT NOT NULL, calls INTEGER, errors INTEGER, turns REAL, input REAL, output REAL,
+  cache_read REAL, cache_write REAL, cost REAL, n_cost INTEGER,
+  PRIMARY KEY(file_id, day, provider, model, tool)) WITHOUT ROWID;
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT NULL);
 """
@@ -49,8 +54,12 @@ CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT N
 # so `usage` over a year of transcripts sums a few rows per session and day instead of every
 # assistant message. `days.each` keeps the day's single turns, for the partial days at a
 # --since/--until boundary: JSON arrays [ts, in, out, cache read, cache write, recorded cost,
-# run start] joined by commas (`each_turns` reads them). One text per day instead of a table
+# run start, tool names called] joined by commas (`each_turns` reads them). One text per day instead of a table
 # row per turn: a table of turns and its two indexes were a quarter of a cold `usage`.
+# `tools`: the turns' tokens and cost attributed to the tools they called and whose results
+# they read, per file, UTC day, model and tool, with the calls and failed results
+# (state/index_tools.py; the rule: docs/search-usage.md). Schema 10 added it and the tool
+# names at the end of each `days.each` turn.
 DAY_MS = 86_400_000
 # Contentless: the text stays in the transcripts (a hit's text is read back from its line), so
 # the index holds words and positions only. A purged row leaves its words behind in the FTS
@@ -230,6 +239,9 @@ def insert_rows(
                 compress(zip(ids, map(itemgetter(6), rows), strict=True), map(itemgetter(3), rows)),
             )
     if turns:
+        from sessiontool.state.index_tools import insert_tools
+
+        turns = insert_tools(c, turns)  # before `days`: it reads a file's last turn there
         c.executemany(
             "INSERT INTO days(file_id, day, provider, model, turns, runs, input, output, "
             "cache_read, cache_write, cost, n_cost, each) "
@@ -246,8 +258,9 @@ def insert_rows(
 
 
 def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Turns (file_id, provider, model, ts, in, out, cr, cw, cost, run_start) summed per
-    file, UTC day and model, as `days` rows (with their `each`: the turns' last 7 fields)."""
+    """Turns (file_id, provider, model, ts, in, out, cr, cw, cost, tools called, run_start)
+    summed per file, UTC day and model, as `days` rows (with their `each`: [ts, in, out, cr,
+    cw, cost, run_start, tools called] per turn)."""
     import orjson
 
     groups: dict[tuple[int, int, str, str], list[tuple[Any, ...]]] = {}
@@ -256,10 +269,10 @@ def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         g = groups.get(key)
         if g is None:
             g = groups[key] = []
-        g.append(t[3:])
+        g.append((*t[3:9], t[10], t[9]))
     out: list[tuple[Any, ...]] = []
     for key, g in groups.items():
-        _ts, i, o, cr, cw, costs, starts = zip(*g, strict=True)
+        _ts, i, o, cr, cw, costs, starts, _called = zip(*g, strict=True)
         cost, n_cost = 0.0, 0
         for c in costs:
             if c is not None:
@@ -274,7 +287,7 @@ def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 def each_turns(each: str) -> list[list[Any]]:
     """The single turns of a `days` row: [ts, in, out, cache read, cache write, recorded cost
-    (None: none), run start] each."""
+    (None: none), run start, tool names called] each."""
     import orjson
 
     got: list[list[Any]] = orjson.loads("[" + each + "]")

@@ -15,6 +15,7 @@ from typing import Any
 
 from sessiontool.state.index_text import (
     Extracted,
+    add_turn,
     extract,
     has_unsegmented,
     iter_complete_lines,
@@ -50,8 +51,8 @@ def collect(
     assistant turn after anything but an assistant or tool message."""
     for part, (ts, role, text) in enumerate(ex.rows):
         rows.append((file_id, ts, role, int(has_unsegmented(text)), off, part, text))
-    if ex.turn is not None and with_turn:
-        turns.append((file_id, *ex.turn, int(last_role not in ("assistant", "toolResult"))))
+    if with_turn:
+        add_turn(turns, file_id, ex, last_role)
     return ex.role if ex.role is not None else last_role
 
 

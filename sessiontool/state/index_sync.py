@@ -165,6 +165,7 @@ class CatchUp:
         cur = c.execute("DELETE FROM msgs WHERE file_id = ?", (file_id,))
         self.dead += max(0, cur.rowcount)
         c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
+        c.execute("DELETE FROM tools WHERE file_id = ?", (file_id,))
         c.execute(
             "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
             "last_role = NULL, text = 0 WHERE id = ?",

@@ -120,8 +120,30 @@ def _lenient(raw: bytes) -> Any:
 @dataclass(slots=True)
 class Extracted:
     rows: list[tuple[int, str, str]]  # (ts, role, text)
-    turn: tuple[Any, ...] | None  # (provider, model, ts, in, out, cr, cw, recorded cost)
+    # (provider, model, ts, in, out, cr, cw, recorded cost, the tool names it called)
+    turn: tuple[Any, ...] | None
     role: str | None
+    failed: tuple[str, int] | None = None  # a failed tool result: (tool name, ts)
+
+
+def tool_names(content: Any) -> list[str]:
+    """The tool names an assistant message's toolCall blocks call, in order (`usage --by
+    tool`, docs/search-usage.md)."""
+    if type(content) is not list:
+        return []
+    return [
+        str(b.get("name") or "?")
+        for b in content
+        if type(b) is dict and b.get("type") == "toolCall"
+    ]
+
+
+def failed_tool(msg: dict[str, Any], ts: int) -> tuple[str, int] | None:
+    """(tool name, ts) of a toolResult that says it failed (`isError`), else None."""
+    if msg.get("isError") is not True:
+        return None
+    name = msg.get("toolName")
+    return (name if isinstance(name, str) and name else "?", ts)
 
 
 def extract(raw: bytes) -> Extracted | None:
@@ -131,9 +153,9 @@ def extract(raw: bytes) -> Extracted | None:
 
 
 def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...]:
-    """(provider, model, ts, in, out, cache read, cache write, recorded cost) of a message with
-    `usage`; a count that is an int within 64 bits (all of them, nearly always) skips `_int`.
-    The order puts what `days.each` keeps of a turn last, as one slice."""
+    """(provider, model, ts, in, out, cache read, cache write, recorded cost, tool names called)
+    of a message with `usage`; a count that is an int within 64 bits (all of them, nearly
+    always) skips `_int`. The order puts what `days.each` keeps of a turn last, as one slice."""
     cost = usage.get("cost")
     recorded: Any = cost.get("total") if isinstance(cost, dict) else None
     i, o, cr, cw = (
@@ -154,6 +176,7 @@ def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...
         cw if type(cw) is int and -_I64 <= cw < _I64 else _int(cw),
         # JSON numbers are exactly int or float (a bool is neither): the recorded cost
         float(recorded) if (kind is float or kind is int) and abs(recorded) < _I64 else None,
+        tool_names(msg.get("content")),
     )
 
 
@@ -209,11 +232,22 @@ def scan_lines(
         for part, (ts, kind, text) in enumerate(ex.rows):
             cjk = 0 if text.isascii() else int(has_unsegmented(text))
             rows.append((file_id, ts, kind, cjk, at, part, text))
-        if ex.turn is not None and at >= turns_from:
-            turns.append((file_id, *ex.turn, int(last_role not in _IN_RUN)))
+        if at >= turns_from:
+            add_turn(turns, file_id, ex, last_role)
         if isinstance(role, str):
             last_role = role
     return off, last_role
+
+
+def add_turn(
+    turns: list[tuple[Any, ...]], file_id: int, ex: Extracted, last_role: str | None
+) -> None:
+    """A message's turn (with whether it starts a run: it follows neither an assistant nor a
+    tool message), or its failed tool result's marker (state/index_tools.py)."""
+    if ex.turn is not None:
+        turns.append((file_id, *ex.turn, int(last_role not in _IN_RUN)))
+    elif ex.failed is not None:
+        turns.append((file_id, *ex.failed))
 
 
 def _scan_turns(
@@ -247,9 +281,21 @@ def _scan_turns(
                 t = msg.get("timestamp")
                 ts = t if type(t) is int and -_I64 <= t < _I64 else _ts(msg, obj)
                 turns.append((file_id, *_turn(msg, usage, ts), int(last_role not in _IN_RUN)))
+        elif role == "toolResult" and at >= turns_from:
+            _failed_marker(file_id, msg, obj, turns)
         if isinstance(role, str):
             last_role = role
     return off, last_role
+
+
+def _failed_marker(
+    file_id: int, msg: dict[str, Any], line: dict[str, Any], turns: list[tuple[Any, ...]]
+) -> None:
+    """A failed tool result's marker among the turns: (file id, tool name, ts)."""
+    if msg.get("isError") is True:
+        got = failed_tool(msg, _ts(msg, line))
+        if got is not None:
+            turns.append((file_id, *got))
 
 
 def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> Extracted:
@@ -287,6 +333,7 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
         text = "\n".join(_texts(msg.get("content")))
         if text and not text.isspace():
             rows.append((ts, "toolResult", _clean(text)))
+        return Extracted(rows, None, role, failed_tool(msg, ts))
     else:
         return Extracted([], None, str(role) if isinstance(role, str) else None)
     return Extracted(rows, turn, role)

@@ -1,53 +1,105 @@
 """Every runner sessiontool can run, one row each (pre-commit's `all_languages.py`): the type
-name a config writes → the module and class that run it, and what its config object must hold.
+name a config writes → the module and class that run it, and the keys its config object may
+hold (each a JSON Schema fragment with the words an error says, as config_keys.py's rows).
 
 A new runner is one row here plus its module under `runs/runners/`. The modules are named,
 not imported: `runs/runners.get_runner` imports the one a run needs, so start-up does not grow,
-and this table sits in the state layer where the config checks (`config.check_runner`) read the
-same names."""
+and this table sits in the state layer where the config checks (`config.check_runner`,
+`config_keys.check_all`) and the JSON Schema (`config schema`) read the same names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from sessiontool.errors import ConfigError
-
-# check(runner object, where, name): raises ConfigError; `name` words a key for the message.
-Check = Callable[[dict[str, Any], str, Callable[[str], str]], None]
+# The longest a runner's `timeoutSeconds` (or the echo runner's delay) may be: about 31 years.
+MAX_SECONDS = 1_000_000_000
 
 
-def _check_command(runner: dict[str, Any], where: str, name: Callable[[str], str]) -> None:
-    cmd = runner.get("command")
-    ok = isinstance(cmd, str) and bool(cmd.strip())
-    ok = ok or (isinstance(cmd, list) and bool(cmd) and all(isinstance(c, str) for c in cmd))
-    if not ok:
-        raise ConfigError(f"{name(where + '.command')}: expected a non-empty array of strings")
-    for k in ("input", "output"):
-        if runner.get(k, "text") not in ("text", "json"):
-            raise ConfigError(f'{name(where + "." + k)}: expected "text" or "json"')
+@dataclass(frozen=True)
+class Field:
+    schema: dict[str, Any]
+    what: str  # what an error says was expected
+    doc: str
+    required: bool = False
 
 
-def _check_openai(runner: dict[str, Any], where: str, name: Callable[[str], str]) -> None:
-    if not isinstance(runner.get("baseUrl", ""), str):
-        raise ConfigError(f"{name(where + '.baseUrl')}: expected a URL string")
+SECONDS = Field(
+    {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SECONDS},
+    f"a positive number of seconds up to {MAX_SECONDS:,} (about 31 years)",
+    "how long one turn of the runner may take",
+)
+TEXT_JSON = {"enum": ["text", "json"]}
+ENV = Field(
+    {
+        "anyOf": [
+            {"type": "array", "items": {"type": "string", "minLength": 1}},
+            {"type": "object"},
+        ]
+    },
+    'an array of variable names (globs allowed), e.g. ["OPENAI_API_KEY", "LLM_*"], '
+    "or an object of variables to set",
+    "variables the agent may see (names or globs), or an object of variables to set",
+)
+PASS_ENV = Field({"type": "boolean"}, "true or false", "pass the whole environment")
+MODEL = Field({"type": "string"}, "a model id or alias", "the model, unless the run names one")
+OBJECT = {"type": "object"}
 
+FIELDS_COMMAND = {
+    "command": Field(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"\S"},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ]
+        },
+        "a non-empty array of strings or a command string",
+        "the program and its arguments",
+        required=True,
+    ),
+    "input": Field(TEXT_JSON, '"text" or "json"', "the message on stdin, or the whole request"),
+    "output": Field(TEXT_JSON, '"text" or "json"', "stdout is the reply, or `{reply, usage?}`"),
+    "timeoutSeconds": SECONDS,
+    "env": ENV,
+    "passEnv": PASS_ENV,
+    "model": MODEL,
+}
+FIELDS_OPENAI = {
+    "baseUrl": Field(
+        {"type": "string", "pattern": "^https?://"},
+        "an http(s) URL",
+        "the endpoint's base URL (`/chat/completions` is added)",
+    ),
+    "model": MODEL,
+    "apiKeyEnv": Field({"type": "string"}, "a variable name", "the variable holding the API key"),
+    "provider": Field({"type": "string"}, "a string", "the provider name recorded"),
+    "headers": Field(
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        "an object of strings",
+        "extra HTTP headers",
+    ),
+    "body": Field(OBJECT, "an object", "extra keys of the request body"),
+    "tools": Field({"type": "boolean"}, "true or false", "offer the session tools"),
+    "timeoutSeconds": SECONDS,
+}
+FIELDS_LLM = {
+    "model": MODEL,
+    "options": Field(OBJECT, "an object of model options", "the model's options"),
+    "tools": Field({"type": "boolean"}, "true or false", "offer the session tools"),
+    "timeoutSeconds": SECONDS,
+}
+FIELDS_ECHO = {
+    "delaySeconds": Field(
+        SECONDS.schema, SECONDS.what, "wait this long before answering (tests and demos)"
+    ),
+}
 
-def _check_llm(runner: dict[str, Any], where: str, name: Callable[[str], str]) -> None:
-    if not isinstance(runner.get("model", ""), str):
-        raise ConfigError(f"{name(where + '.model')}: expected a model id or alias")
-    if not isinstance(runner.get("options", {}), dict):
-        raise ConfigError(f"{name(where + '.options')}: expected an object")
-    if not isinstance(runner.get("tools", True), bool):
-        raise ConfigError(f"{name(where + '.tools')}: expected true or false")
-
-
-# type name → (module, class, config check or None)
-RUNNERS: dict[str, tuple[str, str, Check | None]] = {
-    "echo": ("sessiontool.runs.runners.echo", "EchoRunner", None),
-    "command": ("sessiontool.runs.runners.command", "CommandRunner", _check_command),
-    "openai": ("sessiontool.runs.runners.openai", "OpenAIRunner", _check_openai),
-    "llm": ("sessiontool.runs.runners.llm", "LLMRunner", _check_llm),
+# type name → (module, class, the keys of its config object beside `type`)
+RUNNERS: dict[str, tuple[str, str, dict[str, Field]]] = {
+    "echo": ("sessiontool.runs.runners.echo", "EchoRunner", FIELDS_ECHO),
+    "command": ("sessiontool.runs.runners.command", "CommandRunner", FIELDS_COMMAND),
+    "openai": ("sessiontool.runs.runners.openai", "OpenAIRunner", FIELDS_OPENAI),
+    "llm": ("sessiontool.runs.runners.llm", "LLMRunner", FIELDS_LLM),
 }
 
 

@@ -105,17 +105,21 @@ class Cost:
     total: float
     by_session: dict[str, float]
     currency: str = "USD"
+    # Each `sessiontool.budgets` budget with its fill (reports/budgets.py `fills`).
+    budgets: tuple[dict[str, Any], ...] = ()
 
 
 def cost_today(ctx: Context, opts: Options) -> Cost:
     """Today's cost in all and per session key, as `usage --by session --since <today>`
     reports it (the search index is brought up to date first: seconds on a big state dir the
     first time, so `top` asks for it off the screen's thread and not on every change)."""
+    from sessiontool.reports.budgets import fills
     from sessiontool.reports.usage import usage
 
     result = usage(ctx, by="session", since_ms=today_start_ms(), all_agents=opts.all_agents)
     by_session = {str(r["session"]): float(r["cost"]) for r in result["rows"]}
-    return Cost(float(result["total"]["cost"]), by_session, str(result.get("currency", "USD")))
+    currency = str(result.get("currency", "USD"))
+    return Cost(float(result["total"]["cost"]), by_session, currency, tuple(fills(ctx)))
 
 
 def gateway_state(ctx: Context) -> str:

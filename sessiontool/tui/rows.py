@@ -72,6 +72,12 @@ def elapsed_ms(r: dict[str, Any], now: int) -> float:
     return float(end - start)
 
 
+def _status(r: dict[str, Any]) -> str:
+    """A run's status; a run its budget stopped says so."""
+    status = str(r.get("status", ""))
+    return f"{status} (budget)" if r.get("abortReason") == "budget" else status
+
+
 def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -> list[Row]:
     return [
         (
@@ -79,7 +85,7 @@ def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -
             [
                 fmt.esc(r["runId"][:8]),
                 fmt.esc(r.get("kind", "")),
-                fmt.esc(r.get("status", "")),
+                fmt.esc(_status(r)),
                 fmt.key_cell(r.get("sessionKey", ""), KEY_WIDTH),
                 fmt.esc(r.get("step") or ""),
                 fmt.span(elapsed_ms(r, now) / 1000),
@@ -135,6 +141,15 @@ def status_line(
         parts.append(today)
     elif budget is not None:
         parts.append(f"today: … of {fmt.money(budget)}")
+    for b in cost.budgets if cost is not None else ():
+        if b.get("fill") is None:
+            continue
+        full = b["fill"] >= 1
+        over = over or full
+        parts.append(
+            f"budget {b['budget']}: {fmt.money(b['spend'])} of {fmt.money(b['limit'])} "
+            f"({b['fill'] * 100:.0f}%)" + (" SPENT" if full else "")
+        )
     running = sum(1 for r in snap.runs if r.get("status") == "running")
     queued = sum(1 for r in snap.runs if r.get("status") == "queued")
     parts.append(f"runs: {running} running, {queued} queued")

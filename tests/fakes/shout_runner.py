@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sessiontool.errors import ConfigError
 from sessiontool.runs.runners.base import RunnerResult, estimated_usage
+from sessiontool.state.runnertable import Field
 
-
-def check(runner: dict[str, Any], where: str, name: Callable[[str], str]) -> None:
-    if not isinstance(runner.get("volume", 1), int):
-        raise ConfigError(f"{name(where + '.volume')}: expected a whole number")
+# The keys of its config object beside `type`, as the table's row holds them.
+FIELDS = {
+    "volume": Field({"type": "integer", "minimum": 0}, "a whole number", "how many `!`"),
+}
 
 
 class ShoutRunner:

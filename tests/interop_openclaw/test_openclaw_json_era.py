@@ -221,3 +221,17 @@ def test_spawn_and_send_as_go_through_the_gateway(json_live: JsonLive) -> None:
         time.sleep(1)
     writes = json_live.audit.read_text() if json_live.audit.exists() else ""
     assert writes == "", writes
+
+
+def test_doctor_knows_the_files_openclaw_writes_beside_the_transcripts(json_live: JsonLive) -> None:
+    """A turn on 2026.7.35 leaves `<sessionId>.trajectory.jsonl` (and its `.trajectory-path.json`
+    pointer) beside the transcript; doctor told the user to `mv` it as an orphan transcript
+    (issue 42 item 11). The release table (`openclaw_releases.SESSION_DIR_FILES`) knows it."""
+    proc = _st(json_live, "--json", "send", "discord:group:777", "trajectory", "--timeout", "300")
+    assert proc.returncode == 0, proc.stderr
+    trajectories = sorted(json_live.state.glob("agents/*/sessions/*.trajectory.jsonl"))
+    assert trajectories, "2026.7.35 wrote no trajectory: the fixture no longer shows the case"
+    proc = _st(json_live, "--json", "doctor")
+    problems = json.loads(proc.stdout)["problems"]
+    named = [p for p in problems if "trajectory" in p["path"] or "trajectory" in p.get("hint", "")]
+    assert named == [], named

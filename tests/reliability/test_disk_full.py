@@ -272,10 +272,8 @@ def test_worker_that_cannot_record_anything_withdraws_the_run(
     runs_dir = state / "sessiontool" / "runs"
     env = fault_env(faults, runs_dir, "ENOSPC", "*.json.*.tmp", worker_only=True)
     env["SESSIONTOOL_EXEC_WORKER"] = "1"  # a worker of its own process, with the fault
-    t0 = time.monotonic()
     rc, out = run_json("send", "main", "unrecorded", "--timeout", "30", env=env)
-    assert rc == 1, out
-    assert time.monotonic() - t0 < 20, "the waiter was not told"
+    assert rc == 1, out  # told: not 124, the whole --timeout waited out for a run nobody runs
     rid = out["error"].split()[1]
     assert "withdrawn" in out["error"] and "No space left on device" in out["error"], out
     assert not (runs_dir / f"{rid}.json").exists()
@@ -346,10 +344,9 @@ def test_send_whose_run_cannot_be_set_up_leaves_no_queued_run(
     rc, listing = run_json("runs")
     assert rc == 0
     assert not [r for r in listing["runs"] if r["status"] in ("queued", "running")], listing
-    t0 = time.monotonic()
+    # Not blocked by a run left queued (the lane's 30 s grace would make this exit 124).
     rc, out = run_json("send", "main", "next", "--timeout", "20")
     assert rc == 0 and out["reply"] == "echo: next", out
-    assert time.monotonic() - t0 < 5
 
 
 # -- a real small filesystem -----------------------------------------------------------------
@@ -449,14 +446,12 @@ def test_a_nearly_full_disk_never_leaves_a_run_to_start_later(small_fs: Path, fr
     words = f"nearly-full-{free_kb}"
     _leave_free(small_fs, free_kb * 1024)
     try:
-        t0 = time.monotonic()
         proc = run_cli("send", "main", words, "--timeout", "15", env=env)
-        took = time.monotonic() - t0
         reap_state(state)
     finally:
         (small_fs / "filler").unlink()
+    # Not 124: send did not wait its whole --timeout for a run nobody runs.
     assert proc.returncode in (0, 1), (free_kb, proc.returncode, proc.stdout, proc.stderr)
-    assert took < 10, f"send waited {took:.1f}s for a run nobody runs"
     if proc.returncode == 1:  # one error line (and its hint)
         first, *rest = proc.stderr.splitlines()
         assert first.startswith("sessiontool: error: ") and "No space left on device" in first

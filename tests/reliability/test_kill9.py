@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sessiontool.protocol import is_delivery_mirror
-from tests.helpers import run_cli, run_json
+from tests.helpers import generous, run_cli, run_json
 from tests.reliability.util import (
     FINISHED,
     check_transcripts,
@@ -86,13 +86,12 @@ def test_kill_9_at_a_chosen_point(state: Path, point: str) -> None:
         time.sleep(0.4)
         assert writer.poll() is None, "a live holder's store lock was not respected"
     kill9(pid)
-    killed_at = time.monotonic()
     if agent_pid is not None:  # the orphaned agent would sleep on; not part of the scenario
         os.killpg(agent_pid, signal.SIGKILL)
-    _, err = writer.communicate(timeout=15)
+    _, err = writer.communicate(timeout=generous(15))
+    # Broken at once, not by OpenClaw's 30-second age rule: the writer gives up on a lock after
+    # its foreground 10 s (exit 75), so its exit 0 says it was broken before that.
     assert writer.returncode == 0, err
-    # Not OpenClaw's 30-second rule (the writer's own start-up may take seconds under load).
-    assert time.monotonic() - killed_at < 15, "a dead holder's lock was not broken at once"
 
     check_transcripts(state)
     store = read_store(state)
@@ -121,11 +120,10 @@ def test_kill_9_at_a_chosen_point(state: Path, point: str) -> None:
     assert not stray_locks(state)
     assert not (state / "sessiontool" / "runs" / f"{rid}.lock").exists()
 
-    # The session is not blocked by the dead run: the next send is served at once.
-    t0 = time.monotonic()
+    # The session is not blocked by the dead run: the next send is served within its timeout,
+    # not left waiting for the dead run (exit 124 once its --timeout passes).
     rc, again = run_json("send", "main", "after", "--timeout", "20")
     assert rc == 0 and again["reply"] == "echo: after", again
-    assert time.monotonic() - t0 < 15  # not the 20 s timeout (start-up takes seconds under load)
     assert texts(state, "agent:main:main") == [*expected[point], "after", "echo: after"]
     assert read_store(state)["agent:main:main"]["abortedLastRun"] is False
     check_transcripts(state)
@@ -151,8 +149,17 @@ def test_a_dead_runs_delivery_comes_before_the_sessions_next_run(state: Path) ->
     kill9(pid)
 
     # The reconciler (with its workers) is slow to deliver: 2 s at the `deliver` point.
-    recs = {r["runId"]: r for r in reconcile(env={"SESSIONTOOL_TEST_PAUSE": "deliver:2"})}
-    assert recs[first["runId"]]["status"] == "ok"
+    reconcile(env={"SESSIONTOOL_TEST_PAUSE": "deliver:2"})
+    # Ended with its reply. Not asserted on that `runs`'s own answer: the lane worker it starts
+    # for the queued run may already hold the dead run's lock (worker.run_one, ending it), and a
+    # run whose lock a live process holds is reported as it is on disk, `running`, until that
+    # process has written its end (on a busy machine the worker wins the race).
+    ended = wait_until(
+        lambda: (r := _record(state, first["runId"]))["status"] in FINISHED and r,
+        generous(3),
+        "the dead run to be ended",
+    )
+    assert ended["status"] == "ok", ended
 
     def settled() -> bool:
         recs = {r["runId"]: r for r in reconcile()}

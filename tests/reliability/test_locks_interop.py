@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli, run_json
+from tests.helpers import generous, run_cli, run_json
 from tests.reliability.util import (
     dead_pid,
     hold_lock,
@@ -74,9 +74,9 @@ def test_a_live_holders_store_lock_is_waited_for(seeded: Path) -> None:
         assert "label" not in read_store(seeded)["agent:main:main"]
         released = time.monotonic()
         held.release()
-        _, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
-    assert time.monotonic() - released < 5  # it polls every 25 ms: at once, bar a loaded machine
+        _, err = proc.communicate(timeout=generous(10))
+    assert proc.returncode == 0, err  # not 75: it waited for the holder, then wrote
+    assert time.monotonic() - released < generous(1)  # it polls every 25 ms
     assert read_store(seeded)["agent:main:main"]["label"] == "after the wait"
     assert not stray_locks(seeded)
 
@@ -90,7 +90,7 @@ def test_foreground_gives_up_with_75_naming_the_lock(seeded: Path) -> None:
         assert proc.returncode == 75, proc.stderr
         first = proc.stderr.splitlines()[0]
         assert first.startswith("sessiontool: error: ") and str(store_lock(seeded)) in first
-        assert 0.5 <= took < 5
+        assert 0.5 <= took < generous(0.5 + 1)  # the 0.5 s was waited out, then given up
         rc, out = run_json("label", "main", "never", env={"SESSIONTOOL_LOCK_TIMEOUT": "0.3"})
         assert rc == 75 and out["code"] == 75 and "sessions.json.lock" in out["error"]
         assert store_lock(seeded).read_bytes() == held.content  # fresh and alive: not broken
@@ -153,11 +153,10 @@ def test_a_dead_holders_lock_is_broken_at_once(state: Path, which: str) -> None:
         lock = sessions_dir(state) / f"{sid}.jsonl.lock"
         content = {"pid": dead_pid(), "createdAt": now}
     lock.write_text(json.dumps(content))
-    t0 = time.monotonic()
     rc, out = run_json("send", "main", "second", "--timeout", "20")
-    assert rc == 0 and out["reply"] == "echo: second"
-    # Not OpenClaw's 30-second rule (a send's own start-up takes seconds on a loaded machine).
-    assert time.monotonic() - t0 < 15
+    # Broken at once, not by OpenClaw's 30-second age rule: served within the 20 s (not 124),
+    # and the foreground store lock gives up after 10 s (75).
+    assert rc == 0 and out["reply"] == "echo: second", out
     assert not stray_locks(state)
 
 

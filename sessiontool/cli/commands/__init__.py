@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "history": "read",
     "search": "insights",
     "usage": "insights",
+    "diff": "diffcmd",
     "send": "runcmd",
     "wait": "runcmd",
     "runs": "runcmd",
@@ -44,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcpcmd",
     "export": "exportcmd",
     "gateway": "gatewaycmd",
+    "config": "configcmd",
     "top": "top",
     "help": "helpcmd",
 }

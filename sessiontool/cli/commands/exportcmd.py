@@ -73,10 +73,13 @@ def _pages(result: Mapping[str, Any]) -> str:
 def _export_html(
     dest: str, agent: str | None, all_agents: bool, since: str | None, as_json: bool
 ) -> None:
+    from sessiontool.cli.progress import page_progress
     from sessiontool.durations import parse_since
-    from sessiontool.reports.site import export_html
+    from sessiontool.reports.site import SiteSpec, export_site
 
     since_ms = parse_since(since) if since else None
     ctx = get_ctx()
-    result = export_html(ctx, dest, agent=agent, all_agents=all_agents, since_ms=since_ms)
-    output.show(output.View(result, text=_pages), output.look(ctx.options), as_json=as_json)
+    look = output.look(ctx.options)
+    with page_progress(as_json, look) as progress:  # on a terminal only: piped, nothing
+        result = export_site(ctx, dest, SiteSpec(agent, all_agents, since_ms), progress)
+    output.show(output.View(result, text=_pages), look, as_json=as_json)

@@ -19,12 +19,24 @@ def help_cmd(
     words: list[str] | None = typer.Argument(
         None, help="The command (and subcommand) whose help to print.", metavar="[COMMAND]..."
     ),
+    man: bool = typer.Option(
+        False,
+        "--man",
+        help="The manual page installed with sessiontool, in man on a terminal (found where "
+        "uv tool install, pipx or pip put it, wherever `man sessiontool` looks); piped, its "
+        "roff source.",
+    ),
 ) -> None:
     """Print a command's help (the program's without one): `sessiontool help send` is
-    `sessiontool send --help`."""
+    `sessiontool send --help`; `sessiontool help --man` opens the manual page."""
     from sessiontool.cli.commands import register_all
     from sessiontool.errors import UsageError
 
+    if man:
+        from sessiontool.cli import manpage
+
+        manpage.show()
+        return
     register_all()
     root = typer.main.get_command(app)
     target, path = root, [PROG]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from sessiontool.cli import output, render
 from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.completers import complete_keys
+from sessiontool.context import Context
 from sessiontool.errors import ExitCode, UsageError
 
 ROLES = ("user", "assistant", "tool")
-GROUPS = ("session", "agent", "model", "day", "label")
+GROUPS = ("session", "agent", "model", "day", "label", "tool", "turn")
 
 
 def _complete_roles(incomplete: str) -> list[str]:
@@ -61,7 +64,7 @@ def search_cmd(
         None,
         "--fields",
         help="Only these columns, in this order, as TSV (on a terminal too): key, sessionId, "
-        "timestamp, role, snippet, label, messageId.",
+        "timestamp, role, snippet, label, messageId; with --json, any key of a hit.",
         metavar="F,..",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output (highlights as offsets)."),
@@ -74,7 +77,8 @@ def search_cmd(
     from sessiontool.cli.progress import build_progress
     from sessiontool.reports.search import search
 
-    names = columns.pick(columns.SEARCH, fields, columns.SEARCH_DEFAULT) if fields else None
+    keys = columns.search_json_keys() if fields and want_json(json_) else ()
+    names = columns.pick(columns.SEARCH, fields, columns.SEARCH_DEFAULT, keys) if fields else None
 
     if session is not None and label is not None:
         raise UsageError("give --session or --label, not both")
@@ -107,10 +111,13 @@ def search_cmd(
 @app.command("usage")
 @command
 def usage_cmd(
+    key: str | None = typer.Argument(
+        None, help="With --by turn: the session (key or sessionId).", autocompletion=complete_keys
+    ),
     by: str = typer.Option(
         "session",
         "--by",
-        help="Group by session, agent, model, day or label.",
+        help="Group by session, agent, model, day, label, tool; or turn (of session KEY).",
         autocompletion=_complete_groups,
     ),
     since: str | None = typer.Option(
@@ -129,7 +136,10 @@ def usage_cmd(
     """Tokens, turns, runs and cost from the transcripts, with a totals row.
 
     Piped: TSV without a header: the group (session, agent, model, day or label), input,
-    output, cacheRead, cacheWrite, turns, runs, cost; the TOTAL row last.
+    output, cacheRead, cacheWrite, turns, runs, cost; the TOTAL row last. --by tool: tool,
+    calls, errors, turns, input, output, cacheRead, cacheWrite, cost (each model turn split
+    evenly among the tools it called and whose results it read; whole UTC days). --by turn
+    KEY: turn, time, model, input, output, cacheRead, cacheWrite, cost, tools.
 
     Like list and search: the current agent's sessions (--agent ID picks it), every agent's
     with --all-agents."""
@@ -139,6 +149,10 @@ def usage_cmd(
     as_json = want_json(json_)
     ctx = get_ctx(reads=True)
     look = output.look(ctx.options)
+    if key is not None and by != "turn":
+        raise UsageError("a session KEY goes with --by turn only")
+    if by in ("tool", "turn"):
+        return _usage_steps(ctx, key, by, (since, until, budget, all_agents, cost_only), as_json)
     with build_progress(as_json, look) as progress:
         result = usage(
             ctx,
@@ -165,4 +179,40 @@ def usage_cmd(
             f"> {result['budget']:g} USD"
         )
         return int(ExitCode.OVER_BUDGET)
+    return 0
+
+
+def _usage_steps(
+    ctx: Context, key: str | None, by: str, how: tuple[Any, ...], as_json: bool
+) -> int:
+    """`usage --by tool` and `usage --by turn KEY` (reports/usage_steps.py)."""
+    from sessiontool.cli import render_steps
+    from sessiontool.cli.progress import build_progress
+    from sessiontool.reports.usage_steps import by_tool, by_turn
+
+    since, until, budget, all_agents, cost_only = how
+    if budget is not None:
+        raise UsageError(f"--budget goes with the other groupings, not --by {by}")
+    look = output.look(ctx.options)
+    if by == "turn":
+        if since or until or all_agents:
+            raise UsageError("--by turn reads one session: no --since, --until or --all-agents")
+        result = by_turn(ctx, key)
+        view = output.View(result, cells=render_steps.turn_cells, table=render_steps.turn_table)
+    else:
+        with build_progress(as_json, look) as progress:
+            result = by_tool(
+                ctx,
+                since_ms=_time(since, "--since"),
+                until_ms=_time(until, "--until"),
+                all_agents=all_agents,
+                progress=progress,
+            )
+        view = output.View(result, cells=render_steps.tool_cells, table=render_steps.tool_table)
+    if cost_only:
+        slim = {"cost": result["total"]["cost"], "currency": "USD"}
+        view = output.View(slim, text=lambda r: f"{r['cost']:.4f}\n")
+    output.show(view, look, as_json=as_json)
+    if result.get("unpriced") and not as_json:
+        render.warning_line("no price configured for: " + ", ".join(result["unpriced"]))
     return 0

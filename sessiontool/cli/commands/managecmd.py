@@ -124,7 +124,8 @@ def delete_cmd(
 @app.command("paths")
 @command
 def paths_cmd(json_: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
-    """Show where sessiontool reads and writes: state dir, config files, stores, runs, outbox."""
+    """Show where sessiontool reads and writes: state dir, config files, stores, runs, outbox,
+    the search index, and each remote gateway's part (`gateways/<hash>/`)."""
     from sessiontool.operations.manage import state_paths
 
     ctx = get_ctx()
@@ -145,7 +146,11 @@ def _path_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
             (f"agent {a['id']} store", a["store"] + ("" if a["exists"] else " (not created yet)"))
         )
         rows.append((f"agent {a['id']} format", f"{a['format']} ({a['why']})"))
-    return [*rows, ("runs", result["runsDir"]), ("outbox", result["outbox"])]
+    rows += [("runs", result["runsDir"]), ("outbox", result["outbox"])]
+    rows.append(("search index", result["index"]))
+    for g in result["gateways"]:
+        rows.append((f"gateway {g['url']}" if g["url"] else "gateway part", g["dir"]))
+    return rows
 
 
 def _paths_table(look: render.Look, result: Mapping[str, Any]) -> None:
@@ -172,8 +177,9 @@ def doctor_cmd(
     Exit 0 when clean, 1 when there are problems, 2 when there are only warnings. Problems:
     a state dir that is not a directory, unreadable stores and run records, transcripts with
     bad or torn lines, entries whose transcript is missing although the session has had
-    messages, lost runs, failed deliveries, links planted where sessiontool writes, config
-    values refused. Warnings: a chosen state dir or --agent that does not exist, transcripts
+    messages, lost runs, failed deliveries, links planted where sessiontool writes, a config
+    every other command refuses (each value it refuses, every file that does not parse; the
+    rest is still checked). Warnings: a chosen state dir or --agent that does not exist, transcripts
     no entry points to (a reset keeps the old one), stale lock files, deliveries with no
     target, temp files of dead writers, malformed outbox lines, config values skipped. Each
     finding has a hint how to clear it. --fix removes what is safe and says what it did;
@@ -184,7 +190,7 @@ def doctor_cmd(
 
     if yes and not fix:
         raise UsageError("--yes only goes with --fix")
-    ctx = get_ctx(check=False)
+    ctx = get_ctx(check=False, lenient=True)
     fixed: FixResult | None = None
     if fix:
         from sessiontool.operations import repair

@@ -39,16 +39,18 @@ def require_sdk() -> None:
 
 
 def parse_tools(value: str | None) -> list[str] | None:
-    from sessiontool.runs.tools import TOOL_NAMES
+    from sessiontool.cli.mcp_reports import NAMES
+    from sessiontool.runs import tools
 
+    valid = (*tools.TOOL_NAMES, *NAMES)  # the session tools and the report tools
     if value is None:
         return None
     names = [n.strip() for n in value.split(",") if n.strip()]
     if not names:
-        raise UsageError("--tools needs at least one tool name", hint=", ".join(TOOL_NAMES))
+        raise UsageError("--tools needs at least one tool name", hint=", ".join(valid))
     for n in names:
-        if n not in TOOL_NAMES:
-            raise UsageError(f"--tools: unknown tool {n!r} (valid: {', '.join(TOOL_NAMES)})")
+        if n not in valid:
+            raise UsageError(f"--tools: unknown tool {n!r} (valid: {', '.join(valid)})")
     return names
 
 
@@ -91,11 +93,16 @@ def mcp_cmd(
         render.warning_line(w)
 
     def make_ctx() -> Context:
-        return remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
+        from sessiontool.reports.budgets import BudgetGate
 
+        got = remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
+        return got.with_gate(BudgetGate(got))  # sessions_send/spawn pass the budgets too
+
+    from sessiontool.cli.mcp_reports import register
     from sessiontool.mcpserver import serve
     from sessiontool.reports.search import search
 
+    register()  # the read-only report tools, usage and diff
     serve(make_ctx, read_only=read_only, only=only, search=search)
     # Stdin closed: nothing is left to clean up (runs are detached workers). Tearing down the
     # SDK's modules takes the interpreter about a second more on a busy machine, while clients

@@ -38,14 +38,16 @@ def _without_cyclic_gc() -> None:
 _KEEP: list[object] = []  # results outlive the command: the process exit frees them at once
 
 
-def _picked(fields: str | None) -> list[str] | None:
-    """`--fields`, checked against list's columns. cli/columns.py is loaded only when a column
-    is asked for: cron's `list --json` every minute does without it."""
+def _picked(fields: str | None, as_json: bool) -> list[str] | None:
+    """`--fields`, checked against list's columns (with `--json`: any key of a row).
+    cli/columns.py is loaded only when a column is asked for: cron's `list --json` every
+    minute does without it."""
     if not fields:
         return None
     from sessiontool.cli import columns
 
-    return columns.pick(columns.SESSIONS, fields, columns.SESSIONS)
+    keys = columns.session_json_keys() if as_json else ()
+    return columns.pick(columns.SESSIONS, fields, columns.SESSIONS, keys)
 
 
 def parse_limit(value: str) -> int | None:
@@ -114,7 +116,7 @@ def list_cmd(
         None,
         "--fields",
         help="Only these columns, in this order, as TSV (on a terminal too); with --json, only "
-        "these keys.",
+        "these keys (any key a row has, e.g. contextTokens).",
         metavar="F,..",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
@@ -129,7 +131,7 @@ def list_cmd(
     from sessiontool.sessions.listing import list_page, list_spec
 
     as_json = want_json(json_)
-    names = _picked(fields)
+    names = _picked(fields, as_json)
     if message_limit and not as_json and not quiet and not look().terminal():
         raise UsageError(
             "--message-limit needs --json when the output is piped (TSV is one line per session)",
@@ -233,6 +235,12 @@ def history_cmd(
         metavar="FILE",
     ),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new messages."),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Only these keys of each message, in this order: with --json (or --format jsonl) "
+        "the message objects, else TSV, one message a line (e.g. role,timestamp,content).",
+    ),
     json_: bool = typer.Option(False, "--json", help="JSON output (same as --format json)."),
 ) -> None:
     """Show a session's transcript."""
@@ -243,7 +251,7 @@ def history_cmd(
     dest = _output_path(output_arg)
     if follow and (offset is not None or message_id is not None):
         raise UsageError("--follow starts at the newest message: not with --offset, --message-id")
-    fmt, row = _history_format(fmt, json_, follow, dest is not None)
+    fmt, row = _history_format(fmt, json_, follow, dest is not None, fields)
     # An export (-o) is the whole transcript unless --limit says otherwise.
     default_n = None if dest is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
@@ -328,10 +336,21 @@ def _spawned(h: History) -> str:
 
 
 def _history_format(
-    fmt: str | None, json_: bool, follow: bool, to_file: bool
+    fmt: str | None, json_: bool, follow: bool, to_file: bool, fields: str | None
 ) -> tuple[str, HistoryFormat]:
     """The `--format` asked for, its row in the one table of formats (`cli/historyformats.py`),
-    loaded here: `list` does without it."""
+    loaded here: `list` does without it; with `--fields`, that row writing only those keys."""
+    fmt, row = _format_row(fmt, json_, follow, to_file)
+    if fields is None:
+        return fmt, row
+    from sessiontool.cli import messagefields
+
+    return fmt, messagefields.wrap(fmt, row, messagefields.parse(fields) or [])
+
+
+def _format_row(
+    fmt: str | None, json_: bool, follow: bool, to_file: bool
+) -> tuple[str, HistoryFormat]:
     from sessiontool.cli.historyformats import FORMATS
 
     if fmt is not None and fmt not in FORMATS:

@@ -43,6 +43,8 @@ def _print_result(
     ids_only: bool = False,
 ) -> int:
     """`ids_only` (`-q`): the run id on stdout whatever happened (errors still on stderr)."""
+    if result.get("note") and not as_json:  # a steer queued as a new turn says so
+        render.err(f"note: {result['note']}")
     view = output.View(result, text=lambda r: _result_text(r, accepted_text, ids_only))
     output.show(view, look(), as_json=as_json)
     return code
@@ -53,9 +55,13 @@ def _result_text(result: Mapping[str, Any], accepted_text: str | None, ids_only:
     status = result.get("status")
     failed = f"{result.get('error')} (run {result.get('runId')}, {result.get('runStatus')})"
     if ids_only and result.get("runId"):
-        if status not in ("accepted", "ok", "timeout"):
+        if status not in ("accepted", "ok", "timeout", "no_reply"):
             render.error_line(failed)
         return f"{result['runId']}\n"
+    if status in ("no_reply", "queued"):  # nothing to say (exit 0); notify: no run at all
+        if status == "no_reply":
+            render.err(f"no visible reply (run {result.get('runId')})")
+        return ""
     if status == "accepted":
         return f"{accepted_text or result['runId']}\n"
     if status == "ok":
@@ -94,6 +100,19 @@ def send_cmd(
     no_create: bool = typer.Option(
         False, "--no-create", help="Exit 3 instead of creating a session that does not exist."
     ),
+    mode: str = typer.Option(
+        "followup",
+        "--mode",
+        help="followup (a new turn), steer (guidance into the active run) or notify (context "
+        "only, no run).",
+        autocompletion=choices("followup", "steer", "notify"),
+    ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", help="Stop the run (exit 6) once it has spent USD.", metavar="USD"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Start even when a budget is spent (sessiontool.budgets)."
+    ),
     quiet: bool = typer.Option(
         False,
         "-q",
@@ -108,10 +127,14 @@ def send_cmd(
     --no-create makes that exit 3. When the wait times out (exit 124) the run id is printed on
     stdout; after Ctrl-C (exit 130) it is named on stderr; either way the run goes on:
     `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
-    exit status stays the run's; `deliveries retry` tries again)."""
+    exit status stays the run's; `deliveries retry` tries again). A spent budget
+    (sessiontool.budgets) refuses the run with exit 6 unless --force; a run that crosses its
+    budget or --max-cost is stopped (aborted, reason budget: exit 6)."""
     from sessiontool.durations import parse_duration
     from sessiontool.errors import SessiontoolError
-    from sessiontool.runs.submit import run_result, send
+    from sessiontool.reports.budgets import BudgetGate
+    from sessiontool.runs.sendmodes import SendRequest, openclaw_words, send
+    from sessiontool.runs.submit import run_result
     from sessiontool.runs.wait import wait_for
 
     if label is not None and message is None:
@@ -124,24 +147,19 @@ def send_cmd(
     as_json = want_json(json_)
     ctx = get_ctx()
     check_writable(ctx)
+    ctx = ctx.with_gate(BudgetGate(ctx, max_cost, force))
     watch = _SendWatch(key, no_create, quiet)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
     with _ctrl_c_names_the_run() as interrupted:
-        result, code = send(
-            ctx,
-            key,
-            message,
-            label=label,
-            timeout=0,
-            deliver=deliver,
-            watch=watch.on(interrupted),
-        )
+        request = SendRequest(key, message, label=label, mode=mode, timeout=0, deliver=deliver)
+        result, code = send(ctx, request, watch=watch.on(interrupted))
     if interrupted.run_id is not None and interrupted.seen:
         return _interrupted(interrupted.run_id, result.get("sessionKey"), as_json)
-    if result.get("status") != "accepted" or wait_s <= 0:
+    steered = result.get("targetDisposition") == "steered"  # admission only, never waited
+    if result.get("status") != "accepted" or wait_s <= 0 or steered:
         return _print_result(result, code, as_json, ids_only=quiet)
-    run_id = result["runId"]
+    run_id, note = result["runId"], result.get("note")
     try:
         with _spinner(output.look(ctx.options), "waiting for the reply…"):
             rec = wait_for(ctx.paths, run_id, wait_s)
@@ -151,7 +169,8 @@ def send_cmd(
         watch.say_created(ctx)
         raise
     result, code = run_result(ctx, rec)
-    watch.say_created(ctx, replied=result.get("status") == "ok")
+    result = openclaw_words(result, note=note)
+    watch.say_created(ctx, replied=result.get("status") in ("ok", "no_reply"))
     delivery = result.get("delivery")
     own_delivery = delivery is not None and delivery["mode"] == "deliver"
     if deliver and own_delivery and result.get("status") == "ok":
@@ -437,7 +456,8 @@ def runs_cmd(
         None,
         "--fields",
         help="Only these columns, in this order, as TSV (on a terminal too): runId, kind, step, "
-        "status, sessionKey, createdAt, result, parentRunId, rerunOf.",
+        "status, sessionKey, createdAt, result, parentRunId, rerunOf; with --json, any key of "
+        "a run (e.g. usage).",
         metavar="F,..",
     ),
     json_: bool = typer.Option(False, "--json", help="JSON output."),
@@ -455,7 +475,8 @@ def runs_cmd(
     from sessiontool.runs.listing import RunQuery, list_runs, parse_kinds
 
     n = parse_limit(limit)
-    names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT) if fields else None
+    keys = columns.run_json_keys() if fields and want_json(json_) else ()
+    names = columns.pick(columns.RUNS, fields, columns.RUNS_DEFAULT, keys) if fields else None
     ctx = get_ctx(reads=True)
     look = output.look(ctx.options)
     if run_id is not None:
@@ -550,6 +571,9 @@ def rerun_cmd(
 
     ctx = get_ctx(reads=True)
     check_writable(ctx)
+    from sessiontool.reports.budgets import BudgetGate
+
+    ctx = ctx.with_gate(BudgetGate(ctx))  # a rerun is a new run: the budgets hold for it too
     run_id = full_run_id(ctx, run_id)
     result = rerun(ctx, get_run(ctx, run_id))
     return _print_result(result, 0, want_json(json_))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sessiontool.errors import SessiontoolError
+from sessiontool.state.runnertable import MAX_SECONDS
 
 # What a reply or tool result that said nothing reads as, to a model and to the announce.
 NO_OUTPUT = "(no output)"
@@ -194,8 +195,7 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.1f}s"
 
 
-# Longer than this is no timeout anyone meant; past it sleep() and deadlines overflow.
-MAX_SECONDS = 1_000_000_000
+# MAX_SECONDS (runnertable.py): longer is no timeout anyone meant; past it sleep() overflows.
 
 
 def positive_seconds(cfg: Mapping[str, Any], key: str, where: str) -> float | None:

@@ -213,11 +213,15 @@ def _child_env(
     put("SESSIONTOOL_THINKING_LEVEL", request.get("thinkingLevel"))
     put("SESSIONTOOL_STEP", request.get("step"))
     put("SESSIONTOOL_TURN", request.get("turn"))
+    put("SESSIONTOOL_THINKING", request.get("thinking"))  # a spawn's --thinking
+    attached = request.get("attachments")
+    put("SESSIONTOOL_ATTACHMENTS_DIR", attached.get("dir") if isinstance(attached, dict) else None)
     return env
 
 
 PLACEHOLDER = re.compile(
-    r"\{(model|sessionKey|runId|sessionId|agentId|system|system_file|history_file|history_text_file)\}"
+    r"\{(model|sessionKey|runId|sessionId|agentId|thinking|system|system_file|history_file"
+    r"|history_text_file)\}"
 )
 FILE_PLACEHOLDERS = ("system_file", "history_file", "history_text_file")
 HISTORY_HEADER = "Earlier messages of this conversation, oldest first:"
@@ -285,7 +289,7 @@ def _substitute(
     argv: list[str], request: Mapping[str, Any], cfg: Mapping[str, Any], files: _Files | None = None
 ) -> list[str]:
     """Fill the placeholders in each argument: `{model}`, `{sessionKey}`, `{runId}`,
-    `{sessionId}`, `{agentId}`, `{system}` (the system prompt itself), and the paths of files
+    `{sessionId}`, `{agentId}`, `{thinking}` (a spawn's thinking level, else empty), `{system}` (the system prompt itself), and the paths of files
     holding the system prompt (`{system_file}`), the earlier turns as JSON (`{history_file}`)
     or as text (`{history_text_file}`).
 
@@ -303,6 +307,7 @@ def _substitute(
         "runId": str(request.get("runId") or ""),
         "sessionId": str(request.get("sessionId") or ""),
         "agentId": str(request.get("agentId") or ""),
+        "thinking": str(request.get("thinking") or ""),
         "system": system if isinstance(system, str) else "",
     }
     wanted = {m.group(1) for arg in argv for m in PLACEHOLDER.finditer(arg)}
@@ -380,6 +385,7 @@ class CommandRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=_child_env(env, self.cfg, request),
+                cwd=request.get("cwd") or None,  # a spawn's --cwd
                 close_fds=True,
                 start_new_session=True,
             )

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.runs.llm_models import resolve
+from sessiontool.runs.runners import spend
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -218,7 +219,9 @@ class _Loop:
         )
         if not getattr(model, "supports_conversation", True):
             history = to_history(llm, model, system or None, [], message)
-        options = model_options(model, self.runner.cfg.get("options"))
+        options = with_thinking(
+            model, model_options(model, self.runner.cfg.get("options")), request
+        )
         tool_ctx, definitions = self.runner.tools_for(model, self.env)
         tools = llm_tools(llm, definitions)
         max_rounds = tool_ctx.config.max_tool_rounds if tool_ctx is not None else 0
@@ -255,6 +258,9 @@ class _Loop:
                         last_call_usage=usage,
                         extra_messages=list(self.extra),
                     )
+            stopped_here = self.partial()
+            stopped_here.reply, stopped_here.last_call_usage = text.strip(), usage
+            spend.check(stopped_here)  # between model calls: a budget crossed stops the run
             if rounds >= max_rounds:
                 err = too_many_rounds(max_rounds)
                 err.partial = self.partial()
@@ -264,7 +270,7 @@ class _Loop:
             results = self._tool_round(tool_ctx, {t.name for t in tools}, text, calls, usage)
             chain = list(response.prompt.messages) + list(response.messages())
             response = conversation.prompt(
-                None,
+                self._guidance(),
                 system=system or None,
                 messages=chain,
                 tools=tools,
@@ -315,6 +321,42 @@ class _Loop:
     def _record(self, message: dict[str, Any]) -> None:
         with self.lock:
             self.extra.append(message)
+
+    def _guidance(self) -> str | None:
+        """Guidance steered into this run since the last model call (`send --mode steer`):
+        the next call's prompt, and user messages in the transcript."""
+        from sessiontool.runs.steer import take_from_env, user_message
+
+        items = take_from_env(dict(self.env))
+        for item in items:
+            self._record(user_message(item))
+        return "\n\n".join(item["text"] for item in items) or None
+
+
+# The llm option names that take a thinking level, in the order tried (the plugins differ).
+THINKING_OPTIONS = ("reasoning_effort", "thinking_level", "thinking")
+
+
+def with_thinking(
+    model: Any, options: dict[str, Any], request: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A spawn's thinking level as the first of THINKING_OPTIONS the model has (a boolean
+    `thinking` is on unless the level is `off`); a model with none of them runs without."""
+    level = request.get("thinking")
+    if not isinstance(level, str) or not level:
+        return options
+    fields = getattr(getattr(model, "Options", None), "model_fields", {}) or {}
+    for name in THINKING_OPTIONS:
+        if name in fields and name not in options:
+            if name == "thinking":
+                return {**options, name: level != "off"}
+            value = {"xhigh": "high"}.get(level, level)
+            return (
+                {**options, name: value}
+                if level != "off" or name != "reasoning_effort"
+                else options
+            )
+    return options
 
 
 class LLMRunner:

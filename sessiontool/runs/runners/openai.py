@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sessiontool import __version__
+from sessiontool.runs.runners import spend
 from sessiontool.runs.runners.base import (
     RunnerError,
     RunnerResult,
@@ -413,9 +414,12 @@ class OpenAIRunner:
         total = make_usage(0, 0)
         extra: list[dict[str, Any]] = []
         rounds = 0
+        cfg = with_reasoning(self.cfg, request.get("thinking"))
         while True:
+            if rounds:
+                take_guidance(env, messages, extra)
             data = chat_completion(
-                self.cfg,
+                cfg,
                 messages,
                 model=api_model,
                 tools=tool_specs or None,
@@ -438,6 +442,9 @@ class OpenAIRunner:
                 # no tools were offered: a stray call is not a pending turn
                 result.stop_reason = "stop" if done.stop_reason == "toolUse" else done.stop_reason
                 return result
+            result.reply = done.text  # kept if the run stops here
+            spend.check(result)  # between model calls: a budget crossed stops the run
+            result.reply = ""
             if rounds >= max_rounds:
                 err = too_many_rounds(max_rounds)
                 err.partial = result
@@ -464,3 +471,24 @@ class OpenAIRunner:
         if self.cfg.get("tools") is False or not env.get("SESSIONTOOL_SESSION_KEY"):
             return None
         return tool_context(env)
+
+
+def with_reasoning(cfg: Mapping[str, Any], thinking: Any) -> Mapping[str, Any]:
+    """A spawn's thinking level as the request's `reasoning_effort` (OpenAI's words: `minimal`
+    `low` `medium` `high`; `xhigh` is sent as `high`, `off` and `adaptive` send none)."""
+    effort = {"xhigh": "high"}.get(str(thinking), thinking)
+    if effort not in ("minimal", "low", "medium", "high"):
+        return cfg
+    body = dict(cfg["body"]) if isinstance(cfg.get("body"), Mapping) else {}
+    body["reasoning_effort"] = effort
+    return {**cfg, "body": body}
+
+
+def take_guidance(env: dict[str, str], messages: list[dict[str, Any]], extra: list[Any]) -> None:
+    """Guidance steered into this run (`send --mode steer`) since the last model call: user
+    messages before the next one, in the transcript too."""
+    from sessiontool.runs.steer import take_from_env, user_message
+
+    for item in take_from_env(env):
+        messages.append({"role": "user", "content": item["text"]})
+        extra.append(user_message(item))

@@ -1,0 +1,243 @@
+"""The budgets' spend, read from the search index, and the gate a new run passes
+(context.py `SpendGate`): refused (exit 6) when a budget over it is spent, else given the room the
+tightest budget leaves as its cost limit, which its worker holds it to (runs/runners/spend.py).
+
+The spend is what `usage` counts (the transcripts' assistant turns, priced by the config), over
+a budget's window: today (UTC) for `day`, the session's transcript for `session`, nothing yet
+for `run`. It is read from the index's per-day sums, caught up for the transcripts that can
+hold it: those written today (a directory listing and a stat each on JSONL stores; the
+catalog's sessions on others), or the session's own (docs/budgets.md; bench `send_budget`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sessiontool.clock import now_ms
+from sessiontool.context import Context
+from sessiontool.errors import OverBudgetError, UsageError
+from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
+from sessiontool.state.budget_config import Budget, same_model
+from sessiontool.state.prices import Prices, lookup, prices_of
+
+_NO_MIRRORS = f" AND NOT (provider IS '{MIRROR_PROVIDER}' AND model IS '{MIRROR_MODEL}')"
+_SUMS = "sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost)"
+DAY_MS = 86_400_000
+# Summed turns of one window: (agent id, "provider/model", in, out, cache read, cache write,
+# recorded cost). Plain tuples: a dataclass costs a `send` its creation at import.
+Turns = list[tuple[Any, ...]]
+
+
+def cost_of(turns: Turns, prices: Prices, agent: str | None, model: str | None) -> float:
+    total = 0.0
+    for a, name, i, o, cr, cw, recorded in turns:
+        if agent is not None and a != agent:
+            continue
+        if model is not None and not same_model(model, name):
+            continue
+        provider, _, m = name.partition("/") if "/" in name else ("", "", name)
+        price = lookup(prices, provider, m)
+        total += price.of(i, o, cr, cw) if price is not None else float(recorded or 0.0)
+    return total
+
+
+def _name(provider: str, model: str) -> str:
+    return f"{provider}/{model}" if provider else model
+
+
+def _sums(idx: Any, where: str, args: list[Any], agent_of: dict[int, str]) -> Turns:
+    got = idx.conn.execute(
+        f"SELECT file_id, provider, model, {_SUMS} FROM days WHERE {where}{_NO_MIRRORS} "
+        "GROUP BY file_id, provider, model",
+        args,
+    ).fetchall()
+    return [(agent_of[f], _name(p, m), *sums) for f, p, m, *sums in got if f in agent_of]
+
+
+def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, Path]] | None:
+    """Every agent's JSONL transcripts (archived ones too: what they spent today counts)
+    written since `since_ms`: only they can hold today's turns. None when a store is not JSONL
+    (OpenClaw's SQLite store, a gateway): then the catalog lists its sessions."""
+    from sessiontool.sessions.reading import agent_ids_on_disk
+    from sessiontool.state import detect
+
+    out = []
+    for agent_id in agent_ids_on_disk(ctx.paths):
+        if detect.detect(ctx.paths, agent_id).format != "jsonl":
+            return None
+        try:
+            entries = list(os.scandir(ctx.paths.sessions_dir(agent_id)))
+        except OSError:
+            continue
+        for e in entries:
+            if ".jsonl" not in e.name or e.name.endswith(".zst") or e.name.endswith(".lock"):
+                continue
+            try:
+                if e.is_file(follow_symlinks=False) and e.stat().st_mtime * 1000 >= since_ms:
+                    out.append((agent_id, Path(e.path)))
+            except OSError:
+                continue
+    return out
+
+
+def _today(ctx: Context, idx: Any) -> Turns:
+    """Today's turns (UTC), every agent's."""
+    today = now_ms() // DAY_MS
+    hot = _hot_transcripts(ctx, today * DAY_MS)
+    if hot is None:
+        from sessiontool.reports import catalog
+
+        agents = catalog.agent_ids(ctx, True)
+        found = catalog.indexed(ctx, idx, catalog.Wanted(agents, True, False))
+        ids = {r[0] for r in idx.conn.execute("SELECT file_id FROM days WHERE day = ?", (today,))}
+        agent_of = {i: ref.agent_id for i, ref in found.refs(ids).items()}
+    else:
+        got = idx.sync([p for _a, p in hot], text=False, others=False)
+        agent_of = {got[str(p)]: a for a, p in hot if str(p) in got}
+    return _sums(idx, "day = ?", [today], agent_of)
+
+
+def _session(ctx: Context, idx: Any, agent_id: str, entry: Mapping[str, Any]) -> Turns:
+    """Every turn of a session's transcript (its JSONL file, or its virtual transcript in a
+    SQLite store, found through the catalog)."""
+    from sessiontool.state.paths import is_plain_name, transcript_path_for
+
+    sid = entry.get("sessionId")
+    if not isinstance(sid, str) or not is_plain_name(sid):
+        return []
+    from sessiontool.state import detect
+
+    if detect.detect(ctx.paths, agent_id).format == "jsonl":
+        sf = entry.get("sessionFile")
+        sdir = ctx.paths.sessions_dir(agent_id)
+        path = transcript_path_for(sdir, sid, sf if isinstance(sf, str) else None)
+        got = idx.sync([path], text=False, others=False)
+        ids = {got[str(path)]: agent_id} if str(path) in got else {}
+    else:
+        from sessiontool.reports import catalog
+
+        refs = [r for r in catalog.live_sessions(ctx, [agent_id], idx) if r.session_id == sid]
+        found = catalog.indexed(ctx, idx, catalog.Wanted([agent_id], False, False, refs))
+        ids = {
+            int(r[0]): agent_id
+            for ref in refs
+            for r in idx.conn.execute("SELECT id FROM files WHERE path = ?", (str(ref.path),))
+            if found.ref(int(r[0])) is not None
+        }
+    return _sums(idx, "file_id IN (SELECT value FROM json_each(?))", [json.dumps(list(ids))], ids)
+
+
+def read_spend(
+    ctx: Context, agent_id: str, entry: Mapping[str, Any] | None, windows: set[str]
+) -> tuple[Turns, Turns]:
+    """Today's and the session's turns from the index (each only when a budget needs it)."""
+    if not windows & {"day", "session"}:
+        return [], []
+    from sessiontool.sessions.reading import read_scope
+    from sessiontool.state import search_index as si
+
+    def run(idx: Any) -> tuple[Turns, Turns]:
+        today = _today(ctx, idx) if "day" in windows else []
+        session = _session(ctx, idx, agent_id, entry) if "session" in windows and entry else []
+        si.left_out(idx, False)
+        return today, session
+
+    with read_scope():
+        return si.using_index(ctx.paths.tool_dir, run)
+
+
+def window_words(b: Budget, key: str | None) -> str:
+    if b.window == "day":
+        from datetime import UTC, datetime
+
+        return "today (" + datetime.now(UTC).strftime("%Y-%m-%d") + " UTC)"
+    if b.window == "session":
+        return f"in session {key}" if key else "in this session"
+    return "in one run"
+
+
+def fill(b: Budget, spend: tuple[Turns, Turns], prices: Prices) -> float:
+    """What a budget's window has spent: today's turns, or the session's."""
+    if b.window == "day":
+        return cost_of(spend[0], prices, b.agent, b.model)
+    if b.window == "session":
+        return cost_of(spend[1], prices, None, b.model)
+    return 0.0
+
+
+class BudgetGate:
+    """The context.SpendGate of a command: the config's budgets (unless `force`) and
+    `--max-cost`."""
+
+    def __init__(self, ctx: Context, max_cost: float | None = None, force: bool = False) -> None:
+        import math
+
+        if max_cost is not None and (not math.isfinite(max_cost) or max_cost < 0):
+            raise UsageError("--max-cost must be a non-negative amount in USD")
+        self.ctx = ctx
+        self.max_cost = max_cost
+        self.budgets = () if force else ctx.config.budgets
+
+    def allow(
+        self, agent_id: str, key: str, entry: Mapping[str, Any] | None, model: str | None
+    ) -> dict[str, Any] | None:
+        """The new run's cost limit (None: no limit), or OverBudgetError (exit 6)."""
+        ctx = self.ctx
+        if model is None and any(b.model for b in self.budgets):
+            model = _run_model(ctx, agent_id, key, entry)
+        over = [b for b in self.budgets if b.applies(agent_id, model)]
+        limit: dict[str, Any] | None = None
+        if self.max_cost is not None:
+            limit = {"usd": self.max_cost, "limit": self.max_cost, "window": "run"}
+        if not over:
+            return limit
+        prices = prices_of(ctx.config.providers)
+        spend = read_spend(ctx, agent_id, entry, {b.window for b in over})
+        for b in over:
+            spent = round(fill(b, spend, prices), 6)
+            shown = ctx.display(key)
+            if spent >= b.limit:
+                raise OverBudgetError(
+                    f"budget {b.name}: {spent:.4f} USD spent {window_words(b, shown)}, at or "
+                    f"over its limit of {b.limit:g} USD; the run was not started",
+                    hint="--force starts it anyway; or raise the limit in sessiontool.budgets",
+                    extra={"budget": b.name, "window": b.window, "limit": b.limit, "spend": spent},
+                )
+            room = round(b.limit - spent, 6)
+            if limit is None or room < limit["usd"]:
+                limit = {"usd": room, "budget": b.name, "limit": b.limit, "window": b.window}
+                limit["spend"] = spent
+        return limit
+
+
+def _run_model(
+    ctx: Context, agent_id: str, key: str, entry: Mapping[str, Any] | None
+) -> str | None:
+    """The model a run of this session will use, as its worker resolves it."""
+    from pathlib import Path
+
+    from sessiontool.runs.execute import Session, resolve_model
+
+    provider, model = resolve_model(
+        ctx.config, Session(agent_id, key, dict(entry or {}), "", Path())
+    )
+    return f"{provider}/{model}" if provider else model
+
+
+def fills(ctx: Context) -> list[dict[str, Any]]:
+    """Each `day` and `run` budget with what it has spent today (top, doctor): name, window,
+    limit, spend (None: a session or run budget, spent per session or run), fill (0-1+)."""
+    budgets = ctx.config.budgets
+    prices = prices_of(ctx.config.providers)
+    spend = read_spend(ctx, ctx.agent_id, None, {b.window for b in budgets})
+    out = []
+    for b in budgets:
+        spent = round(fill(b, spend, prices), 6) if b.window == "day" else None
+        row: dict[str, Any] = {"budget": b.name, "window": b.window, "limit": b.limit}
+        row["spend"] = spent
+        row["fill"] = (spent / b.limit if b.limit else 1.0) if spent is not None else None
+        out.append(row)
+    return out

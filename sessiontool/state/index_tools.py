@@ -1,0 +1,101 @@
+"""The search index's `tools` table: each model turn's tokens and cost attributed to tools.
+
+The rule (docs/search-usage.md): a model turn is attributed to the tools it called (the turn
+that led to their calls) and to the tools whose results it read (the previous turn's calls,
+when this turn follows them in the same run); its tokens and cost are split evenly among those
+tools, so the tools' shares add up to the turns' total. A turn with neither is `(none)`. A
+tool's calls are its toolCall blocks; its errors, the tool results marked `isError`.
+
+Written as the turns are indexed (state/index_db.py `insert_rows`), summed per file, UTC day,
+model and tool as `days` is, so `usage --by tool` sums a few rows per session and day."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+NO_TOOL = "(none)"
+DAY_MS = 86_400_000
+
+
+def _last_called(conn: sqlite3.Connection, file_id: int) -> list[str]:
+    """The tools the last turn the index holds of a file called (the boundary of a catch-up:
+    the first new turn may read their results)."""
+    import orjson
+
+    row = conn.execute("SELECT max(day) FROM days WHERE file_id = ?", (file_id,)).fetchone()
+    if row is None or row[0] is None:
+        return []
+    last: list[Any] | None = None
+    for (each,) in conn.execute(
+        "SELECT each FROM days WHERE file_id = ? AND day = ?", (file_id, row[0])
+    ):
+        for turn in orjson.loads("[" + each + "]"):
+            if last is None or turn[0] >= last[0]:
+                last = turn
+    called = last[7] if last is not None and len(last) > 7 else []
+    return [str(n) for n in called] if isinstance(called, list) else []
+
+
+def _add(
+    sums: dict[tuple[Any, ...], list[Any]],
+    key: tuple[Any, ...],
+    t: tuple[Any, ...],
+    share: float,
+    calls: int,
+) -> None:
+    s = sums.get(key)
+    if s is None:
+        s = sums[key] = [0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
+    s[0] += calls
+    s[2] += share
+    s[3] += t[4] * share
+    s[4] += t[5] * share
+    s[5] += t[6] * share
+    s[6] += t[7] * share
+    if t[8] is not None:
+        s[7] += t[8] * share
+        s[8] += 1
+
+
+def tool_sums(conn: sqlite3.Connection, turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """`tools` rows of turns (file_id, provider, model, ts, in, out, cr, cw, cost, tools
+    called, run start) and failed-result markers (file_id, tool name, ts), in file order."""
+    sums: dict[tuple[Any, ...], list[Any]] = {}
+    prev: dict[int, list[str]] = {}
+    for t in turns:
+        fid = t[0]
+        if len(t) == 3:  # a failed tool result
+            key = (fid, t[2] // DAY_MS, "", "", t[1])
+            _add(sums, key, (0, "", "", 0, 0, 0, 0, 0, None), 0.0, 0)
+            sums[key][1] += 1
+            continue
+        called, run_start = t[9], t[10]
+        if fid not in prev:
+            prev[fid] = [] if run_start else _last_called(conn, fid)
+        read = [] if run_start else prev[fid]
+        names = sorted(set(called) | set(read)) or [NO_TOOL]
+        share = 1.0 / len(names)
+        day = t[3] // DAY_MS
+        for name in names:
+            _add(sums, (fid, day, t[1], t[2], name), t, share, called.count(name))
+        prev[fid] = list(called)
+    return [(*k, *v) for k, v in sums.items()]
+
+
+def insert_tools(conn: sqlite3.Connection, turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Write the turns' `tools` rows; returns the turns without the failed-result markers
+    (what `days` sums)."""
+    conn.executemany(
+        "INSERT INTO tools(file_id, day, provider, model, tool, calls, errors, turns, input, "
+        "output, cache_read, cache_write, cost, n_cost) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(file_id, day, provider, model, tool) DO UPDATE SET "
+        "calls = calls + excluded.calls, errors = errors + excluded.errors, "
+        "turns = turns + excluded.turns, input = input + excluded.input, "
+        "output = output + excluded.output, cache_read = cache_read + excluded.cache_read, "
+        "cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost, "
+        "n_cost = n_cost + excluded.n_cost",
+        tool_sums(conn, turns),
+    )
+    return [t for t in turns if len(t) != 3]

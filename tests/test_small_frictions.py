@@ -1,0 +1,42 @@
+"""Issue 45 item 16: the small things a user meets in week three, each run as a user runs it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.helpers import ROOT, run_cli
+
+from .runhelpers import write_store, write_transcript
+
+TS = 1_800_000_000_000
+
+
+def test_a_page_of_one_message_says_1_message(state: Path) -> None:
+    write_store(state, {"agent:main:one": {"sessionId": "s-one", "updatedAt": TS}})
+    write_transcript(state, "s-one", [("user", "hello", TS)])
+    p = run_cli("history", "agent:main:one", "--format", "html")
+    assert p.returncode == 0, p.stderr
+    assert "1 message<" in p.stdout or "1 message " in p.stdout
+    assert "1 messages" not in p.stdout
+
+
+def test_reference_names_spawn_model_not_send_model() -> None:
+    """`send` has no --model (it is `spawn --model`): the reference says what --help says."""
+    ref = (ROOT / "docs" / "reference.md").read_text()
+    assert "send --model" not in ref
+    assert "--model" not in run_cli("send", "--help").stdout
+    assert "--model" in run_cli("spawn", "--help").stdout
+    assert re.search(r"`spawn --model`", ref)
+
+
+def test_a_bare_key_typo_gets_did_you_mean_in_runs_and_wait(state: Path) -> None:
+    write_store(state, {"agent:main:daily": {"sessionId": "s-d", "updatedAt": TS}})
+    for cmd in ("runs", "wait"):
+        p = run_cli(cmd, "--session", "daly")
+        assert p.returncode == 3, p.stderr
+        assert "did you mean 'agent:main:daily'?" in p.stderr, p.stderr
+        assert "use the full key from list" not in p.stderr
+    # nothing near: no guess (the shared `agent:main:` is no likeness)
+    p = run_cli("runs", "--session", "zzzzzz")
+    assert p.returncode == 3 and "did you mean" not in p.stderr
