@@ -15,7 +15,11 @@ from tests.helpers import ROOT
 
 @pytest.mark.slow
 def test_readme_commands_pass_in_a_fresh_clone() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONTOOL_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SESSIONTOOL_") and k != "PYTHONWARNINGS"
+    }
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "fresh-clone-check"), str(ROOT)],
         capture_output=True,
