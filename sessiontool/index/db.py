@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
+from functools import partial
 from itertools import compress
 from operator import itemgetter
 from pathlib import Path
@@ -114,9 +115,14 @@ FILE_COLUMNS = "id, path, dev, ino, size, mtime, off, digest, last_role, ctime, 
 def file_rows(
     conn: sqlite3.Connection, where: str = "", args: tuple[Any, ...] = ()
 ) -> list[FileRow]:
-    """The `files` rows, all or those `where` (an SQL condition) picks."""
+    """The `files` rows, all or those `where` (an SQL condition) picks. Made by
+    `tuple.__new__`, not `FileRow._make` (its length check cost 13% of fetching 100,000 rows;
+    this 3%): the columns are FILE_COLUMNS, in FileRow's order."""
     sql = f"SELECT {FILE_COLUMNS} FROM files" + (f" WHERE {where}" if where else "")
-    return list(map(FileRow._make, conn.execute(sql, args)))
+    return list(map(_new_file_row, conn.execute(sql, args)))
+
+
+_new_file_row = partial(tuple.__new__, FileRow)
 
 
 class IndexCorrupt(Exception):
@@ -316,14 +322,14 @@ def day_sums(turns: list[Turn]) -> list[tuple[Any, ...]]:
         g.append((ts, i, o, cr, cw, cost, start, called))
     out: list[tuple[Any, ...]] = []
     for key, g in groups.items():
-        _ts, i, o, cr, cw, costs, starts, _called = zip(*g, strict=True)
+        _ts, ins, outs, crs, cws, costs, starts, _called = zip(*g, strict=True)
         cost, n_cost = 0.0, 0
         for c in costs:
             if c is not None:
                 cost += c
                 n_cost += 1
         out.append(
-            (*key, len(g), sum(starts), sum(i), sum(o), sum(cr), sum(cw), cost, n_cost)
+            (*key, len(g), sum(starts), sum(ins), sum(outs), sum(crs), sum(cws), cost, n_cost)
             + (orjson.dumps(g)[1:-1].decode(),)
         )
     return out
