@@ -231,12 +231,7 @@ class Index:
         else:
             sql += " WHERE path IN (SELECT value FROM json_each(?))"
             got = self.conn.execute(sql, (json.dumps(list(wanted)),))
-        # path → (id, identity, text): unpacked by name, no row object per file (100,000 a
-        # full check)
-        rows = {
-            path: (fid, (dev, ino, size, mtime, ctime), has_text)
-            for path, fid, dev, ino, size, mtime, ctime, has_text in got
-        }
+        rows = {r[0]: r for r in got}  # the columns are unpacked by name below
         if len(rows) != len(wanted):
             return None  # one not indexed yet, one indexed that is not wanted, or twice asked
         ids: dict[str, int] = {}
@@ -249,10 +244,14 @@ class Index:
                 st = stat(spath)
             except OSError:
                 return None
-            file_id, seen, has_text = row
-            if seen != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) or (
-                text and not has_text
-            ):
+            _path, file_id, dev, ino, size, mtime, ctime, has_text = row
+            if (dev, ino, size, mtime, ctime) != (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ) or (text and not has_text):
                 return None
             ids[spath] = file_id
         return ids
