@@ -54,6 +54,7 @@ def run_in_files(w: Worker, rec: Record) -> None:
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())
+    ended: Path | None = None
     try:
         session = open_session(paths, rec)
         if not start(paths, rec, session):
@@ -76,9 +77,32 @@ def run_in_files(w: Worker, rec: Record) -> None:
         if not rec.get("skipIndex"):
             record_in_store(paths, session, out)
         publish(paths, rec, session, out)
+        ended = session.path
     finally:
         if slot is not None:
             os.close(slot)
+    if ended is not None:
+        index_for_budgets(w, ended)
+
+
+def index_for_budgets(w: Worker, transcript: Path) -> None:
+    """With budgets configured, the run's transcript caught up in the search index once the
+    run is published (its waiters have their answer) and its slot is free: the next run's
+    budget check then finds the index current and reads the spend without a catch-up of its
+    own (reports/budgets.py; issue 44, bench `send_budget`). Best effort: the index is
+    disposable, and a check that finds it behind catches up itself."""
+    from sessiontool.errors import SessiontoolError
+
+    try:
+        if not w.cfg.budgets:
+            return
+        from sessiontool.state import search_index as si
+
+        si.using_index(
+            w.paths.tool_dir, lambda idx: idx.sync([transcript], text=False, others=False)
+        )
+    except (SessiontoolError, OSError):
+        pass
 
 
 def open_session(paths: StatePaths, rec: Record) -> Session:
