@@ -204,7 +204,9 @@ def swap_into_place(tmp: Path, dest: Path) -> None:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically exchange two existing names; False when the system cannot."""
-    if not hasattr(os, "sched_getaffinity"):  # not Linux: no renameat2
+    import sys
+
+    if not sys.platform.startswith("linux"):  # renameat2 is Linux's
         return False
     import ctypes
 
