@@ -12,6 +12,8 @@ turn.py):
 7. the assistant line, in the transcript the run started in (archived or not) — `append_reply`
 8. the store, only while the entry is still that session (store write 2) — `record_in_store`
 9. `status` published and every waiter woken — `publish`
+10. with budgets configured, the transcript caught up in the search index, the slot freed
+    (the next run's budget check then reads the spend without a catch-up) — `index_for_budgets`
 """
 
 from __future__ import annotations
