@@ -221,3 +221,78 @@ def test_a_rerun_passes_the_budgets_too(state: Path) -> None:
     proc = run_cli("rerun", out["runId"])
     assert proc.returncode == 6 and "budget day" in proc.stderr
     assert len(records(state)) == 1
+
+
+@pytest.mark.parametrize("window", ["day", "session"])
+def test_a_turn_written_after_the_index_caught_up_is_counted(state: Path, window: str) -> None:
+    """The gate reads the spend from the index without a catch-up when every transcript it
+    needs is indexed as it is now; a turn another program appended since (OpenClaw, an edit)
+    changes the file, so that read is not taken and the turn counts."""
+    import time
+
+    from tests.runhelpers import read_store, sessions_dir
+
+    _config(state, [{"window": window, "limit": 2.5}])
+    assert run_json("send", "main", "one")[0] == 0
+    assert run_json("send", "main", "two")[0] == 0  # 2 USD of 2.5 now
+    settle(state)
+    assert run_cli("usage", "--json").returncode == 0  # the index caught up
+    sid = read_store(state)["agent:main:main"]["sessionId"]
+    now = int(time.time() * 1000)
+    turn = {
+        "type": "message",
+        "id": "byhand01",
+        "parentId": None,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now / 1000)),
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "written by another program"}],
+            "provider": "p",
+            "model": "m1",
+            "usage": {"input": 1000000, "output": 0},
+            "timestamp": now,
+        },
+    }
+    with open(sessions_dir(state) / f"{sid}.jsonl", "a") as fh:
+        fh.write(json.dumps(turn) + "\n")
+    rc, out = run_json("send", "main", "three")
+    assert rc == 6 and out["status"] == "over_budget", out
+    assert out["spend"] == pytest.approx(3.0)
+    # Nothing changed since that check: the quick read gives the same spend.
+    rc, again = run_json("send", "main", "three")
+    assert rc == 6 and again["spend"] == pytest.approx(3.0), again
+
+
+def test_with_budgets_a_run_leaves_the_index_current_for_its_transcript(state: Path) -> None:
+    """A run's worker catches its transcript up in the search index after the run (only with
+    budgets configured), so the next run's check reads the spend without a catch-up: the
+    index's row for the transcript is the file as it is after the run."""
+    import os
+    import sqlite3
+
+    from tests.runhelpers import read_store, sessions_dir
+
+    def indexed(path: Path) -> tuple[int, int] | None:
+        db = sqlite3.connect(state / "sessiontool" / "index.sqlite")
+        try:
+            got = db.execute("SELECT size, mtime FROM files WHERE path = ?", (str(path),))
+            row = got.fetchone()
+        finally:
+            db.close()
+        return (int(row[0]), int(row[1])) if row else None
+
+    _config(state, [{"window": "day", "limit": 100}])
+    for n, text in enumerate(["one", "two"], start=1):
+        assert run_json("send", "main", text)[0] == 0
+        settle(state)
+        path = sessions_dir(state) / f"{read_store(state)['agent:main:main']['sessionId']}.jsonl"
+        st = os.stat(path)
+        assert indexed(path) == (st.st_size, st.st_mtime_ns), n
+    # Without budgets, a run leaves the index alone: the third turn is not in it yet.
+    _config(state, [])
+    assert run_json("send", "main", "three")[0] == 0
+    settle(state)
+    assert indexed(path) is not None and indexed(path) != (
+        os.stat(path).st_size,
+        os.stat(path).st_mtime_ns,
+    )

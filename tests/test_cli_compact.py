@@ -152,3 +152,20 @@ def test_a_compaction_run_is_not_rerun(trip: Path, reap_workers: None) -> None:
     assert rc == 0
     proc = run_cli("rerun", data["runId"])
     assert proc.returncode == 2
+
+
+@pytest.mark.usefixtures("reap_workers")
+def test_lines_only_the_standard_json_reads_are_still_in_what_is_summarized(trip: Path) -> None:
+    """A run's context is read with orjson and, for a line it refuses, the standard library's
+    parser: a message with NaN (which orjson refuses and Python's `json` writes) or an integer
+    past 64 bits is summarized with the rest, not dropped."""
+    raw = path(trip).read_text().splitlines()
+    second = json.loads(raw[3])  # "book the hotel"
+    assert second["message"]["role"] == "user"
+    second["message"]["big"] = 2**70
+    second["message"]["score"] = float("nan")
+    raw[3] = json.dumps(second)  # `NaN` and 1180591620717411303424: json's, not orjson's
+    path(trip).write_text("\n".join(raw) + "\n")
+    rc, data = run_json("compact", "trip", "--keep", "1")
+    assert rc == 0, data
+    assert data["reply"] == "echo summary of 4 messages; asked: plan the trip | book the hotel"

@@ -5,6 +5,7 @@ byte, the lineage (`forkSource`), the archive of what a rewind cut, the message 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,12 @@ def test_rewind_cuts_at_the_message_and_keeps_what_followed(work: Path) -> None:
     assert archive.read_bytes() == before
     assert before.startswith(transcript(work).read_bytes())
     assert len(ids()) == 2
+    # Two names, two contents: the transcript is a new file, not the archive's (a name
+    # exchanged into place and the temp name dropped), and no temp name is left behind.
+    assert os.stat(transcript(work)).st_ino != os.stat(archive).st_ino
+    assert sorted(p.name for p in sessions_dir(work).iterdir()) == sorted(
+        [f"{WORK_SID}.jsonl", archive.name, "sessions.json"]
+    )
 
 
 @pytest.mark.parametrize("command", ["fork", "rewind"])

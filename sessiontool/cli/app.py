@@ -310,6 +310,18 @@ def check_writable(ctx: Context) -> None:
     safefs.preflight(ctx.paths.root, dirs, files)
 
 
+def gated(ctx: Context, max_cost: float | None, force: bool) -> Context:
+    """`ctx` with the spend gate its new runs pass (reports/budgets.py `BudgetGate`: the
+    config's budgets unless `force`, and `--max-cost`). With neither, no gate, and the
+    budgets' module is not imported at all: a `send` on a config without budgets pays nothing
+    for them (issue 44; bench `send_budget`)."""
+    if max_cost is None and (force or not ctx.config.budgets):
+        return ctx
+    from sessiontool.reports.budgets import BudgetGate
+
+    return ctx.with_gate(BudgetGate(ctx, max_cost, force))
+
+
 def read_stdin(what: str) -> str:
     """All of stdin as text. Bytes that are not UTF-8 are a usage error naming the position
     (whatever PYTHONIOENCODING or the locale say): transcripts are UTF-8."""

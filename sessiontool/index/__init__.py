@@ -20,6 +20,7 @@ bottom (each module imports only those below it):
   and the digest that proves the bytes before an offset did not change.
 - `extract.py`: what one transcript line contributes: its text rows by role and its turn.
 
-It sits beside `runs/` (neither imports the other), over `sessions/`: the catalog lists the
+It sits below `runs/` (a run's worker catches its own transcript up when budgets are set; the
+index imports nothing of runs), over `sessions/`: the catalog lists the
 sessions a requester may see through the readers. OpenClaw never reads it; it is disposable
 (rebuilt when lost, unreadable or of another schema version)."""

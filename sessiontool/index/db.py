@@ -13,13 +13,15 @@ from functools import partial
 from itertools import compress
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sessiontool.errors import BusyError, CorruptStateError, StorageError, UnsafePathError
-from sessiontool.index.extract import Turn, Turns
-from sessiontool.index.scan import Row
 from sessiontool.state import sqlite_conn
 from sessiontool.state.paths import ensure_dir
+
+if TYPE_CHECKING:  # types only: `open_if_current` needs none of the scan's modules
+    from sessiontool.index.extract import Turn, Turns
+    from sessiontool.index.scan import Row
 
 SCHEMA_VERSION = 11
 INDEX_NAME = "index.sqlite"
@@ -217,6 +219,73 @@ def open_index(root: Path, fts: bool, trigram: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def open_if_current(
+    root: Path, paths: list[str]
+) -> tuple[sqlite3.Connection, dict[str, int]] | None:
+    """The index opened to read, without catching up, when it is of this schema and holds
+    each of `paths` as it is now (identity, size, mtime and ctime: the comparison
+    `Index.sync`'s quick path makes): the connection (the caller closes it) and each path's
+    file id. None when it cannot say so (no index yet, another schema, a path not indexed or
+    changed since, SQLite refusing): then open it as `Index` does and catch up. For a budget's
+    check before a run (reports/budgets.py, bench `send_budget`): sqlite3 alone, none of the
+    scan's modules. The `files` and `days` tables are the same with or without FTS5, so the
+    features it was built with are not compared."""
+    path = root / INDEX_NAME
+    if not os.path.isfile(path):
+        return None
+    check_index_files(root)
+    from urllib.parse import quote
+
+    try:
+        conn = sqlite_conn.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=1.0)
+    except (sqlite3.Error, UnicodeDecodeError):
+        return None
+    try:
+        check_index_files(root)
+        got = _current_ids(conn, paths)
+    except (sqlite3.Error, UnicodeDecodeError):
+        got = None
+    except BaseException:
+        conn.close()
+        raise
+    if got is None:
+        conn.close()
+        return None
+    return conn, got
+
+
+def _current_ids(conn: sqlite3.Connection, paths: list[str]) -> dict[str, int] | None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        return None
+    import json
+
+    rows = {
+        r[0]: r
+        for r in conn.execute(
+            "SELECT path, id, dev, ino, size, mtime, ctime FROM files "
+            "WHERE path IN (SELECT value FROM json_each(?))",
+            (json.dumps(paths),),
+        )
+    }
+    ids: dict[str, int] = {}
+    for spath in paths:
+        row = rows.get(spath)
+        try:
+            st = os.stat(spath)
+        except OSError:
+            return None
+        if row is None or row[2:] != (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        ):
+            return None
+        ids[spath] = row[1]
+    return ids
 
 
 def _create(conn: sqlite3.Connection, fts: bool, trigram: bool) -> None:

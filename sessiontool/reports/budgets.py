@@ -57,10 +57,11 @@ def _sums(idx: Any, where: str, args: list[Any], agent_of: dict[int, str]) -> Tu
     return [(agent_of[f], _name(p, m), *sums) for f, p, m, *sums in got if f in agent_of]
 
 
-def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, Path]] | None:
+def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, str]] | None:
     """Every agent's JSONL transcripts (archived ones too: what they spent today counts)
     written since `since_ms`: only they can hold today's turns. None when a store is not JSONL
-    (OpenClaw's SQLite store, a gateway): then the catalog lists its sessions."""
+    (OpenClaw's SQLite store, a gateway): then the catalog lists its sessions. Paths as
+    strings: a `pathlib.Path` each was most of this listing's time."""
     from sessiontool.sessions.reading import agent_ids_on_disk
     from sessiontool.state import detect
 
@@ -77,7 +78,7 @@ def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, Path]] | No
                 continue
             try:
                 if e.is_file(follow_symlinks=False) and e.stat().st_mtime * 1000 >= since_ms:
-                    out.append((agent_id, Path(e.path)))
+                    out.append((agent_id, e.path))
             except OSError:
                 continue
     return out
@@ -103,7 +104,7 @@ def _today(ctx: Context, idx: Any) -> Turns:
 def _session(ctx: Context, idx: Any, agent_id: str, entry: Mapping[str, Any]) -> Turns:
     """Every turn of a session's transcript (its JSONL file, or its virtual transcript in a
     SQLite store, found through the catalog)."""
-    from sessiontool.state.paths import is_plain_name, transcript_path_for
+    from sessiontool.state.paths import is_plain_name
 
     sid = entry.get("sessionId")
     if not isinstance(sid, str) or not is_plain_name(sid):
@@ -111,9 +112,8 @@ def _session(ctx: Context, idx: Any, agent_id: str, entry: Mapping[str, Any]) ->
     from sessiontool.state import detect
 
     if detect.detect(ctx.paths, agent_id).format == "jsonl":
-        sf = entry.get("sessionFile")
-        sdir = ctx.paths.sessions_dir(agent_id)
-        path = transcript_path_for(sdir, sid, sf if isinstance(sf, str) else None)
+        path = _session_file(ctx, agent_id, entry)
+        assert path is not None  # a plain session id
         got = idx.sync([path], text=False, others=False)
         ids = {got[str(path)]: agent_id} if str(path) in got else {}
     else:
@@ -130,12 +130,83 @@ def _session(ctx: Context, idx: Any, agent_id: str, entry: Mapping[str, Any]) ->
     return _sums(idx, "file_id IN (SELECT value FROM json_each(?))", [json.dumps(list(ids))], ids)
 
 
+class _Peek:
+    """An index read without its catch-up (index_db.open_if_current): `_sums` asks `.conn`."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+
+def _session_file(ctx: Context, agent_id: str, entry: Mapping[str, Any]) -> Path | None:
+    """The session's JSONL transcript, None when its id is not a plain name."""
+    from sessiontool.state.paths import is_plain_name, transcript_path_for
+
+    sid = entry.get("sessionId")
+    if not isinstance(sid, str) or not is_plain_name(sid):
+        return None
+    sf = entry.get("sessionFile")
+    sdir = ctx.paths.sessions_dir(agent_id)
+    return transcript_path_for(sdir, sid, sf if isinstance(sf, str) else None)
+
+
+def _quick_spend(
+    ctx: Context, agent_id: str, entry: Mapping[str, Any] | None, windows: set[str]
+) -> tuple[Turns, Turns] | None:
+    """The spend read as `read_spend` reads it, when every store is JSONL and the index holds
+    each transcript it needs (today's, the session's) as it is now: one stat each and a
+    read-only look, none of the catch-up's modules imported (issue 44: the check's budget is
+    10 ms on a warm `send`). None: catch up first."""
+    from sessiontool.state import detect
+
+    if detect.detect(ctx.paths, agent_id).format != "jsonl":
+        return None
+    hot: list[tuple[str, str]] = []
+    if "day" in windows:
+        got = _hot_transcripts(ctx, (now_ms() // DAY_MS) * DAY_MS)
+        if got is None:
+            return None
+        hot = got
+    own: Path | None = None
+    if "session" in windows and entry:
+        own = _session_file(ctx, agent_id, entry)
+        if own is not None and not own.is_file():
+            own = None  # no transcript yet: nothing spent in it (as `_session` finds)
+    paths = sorted({p for _a, p in hot} | ({str(own)} if own else set()))
+    if not paths:
+        return [], []  # nothing written today and no transcript: nothing spent
+    from sessiontool.index import db as index_db
+
+    got_ids = index_db.open_if_current(ctx.paths.tool_dir, paths)
+    if got_ids is None:
+        return None
+    conn, ids = got_ids
+    try:
+        peek = _Peek(conn)
+        today: Turns = []
+        if "day" in windows:
+            agent_of = {ids[p]: a for a, p in hot}
+            today = _sums(peek, "day = ?", [now_ms() // DAY_MS], agent_of)
+        session: Turns = []
+        if own is not None:
+            mine = {ids[str(own)]: agent_id}
+            where = "file_id IN (SELECT value FROM json_each(?))"
+            session = _sums(peek, where, [json.dumps(list(mine))], mine)
+        return today, session
+    finally:
+        conn.close()
+
+
 def read_spend(
     ctx: Context, agent_id: str, entry: Mapping[str, Any] | None, windows: set[str]
 ) -> tuple[Turns, Turns]:
     """Today's and the session's turns from the index (each only when a budget needs it)."""
     if not windows & {"day", "session"}:
         return [], []
+    quick = _quick_spend(ctx, agent_id, entry, windows)
+    if quick is not None:
+        return quick
     from sessiontool.index import sync as si
     from sessiontool.sessions.reading import read_scope
 

@@ -12,6 +12,8 @@ turn.py):
 7. the assistant line, in the transcript the run started in (archived or not) — `append_reply`
 8. the store, only while the entry is still that session (store write 2) — `record_in_store`
 9. `status` published and every waiter woken — `publish`
+10. with budgets configured, the transcript caught up in the search index, the slot freed
+    (the next run's budget check then reads the spend without a catch-up) — `index_for_budgets`
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def run_in_files(w: Worker, rec: Record) -> None:
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
     # capping it too could starve that run of the very slot it waits for.
     slot = None if rec.get("a2a") else lanes.acquire_slot(paths, w.max_concurrent())
+    ended: Path | None = None
     try:
         session = open_session(paths, rec)
         if not start(paths, rec, session):
@@ -76,9 +79,32 @@ def run_in_files(w: Worker, rec: Record) -> None:
         if not rec.get("skipIndex"):
             record_in_store(paths, session, out)
         publish(paths, rec, session, out)
+        ended = session.path
     finally:
         if slot is not None:
             os.close(slot)
+    if ended is not None:
+        index_for_budgets(w, ended)
+
+
+def index_for_budgets(w: Worker, transcript: Path) -> None:
+    """With budgets configured, the run's transcript caught up in the search index once the
+    run is published (its waiters have their answer) and its slot is free: the next run's
+    budget check then finds the index current and reads the spend without a catch-up of its
+    own (reports/budgets.py; issue 44, bench `send_budget`). Best effort: the index is
+    disposable, and a check that finds it behind catches up itself."""
+    from sessiontool.errors import SessiontoolError
+
+    try:
+        if not w.cfg.budgets:
+            return
+        from sessiontool.index import sync as si
+
+        si.using_index(
+            w.paths.tool_dir, lambda idx: idx.sync([transcript], text=False, others=False)
+        )
+    except (SessiontoolError, OSError):
+        pass
 
 
 def open_session(paths: StatePaths, rec: Record) -> Session:

@@ -150,7 +150,7 @@ def rewind(ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
             _unlink(tmp)
             raise
         testhooks.pause("rewind-archived")
-        cut.place(tmp, src)
+        cut.swap_into_place(tmp, src)
 
     def mutate(s: store.Store) -> Entry | None:
         e = store.get_entry(s, r.agent_id, r.key)

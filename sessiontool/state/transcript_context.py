@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from sessiontool.state.transcript import iter_lines_reverse
 
 Message = dict[str, Any]
@@ -28,10 +30,17 @@ def summary_message(summary: str, ts: Any = None) -> Message:
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
+    """One line's entry: orjson first (a third of `json`'s time per line, which a run's
+    context and a compaction pay for every message), `json` for what orjson refuses (NaN and
+    infinities, lone surrogates, deep nesting), so that no line it read is dropped now. An
+    integer past 64 bits comes back a float from orjson, as OpenClaw (JavaScript) reads it."""
     try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
     return obj if isinstance(obj, dict) else None
 
 

@@ -187,6 +187,46 @@ def place(tmp: Path, dest: Path) -> None:
         raise StorageError(f"cannot write {dest}: {exc.strerror}") from exc
 
 
+def swap_into_place(tmp: Path, dest: Path) -> None:
+    """Put a finished temp file in place of an existing `dest` whose content another name
+    keeps (`keep_as`), as `place` does, but by exchanging the two names (Linux's
+    `renameat2(RENAME_EXCHANGE)`) and then dropping the temp name, which is left on the old
+    content. A plain rename over an existing file makes ext4 (`auto_da_alloc`, the default)
+    write the new file's blocks out at the rename and the next fsync (the store's) wait for
+    them: for a 100 MB transcript most of a rewind's time, a write to disk that `cp` never
+    waits for (docs/decisions.md, "A rewind exchanges names"). Where the call is missing or
+    the filesystem refuses it, a plain rename (`place`)."""
+    if not _exchange(tmp, dest):
+        place(tmp, dest)
+        return
+    _unlink(tmp)  # now the old content's second name; `keep_as` gave it its own
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two existing names; False when the system cannot."""
+    import sys
+
+    if not sys.platform.startswith("linux"):  # renameat2 is Linux's
+        return False
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    import errno
+
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    _unlink(a)
+    raise StorageError(f"cannot write {b}: {os.strerror(err)}")
+
+
 def keep_as(src: Path, archive: Path) -> None:
     """A second name for the transcript as it is now (a hard link: no byte copied); the
     rename that replaces `src` afterwards leaves this name on the old content."""

@@ -145,3 +145,31 @@ def test_a_full_disk_during_a_fork_or_rewind_writes_nothing(
     assert sorted(p.name for p in sessions_dir(work).iterdir()) == names
     # With room again, it goes through.
     assert run_cli(*argv).returncode == 0
+
+
+NO_EXCHANGE = r"""
+import ctypes
+def _refuse(*a, **k):
+    raise OSError("no renameat2 here")
+ctypes.CDLL = _refuse
+"""
+
+
+def test_a_rewind_where_names_cannot_be_exchanged_renames_over_and_keeps_the_archive(
+    work: Path, tmp_path: Path
+) -> None:
+    """Where renameat2(RENAME_EXCHANGE) is missing (another libc, another system), the
+    shorter copy is renamed over the transcript: the same result, the archive whole."""
+    d = tmp_path / "noexchange"
+    d.mkdir()
+    (d / "sitecustomize.py").write_text(NO_EXCHANGE)
+    path = os.pathsep.join(p for p in (str(d), os.environ.get("PYTHONPATH", "")) if p)
+    before = transcript(work).read_bytes()
+    ino = os.stat(transcript(work)).st_ino
+    rc, data = run_json("rewind", "work", entry_ids(work)[2], env={"PYTHONPATH": path})
+    assert rc == 0, data
+    archive = Path(data["archived"])
+    assert archive.read_bytes() == before and os.stat(archive).st_ino == ino
+    assert before.startswith(transcript(work).read_bytes())
+    assert len(entry_ids(work)) == 2
+    assert leftovers(work) == []

@@ -93,10 +93,10 @@ def mcp_cmd(
         render.warning_line(w)
 
     def make_ctx() -> Context:
-        from sessiontool.reports.budgets import BudgetGate
+        from sessiontool.cli.app import gated
 
         got = remote_context(build_context(G.state_dir, G.config, G.agent, key), options, key)
-        return got.with_gate(BudgetGate(got))  # sessions_send/spawn pass the budgets too
+        return gated(got, None, False)  # sessions_send/spawn pass the budgets too
 
     from sessiontool.cli.mcp_reports import register
     from sessiontool.mcpserver import serve

@@ -130,9 +130,9 @@ def send_cmd(
     exit status stays the run's; `deliveries retry` tries again). A spent budget
     (sessiontool.budgets) refuses the run with exit 6 unless --force; a run that crosses its
     budget or --max-cost is stopped (aborted, reason budget: exit 6)."""
+    from sessiontool.cli.app import gated
     from sessiontool.durations import parse_duration
     from sessiontool.errors import SessiontoolError
-    from sessiontool.reports.budgets import BudgetGate
     from sessiontool.runs.sendmodes import SendRequest, openclaw_words, send
     from sessiontool.runs.submit import run_result
     from sessiontool.runs.wait import wait_for
@@ -147,7 +147,7 @@ def send_cmd(
     as_json = want_json(json_)
     ctx = get_ctx()
     check_writable(ctx)
-    ctx = ctx.with_gate(BudgetGate(ctx, max_cost, force))
+    ctx = gated(ctx, max_cost, force)
     watch = _SendWatch(key, no_create, quiet)
     # Start the run without waiting, then wait here: an interrupted wait still knows the run.
     # (Through OpenClaw's gateway too: the run's worker hands the turn to it.)
@@ -565,15 +565,14 @@ def rerun_cmd(
     The old record stays; the new one names it (`rerunOf`). Prints the new run id at once, as
     `send --timeout 0` does: `sessiontool wait $(sessiontool rerun ID)`. A spawn keeps its
     label only when no session holds it any more."""
+    from sessiontool.cli.app import gated
     from sessiontool.runs.control import full_run_id
     from sessiontool.runs.rerun import rerun
     from sessiontool.runs.submit import get_run
 
     ctx = get_ctx(reads=True)
     check_writable(ctx)
-    from sessiontool.reports.budgets import BudgetGate
-
-    ctx = ctx.with_gate(BudgetGate(ctx))  # a rerun is a new run: the budgets hold for it too
+    ctx = gated(ctx, None, False)  # a rerun is a new run: the budgets hold for it too
     run_id = full_run_id(ctx, run_id)
     result = rerun(ctx, get_run(ctx, run_id))
     return _print_result(result, 0, want_json(json_))

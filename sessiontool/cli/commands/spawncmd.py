@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from sessiontool.cli import output, render
-from sessiontool.cli.app import app, check_writable, command, get_ctx, read_stdin, want_json
+from sessiontool.cli.app import app, check_writable, command, gated, get_ctx, read_stdin, want_json
 from sessiontool.cli.completers import choices, complete_agent_ids
 
 # OpenClaw's thinking levels (runs/spawnopts.THINKING_LEVELS, spelled here for the completion
@@ -94,7 +94,6 @@ def spawn_cmd(
     sessiontool's store, 5 on OpenClaw's); a spent budget unless --force (exit 6)."""
 
     from sessiontool.durations import parse_duration
-    from sessiontool.reports.budgets import BudgetGate
     from sessiontool.runs.attachments import read_files
     from sessiontool.runs.spawnopts import SpawnOptions
     from sessiontool.runs.submit import spawn
@@ -117,8 +116,8 @@ def spawn_cmd(
     )
     ctx = get_ctx()
     check_writable(ctx)
-    gated = ctx.with_gate(BudgetGate(ctx, max_cost, force))
-    result = spawn(gated, task, label=label, agent_id=agent_id, model=model, options=options)
+    ctx = gated(ctx, max_cost, force)
+    result = spawn(ctx, task, label=label, agent_id=agent_id, model=model, options=options)
     view = output.View(result, text=lambda r: _spawned(r, quiet))
     output.show(view, output.look(ctx.options), as_json=want_json(json_))
 
