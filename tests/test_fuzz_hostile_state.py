@@ -621,30 +621,40 @@ def _one_case(rng: random.Random, base: Path) -> tuple[list[str], list[str], int
     )
 
 
+# The cases are dealt round-robin to shards, so `pytest -n 2` runs them on both cores (CI's fuzz
+# step) while the set of case seeds, and so the verdict of a commit, stays the same.
+SHARDS = 4
+
+
 @pytest.mark.slow
-def test_hostile_state_dir_fuzz() -> None:
-    """The landing gate runs a fixed number of cases (`SESSIONTOOL_FUZZ_CASES`) from a fixed
-    seed, so one commit always passes or always fails it, on a quiet machine or a busy one
-    (a time budget let a quiet machine reach cases a busy one never ran).
-    `SESSIONTOOL_FUZZ_SECONDS` instead runs as many cases as fit, for hunting fresh seeds."""
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_hostile_state_dir_fuzz(shard: int) -> None:
+    """The landing gate runs a fixed number of cases (`SESSIONTOOL_FUZZ_CASES`, over all shards)
+    from a fixed seed, so one commit always passes or always fails it, on a quiet machine or a
+    busy one (a time budget let a quiet machine reach cases a busy one never ran).
+    `SESSIONTOOL_FUZZ_SECONDS` instead runs as many cases as fit in each shard, for hunting fresh
+    seeds."""
     seconds = os.environ.get("SESSIONTOOL_FUZZ_SECONDS")
     count = int(os.environ.get("SESSIONTOOL_FUZZ_CASES", "60"))
     seed = int(os.environ.get("SESSIONTOOL_FUZZ_SEED", "20261125"))
     deadline = time.monotonic() + float(seconds) if seconds else None
     failures: list[str] = []
     cases = 0
+    index = shard
     started = time.monotonic()
-    while time.monotonic() < deadline if deadline is not None else cases < count:
-        case_seed = seed * 1_000_003 + cases
+    while time.monotonic() < deadline if deadline is not None else index < count:
+        case_seed = seed * 1_000_003 + index
         rng = random.Random(case_seed)
         with tempfile.TemporaryDirectory(prefix="st-fuzz-") as tmp:
             names, argv, code, problem = _one_case(rng, Path(tmp))
         cases += 1
+        index += SHARDS
         if problem:
             failures.append(f"seed {case_seed}: {names} {argv} -> {problem}")
     took = time.monotonic() - started
     print(
-        f"hostile-state fuzz: {cases} cases (seed {seed}) in {took:.0f}s, {len(failures)} failures"
+        f"hostile-state fuzz shard {shard}/{SHARDS}: {cases} cases (seed {seed}) in {took:.0f}s, "
+        f"{len(failures)} failures"
     )
     assert cases >= 5
     assert not failures, "\n".join(failures[:10])

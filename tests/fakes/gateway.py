@@ -676,7 +676,11 @@ class FakeGateway:
     def rows(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        # The fake's threads append while a test reads: a last line without its newline is still
+        # being written, not a row yet.
+        text = self.log.read_text()
+        whole = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
     def calls(self, method: str | None = None) -> list[dict[str, Any]]:
         """Method calls (not the handshakes), in order."""
