@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT, run_cli
 
-from .runhelpers import write_store, write_transcript
+from .runhelpers import settle, write_store, write_transcript
 
 TS = 1_800_000_000_000
 
@@ -40,3 +42,23 @@ def test_a_bare_key_typo_gets_did_you_mean_in_runs_and_wait(state: Path) -> None
     # nothing near: no guess (the shared `agent:main:` is no likeness)
     p = run_cli("runs", "--session", "zzzzzz")
     assert p.returncode == 3 and "did you mean" not in p.stderr
+
+
+@pytest.mark.usefixtures("reap_workers")
+def test_a_text_history_names_the_agent_that_sent_a_message(state: Path) -> None:
+    """An agent-to-agent target's transcript holds the other agent's message as a `user` turn
+    with OpenClaw's `provenance`: the text and Markdown views name the sender, as the HTML page
+    does ("from … via …"), and the session's own user turns stay plain `user:`."""
+    target = "agent:main:telegram:group:9"
+    write_store(state, {target: {"sessionId": "s-t", "updatedAt": TS}})
+    write_transcript(state, "s-t", [("user", "a person wrote this", TS)])
+    p = run_cli("--as", "main", "send", target, "hello from main")
+    assert p.returncode == 0, p.stderr
+    settle(state)
+    text = run_cli("history", target).stdout  # piped: the plain text view
+    assert "] user:\na person wrote this\n" in text, text
+    assert "] user (from agent:main:main via sessions_send):\nhello from main\n" in text, text
+    md = run_cli("history", target, "--format", "markdown").stdout
+    assert "## user (from agent:main:main via sessions_send) — " in md, md
+    page = run_cli("history", target, "--format", "html").stdout
+    assert "from <code>agent:main:main</code> via sessions_send" in page
