@@ -34,6 +34,24 @@ def model_cost(cfg: Config, provider: str | None, model: str | None) -> dict[str
     return None
 
 
+def context_window(cfg: Config, provider: Any, model: str) -> int | None:
+    """A model's `contextWindow` in the config's catalog (`models.providers.<p>.models[]`), the
+    window OpenClaw's gateway lists for a session that stores its model but no contextTokens;
+    `model` may be `provider/id`. None when the catalog does not say."""
+    if "/" in model and not isinstance(provider, str):
+        provider, model = model.split("/", 1)
+    for pname, p in cfg.providers.items():
+        if isinstance(provider, str) and provider and pname != provider:
+            continue
+        models = p.get("models") if isinstance(p, dict) else None
+        for m in models if isinstance(models, list) else ():
+            if isinstance(m, dict) and m.get("id") == model:
+                w = m.get("contextWindow")
+                if isinstance(w, int) and not isinstance(w, bool) and w > 0:
+                    return w
+    return None
+
+
 def _price(value: Any) -> float | None:
     """A usable per-million-token price: a finite number, not negative (as `usage` takes it)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
