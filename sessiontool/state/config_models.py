@@ -63,9 +63,11 @@ def _price(value: Any) -> float | None:
     return n if math.isfinite(n) and n >= 0 else None
 
 
-def known_models(cfg: Config) -> list[str]:
-    """Every model name the config knows, for `spawn --model` validation."""
-    names: list[str] = ["echo"]
+def known_models(cfg: Config, *, demo: bool = True) -> list[str]:
+    """Every model name the config knows, for `spawn --model` validation; `demo`: with
+    sessiontool's demo `echo` model first (not on a store OpenClaw's gateway runs, whose agent
+    answers with the install's models)."""
+    names: list[str] = ["echo"] if demo else []
 
     def add(v: Any) -> None:
         primary, fallbacks = model_primary(v)
@@ -98,9 +100,9 @@ def known_models(cfg: Config) -> list[str]:
     return names
 
 
-def is_known_model(cfg: Config, name: str) -> bool:
+def is_known_model(cfg: Config, name: str, *, demo: bool = True) -> bool:
     """Whether `name` is a model the config knows, with or without its `provider/`."""
-    known = known_models(cfg)
+    known = known_models(cfg, demo=demo)
     if name in known:
         return True
     return any("/" in k and k.split("/", 1)[1] == name for k in known)
