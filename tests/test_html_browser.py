@@ -338,6 +338,10 @@ USAGE_FIT = """JSON.stringify({
 })"""
 
 
+CHART_BOXES = """JSON.stringify([...document.querySelectorAll('svg[viewBox]')].map(s => ({
+  client: s.parentElement.clientWidth, scroll: s.parentElement.scrollWidth})))"""
+
+
 @pytest.fixture(scope="module")
 def usage_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("usage-layout")
@@ -357,6 +361,8 @@ def usage_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "timestamp": ts + n,
             }
         )
+    for day in range(40):  # a priced turn a day for 40 days: a day chart wider than a phone
+        turns.append({**turns[-1], "timestamp": ts - day * 86_400_000})
     _append(state, "agent:main:dm:alice", *turns)
     providers = {
         p: {"models": [{"id": m, "cost": {"input": price, "output": price * 5}}]}
@@ -383,6 +389,11 @@ def test_usage_page_reads_on_a_phone(chromium: str, usage_site: Path, tmp_path: 
                 assert any(model in t for t in labels), (model, labels)
             small = [(t, h) for t, h in fit["labels"] if h < 10]
             assert not small, (width, small)
+            # a chart wider than the page scrolls in its box; the page itself does not
+            boxes = json.loads(b.eval(CHART_BOXES))
+            assert boxes and all(box["client"] <= width for box in boxes), (width, boxes)
+            if width <= 400:
+                assert any(box["scroll"] > box["client"] for box in boxes), boxes
             assert len(fit["costs"]) >= 2 * (len(PRICED) + 1), fit["costs"]
             off = [c for c in fit["costs"] if c[1] < 0 or c[2] > width]
             assert not off, (width, off)

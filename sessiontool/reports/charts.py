@@ -164,7 +164,9 @@ def bar_chart(
         Markup('<span class="sw {}"></span> {}').format("b" if k == 0 else "b2", H.ha(nm))
         for k, nm in enumerate(names)
     )
-    return Markup("").join(out) + (
+    # In a box that scrolls sideways where the page is narrower than the chart (many days on a
+    # phone): its text keeps its size instead of the whole chart shrinking to the width.
+    return Markup('<div class="chart">{}</div>').format(Markup("").join(out)) + (
         Markup('<p class="legend">{}</p>').format(legend) if len(names) > 1 else ""
     )
 

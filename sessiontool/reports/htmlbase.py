@@ -193,6 +193,8 @@ svg .b{fill:var(--bar)}
 svg.cbar{vertical-align:middle}
 svg .b2{fill:var(--bar2)}
 svg .g{stroke:var(--line)}
+.chart{overflow-x:auto;max-width:100%}
+.chart>svg{max-width:none}
 .hbars{display:grid;grid-template-columns:minmax(6rem,16rem) minmax(0,1fr) auto;
 gap:.3rem .6rem;align-items:center;font-size:.82rem;margin:.4rem 0}
 .hb{display:contents}
