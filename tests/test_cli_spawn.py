@@ -550,7 +550,7 @@ def test_agent_id_refusal_says_what_to_configure(state: Path) -> None:
     assert proc.returncode == 4
     assert "(allowed: none)" in proc.stderr  # OpenClaw's message, unchanged
     assert "may spawn only under itself" in proc.stderr
-    assert "add it to subagents.allowAgents of agent 'main'" in proc.stderr
+    assert "add it to agents.entries.main.subagents.allowAgents" in proc.stderr
 
 
 def test_spawn_label_in_use_is_refused(state: Path, reap_workers: None) -> None:

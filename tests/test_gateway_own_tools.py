@@ -240,3 +240,27 @@ def test_a_child_key_the_gateway_answers_is_checked_before_any_record(
         listed = it.st("--json", "runs")
         assert listed.returncode == 0, listed.stderr
         assert json.loads(listed.stdout)["runs"] == []
+
+
+def test_a_run_timeout_that_openclaw_ends_as_an_error_is_a_timeout(tmp_path: Path) -> None:
+    """Under load 2026.9.6 ends a spawn its runTimeoutSeconds cut with `error` (the child's row
+    `failed`) where a quiet machine says `ok` (the row `timeout`): either way sessiontool's
+    record says `timeout`, naming --run-timeout, not "ended with status error"."""
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    with fake.running(
+        tmp_path / "gw", token="t0ken-fake", tools_allowed=TOOLS, timeout_as="error"
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        gateway = FakeGateway(state, gw, {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH})
+        proc = gateway.st("--json", "spawn", "sleep:30 too long", "--run-timeout", "1")
+        assert proc.returncode == 0, proc.stderr
+        run_id = json.loads(proc.stdout)["runId"]
+        proc = gateway.st("--json", "wait", run_id, "--timeout", "60")
+        out = json.loads(proc.stdout)
+        assert out["runStatus"] == "timeout" and "--run-timeout" in out["error"], out
+        assert "ended with status error" not in out["error"]
+        until_done = gateway.until(run_id, done, "its follow-up's end")
+        assert until_done["status"] == "timeout"

@@ -135,3 +135,39 @@ def test_a_scope_upgrade_names_the_scope_lacking_and_the_file_follows_the_approv
         assert [sorted(t["scopes"]) for t in me.tokens().values()] == [want]
     labels = [c["params"]["label"] for c in gw.calls("sessions.patch")]
     assert labels == ["two", "three"]
+
+
+def test_without_cryptography_a_pairing_names_the_extra_and_a_shared_secret_needs_none(
+    tmp_path: Path,
+) -> None:
+    """`cryptography` is the optional extra `gateway` (README line 1 installs without it): a
+    command that must pair says so in one line naming the extra (exit 2), nothing half-written;
+    one a shared secret lets in needs no device and works without it."""
+    stub = tmp_path / "no-cryptography"
+    (stub / "cryptography").mkdir(parents=True)
+    (stub / "cryptography" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    hidden = {"PYTHONPATH": str(stub)}
+    with fake.running(
+        tmp_path / "gw", token=TOKEN, pairing="remote", clear_deviceless_scopes=True
+    ) as gw:
+        me = Laptop(tmp_path, gw.port)
+        proc = run_cli(
+            "--gateway", me.url, "list",
+            env={**hidden, "SESSIONTOOL_STATE_DIR": str(me.state), "SESSIONTOOL_OPENCLAW_BIN": "",
+                 "OPENCLAW_GATEWAY_TOKEN": TOKEN},
+            timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert line.endswith("not installed: pip install 'sessiontool[gateway]'"), line
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+        assert not list(me.state.rglob("gateway-device.json"))
+    with fake.running(tmp_path / "gw2", token=TOKEN) as gw:  # loopback: the secret is enough
+        proc = run_cli(
+            "--gateway", f"ws://127.0.0.1:{gw.port}", "--json", "list",
+            env={**hidden, "SESSIONTOOL_STATE_DIR": str(tmp_path / "other"),
+                 "SESSIONTOOL_OPENCLAW_BIN": "", "OPENCLAW_GATEWAY_TOKEN": TOKEN},
+            timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "sessions" in json.loads(proc.stdout)

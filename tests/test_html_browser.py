@@ -316,3 +316,89 @@ def test_session_page_with_markdown_fits_and_renders(
             assert len(Counter(png_pixels(shot.read_bytes())[2])) >= 50, f"{shot.name}: blank"
             if os.environ.get("SESSIONTOOL_SHOTS"):
                 shutil.copy(shot, Path(os.environ["SESSIONTOOL_SHOTS"]) / shot.name)
+
+
+# -- the usage page on a phone (issue 45 item 12) ---------------------------------------------
+
+# Models with long names, each priced: the per-model chart and tables have long labels and a
+# cost column.
+PRICED = {
+    "openrouter": ("meta-llama/llama-4-maverick-instruct-long-context-preview", 1.5),
+    "anthropic": ("claude-sonnet-4-5-20250929-with-a-very-long-suffix", 3.0),
+    "fake": ("fake-model", 0.5),
+}
+USAGE_FIT = """JSON.stringify({
+  client: document.documentElement.clientWidth,
+  scroll: document.documentElement.scrollWidth,
+  labels: [...document.querySelectorAll('.hbars .hl, svg text')].map(e => [e.textContent,
+    e.getBoundingClientRect().height]),
+  costs: [...document.querySelectorAll('table:not(.top) tr > :last-child, table.top tr > :first-child')]
+    .map(e => [e.textContent, Math.round(e.getBoundingClientRect().left),
+      Math.round(e.getBoundingClientRect().right)]),
+})"""
+
+
+CHART_BOXES = """JSON.stringify([...document.querySelectorAll('svg[viewBox]')].map(s => ({
+  client: s.parentElement.clientWidth, scroll: s.parentElement.scrollWidth})))"""
+
+
+@pytest.fixture(scope="module")
+def usage_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("usage-layout")
+    state = base / "state"
+    shutil.copytree(FIXTURE_STATE, state)
+    ts = 1795292600000
+    turns = []
+    for n, (provider, (model, _price)) in enumerate(PRICED.items()):
+        usage = {"input": 120_000 * (n + 1), "output": 9_000, "cacheRead": 40_000, "cacheWrite": 0}
+        turns.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"priced turn {n}"}],
+                "provider": provider,
+                "model": model,
+                "usage": {**usage, "totalTokens": sum(usage.values())},
+                "timestamp": ts + n,
+            }
+        )
+    for day in range(40):  # a priced turn a day for 40 days: a day chart wider than a phone
+        turns.append({**turns[-1], "timestamp": ts - day * 86_400_000})
+    _append(state, "agent:main:dm:alice", *turns)
+    providers = {
+        p: {"models": [{"id": m, "cost": {"input": price, "output": price * 5}}]}
+        for p, (m, price) in PRICED.items()
+    }
+    (state / "sessiontool.json5").write_text(json.dumps({"models": {"providers": providers}}))
+    out = base / "site"
+    proc = run_cli("--state-dir", str(state), "export", "--html", str(out), "--all-agents")
+    assert proc.returncode == 0, proc.stderr
+    return out / "usage.html"
+
+
+def test_usage_page_reads_on_a_phone(chromium: str, usage_site: Path, tmp_path: Path) -> None:
+    """At 360 and 400 px the per-model charts' labels keep a readable size (an SVG scaled to
+    the width drew them ~4 px high) and every table's cost column is on the screen, not past
+    its right edge; at 1280 px the same page still lays the chart out in one row per model."""
+    with Browser(chromium, tmp_path / "profile") as b:
+        for width in (360, 400, 1280):
+            b.open(usage_site.as_uri(), width)
+            fit = json.loads(b.eval(USAGE_FIT))
+            assert fit["scroll"] <= fit["client"] == width, (width, fit)
+            labels = [t for t, _h in fit["labels"]]
+            for _provider, (model, _price) in PRICED.items():
+                assert any(model in t for t in labels), (model, labels)
+            small = [(t, h) for t, h in fit["labels"] if h < 10]
+            assert not small, (width, small)
+            # a chart wider than the page scrolls in its box; the page itself does not
+            boxes = json.loads(b.eval(CHART_BOXES))
+            assert boxes and all(box["client"] <= width for box in boxes), (width, boxes)
+            if width <= 400:
+                assert any(box["scroll"] > box["client"] for box in boxes), boxes
+            assert len(fit["costs"]) >= 2 * (len(PRICED) + 1), fit["costs"]
+            off = [c for c in fit["costs"] if c[1] < 0 or c[2] > width]
+            assert not off, (width, off)
+            assert any(c[0].startswith("$") for c in fit["costs"])
+            png = b.screenshot(tmp_path / f"usage-{width}.png")
+            assert len(Counter(png_pixels(png.read_bytes())[2])) >= 50, f"{png.name}: blank"
+            if os.environ.get("SESSIONTOOL_SHOTS"):
+                shutil.copy(png, Path(os.environ["SESSIONTOOL_SHOTS"]) / png.name)

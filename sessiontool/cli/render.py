@@ -379,7 +379,10 @@ def _role_label(msg: Message) -> str:
         return f"tool {msg.get('toolName', '')}".strip() + (
             " (error)" if msg.get("isError") else ""
         )
-    return role
+    from sessiontool.sessions.origin import from_label
+
+    sender = from_label(msg)  # another agent's message: named, as the HTML page names it
+    return f"{role} ({sender})" if sender else role
 
 
 def _mirror(session_key: str, messages: list[Message], i: int) -> tuple[str, bool] | None:

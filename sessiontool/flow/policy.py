@@ -143,7 +143,9 @@ def check_access(ctx: Context, full_key: str, entry: Mapping[str, Any] | None, a
 
 def spawn_allowed_agents(ctx: Context) -> tuple[bool, list[str]]:
     """(allow any, explicit ids) the requester agent may spawn under; itself always."""
-    allow = ctx.config.agent(ctx.agent_id).allow_agents
+    from sessiontool.state.config import spawn_allowlist
+
+    allow = spawn_allowlist(ctx.config, ctx.agent_id)
     if allow is None:
         return False, [ctx.agent_id]
     if any(a.strip() == "*" for a in allow):
@@ -176,8 +178,9 @@ def check_spawn_agent(ctx: Context, target_agent: str) -> None:
         f"agentId is not allowed for sessions_spawn (allowed: {', '.join(others) or 'none'})",
         hint=f"agent {ctx.agent_id!r} may spawn only under itself"
         + (f" and {', '.join(others)}" if others else "")
-        + f"; to allow {target_agent!r}, add it to subagents.allowAgents of agent "
-        f'{ctx.agent_id!r} in agents.list of the config (["*"] allows any)',
+        + f"; to allow {target_agent!r}, add it to agents.entries.{ctx.agent_id}.subagents"
+        '.allowAgents in the config (["*"] allows any; agents.defaults.subagents.allowAgents '
+        "for every agent)",
     )
 
 

@@ -5,7 +5,9 @@ An Ed25519 key of sessiontool's own (never the `openclaw` CLI's, whose key is th
 secret), kept with the device tokens the gateway issues in `<state>/sessiontool/gateway-device.json`
 (0600). `device.id` is the hex SHA-256 of the raw public key; the signature is over OpenClaw's
 v3 payload (`buildDeviceAuthPayloadV3`). `cryptography` is imported only here, only when a device
-is needed.
+is needed: it is the optional extra `gateway` (`pip install 'sessiontool[gateway]'`), which most
+users (local state dirs, a gateway reached with its shared secret) never need; without it a
+pairing stops with one line naming the extra (exit 2).
 """
 
 from __future__ import annotations
@@ -21,6 +23,21 @@ from sessiontool.state.paths import StatePaths
 
 FILE_NAME = "gateway-device.json"
 VERSION = 1
+EXTRA = "pip install 'sessiontool[gateway]'"
+
+
+def _ed25519() -> Any:
+    """cryptography's Ed25519 private-key class, or the one-line error naming the extra."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    except ImportError:
+        from sessiontool.errors import UsageError
+
+        raise UsageError(
+            "pairing with OpenClaw's gateway needs a device identity, signed with the "
+            f"`cryptography` package, not installed: {EXTRA}"
+        ) from None
+    return Ed25519PrivateKey
 
 
 def _b64url(data: bytes) -> str:
@@ -54,7 +71,7 @@ class Device:
         device_family: str,
     ) -> dict[str, Any]:
         """connect.params.device for this challenge."""
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        Ed25519PrivateKey = _ed25519()
 
         payload = "|".join(
             [
@@ -146,10 +163,9 @@ def load_or_create(paths: StatePaths) -> Device:
             return Device(path, priv, pub, tokens)
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    key = _ed25519().generate()
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    key = Ed25519PrivateKey.generate()
     raw = serialization.Encoding.Raw
     dev = Device(
         path,

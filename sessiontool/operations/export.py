@@ -26,6 +26,7 @@ from sessiontool.state import outdir, safefs
 from sessiontool.state.detect import sqlite_path
 from sessiontool.state.jsonio import atomic_write, compact_utf8
 from sessiontool.state.paths import StatePaths, ensure_dir, is_plain_name
+from sessiontool.state.reader import JsonlReader, SessionReader
 from sessiontool.state.safefs import resolves_inside
 from sessiontool.state.sessions_json import read_store, update_store
 
@@ -115,6 +116,14 @@ def _ours(path: Path, session_id: str, data: bytes) -> bool:
     return True
 
 
+def _stored_messages(rd: SessionReader, key: str, entry: dict[str, Any]) -> list[Any]:
+    """Every message of a session's transcript: a JSON store's as stored (an export is a copy,
+    not what a gateway would show of it), another store's as its reader gives them."""
+    if isinstance(rd, JsonlReader):
+        return rd.stored_messages(entry)
+    return rd.messages(key, entry, None).messages
+
+
 def _written_here(name: str) -> bool:
     """The files export writes in a sessions dir (whose dead temp files a re-run removes)."""
     return name == "sessions.json" or (name.endswith(".jsonl") and is_plain_name(name))
@@ -185,7 +194,7 @@ def export(ctx: Context, dest: str, *, agent: str | None, all_agents: bool) -> E
                 if old.get(key) == entry and tpath.exists():
                     counts["unchanged"] += 1
                     continue
-                msgs = rd.messages(key, f.entry, None).messages
+                msgs = _stored_messages(rd, key, f.entry)
                 data = _transcript_bytes(sid, entry, msgs)
                 if os.path.islink(tpath):
                     raise outdir.refuse_link(tpath, out_root, "--to")

@@ -164,7 +164,9 @@ def bar_chart(
         Markup('<span class="sw {}"></span> {}').format("b" if k == 0 else "b2", H.ha(nm))
         for k, nm in enumerate(names)
     )
-    return Markup("").join(out) + (
+    # In a box that scrolls sideways where the page is narrower than the chart (many days on a
+    # phone): its text keeps its size instead of the whole chart shrinking to the width.
+    return Markup('<div class="chart">{}</div>').format(Markup("").join(out)) + (
         Markup('<p class="legend">{}</p>').format(legend) if len(names) > 1 else ""
     )
 
@@ -172,43 +174,30 @@ def bar_chart(
 def hbar_chart(
     labels: Sequence[str], values: Sequence[float], fmt: Callable[[float], str]
 ) -> Markup:
-    """Horizontal bars, one row per label (models: long names read better across)."""
+    """Horizontal bars, one row per label (models: long names read better across). The labels
+    and values are the page's text, laid out by the stylesheet (`.hbars`: label, bar, value in
+    a row; on a phone the label above its bar), so they keep their size at any width; each bar
+    is a small SVG whose `width` is a percentage of its cell (no `style` attribute)."""
     if not labels:
         return NO_DATA
     top = max(values) or 1.0
-    label_w, bar_w, row = 230, 420, 24
-    width = label_w + bar_w + 110
-    height = row * len(labels) + 6
-    out = [
-        Markup('<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img">').format(
-            w=width, h=height
-        )
-    ]
-    for i, (label, v) in enumerate(zip(labels, values, strict=True)):
-        y = 3 + row * i
-        w = bar_w * v / top
-        shown = label if len(label) <= 34 else label[:33] + "…"
+    out = [Markup('<div class="hbars">')]
+    for label, v in zip(labels, values, strict=True):
         out.append(
             Markup(
-                '<text x="{}" y="{}" text-anchor="end">{}</text>'
-                '<rect class="b" x="{}" y="{}" width="{:.1f}" height="{}" '
-                'rx="2"><title>{}</title></rect>'
-                '<text x="{:.1f}" y="{}">{}</text>'
+                '<div class="hb"><span class="hl">{}</span>'
+                '<svg class="hbar" width="{:.2f}%" height="12" role="img" aria-label="{}">'
+                '<rect class="b" width="100%" height="100%" rx="2"><title>{}</title></rect>'
+                '</svg><span class="hv">{}</span></div>'
             ).format(
-                label_w - 8,
-                y + 15,
-                H.ha(shown),
-                label_w,
-                y + 3,
-                max(w, 1),
-                row - 8,
+                H.h(label),
+                max(100 * v / top, 0.5),
                 H.ha(f"{label}: {fmt(v)}"),
-                label_w + max(w, 1) + 6,
-                y + 15,
-                H.ha(fmt(v)),
+                H.ha(f"{label}: {fmt(v)}"),
+                H.h(fmt(v)),
             )
         )
-    out.append(Markup("</svg>"))
+    out.append(Markup("</div>"))
     return Markup("").join(out)
 
 
@@ -311,7 +300,7 @@ def costliest_turns(rows: Sequence[dict[str, Any]], n: int = 10) -> Markup:
 def _table(first: str, rows: Sequence[tuple[str, list[float]]]) -> Markup:
     out = [
         Markup(
-            '<table><thead><tr><th>{}</th><th class="n">Turns</th>'
+            '<table class="usage"><thead><tr><th>{}</th><th class="n">Turns</th>'
             '<th class="n">Input + output</th><th class="n">Cache</th><th class="n">Cost</th></tr>'
             "</thead><tbody>"
         ).format(H.h(first))

@@ -10,7 +10,6 @@ time the Markdown view takes (bench/cases_html.py)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -277,27 +276,11 @@ _EMPTY = Markup('<p class="empty">(empty)</p>')
 _THINKING = Markup('<details class="th"><summary><b>thinking</b></summary>{}</details>')
 
 
-# The Stats line of a sub-agent's announce (flow/announce.py, OpenClaw's format): a Clawdbot-era
-# announce is a plain user message, its source named only there.
-_ANNOUNCE_STATS = re.compile(r"^Stats: .*?\bsessionKey (\S+)", re.MULTILINE)
-
-
 def _origin(msg: Message) -> tuple[str | None, str | None]:
     """The session an inter-session message came from, and the tool that brought it."""
-    prov = msg.get("provenance")
-    if isinstance(prov, dict) and prov.get("kind") == "inter_session":
-        src, via = prov.get("sourceSessionKey"), prov.get("sourceTool")
-        return (
-            src if isinstance(src, str) and src else "another session",
-            via if isinstance(via, str) else None,
-        )
-    if msg.get("role") == "user":
-        text = _blocks_text(msg.get("content"))
-        if "Stats: " in text:
-            m = _ANNOUNCE_STATS.search(text)
-            if m:
-                return m.group(1), "announce"
-    return None, None
+    from sessiontool.sessions.origin import origin
+
+    return origin(msg)
 
 
 def is_reset(msg: Message) -> bool:

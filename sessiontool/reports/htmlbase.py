@@ -193,6 +193,22 @@ svg .b{fill:var(--bar)}
 svg.cbar{vertical-align:middle}
 svg .b2{fill:var(--bar2)}
 svg .g{stroke:var(--line)}
+.chart{overflow-x:auto;max-width:100%}
+.chart>svg{max-width:none}
+.hbars{display:grid;grid-template-columns:minmax(6rem,16rem) minmax(0,1fr) auto;
+gap:.3rem .6rem;align-items:center;font-size:.82rem;margin:.4rem 0}
+.hb{display:contents}
+.hl{text-align:right;color:var(--mute);overflow-wrap:anywhere}
+svg.hbar{height:.75rem}
+.hv{font-variant-numeric:tabular-nums;white-space:nowrap;color:var(--mute)}
+@media (max-width:40rem){
+.hbars{grid-template-columns:minmax(0,1fr) auto;gap:0 .6rem}
+.hl{grid-column:1/-1;text-align:left;margin-top:.25rem}
+table.usage,table.top{font-size:.8rem}
+table.usage th,table.usage td,table.top th,table.top td{padding:.3rem .3rem}
+table.usage th.n,table.top th.n{white-space:normal}
+table.usage td,table.top td{overflow-wrap:anywhere}
+}
 .legend{font-size:.8rem;color:var(--mute)}
 .sw{display:inline-block;width:.8em;height:.8em;border-radius:2px;vertical-align:-.05em}
 .sw.b{background:var(--bar)}.sw.b2{background:var(--bar2)}

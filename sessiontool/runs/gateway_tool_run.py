@@ -11,7 +11,8 @@ answers `status: "timeout"` without `endedAt`): the answer has the status, the f
 (`terminalReply.text`), the session id and the model (`terminalReceipt`). `abort` interrupts
 the wait and asks the gateway to stop the run (`chat.abort`). A `--run-timeout` is OpenClaw's
 (`runTimeoutSeconds`): 2026.9.6 ends such a run `ok` in `agent.wait` while the child's row says
-`timeout`; a run that lasted at least that long is recorded as `timeout`, as the row says.
+`timeout`, or, on a loaded machine, `error` with the row `failed`; a run that lasted at least
+that long is recorded as `timeout` either way.
 """
 
 from __future__ import annotations
@@ -153,6 +154,11 @@ def _obj(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
+# agent.wait's ends of a run its --run-timeout cut: `ok` (2026.9.6, the row `timeout`) and, on a
+# loaded machine, `error` (the row `failed`).
+_ENDED = ("ok", "error", "failed")
+
+
 def _outcome(rec: Record, ended: dict[str, Any], out: Outcome) -> None:
     status = ended.get("status")
     receipt = _obj(ended.get("terminalReceipt"))
@@ -170,8 +176,8 @@ def _outcome(rec: Record, ended: dict[str, Any], out: Outcome) -> None:
     out.result = {"result": {"meta": {"agentMeta": meta, **({"durationMs": took} if took else {})}}}
     out.model, out.provider = meta.get("model"), meta.get("provider")
     limit = _limit(rec)
-    if status == "ok" and limit is not None and took is not None and took >= limit * 1000:
-        status = "timeout"
+    if status in _ENDED and limit is not None and took is not None and took >= limit * 1000:
+        status = "timeout"  # whatever agent.wait says: 2026.9.6 says `ok`, or `error` under load
     if status == "ok":
         text = reply.get("text")
         out.reply = text if isinstance(text, str) and reply.get("disposition") != "silent" else ""

@@ -184,7 +184,8 @@ def set_overrides(
         else:
             from sessiontool.runs.submit import validate_model
 
-            patch["model"] = validate_model(ctx.config, model, r.agent_id)
+            gateway = writer.kind == "gateway"
+            patch["model"] = validate_model(ctx.config, model, r.agent_id, via_gateway=gateway)
     if thinking is not None:
         patch["thinkingLevel"] = None if is_default_word(thinking) else normalize_thinking(thinking)
     if not patch:

@@ -256,7 +256,9 @@ def spawn(
     spawnopts.check_fork(opts, target_agent, keys.agent_of(requester, ctx.agent_id))
     policy.check_spawn_agent(ctx, target_agent)
     if model is not None:
-        model = validate_model(ctx.config, model, target_agent)
+        model = validate_model(
+            ctx.config, model, target_agent, via_gateway=writer.kind == "gateway"
+        )
     files = _prepared_attachments(ctx, opts)
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     spawnopts.check_sandbox(ctx, opts, child, target_agent)
@@ -487,20 +489,23 @@ def get_run(ctx: Context, run_id: str) -> RunRecord:
 # -- --model ----------------------------------------------------------------------------------
 
 
-def validate_model(config: Config, name: str, agent_id: str | None = None) -> str:
+def validate_model(
+    config: Config, name: str, agent_id: str | None = None, *, via_gateway: bool = False
+) -> str:
     """The model name, trimmed, when the config knows it (or, for an agent whose runner is
     `llm`, when `llm` knows it: any id or alias `llm models`/`llm aliases` show); else a usage
     error (exit 2) listing the known models. OpenClaw only warns (`modelApplied: false`), but a
     CLI user who names a model should learn at once that it is unknown rather than get a run on
-    another one."""
+    another one. `via_gateway`: OpenClaw's gateway runs the session (its agent answers), so
+    sessiontool's demo `echo` model is none of its models."""
     text = name.strip()
     if not text:
         raise UsageError("--model must not be empty")
     from sessiontool.state.config_models import is_known_model, known_models
 
-    if is_known_model(config, text):
+    if is_known_model(config, text, demo=not via_gateway):
         return text
-    runner = config.runner_for(agent_id) if agent_id else {}
+    runner = config.runner_for(agent_id) if agent_id and not via_gateway else {}
     if runner.get("type") == "llm":
         from sessiontool.runs.llm_models import knows_model
 
@@ -512,7 +517,7 @@ def validate_model(config: Config, name: str, agent_id: str | None = None) -> st
                 f"unknown model '{text}': llm knows no such model id or alias",
                 hint="`llm models` and `llm aliases` list them; plugins add more",
             )
-    known = known_models(config)
+    known = known_models(config, demo=not via_gateway)
     raise UsageError(
         f"unknown model '{text}' (known: {', '.join(known)})",
         hint="add it to agents.defaults.models or to an agent's model in the config",

@@ -82,7 +82,8 @@ LIST_FIELDS = (
     "providerOverride",
     "forkSource",
 )
-# Fields OpenClaw 2026.8+'s own session rows carry, shown as stored for its SQLite store.
+# Fields OpenClaw's own session rows carry (2026.8+'s SQLite store, and 2026.7.35's gateway over
+# its JSON-era store: an `openclaw.json` state dir), shown as stored for its stores.
 OPENCLAW_ROW_FIELDS = (
     "inputTokens",
     "outputTokens",
@@ -150,6 +151,7 @@ def build_row(
     for name in ("model", "contextTokens"):
         if entry.get(name) is not None:
             row[name] = entry[name]
+    _window_of_model(ctx, entry, row)
     tt = total_tokens(entry)
     if tt is not None:
         row["totalTokens"] = tt
@@ -170,6 +172,18 @@ def build_row(
         else:  # the common case, without building a Path per row
             row["transcriptPath"] = f"{sdir}{os.sep}{sid}.jsonl"
     return row
+
+
+def _window_of_model(ctx: Context, entry: Entry, row: ListRow) -> None:
+    """A run that failed before it reported stores its model, not the window: the model's
+    `contextWindow` in the config's catalog, as OpenClaw's gateway lists it."""
+    if "contextTokens" in row or not isinstance(row.get("model"), str):
+        return
+    from sessiontool.state.config_models import context_window
+
+    window = context_window(ctx.config, entry.get("modelProvider"), row["model"])
+    if window is not None:
+        row["contextTokens"] = window
 
 
 def _parse_kinds(kinds: Iterable[str] | None) -> set[str] | None:
@@ -283,13 +297,15 @@ Final = tuple[float, str, str, Entry, str]
 class _Found(Value):
     """The candidate rows of every agent read, and what each agent's store is."""
 
-    __slots__ = ("rows", "sessions_dirs", "gateway", "sqlite_agents")
+    __slots__ = ("rows", "sessions_dirs", "gateway", "sqlite_agents", "openclaw_agents")
 
     def __init__(self) -> None:
         self.rows: list[Candidate] = []
         self.sessions_dirs: dict[str, Path] = {}
         self.gateway: set[str] = set()
         self.sqlite_agents: set[str] = set()
+        # OpenClaw's stores, either era (its JSON-era store too: rows as its gateway lists them)
+        self.openclaw_agents: set[str] = set()
 
 
 def _candidates(ctx: Context, spec: ListSpec) -> _Found:
@@ -301,6 +317,8 @@ def _candidates(ctx: Context, spec: ListSpec) -> _Found:
             found.gateway.add(agent_id)
         if rd.info.format in ("openclaw-sqlite", "gateway"):  # OpenClaw's own rows, either way
             found.sqlite_agents.add(agent_id)
+        if agent_id in found.sqlite_agents or getattr(rd, "as_openclaw", False):
+            found.openclaw_agents.add(agent_id)
         found.rows += _wanted(ctx, spec, agent_id, _sessions_of(ctx, rd, spec.archived))
     found.rows.sort(key=_order, reverse=True)
     return found
@@ -411,6 +429,7 @@ def _row(
         row.pop("transcriptPath", None)  # no file: the transcript is in the database
     if agent_id in found.sqlite_agents:
         row["agentId"] = agent_id
+    if agent_id in found.openclaw_agents:
         for name in OPENCLAW_ROW_FIELDS:
             if entry.get(name) is not None:
                 row[name] = entry[name]

@@ -70,7 +70,9 @@ def reader_for(paths: StatePaths, agent_id: str) -> SessionReader:
     elif info.format == "openclaw-sqlite":
         reader = _sqlite_or_gateway(paths, info)
     else:
-        reader = JsonlReader(paths, info)
+        from sessiontool.state.chat_display import openclaw_state
+
+        reader = JsonlReader(paths, info, as_openclaw=openclaw_state(paths.root))
     if _scopes:
         _scopes[0][cache_key] = reader
     return reader

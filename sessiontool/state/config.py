@@ -425,15 +425,37 @@ class Config(Value):
         return v if isinstance(v, dict) else {}
 
 
+def spawn_allowlist(cfg: Config, agent_id: str) -> tuple[str, ...] | None:
+    """The agent ids `spawn --agent-id` may name for this agent (None: only itself):
+    `agents.list[]`'s, else OpenClaw 2026.9's `agents.entries.<id>.subagents.allowAgents`, else
+    `agents.defaults.subagents.allowAgents`, as OpenClaw reads them."""
+    found = (
+        cfg.agent(agent_id).allow_agents,
+        _entry_value(cfg.raw, agent_id, "subagents", "allowAgents"),
+        cfg.get("agents.defaults.subagents.allowAgents"),
+    )
+    allow = next((a for a in found if a is not None), None)
+    return tuple(str(a) for a in allow) if isinstance(allow, list | tuple) else None
+
+
 def _entry_sandbox_mode(raw: Mapping[str, Any], agent_id: str) -> Any:
     """OpenClaw 2026.9's per-agent override, `agents.entries.<id>.sandbox.mode` (its object key
-    is the agent's id): a limit set there holds here too."""
+    is the agent's id): a limit set there holds here too (`sandbox: "all"` is the mode)."""
+    sandbox = _entry_value(raw, agent_id, "sandbox")
+    return sandbox.get("mode") if isinstance(sandbox, dict) else sandbox
+
+
+def _entry_value(raw: Mapping[str, Any], agent_id: str, *path: str) -> Any:
+    """`agents.entries.<id>.<path>` of OpenClaw 2026.9's keyed roster (the object key is the
+    agent's id, normalised), or None."""
     agents = raw.get("agents")
     entries = agents.get("entries") if isinstance(agents, dict) else None
     for key, entry in entries.items() if isinstance(entries, dict) else ():
         if normalize_agent_id(str(key)) == agent_id and isinstance(entry, dict):
-            sandbox = entry.get("sandbox")
-            return sandbox.get("mode") if isinstance(sandbox, dict) else sandbox
+            value: Any = entry
+            for name in path:
+                value = value.get(name) if isinstance(value, dict) else None
+            return value
     return None
 
 

@@ -34,6 +34,24 @@ def model_cost(cfg: Config, provider: str | None, model: str | None) -> dict[str
     return None
 
 
+def context_window(cfg: Config, provider: Any, model: str) -> int | None:
+    """A model's `contextWindow` in the config's catalog (`models.providers.<p>.models[]`), the
+    window OpenClaw's gateway lists for a session that stores its model but no contextTokens;
+    `model` may be `provider/id`. None when the catalog does not say."""
+    if "/" in model and not isinstance(provider, str):
+        provider, model = model.split("/", 1)
+    for pname, p in cfg.providers.items():
+        if isinstance(provider, str) and provider and pname != provider:
+            continue
+        models = p.get("models") if isinstance(p, dict) else None
+        for m in models if isinstance(models, list) else ():
+            if isinstance(m, dict) and m.get("id") == model:
+                w = m.get("contextWindow")
+                if isinstance(w, int) and not isinstance(w, bool) and w > 0:
+                    return w
+    return None
+
+
 def _price(value: Any) -> float | None:
     """A usable per-million-token price: a finite number, not negative (as `usage` takes it)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -45,9 +63,11 @@ def _price(value: Any) -> float | None:
     return n if math.isfinite(n) and n >= 0 else None
 
 
-def known_models(cfg: Config) -> list[str]:
-    """Every model name the config knows, for `spawn --model` validation."""
-    names: list[str] = ["echo"]
+def known_models(cfg: Config, *, demo: bool = True) -> list[str]:
+    """Every model name the config knows, for `spawn --model` validation; `demo`: with
+    sessiontool's demo `echo` model first (not on a store OpenClaw's gateway runs, whose agent
+    answers with the install's models)."""
+    names: list[str] = ["echo"] if demo else []
 
     def add(v: Any) -> None:
         primary, fallbacks = model_primary(v)
@@ -80,9 +100,9 @@ def known_models(cfg: Config) -> list[str]:
     return names
 
 
-def is_known_model(cfg: Config, name: str) -> bool:
+def is_known_model(cfg: Config, name: str, *, demo: bool = True) -> bool:
     """Whether `name` is a model the config knows, with or without its `provider/`."""
-    known = known_models(cfg)
+    known = known_models(cfg, demo=demo)
     if name in known:
         return True
     return any("/" in k and k.split("/", 1)[1] == name for k in known)

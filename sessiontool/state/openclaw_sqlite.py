@@ -30,22 +30,14 @@ from typing import Any
 from urllib.parse import quote
 
 from sessiontool.errors import BusyError, CorruptStateError
-from sessiontool.protocol import SILENT_REPLIES
 from sessiontool.state import sqlite_conn
+from sessiontool.state.chat_display import display_message
 from sessiontool.state.detect import StoreInfo
 from sessiontool.state.paths import StatePaths
 from sessiontool.state.sessions_json import Entry, Folded, normalize_entry
 from sessiontool.state.transcript import Message, ReadResult
 
 BUSY_TIMEOUT_S = 5.0
-
-# What the gateway's chat.history shows, applied the same way here (see README, "OpenClaw
-# 2026.8+"): silent control replies (protocol.py) are not messages, a message another session sent with
-# sessions_send is shown as that session's assistant turn without the routing preamble (other
-# inter-session messages, a spawn's task or announce, stay what they are), and a reset is one
-# system "Reset" line after which the older turns of the window are no longer shown.
-INTER_SESSION_HEADER = "[Inter-session message]"
-INTER_SESSION_NOTE = "This content was routed by OpenClaw"
 
 
 class UnsupportedStoreError(CorruptStateError):
@@ -59,50 +51,6 @@ def _ms_of_iso(value: Any) -> int | None:
     from sessiontool.clock import parse_iso_ms
 
     return parse_iso_ms(value)
-
-
-def _text_of(msg: Message) -> str | None:
-    c = msg.get("content")
-    if isinstance(c, str):
-        return c
-    if (
-        isinstance(c, list)
-        and len(c) == 1
-        and isinstance(c[0], dict)
-        and c[0].get("type") == "text"
-        and isinstance(c[0].get("text"), str)
-    ):
-        return str(c[0]["text"])
-    return None
-
-
-def display_message(msg: Message) -> Message | None:
-    """One stored message as chat.history shows it (None: not shown)."""
-    role = msg.get("role")
-    if role == "user":
-        prov = msg.get("provenance")
-        content = msg.get("content")
-        if (
-            isinstance(prov, dict)
-            and prov.get("kind") == "inter_session"
-            and prov.get("sourceTool") == "sessions_send"  # chat.history's isForwardedUserMessage
-            and isinstance(content, str)
-        ):
-            lines = content.split("\n")
-            if lines and lines[0].startswith(INTER_SESSION_HEADER):
-                lines = lines[1:]
-                if lines and lines[0].startswith(INTER_SESSION_NOTE):
-                    lines = lines[1:]
-            return {**msg, "role": "assistant", "content": "\n".join(lines)}
-        return msg
-    if role == "assistant":
-        text = _text_of(msg)
-        if text is not None and text.strip() in SILENT_REPLIES:
-            return None
-        return msg
-    if role == "toolResult" and "details" in msg:
-        return {k: v for k, v in msg.items() if k != "details"}
-    return msg
 
 
 def reset_message(event: dict[str, Any]) -> Message:

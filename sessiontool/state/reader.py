@@ -50,9 +50,13 @@ class SessionReader(Protocol):
 class JsonlReader:
     """sessions.json + `<sessionId>.jsonl`: the format sessiontool writes."""
 
-    def __init__(self, paths: StatePaths, info: StoreInfo) -> None:
+    def __init__(self, paths: StatePaths, info: StoreInfo, *, as_openclaw: bool = False) -> None:
+        """`as_openclaw`: the store is OpenClaw's JSON-era store (an `openclaw.json` state dir),
+        whose messages are shown as its gateway's chat.history shows them (state/chat_display.py);
+        `stored_messages` reads them as stored all the same (export)."""
         self.paths = paths
         self.info = info
+        self.as_openclaw = as_openclaw
         self._sessions: dict[str, Folded] | None = None
         self._store: Store | None = None
 
@@ -100,18 +104,47 @@ class JsonlReader:
         path = self._path(entry)
         if path is None:
             return ReadResult(exists=False)
-        res = read_tail(path, limit, keep, stop=stop, skip_line=skip_line)
+        if self.as_openclaw:
+            res = _shown_tail(path, limit, keep, stop, skip_line)
+        else:
+            res = read_tail(path, limit, keep, stop=stop, skip_line=skip_line)
         if res.bad_lines:
             from sessiontool import diag
 
             diag.warn(f"{path}: skipped {res.bad_lines} unreadable line(s)")
         return res
 
+    def stored_messages(self, entry: Entry) -> list[Message]:
+        """Every message of the session's transcript as stored (an export is a copy, not what
+        a gateway would show of it)."""
+        path = self._path(entry)
+        return read_tail(path, None).messages if path is not None else []
+
     def close(self) -> None:
         if _kept is not None and self._sessions is not None:
             _kept.append(self._sessions)
         self._sessions = None
         self._store = None
+
+
+def _shown_tail(
+    path: Path,
+    limit: int | None,
+    keep: Callable[[Message], bool] | None,
+    stop: Callable[[Message], bool] | None,
+    skip_line: Callable[[bytes], bool] | None,
+) -> ReadResult:
+    """read_tail of the messages OpenClaw's chat.history shows, each as it shows it: `limit`
+    and `keep` count the shown ones (a hidden REPLY_SKIP is no message of the page)."""
+    from sessiontool.state.chat_display import display_message
+
+    def shown(msg: Message) -> bool:
+        d = display_message(msg)
+        return d is not None and (keep is None or keep(d))
+
+    res = read_tail(path, limit, shown, stop=stop, skip_line=skip_line)
+    res.messages = [d for d in map(display_message, res.messages) if d is not None]
+    return res
 
 
 # A one-shot command (list, history) ends with os._exit: what its readers parsed (100 MB of

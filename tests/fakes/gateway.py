@@ -12,7 +12,9 @@ ids and seqs) and, on `sessions.messages.subscribe`, sends the next message of `
 closed while `drop_after_event` lasts. `grant_scopes` caps the scopes hello-ok grants;
 `config` is the OpenClaw config `config.get` answers (else the method is unknown).
 
-A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`); `fail ...`
+A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`, or
+`timeout_as`'s status: 2026.9.6 under load ends a timed-out spawn `error`, its row `failed`,
+and `agent.wait` then gives the run's `startedAt`/`endedAt`); `fail ...`
 makes the gateway refuse it. `announce_fail: N` accepts the next N announce turns (a spawn's
 result handed to its requester) and fails each after `announce_fail_s` ("worker task timed
 out"), as 2026.9.6 did. A key the gateway has seen is replayed, as OpenClaw's dedupe does:
@@ -343,6 +345,8 @@ class Server:
             }
             if final.get("error"):
                 answer["error"] = final["error"]
+            if final and self.cfg.get("timeout_as"):
+                answer["startedAt"] = run["startedAt"]
             return res(answer)
         if method == "chat.abort":
             # As OpenClaw: a run is stopped by its owner connection, or by operator.admin.
@@ -425,6 +429,7 @@ class Server:
             "final": None,
             "owner": -1,  # the gateway's own run: no client connection owns it
             "accepted": time.monotonic(),
+            "startedAt": int(time.time() * 1000),
         }
         self.runs[run_id] = run
         if name == "sessions_spawn":
@@ -547,7 +552,7 @@ class Server:
             if run["abort"].wait(wait):
                 status = "aborted"
             elif limit is not None and limit < secs:
-                status = "timeout"
+                status = self.cfg.get("timeout_as", "timeout")
         elif self.cfg.get("turn_s"):
             time.sleep(float(self.cfg["turn_s"]))
         final = {

@@ -235,3 +235,81 @@ def test_doctor_knows_the_files_openclaw_writes_beside_the_transcripts(json_live
     problems = json.loads(proc.stdout)["problems"]
     named = [p for p in problems if "trajectory" in p["path"] or "trajectory" in p.get("hint", "")]
     assert named == [], named
+
+
+GATEWAY_CALL = """
+import json, sys
+from pathlib import Path
+from sessiontool.openclaw import gateway
+from sessiontool.state.paths import StatePaths
+print(json.dumps(gateway.call(StatePaths(Path(sys.argv[1])), sys.argv[2], json.loads(sys.argv[3]),
+                              timeout_s=120)))
+"""
+
+
+def _gateway(live: JsonLive, method: str, params: dict[str, object]) -> dict[str, object]:
+    """One call to the live 2026.7.35 gateway (through sessiontool's own client)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", GATEWAY_CALL, str(live.state), method, json.dumps(params)],
+        env=live.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, object] = json.loads(proc.stdout)
+    return out
+
+
+def _text(msg: dict[str, object]) -> str:
+    c = msg.get("content")
+    if isinstance(c, str):
+        return c
+    blocks = c if isinstance(c, list) else []
+    return "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+def test_list_and_history_read_from_files_are_what_the_735_gateway_shows(
+    json_live: JsonLive,
+) -> None:
+    """Issue 45 item 2, against the real program: after an agent-to-agent send (the fake model
+    answers the reply step REPLY_SKIP and the announce step ANNOUNCE_SKIP), `history` read from
+    the files is chat.history's view (the control replies hidden), and `list --json` carries the
+    tokens and windows sessions.list shows."""
+    key = "agent:main:telegram:group:-100555"
+    proc = _st(json_live, "--as", "main", "--json", "send", key, "json era a2a", "--timeout", "300")
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["runId"]
+    deadline = time.monotonic() + 300
+    while (json.loads(_st(json_live, "--json", "runs", run_id).stdout).get("followUp") or {}).get(
+        "next"
+    ) != "done":
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    (sid,) = {
+        json.loads(line)["id"]
+        for p in json_live.state.glob("agents/main/sessions/*.jsonl")
+        if "json era a2a" in p.read_text() and not p.name.endswith("trajectory.jsonl")
+        for line in p.read_text().splitlines()[:1]
+    }
+    stored = (json_live.state / "agents/main/sessions" / f"{sid}.jsonl").read_text()
+    assert '"REPLY_SKIP"' in stored and '"ANNOUNCE_SKIP"' in stored  # the case is there
+    page = _gateway(json_live, "chat.history", {"sessionKey": key, "limit": 1000})
+    theirs = page["messages"]
+    assert isinstance(theirs, list)
+    mine = json.loads(_st(json_live, "--json", "history", key, "--limit", "all").stdout)
+    assert [(m["role"], _text(m)) for m in mine["messages"]] == [
+        (m["role"], _text(m)) for m in theirs
+    ]
+    rows = _gateway(json_live, "sessions.list", {"limit": 1000})["sessions"]
+    assert isinstance(rows, list)
+    listed = json.loads(_st(json_live, "--json", "list", "--all-agents", "--limit", "all").stdout)
+    by_id = {r["sessionId"]: r for r in listed["sessions"]}
+    for g in rows:
+        r = by_id[g["sessionId"]]
+        assert (r.get("inputTokens"), r.get("outputTokens")) == (
+            g.get("inputTokens"),
+            g.get("outputTokens"),
+        ), g["key"]
+        if "model" in r:
+            assert r.get("contextTokens") == g.get("contextTokens"), g["key"]

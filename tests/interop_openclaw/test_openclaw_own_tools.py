@@ -168,9 +168,9 @@ def _full(key: str) -> str:
 
 
 def test_a_run_timeout_is_recorded_as_openclaw_records_it(allowed: Live) -> None:
-    """`--run-timeout` is the tool's runTimeoutSeconds: the run's end in sessiontool's record is
-    the one OpenClaw's row for the child says (`timeout` when the run was cut: 2026.9.6's
-    agent.wait says `ok` for it; a run whose exec returned early is `done`/`ok` in both)."""
+    """`--run-timeout` is the tool's runTimeoutSeconds: sessiontool's record says `timeout` when
+    the run was cut, whatever agent.wait says (2026.9.6: `ok`, the row `timeout`; under load
+    `error`, the row `failed`); a run whose exec returned early is `done`/`ok` in both."""
     proc = st(
         allowed.env,
         allowed.state,
@@ -187,7 +187,9 @@ def test_a_run_timeout_is_recorded_as_openclaw_records_it(allowed: Live) -> None
     st(allowed.env, allowed.state, "--json", "wait", run_id, "--timeout", "300")
     rec = until_done(allowed, run_id)
     row = rows(allowed)[_full(rec["sessionKey"])]
-    assert (rec["status"], row["status"]) in (("timeout", "timeout"), ("ok", "done")), (rec, row)
+    # Under load 2026.9.6 ends the cut run `error` and its row says `failed`: still a timeout.
+    pairs = (("timeout", "timeout"), ("timeout", "failed"), ("ok", "done"))
+    assert (rec["status"], row["status"]) in pairs, (rec, row)
     if rec["status"] == "timeout":
         assert "--run-timeout" in rec["error"]
 
