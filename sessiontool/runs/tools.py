@@ -12,6 +12,7 @@ A tool's refusal or failure comes back as the JSON object the CLI prints with `-
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,8 +58,25 @@ def _type_ok(kind: str, v: Any) -> bool:
     return isinstance(v, Mapping)
 
 
+def _json_word(v: Any) -> str:
+    """An enum value as JSON spells it (true, not True)."""
+    return json.dumps(v) if isinstance(v, bool) else str(v)
+
+
+def _kind_of(name: str, schema: Mapping[str, Any], v: Any) -> str:
+    """The schema's type for this value; of a union (`archived`: true, false or "all") the
+    one it has, the enum naming the values when it has none."""
+    kinds = schema.get("type", "string")
+    if not isinstance(kinds, list):
+        return str(kinds)
+    kind = next((k for k in kinds if _type_ok(k, v)), None)
+    if kind is None:
+        raise UsageError(f"{name} must be one of: {', '.join(map(_json_word, schema['enum']))}")
+    return str(kind)
+
+
 def _check_value(name: str, schema: Mapping[str, Any], v: Any) -> Any:
-    kind = schema.get("type", "string")
+    kind = _kind_of(name, schema, v)
     if not _type_ok(kind, v):
         raise UsageError(f"{name} must be {_TYPE_NAMES.get(kind, kind)}")
     if kind == "integer":
@@ -73,8 +91,8 @@ def _check_value(name: str, schema: Mapping[str, Any], v: Any) -> Any:
         if high is not None and v > high:
             raise UsageError(f"{name} must be at most {high}")
     enum = schema.get("enum")
-    if enum is not None and v not in enum:
-        raise UsageError(f"{name} must be one of: {', '.join(map(str, enum))}")
+    if enum is not None and not any(type(v) is type(e) and v == e for e in enum):
+        raise UsageError(f"{name} must be one of: {', '.join(map(_json_word, enum))}")
     if kind == "array":
         items = schema.get("items") or {}
         v = [_check_value(f"{name}[{i}]", items, x) for i, x in enumerate(v)]
@@ -101,6 +119,7 @@ def check_arguments(
         if v is None:
             if not null_is_absent:
                 kind = props[name].get("type", "a value")
+                kind = " or ".join(kind) if isinstance(kind, list) else kind
                 raise UsageError(
                     f"{name} must be {kind}, not null (leave it out to use the default)"
                 )
