@@ -273,7 +273,9 @@ def create_child(paths: StatePaths, rec: Record) -> None:
     if rec.get("label"):
         params["label"] = rec["label"]
     # A spawn's options that OpenClaw's sessions.create takes (2026.9.6), only when asked for.
-    for name, value in (("thinkingLevel", rec.get("thinking")), ("cwd", rec.get("cwd"))):
+    from sessiontool.runs.spawnopts import thinking_of
+
+    for name, value in (("thinkingLevel", thinking_of(rec)), ("cwd", rec.get("cwd"))):
         if isinstance(value, str):
             params[name] = value
     if rec.get("context") == "fork":
