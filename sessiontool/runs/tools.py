@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sessiontool.context import Context, Requester
+from sessiontool.context import Context, Requester, SpendGate
 from sessiontool.errors import SessiontoolError, UsageError
 from sessiontool.runs import life_tools, read_tools, subagent_tools, tool_outputs
 from sessiontool.runs.tool_params import SEND_MODE, SPAWN_PROPERTIES
@@ -382,8 +382,19 @@ def execute_tool(ctx: Context, name: str, arguments: Any) -> tuple[dict[str, Any
     return r.data, r.malformed
 
 
+# The gate a model's own sessions_send / sessions_spawn pass (context.SpendGate): handed down
+# by the worker program above the engine (reports/runworker.py: the budgets), none otherwise.
+_SPEND_GATE: list[Callable[[Context], SpendGate]] = []
+
+
+def set_spend_gate(make: Callable[[Context], SpendGate]) -> None:
+    """Gate the tool calls of this process's runs with `make(ctx)` (the budgets)."""
+    _SPEND_GATE[:] = [make]
+
+
 def tool_context(env: Mapping[str, str]) -> Context:
-    """The run's own session as requester: its sandbox, policies and sub-agent limits apply."""
+    """The run's own session as requester: its sandbox, policies and sub-agent limits apply,
+    and the budgets when the worker program handed their gate down (`set_spend_gate`)."""
     from sessiontool.context import _sandboxed
     from sessiontool.state import keys
     from sessiontool.state.config import load_config
@@ -396,7 +407,8 @@ def tool_context(env: Mapping[str, str]) -> Context:
         raise UsageError("a tool call needs the run's session (SESSIONTOOL_SESSION_KEY)")
     agent_id = keys.agent_of(key, cfg.default_agent_id)
     sandboxed = env.get("SESSIONTOOL_SANDBOXED") == "1" or _sandboxed(cfg, key, agent_id)
-    return Context(paths, cfg, Requester(key, agent_id, sandboxed))
+    ctx = Context(paths, cfg, Requester(key, agent_id, sandboxed))
+    return ctx.with_gate(_SPEND_GATE[0](ctx)) if _SPEND_GATE else ctx
 
 
 def state_root(env: Mapping[str, str]) -> Path | None:
