@@ -296,3 +296,33 @@ def test_with_budgets_a_run_leaves_the_index_current_for_its_transcript(state: P
         os.stat(path).st_size,
         os.stat(path).st_mtime_ns,
     )
+
+
+def test_a_models_own_send_and_spawn_pass_the_budgets_as_tool_errors(state: Path) -> None:
+    """A run's model calling `sessions_send` / `sessions_spawn` (the `openai` runner's tools,
+    carried out in the worker) is gated as the CLI is: over a spent budget each is refused as a
+    tool error with the budget's message, and nothing is queued for it."""
+    _config(state, [{"window": "day", "limit": 1}])
+    assert run_json("send", "main", "spend it")[0] == 6  # 1 USD: the day's budget is spent
+
+    def model(body: dict[str, Any]) -> Any:
+        results = [m for m in body["messages"] if m.get("role") == "tool"]
+        if len(results) == 2:
+            return {"content": "tools said: " + " | ".join(str(m["content"]) for m in results)}
+        return {
+            "tool_calls": [
+                {"name": "sessions_send", "arguments": {"sessionKey": "bob", "message": "hi"}},
+                {"name": "sessions_spawn", "arguments": {"task": "a child task"}},
+            ]
+        }
+
+    with FakeOpenAI(default=model) as srv:
+        runner = {"type": "openai", "baseUrl": srv.base_url, "model": "fake-model"}
+        _config(state, [{"window": "day", "limit": 1}], runner)
+        before = len(records(state))
+        rc, out = run_json("send", "main", "delegate", "--force")  # this run is let through
+        assert rc == 0, out
+    reply = out["reply"]
+    assert reply.count('"status": "over_budget"') == 2, reply
+    assert reply.count("budget day: 1.0000 USD spent today") == 2, reply
+    assert len(records(state)) == before + 1  # the send alone: no run for bob, no child

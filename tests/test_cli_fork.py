@@ -71,7 +71,12 @@ def test_fork_at_a_user_message_copies_what_came_before(work: Path) -> None:
     new = data["sessionKey"]
     assert new.startswith("agent:main:dashboard:")
     entry = read_store(work)[new]
-    assert entry["forkSource"] == {"sessionKey": "agent:main:work", "sessionId": WORK_SID}
+    # OpenClaw's sessions.fork records the entry it was cut at too (fork_source_entry_id).
+    assert entry["forkSource"] == {
+        "sessionKey": "agent:main:work",
+        "sessionId": WORK_SID,
+        "entryId": at,
+    }
     assert entry["forkedFromParent"] is True and entry["label"] == "branch-b"
     assert (entry["modelOverride"], entry["thinkingLevel"]) == ("big", "high")
     copy = lines(transcript(work, entry["sessionId"]))

@@ -242,3 +242,49 @@ def test_top_shows_pinned_sessions_first_and_says_so(life: Path) -> None:
     shown = session_rows(rows, {}, NOW)
     assert shown[0][0] == "agent:main:work" and shown[0][1][1] == "other (pinned)"
     assert all("(pinned)" not in cells[1] for _, cells in shown[1:])
+
+
+def test_pin_and_fork_origin_are_read_from_openclaws_sqlite_columns(tmp_path: Path) -> None:
+    """OpenClaw 2026.9.6 projects a pin into `pinned_at` and a fork's origin into
+    `fork_source_session_key/_id/_entry_id`: read from those where the entry does not say them,
+    the pinned session listed first and marked, the fork's origin in `list` and `history`."""
+    import shutil
+    import sqlite3
+
+    state = tmp_path / "oc"
+    shutil.copytree(OC_STATE, state)
+    source_sid = "0d297c45-92ab-4ff1-95f6-c9c44659fa06"
+    db = sqlite3.connect(state / "agents/main/agent/openclaw-agent.sqlite")
+    with db:
+        db.execute(
+            "UPDATE session_nodes SET pinned_at = ? WHERE session_key = ?",
+            (NOW - 5, "agent:main:cron:job-abc"),
+        )
+        db.execute(
+            "UPDATE session_nodes SET fork_source_session_key = ?, fork_source_session_id = ?, "
+            "fork_source_entry_id = ? WHERE session_key = ?",
+            ("agent:main:discord:group:123", source_sid, "e-42", "agent:main:custom-other"),
+        )
+    db.close()
+    env = {"SESSIONTOOL_STATE_DIR": str(state), "SESSIONTOOL_OUTPUT_FORMAT": "json"}
+    rc, data = run_json("list", env=env)
+    assert rc == 0, data
+    rows = {r["key"]: r for r in data["sessions"]}
+    assert data["sessions"][0]["key"] == "agent:main:cron:job-abc"
+    assert rows["agent:main:cron:job-abc"]["pinnedAt"] == NOW - 5
+    assert rows["agent:main:custom-other"]["forkSource"] == {
+        "sessionKey": "agent:main:discord:group:123",
+        "sessionId": source_sid,
+        "entryId": "e-42",
+    }
+    assert "pinnedAt" not in rows["agent:main:custom-other"]
+    table = run_cli("list", env={**env, "SESSIONTOOL_OUTPUT_FORMAT": "table"}).stdout
+    assert "(pinned)" in next(ln for ln in table.splitlines() if "job-abc" in ln)
+    rc, hist = run_json("history", "agent:main:custom-other", env=env)
+    assert rc == 0 and hist["forkSource"]["entryId"] == "e-42"
+    text = run_cli(
+        "history", "agent:main:custom-other", env={**env, "SESSIONTOOL_OUTPUT_FORMAT": "text"}
+    )
+    assert "forked from agent:main:discord:group:123 at e-42" in text.stdout
+    rc, pinned = run_json("history", "agent:main:cron:job-abc", env=env)
+    assert pinned["pinned"] is True and "forkSource" not in pinned

@@ -138,3 +138,33 @@ def test_sessions_delete_and_reset_with_expected_session_id(two: Path) -> None:
     assert seen["deleted"]["action"] == "delete"
     assert "agent:main:other" not in read_store(two)
     assert json.loads(run_cli("list", "--json").stdout)["count"] == 1
+
+
+def test_sessions_list_archived_false_true_and_all_as_openclaws_tool(two: Path) -> None:
+    """OpenClaw's `archived`: false or left out lists the sessions not archived, true only the
+    archived ones, "all" both (each archived row says so); anything else is refused."""
+    rc = run_cli("archive", "agent:main:other", "--expect-session-id", OTHER_SID).returncode
+    assert rc == 0
+    seen: dict[str, Any] = {}
+
+    async def session(c: Client) -> None:
+        seen["default"] = ok(await c.call_tool("sessions_list", {}))
+        seen["false"] = ok(await c.call_tool("sessions_list", {"archived": False}))
+        seen["true"] = ok(await c.call_tool("sessions_list", {"archived": True}))
+        seen["all"] = ok(await c.call_tool("sessions_list", {"archived": "all"}))
+        seen["yes"] = err(await c.call_tool("sessions_list", {"archived": "yes"}))
+        seen["one"] = err(await c.call_tool("sessions_list", {"archived": 1}))
+
+    run(session, server())
+
+    def keys(name: str) -> list[str]:
+        return [r["key"] for r in seen[name]["sessions"]]
+
+    assert keys("default") == keys("false") == [ME]
+    assert keys("true") == ["agent:main:other"]
+    assert seen["true"]["sessions"][0]["archived"] is True
+    rows = {r["key"]: r for r in seen["all"]["sessions"]}
+    assert sorted(rows) == sorted([ME, "agent:main:other"])
+    assert rows["agent:main:other"]["archived"] is True and "archived" not in rows[ME]
+    for name in ("yes", "one"):
+        assert seen[name]["code"] == 2 and "archived must be one of" in seen[name]["error"]

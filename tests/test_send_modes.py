@@ -204,3 +204,19 @@ def test_a_spawns_thinking_is_the_openai_reasoning_effort(
     settle(state)
     last_child = [b for b in (r.body for r in srv.requests) if "no thought" in _user_texts(b)[-1]]
     assert last_child and all("reasoning_effort" not in b for b in last_child)
+
+
+def test_a_sessions_own_thinking_level_is_the_openai_reasoning_effort(
+    state: Path, brain: tuple[FakeOpenAI, Brain]
+) -> None:
+    """`session KEY --thinking` reaches the in-process runners too (one level: the run's,
+    else the session's), `max` as OpenAI's strongest."""
+    srv, _ = brain
+    assert run_json("send", "main", "first")[0] == 0
+    settle(state)
+    assert all("reasoning_effort" not in r.body for r in srv.requests)
+    assert run_json("session", "main", "--thinking", "max")[0] == 0
+    assert run_json("send", "main", "deeper")[0] == 0
+    settle(state)
+    body = next(b for b in (r.body for r in srv.requests) if _user_texts(b)[-1] == "deeper")
+    assert body["reasoning_effort"] == "high"

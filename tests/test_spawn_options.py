@@ -34,13 +34,14 @@ SHOW = (
     "import json, os, sys; sys.stdin.read(); d = os.environ.get('SESSIONTOOL_ATTACHMENTS_DIR');"
     "print(json.dumps({'cwd': os.getcwd(), 'argv': sys.argv[1:],"
     " 'thinking': os.environ.get('SESSIONTOOL_THINKING'),"
+    " 'level': os.environ.get('SESSIONTOOL_THINKING_LEVEL'),"
     " 'files': sorted(os.listdir(d)) if d else None}))"
 )
 
 
 def show_runner(state: Path, **more: Any) -> None:
     runner = py_command(SHOW)
-    runner["command"] = [*runner["command"], "think={thinking}"]
+    runner["command"] = [*runner["command"], "think={thinking}", "level={thinkingLevel}"]
     cfg: dict[str, Any] = {"agents": {"defaults": {"runner": runner}}, **more}
     write_config(state, cfg)
 
@@ -116,21 +117,23 @@ def test_thinking_and_cwd_reach_the_command_agent(state: Path, tmp_path: Path) -
     rec = spawn_record(state, out["runId"])
     seen = json.loads(rec["reply"])
     assert seen["cwd"] == str(work)
-    assert seen["thinking"] == "high" and seen["argv"] == ["think=high"]
-    assert (rec["thinking"], rec["cwd"]) == ("high", str(work))
+    assert seen["thinking"] == seen["level"] == "high"
+    assert seen["argv"] == ["think=high", "level=high"]
+    assert (rec["thinkingLevel"], rec["cwd"]) == ("high", str(work)) and "thinking" not in rec
     entry = read_store(state)[out["childSessionKey"]]
     assert (entry["thinkingLevel"], entry["spawnedCwd"]) == ("high", str(work))
     # Without the options the agent runs where the worker does, with no level.
     rc, plain = run_json("spawn", "again")
     seen = json.loads(spawn_record(state, plain["runId"])["reply"])
-    assert seen["thinking"] is None and seen["argv"] == ["think="] and seen["cwd"] != str(work)
+    assert seen["thinking"] is None and seen["argv"] == ["think=", "level="]
+    assert seen["cwd"] != str(work)
 
 
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
         (["--cwd", "/no/such/dir"], "cwd '/no/such/dir' is not an existing directory"),
-        (["--thinking", "loud"], "thinking must be one of: off, minimal"),
+        (["--thinking", "loud"], 'Invalid thinking level "loud". Use one of: off, minimal'),
         (["--context", "shared"], "context must be one of: isolated, fork"),
         (["--mode", "forever"], "mode must be one of: run, session"),
         (["--task-name", "Bad Name"], 'Invalid taskName "Bad Name". Use 1-64 chars'),
@@ -364,7 +367,93 @@ def test_rerun_keeps_the_options(state: Path) -> None:
     rc, again = run_json("rerun", out["runId"])
     assert rc == 0, again
     rec = next(r for r in settle(state) if r["runId"] == again["runId"])
-    assert (rec["thinking"], rec["taskName"], rec["completion"]) == ("low", "again", "quiet")
+    assert (rec["thinkingLevel"], rec["taskName"], rec["completion"]) == ("low", "again", "quiet")
+
+
+def test_rerun_of_a_record_with_the_older_thinking_spelling_keeps_its_level(
+    state: Path, tmp_path: Path
+) -> None:
+    """A record an older sessiontool wrote names the level `thinking`: still read."""
+    marker = tmp_path / "fail-once"
+    marker.touch()
+    fail_once = (
+        f"import os, sys; p = {str(marker)!r}\nif os.path.exists(p): os.remove(p); sys.exit(3)\n"
+    )
+    runner = py_command(fail_once + SHOW)
+    write_config(state, {"agents": {"defaults": {"runner": runner}}})
+    rc, out = run_json("spawn", "old one", "--thinking", "medium")
+    assert rc == 0
+    assert spawn_record(state, out["runId"])["status"] == "error"
+    path = state / "sessiontool" / "runs" / f"{out['runId']}.json"
+    old = json.loads(path.read_text())
+    old["thinking"] = old.pop("thinkingLevel")
+    path.write_text(json.dumps(old))
+    rc, again = run_json("rerun", out["runId"])
+    assert rc == 0, again
+    rec = spawn_record(state, again["runId"])
+    assert rec["thinkingLevel"] == "medium"
+    assert json.loads(rec["reply"])["level"] == "medium"
+
+
+def test_one_thinking_level_a_spawns_else_the_sessions_else_the_requesters(
+    state: Path,
+) -> None:
+    """OpenClaw's words are normalized for a spawn as for a session; a child spawned without
+    one inherits its requester's `thinkingLevel` (OpenClaw's spawn does); a session's own
+    level reaches its runs under both names."""
+    show_runner(state)
+    rc, out = run_json("spawn", "words", "--thinking", "think hard")
+    assert rc == 0, out
+    rec = spawn_record(state, out["runId"])
+    assert rec["thinkingLevel"] == "low" and json.loads(rec["reply"])["level"] == "low"
+    assert read_store(state)[out["childSessionKey"]]["thinkingLevel"] == "low"
+    rc, _ = run_json("send", "main", "hello")
+    assert rc == 0
+    assert run_json("session", "main", "--thinking", "max")[0] == 0
+    rc, sent = run_json("send", "main", "again")
+    seen = json.loads(sent["reply"])
+    assert (seen["thinking"], seen["level"]) == ("max", "max")
+    rc, out = run_json("spawn", "inherits")
+    assert rc == 0, out
+    rec = spawn_record(state, out["runId"])
+    assert rec["thinkingLevel"] == "max" and json.loads(rec["reply"])["argv"][1] == "level=max"
+    assert read_store(state)[out["childSessionKey"]]["thinkingLevel"] == "max"
+    rc, out = run_json("spawn", "its own", "--thinking", "off")
+    assert spawn_record(state, out["runId"])["thinkingLevel"] == "off"
+
+
+def test_cwd_is_refused_where_no_agent_process_takes_it(state: Path, tmp_path: Path) -> None:
+    """The echo, openai and llm runners answer inside sessiontool: a cwd is refused (exit 2),
+    not ignored; a sandboxed child gets OpenClaw's refusal (exit 4). Nothing is written."""
+    work = tmp_path / "w"
+    work.mkdir()
+    write_config(state, {"agents": {"defaults": {"runner": {"type": "echo"}}}})
+    rc, out = run_json("spawn", "here", "--cwd", str(work))
+    assert rc == 2 and "runner (echo) answers inside sessiontool" in out["error"], out
+    assert records(state) == []
+    sandboxed = {"runner": py_command(SHOW), "sandbox": {"mode": "all"}}
+    write_config(state, {"agents": {"defaults": sandboxed}})
+    rc, out = run_json("spawn", "here", "--cwd", str(work))
+    assert rc == 4 and out["error"].startswith(
+        "cwd override is not supported for sandboxed subagent runs"
+    ), out
+    assert records(state) == []
+    assert not (state / "agents" / "main" / "sessions" / "sessions.json").exists()
+
+
+def test_a_persistent_childs_later_turns_keep_its_cwd(state: Path, tmp_path: Path) -> None:
+    show_runner(state)
+    work = tmp_path / "kept"
+    work.mkdir()
+    rc, out = run_json("spawn", "stay", "--mode", "session", "--cwd", str(work))
+    assert rc == 0, out
+    settle(state)
+    rc, sent = run_json("send", out["childSessionKey"], "and now")
+    assert rc == 0, sent
+    assert json.loads(sent["reply"])["cwd"] == str(work)
+    work.rmdir()
+    rc, sent = run_json("send", out["childSessionKey"], "gone")
+    assert rc != 0 and "working directory" in json.dumps(sent), sent
 
 
 def test_spawn_schema_has_openclaws_parameter_names() -> None:

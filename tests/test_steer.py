@@ -55,17 +55,20 @@ class _Model:
 
 
 def test_llm_thinking_is_the_models_own_option() -> None:
-    assert with_thinking(_Model("reasoning_effort"), {}, {"thinking": "medium"}) == {
+    assert with_thinking(_Model("reasoning_effort"), {}, {"thinkingLevel": "medium"}) == {
         "reasoning_effort": "medium"
     }
-    assert with_thinking(_Model("thinking"), {"x": 1}, {"thinking": "high"}) == {
+    assert with_thinking(_Model("thinking"), {"x": 1}, {"thinkingLevel": "high"}) == {
         "x": 1,
         "thinking": True,
     }
-    assert with_thinking(_Model("thinking"), {}, {"thinking": "off"}) == {"thinking": False}
-    assert with_thinking(_Model("temperature"), {}, {"thinking": "high"}) == {}
+    assert with_thinking(_Model("thinking"), {}, {"thinkingLevel": "off"}) == {"thinking": False}
+    assert with_thinking(_Model("reasoning_effort"), {}, {"thinkingLevel": "ultra"}) == {
+        "reasoning_effort": "high"
+    }
+    assert with_thinking(_Model("temperature"), {}, {"thinkingLevel": "high"}) == {}
     # The runner's own options win over the spawn's level.
     assert with_thinking(
-        _Model("reasoning_effort"), {"reasoning_effort": "low"}, {"thinking": "high"}
+        _Model("reasoning_effort"), {"reasoning_effort": "low"}, {"thinkingLevel": "high"}
     ) == {"reasoning_effort": "low"}
     assert with_thinking(_Model("reasoning_effort"), {}, {}) == {}

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from sessiontool.openclaw.secrets import Secret
     from sessiontool.openclaw.target import Target
     from sessiontool.openclaw.wsclient import Client, Hello
+    from sessiontool.openclaw.wsconnection import TurnHooks
 
 DEFAULT_PORT = 18789
 CONNECT_TIMEOUT_S = 0.5
@@ -292,17 +293,17 @@ def call(
     expect_final: bool = False,
     on_pid: Callable[[int], None] | None = None,
     abort_turn: bool = False,
-    on_accepted: Callable[[dict[str, Any]], None] | None = None,
-    on_aborted: Callable[[bool], None] | None = None,
+    hooks: TurnHooks | None = None,
 ) -> dict[str, Any]:
     """One gateway method; its result payload (raises GatewayError, exit 4 when refused).
 
     Over this process's WebSocket connection; through the `openclaw` CLI only when the gateway
     speaks a protocol sessiontool does not (`on_pid` learns that CLI's pid, so an abort can end
-    its process group). For an `agent` turn: `on_accepted` gets the gateway's `accepted`
-    answer (its own run id); `abort_turn`: when the wait is given up (our deadline, an abort's
-    RunAborted, Ctrl-C) this connection, the run's owner, asks the gateway to stop the turn
-    (`chat.abort`), and `on_aborted` learns whether it did."""
+    its process group). For an `agent` turn (`hooks`, wsconnection.TurnHooks): `accepted` gets
+    the gateway's `accepted` answer (its own run id); `abort_turn`: when the wait is given up
+    (our deadline, an abort's RunAborted, Ctrl-C, what the hooks' `event` raised over a
+    WebSocket) this connection, the run's owner, asks the gateway to stop the turn
+    (`chat.abort`), and `aborted` learns whether it did."""
     if os.environ.get("SESSIONTOOL_WORKER") != "1":
         # A run's worker carries turns its command already let through (and its own
         # announce, attributed by inputProvenance), whatever environment it inherited.
@@ -319,8 +320,7 @@ def call(
                 timeout_s=timeout_s,
                 expect_final=expect_final,
                 abort_turn=abort_turn,
-                on_accepted=on_accepted,
-                on_aborted=on_aborted,
+                hooks=hooks,
             )
     exe = cli()
     if exe is None:

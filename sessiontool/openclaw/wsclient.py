@@ -29,7 +29,6 @@ reads of a local state dir never load it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +43,7 @@ from sessiontool.openclaw.wsconnection import (
     Hello,
     ProtocolMismatch,
     RpcError,
+    TurnHooks,
     code_extra,
     open_connection,
 )
@@ -156,23 +156,24 @@ class Client:
         timeout_s: float,
         expect_final: bool = False,
         abort_turn: bool = False,
-        on_accepted: Callable[[dict[str, Any]], None] | None = None,
-        on_aborted: Callable[[bool], None] | None = None,
+        hooks: TurnHooks | None = None,
     ) -> dict[str, Any]:
         """One method over this process's connection. An `agent` turn with `expect_final`:
-        the gateway's `accepted` answer goes to `on_accepted`; if the socket drops after it, the
-        turn is re-attached (`agent.wait` with the gateway's run id), never sent again; with
-        `abort_turn`, a wait given up (our deadline, an abort, Ctrl-C) asks the gateway to stop
-        the turn on this same connection, the one OpenClaw lets stop it (the run's owner), and
-        `on_aborted` learns whether it did."""
+        the gateway's `accepted` answer goes to the hooks' `accepted`; if the socket drops after
+        it, the turn is re-attached (`agent.wait` with the gateway's run id), never sent again;
+        with `abort_turn`, a wait given up (our deadline, an abort, Ctrl-C, what the hooks'
+        `event` raised) asks the gateway to stop the turn on this same connection, the one
+        OpenClaw lets stop it (the run's owner), and the hooks' `aborted` learns whether it did."""
         needed = scopes_for(method, params)
         deadline = time.monotonic() + timeout_s
         accepted: dict[str, Any] = {}
 
         def took(payload: dict[str, Any]) -> None:
             accepted.update(payload)
-            if on_accepted is not None:
-                on_accepted(payload)
+            if hooks is not None and hooks.accepted is not None:
+                hooks.accepted(payload)
+
+        seen = TurnHooks(took, None, hooks.event if hooks is not None else None)
 
         drops = 0
         while True:
@@ -182,7 +183,11 @@ class Client:
                 if accepted and method == "agent":
                     return self._reattach(conn, method, accepted, deadline)
                 return conn.request(
-                    method, params, timeout_s=remaining, expect_final=expect_final, on_accepted=took
+                    method,
+                    params,
+                    timeout_s=remaining,
+                    expect_final=expect_final,
+                    hooks=seen,
                 )
             except Dropped as exc:
                 self.drop()
@@ -203,8 +208,8 @@ class Client:
                 # Our deadline, an abort (SIGUSR1 → RunAborted), Ctrl-C: stop the turn we own.
                 if abort_turn and accepted:
                     stopped = self._abort_turn(conn, params, accepted)
-                    if on_aborted is not None:
-                        on_aborted(stopped)
+                    if hooks is not None and hooks.aborted is not None:
+                        hooks.aborted(stopped)
                 self.drop()
                 raise
 

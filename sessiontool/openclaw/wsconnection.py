@@ -147,10 +147,11 @@ class Connection:
         *,
         timeout_s: float,
         expect_final: bool = False,
-        on_accepted: Callable[[dict[str, Any]], None] | None = None,
+        hooks: TurnHooks | None = None,
     ) -> dict[str, Any]:
         """One call: its (final) payload. With `expect_final`, an `accepted` answer first goes
-        to `on_accepted` (it carries the gateway's own run id). Raises Dropped."""
+        to the hooks' `accepted` (it carries the gateway's own run id); their `event` sees each
+        event frame that arrives meanwhile (what it raises ends the wait). Raises Dropped."""
         from sessiontool.openclaw.websocket import ConnectionClosed, ProtocolError
 
         self._n += 1
@@ -182,6 +183,7 @@ class Connection:
             heard = time.monotonic()
             frame = parse_frame(raw, f"gateway {method}")
             if frame.get("type") != "res" or frame.get("id") != rid:
+                _heard(hooks, frame)
                 continue  # events, and answers to nothing we wait for
             if frame.get("ok") is not True:
                 err = frame.get("error")
@@ -189,8 +191,8 @@ class Connection:
             payload = frame.get("payload")
             payload = payload if isinstance(payload, dict) else {}
             if expect_final and payload.get("status") == "accepted":
-                if on_accepted is not None:
-                    on_accepted(payload)
+                if hooks is not None and hooks.accepted is not None:
+                    hooks.accepted(payload)
                 continue
             return payload
 
@@ -199,6 +201,23 @@ class Connection:
             self.ws.close()
         except Exception:  # noqa: BLE001 - closing a dead socket
             pass
+
+
+@dataclass(frozen=True)
+class TurnHooks:
+    """What the caller of an `agent` turn learns while it runs: `accepted`, the gateway's
+    accepted answer (its own run id); `aborted`, whether a turn given up was stopped in the
+    gateway (wsclient); `event`, each event frame while the answer is awaited (what it raises
+    ends the wait: the budget's stop, runs/gateway_budget.py)."""
+
+    accepted: Callable[[dict[str, Any]], None] | None = None
+    aborted: Callable[[bool], None] | None = None
+    event: Callable[[dict[str, Any]], None] | None = None
+
+
+def _heard(hooks: TurnHooks | None, frame: dict[str, Any]) -> None:
+    if hooks is not None and hooks.event is not None and frame.get("type") == "event":
+        hooks.event(frame)
 
 
 def parse_frame(raw: Any, where: str) -> dict[str, Any]:

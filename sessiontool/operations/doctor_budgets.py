@@ -3,8 +3,9 @@
 A run's spend is priced from the price table; a model with no price there counts only the cost
 its transcript records, which sessiontool's own runners leave at 0 unless the model's API
 reports one: a budget over such a model would never stop its runs. And a run that OpenClaw's
-gateway carries out is refused when its budget is spent and checked at its end, but not
-stopped mid-turn."""
+gateway carries out is stopped mid-turn on the output tokens the gateway tells after each model
+call; its input tokens count only at the turn's end (a turn with one long prompt can pass its
+limit by them)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def budget_findings(ctx: Context) -> Iterator[dict[str, Any]]:
             "kind": "budget-not-stopping",
             "path": where,
             "detail": "runs through OpenClaw's gateway (agents "
-            f"{', '.join(gateway)}) are refused when a budget is spent and checked at their "
-            "end, not stopped mid-turn",
+            f"{', '.join(gateway)}) are stopped mid-turn on the output tokens the gateway "
+            "tells after each model call; their input tokens count only at the turn's end",
             "hint": "docs/budgets.md",
         }

@@ -235,7 +235,7 @@ def agent_request(
     rec: Record, session: Session, model: str, history: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """What the runner is given for this record's turn."""
-    from sessiontool.runs.spawnopts import first_message
+    from sessiontool.runs.spawnopts import first_message, thinking_of
 
     request: dict[str, Any] = {
         "runId": rec["runId"],
@@ -250,11 +250,17 @@ def agent_request(
     }
     if rec.get("kind") == "spawn":  # the task, as the transcript's first message has it
         request["taskMessage"] = first_message(rec)
-    for k in ("step", "turn", "maxTurns", "announce", "thinking", "cwd", "attachments"):
+    for k in ("step", "turn", "maxTurns", "announce", "cwd", "attachments"):
         if rec.get(k) is not None:
             request[k] = rec[k]
-    if isinstance(session.entry.get("thinkingLevel"), str):  # `session --thinking`
-        request["thinkingLevel"] = session.entry["thinkingLevel"]
+    spawned_cwd = session.entry.get("spawnedCwd")  # a persistent child's later turns keep it
+    if "cwd" not in request and isinstance(spawned_cwd, str) and spawned_cwd:
+        request["cwd"] = spawned_cwd
+    # One thinking level, OpenClaw's `thinkingLevel`: the run's own (a spawn's `thinking`), else
+    # the session's (`session --thinking`); `thinking` is its older spelling, kept for programs.
+    level = thinking_of(rec) or session.entry.get("thinkingLevel")
+    if isinstance(level, str) and level:
+        request["thinkingLevel"] = request["thinking"] = level
     return request
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool import testhooks
 from sessiontool.clock import archive_stamp, now_ms
 from sessiontool.errors import NotFoundError, UsageError, session_not_found
+from sessiontool.runs.session_patch import fork_source_of
 from sessiontool.state import sessions_json as store
 from sessiontool.state import transcript_cut as cut
 from sessiontool.state.jsonio import compact_utf8
@@ -105,7 +106,7 @@ def fork(
     entry: Entry = {
         "sessionId": sid,
         "updatedAt": now_ms(),
-        "forkSource": {"sessionKey": r.key, "sessionId": r.session_id},
+        "forkSource": fork_source_of(r.key, r.session_id, at),
         "forkedFromParent": True,
     }
     entry.update({k: (r.entry or {})[k] for k in CARRIED if k in (r.entry or {})})

@@ -26,12 +26,15 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.clock import now_ms
 from sessiontool.errors import SessiontoolError
 from sessiontool.openclaw import gateway
+from sessiontool.openclaw.wsconnection import TurnHooks
 from sessiontool.runs import lanes, records, steps
+from sessiontool.runs.gateway_budget import aborted
 from sessiontool.runs.gateway_writer import ABORT_CALL_TIMEOUT_S
 from sessiontool.runs.turn import Outcome, RunAborted, Worker, abortable, decide
 from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
+    from sessiontool.runs.gateway_budget import BudgetWatch
     from sessiontool.runs.record_types import RunRecord as Record
 
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
@@ -88,7 +91,9 @@ def execute_run(w: Worker, rec: Record) -> None:
     try:
         if not _start(paths, rec):
             return
-        out = _tool_turn(paths, rec) or _turn(paths, rec)
+        from sessiontool.runs.gateway_budget import watch_for
+
+        out = _tool_turn(paths, rec) or _turn(paths, rec, watch_for(rec, w.cfg.providers))
         _over_budget(w, rec, out)
         out.status, out.error = decide(paths, rec, out)
         _publish(paths, rec, out)
@@ -99,8 +104,8 @@ def execute_run(w: Worker, rec: Record) -> None:
 
 def _over_budget(w: Worker, rec: Record, out: Outcome) -> None:
     """A gateway turn reports its usage at its end: one that spent its cost limit or more ends
-    `aborted` for the budget (its reply kept), and the budget refuses the next run. (Stopping
-    it mid-turn would need the gateway's usage events: docs/budgets.md.)"""
+    `aborted` for the budget (its reply kept), and the budget refuses the next run: what the
+    mid-turn watch (runs/gateway_budget.py) could not tell, the input's tokens."""
     limit = rec.get("costLimit")
     usage = _usage(agent_meta(out.result))
     if not limit or out.status != "ok" or not usage:
@@ -142,7 +147,9 @@ def _tool_turn(paths: StatePaths, rec: Record) -> Outcome | None:
     return done
 
 
-def _turn(paths: StatePaths, rec: Record) -> Outcome:
+def _turn(paths: StatePaths, rec: Record, watch: BudgetWatch | None = None) -> Outcome:
+    """The gateway's `agent` turn of the record, to its end (`watch`: its spend, stopped
+    mid-turn when it reaches its cost limit: runs/gateway_budget.py)."""
     out = Outcome()
 
     def on_pid(pid: int) -> None:
@@ -177,8 +184,7 @@ def _turn(paths: StatePaths, rec: Record) -> Outcome:
                 expect_final=True,
                 on_pid=on_pid,
                 abort_turn=True,
-                on_accepted=on_accepted,
-                on_aborted=on_aborted,
+                hooks=TurnHooks(on_accepted, on_aborted, watch),
             )
         out.result = result
         status = result.get("status")
@@ -196,8 +202,8 @@ def _turn(paths: StatePaths, rec: Record) -> Outcome:
             out.error = f"the gateway's run ended with status {status}" + (
                 f": {summary}" if isinstance(summary, str) and summary else ""
             )
-    except RunAborted:
-        out.status, out.error = "aborted", "aborted by user"
+    except RunAborted as exc:  # by a user, or by the budget's watch (chat.abort sent either way)
+        aborted(out, exc)
     except SessiontoolError as exc:
         if "no answer in" in exc.message or "timeout" in exc.message.lower():
             out.status = "timeout"
@@ -273,7 +279,9 @@ def create_child(paths: StatePaths, rec: Record) -> None:
     if rec.get("label"):
         params["label"] = rec["label"]
     # A spawn's options that OpenClaw's sessions.create takes (2026.9.6), only when asked for.
-    for name, value in (("thinkingLevel", rec.get("thinking")), ("cwd", rec.get("cwd"))):
+    from sessiontool.runs.spawnopts import thinking_of
+
+    for name, value in (("thinkingLevel", thinking_of(rec)), ("cwd", rec.get("cwd"))):
         if isinstance(value, str):
             params[name] = value
     if rec.get("context") == "fork":

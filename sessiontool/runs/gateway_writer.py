@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sessiontool.errors import ForbiddenError, SessiontoolError, UsageError
 from sessiontool.openclaw import gateway
 from sessiontool.runs import records
+from sessiontool.runs.session_patch import fork_source_of
 from sessiontool.state.locks import pid_alive
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ class GatewayWriter:
             "sessionKey": ctx.display(key),
             "sessionId": data.get("sessionId"),
             "forkedFrom": ctx.display(r.key),
-            "forkSource": {"sessionKey": r.key, "sessionId": r.session_id},
+            "forkSource": fork_source_of(r.key, r.session_id, at),
             "at": at,
             "entry": _entry(data),
             "via": "gateway",

@@ -27,6 +27,9 @@ NEEDS_SEARCH = frozenset({"sessions_search"})
 LIST_PAGE_MAX = 200
 SEARCH_MAX_LIMIT = 25
 SEARCH_MAX_QUERY_CHARS = 4096
+# OpenClaw's `archived` (false or left out: the unarchived; true: the archived only; "all":
+# both) as `list --archived` spells it.
+ARCHIVED_CHOICE: dict[bool | str, str] = {False: "no", True: "yes", "all": "all"}
 
 
 def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> dict[str, Any]:
@@ -47,6 +50,7 @@ def _sessions_list(ctx: Context, args: Mapping[str, Any], opts: CallOptions) -> 
         search=args.get("search"),
         active_keys=active,
         exclude_subagents=bool(args.get("excludeSubagents", False)),
+        archived=ARCHIVED_CHOICE[args.get("archived", False)],
     )
     return dict[str, Any](list_page(ctx, spec))
 
@@ -132,6 +136,12 @@ _LIST = ToolDef(
                 "Include the last N messages of each session (0 = none, the default; at most 20).",
                 0,
             ),
+            "archived": {
+                "type": ["boolean", "string"],
+                "enum": [False, True, "all"],
+                "description": "false (the default): the sessions not archived; true: only the "
+                'archived ones; "all": both (each archived row says archived: true).',
+            },
         }
     ),
     handler=_sessions_list,

@@ -117,7 +117,8 @@ class RunRecord(TypedDict, total=False):
     # A spawn's options (runs/spawnopts.py), each only when asked for.
     spawnDepth: int  # the child's depth (1 under a main session)
     maxSpawnDepth: int  # the limit it was spawned under
-    thinking: str  # the thinking level handed to the runner
+    thinkingLevel: str  # the thinking level handed to the runner
+    thinking: str  # thinkingLevel, as an older sessiontool wrote it (read, never written)
     cwd: str  # the agent process's working directory
     context: str  # "fork": the child starts with the requester's messages
     spawnMode: str  # "session": a persistent child, never swept

@@ -127,7 +127,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "channel": (_str, "a string"),
     "to": (_str, "a string"),
     "accountId": (_str, "a string"),
-    "thinking": (_str, "a string"),
+    "thinkingLevel": (_str, "a string"),
+    "thinking": (_str, "a string"),  # thinkingLevel, as an older sessiontool wrote it
     "cwd": (_str, "a string"),
     "context": (_str, "a string"),
     "spawnMode": (_str, "a string"),

@@ -147,3 +147,15 @@ def model_of(entry: Entry) -> str | None:
         return None
     prov = entry.get("providerOverride")
     return f"{prov}/{model}" if isinstance(prov, str) and prov else model
+
+
+def fork_source_of(key: str, session_id: str | None, entry_id: str | None) -> dict[str, str]:
+    """A fork's `forkSource` as OpenClaw's `sessions.fork` records it (its `fork_source_*`
+    columns): the source's key, its sessionId then, and the entry it was cut at (a whole-
+    transcript fork has none)."""
+    out = {"sessionKey": key}
+    if session_id:
+        out["sessionId"] = session_id
+    if entry_id:
+        out["entryId"] = entry_id
+    return out

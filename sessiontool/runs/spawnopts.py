@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import ForbiddenError, UsageError
+from sessiontool.runs.session_patch import THINKING_LEVELS, normalize_thinking
 from sessiontool.state import keys
 
 if TYPE_CHECKING:
@@ -27,8 +28,9 @@ MODES = ("run", "session")
 CONTEXTS = ("isolated", "fork")
 SANDBOXES = ("inherit", "require")
 COMPLETION_TARGETS = ("parent",)
-# OpenClaw's thinking levels (its `/think` words); a runner maps them to what its model takes.
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive")
+# THINKING_LEVELS (runs/session_patch.py): OpenClaw's thinking levels (its `/think` words), one
+# list for a spawn's `thinking` and a session's `thinkingLevel`; a runner maps them to what its
+# model takes.
 # OpenClaw's default when its config says nothing; sessiontool's own store keeps the January rule
 # (a sub-agent spawns nothing) unless the config raises it.
 OPENCLAW_MAX_SPAWN_DEPTH = 5
@@ -72,6 +74,17 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _thinking_level(raw: str) -> str:
+    """A spawn's `thinking` as OpenClaw normalizes it (its `normalizeThinkLevel`, the same as a
+    session's `thinkingLevel`: `think hard` is `low`), or its refusal's words (exit 2)."""
+    try:
+        return normalize_thinking(raw)
+    except UsageError:
+        raise UsageError(
+            f'Invalid thinking level "{raw}". Use one of: {", ".join(THINKING_LEVELS)}.'
+        ) from None
+
+
 def checked(opts: SpawnOptions) -> SpawnOptions:
     """The options as OpenClaw takes them, or a UsageError with its wording (exit 2)."""
     if opts.cleanup not in ("keep", "delete"):
@@ -86,9 +99,7 @@ def checked(opts: SpawnOptions) -> SpawnOptions:
                 'sessions_spawn completionTarget="parent" requires mode="run", thread=false, '
                 "collect=false, and completion notifications enabled."
             )
-    thinking = opts.thinking.strip().lower() if opts.thinking is not None else None
-    if thinking is not None:
-        _choice("thinking", thinking, THINKING_LEVELS)
+    thinking = _thinking_level(opts.thinking) if opts.thinking is not None else None
     name = opts.task_name.strip() if opts.task_name is not None else None
     if name:
         if not _TASK_NAME.match(name):
@@ -238,7 +249,7 @@ def record_fields(opts: SpawnOptions, depth: int, max_depth: int) -> dict[str, A
     """The spawn record's fields for these options (only what differs from the defaults)."""
     out: dict[str, Any] = {"spawnDepth": depth, "maxSpawnDepth": max_depth}
     for name, value in (
-        ("thinking", opts.thinking),
+        ("thinkingLevel", opts.thinking),
         ("cwd", opts.cwd),
         ("taskName", opts.task_name),
         ("completion", opts.completion),
@@ -252,6 +263,40 @@ def record_fields(opts: SpawnOptions, depth: int, max_depth: int) -> dict[str, A
     if opts.sandbox == "require":
         out["sandbox"] = "require"
     return out
+
+
+def on_own_store(
+    ctx: Context, opts: SpawnOptions, requester: Mapping[str, Any] | None, child: str, agent_id: str
+) -> SpawnOptions:
+    """The options as sessiontool's own runners carry them out (a spawn the files writer
+    makes; through a gateway OpenClaw decides): with no `thinking` the child inherits the
+    requester's `thinkingLevel`, as OpenClaw's spawn does; a `cwd` needs a runner with an agent
+    process (exit 2 naming it otherwise) and a child that is not sandboxed (OpenClaw's refusal,
+    exit 4: sessiontool has no agent workspace a sandboxed child could keep)."""
+    inherited = (requester or {}).get("thinkingLevel")
+    if opts.thinking is None and isinstance(inherited, str) and inherited:
+        try:
+            opts = SpawnOptions(**{**opts.__dict__, "thinking": normalize_thinking(inherited)})
+        except UsageError:
+            pass  # a level OpenClaw would not take either: the child runs with none
+    if opts.cwd is None:
+        return opts
+    from sessiontool.context import _sandboxed
+    from sessiontool.state.runnertable import TAKES_CWD
+
+    runner = str(ctx.config.runner_for(agent_id).get("type", "echo"))
+    if runner not in TAKES_CWD:
+        raise UsageError(
+            f"cwd: agent {agent_id}'s runner ({runner}) answers inside sessiontool and has no "
+            "working directory of its own; cwd is the working directory of a command runner's "
+            "agent process"
+        )
+    if _sandboxed(ctx.config, child, agent_id):
+        raise ForbiddenError(
+            "cwd override is not supported for sandboxed subagent runs; omit cwd or use the "
+            "target agent workspace as cwd"
+        )
+    return opts
 
 
 def check_sandbox(ctx: Context, opts: SpawnOptions, child: str, agent_id: str) -> None:
@@ -275,7 +320,7 @@ def from_record(rec: Mapping[str, Any], run_timeout: float | None) -> SpawnOptio
     return SpawnOptions(
         run_timeout=run_timeout,
         cleanup=text("cleanup") or "keep",
-        thinking=text("thinking"),
+        thinking=thinking_of(rec),
         cwd=text("cwd"),
         context=text("context") or "isolated",
         mode=text("spawnMode") or "run",
@@ -284,6 +329,16 @@ def from_record(rec: Mapping[str, Any], run_timeout: float | None) -> SpawnOptio
         completion_target="parent" if completion == "parent" else None,
         sandbox=text("sandbox") or "inherit",
     )
+
+
+def thinking_of(rec: Mapping[str, Any]) -> str | None:
+    """A run record's thinking level: `thinkingLevel` (OpenClaw's name, as the session entry
+    has it), or `thinking` in a record an older sessiontool wrote."""
+    for name in ("thinkingLevel", "thinking"):
+        value = rec.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def first_message(rec: Mapping[str, Any]) -> str:

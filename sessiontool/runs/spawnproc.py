@@ -7,7 +7,7 @@ exec: the modules are already imported, so a worker costs a fork, not a Python s
 (measured: docs/decisions.md). When the caller has threads (a spinner, the MCP server) or an
 SQLite database open (state/sqlite_conn.py), fork without exec is unsafe (another thread may
 hold a lock the child then waits on for ever), so the worker is started as `python -m
-sessiontool.runs.worker STATE ARGS... --lock-fd N` with nothing of Python between fork and exec
+sessiontool.reports.runworker STATE ARGS... --lock-fd N` with nothing of Python between fork and exec
 (subprocess's fork_exec, its own session), and a thread of the caller reaps it.
 
 Either way the worker is a program started by its name (`WORKER`), never imported here: it is
@@ -28,7 +28,9 @@ from sessiontool.state.paths import StatePaths, ensure_dir
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAX_FD = 65536
-WORKER = "sessiontool.runs.worker"  # the worker program: `python -m WORKER STATE ARGS...`
+# The worker program: `python -m WORKER STATE ARGS...`, the engine's lane worker (runs/worker.py)
+# started from above the engine, which hands the budgets' gate down to its runs' session tools.
+WORKER = "sessiontool.reports.runworker"
 
 
 def worker_log(paths: StatePaths) -> Path:

@@ -263,6 +263,7 @@ def spawn(
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     spawnopts.check_sandbox(ctx, opts, child, target_agent)
     if writer.kind == "files":  # refused before anything is written (the sweep included)
+        opts = spawnopts.on_own_store(ctx, opts, req_entry, child, target_agent)
         _check_transcripts(ctx, None, requester)
     cost_limit = ctx.gate.allow(target_agent, child, None, model) if ctx.gate else None
     writer.before_run(ctx)
@@ -446,7 +447,8 @@ PUBLIC_RUN_FIELDS = frozenset(
         # A spawn's options (runs/spawnopts.py; docs/runs.md)
         "spawnDepth",
         "maxSpawnDepth",
-        "thinking",
+        "thinkingLevel",
+        "thinking",  # thinkingLevel, as an older sessiontool wrote it
         "cwd",
         "context",
         "spawnMode",

@@ -13,11 +13,13 @@ def _enum(values: list[str], description: str) -> dict[str, Any]:
 
 
 SPAWN_PROPERTIES: dict[str, Any] = {
-    "thinking": _enum(
-        ["off", "minimal", "low", "medium", "high", "xhigh", "adaptive"],
-        "Thinking level for the child's run (the openai runner's reasoning_effort, llm's "
-        "option, a command runner's {thinking} and SESSIONTOOL_THINKING).",
-    ),
+    "thinking": {
+        "type": "string",
+        "description": "Thinking level for the child's runs: off, minimal, low, medium, high, "
+        "xhigh, adaptive, max or ultra (OpenClaw's other words too: 'think hard' is low); the "
+        "child's thinkingLevel (the openai runner's reasoning_effort, llm's option, a command "
+        "runner's {thinkingLevel} and SESSIONTOOL_THINKING_LEVEL).",
+    },
     "cwd": {
         "type": "string",
         "description": "The child agent process's working directory (an existing directory).",

@@ -12,12 +12,13 @@ A tool's refusal or failure comes back as the JSON object the CLI prints with `-
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sessiontool.context import Context, Requester
+from sessiontool.context import Context, Requester, SpendGate
 from sessiontool.errors import SessiontoolError, UsageError
 from sessiontool.runs import life_tools, read_tools, subagent_tools, tool_outputs
 from sessiontool.runs.tool_params import SEND_MODE, SPAWN_PROPERTIES
@@ -57,8 +58,25 @@ def _type_ok(kind: str, v: Any) -> bool:
     return isinstance(v, Mapping)
 
 
+def _json_word(v: Any) -> str:
+    """An enum value as JSON spells it (true, not True)."""
+    return json.dumps(v) if isinstance(v, bool) else str(v)
+
+
+def _kind_of(name: str, schema: Mapping[str, Any], v: Any) -> str:
+    """The schema's type for this value; of a union (`archived`: true, false or "all") the
+    one it has, the enum naming the values when it has none."""
+    kinds = schema.get("type", "string")
+    if not isinstance(kinds, list):
+        return str(kinds)
+    kind = next((k for k in kinds if _type_ok(k, v)), None)
+    if kind is None:
+        raise UsageError(f"{name} must be one of: {', '.join(map(_json_word, schema['enum']))}")
+    return str(kind)
+
+
 def _check_value(name: str, schema: Mapping[str, Any], v: Any) -> Any:
-    kind = schema.get("type", "string")
+    kind = _kind_of(name, schema, v)
     if not _type_ok(kind, v):
         raise UsageError(f"{name} must be {_TYPE_NAMES.get(kind, kind)}")
     if kind == "integer":
@@ -73,8 +91,8 @@ def _check_value(name: str, schema: Mapping[str, Any], v: Any) -> Any:
         if high is not None and v > high:
             raise UsageError(f"{name} must be at most {high}")
     enum = schema.get("enum")
-    if enum is not None and v not in enum:
-        raise UsageError(f"{name} must be one of: {', '.join(map(str, enum))}")
+    if enum is not None and not any(type(v) is type(e) and v == e for e in enum):
+        raise UsageError(f"{name} must be one of: {', '.join(map(_json_word, enum))}")
     if kind == "array":
         items = schema.get("items") or {}
         v = [_check_value(f"{name}[{i}]", items, x) for i, x in enumerate(v)]
@@ -101,6 +119,7 @@ def check_arguments(
         if v is None:
             if not null_is_absent:
                 kind = props[name].get("type", "a value")
+                kind = " or ".join(kind) if isinstance(kind, list) else kind
                 raise UsageError(
                     f"{name} must be {kind}, not null (leave it out to use the default)"
                 )
@@ -363,8 +382,19 @@ def execute_tool(ctx: Context, name: str, arguments: Any) -> tuple[dict[str, Any
     return r.data, r.malformed
 
 
+# The gate a model's own sessions_send / sessions_spawn pass (context.SpendGate): handed down
+# by the worker program above the engine (reports/runworker.py: the budgets), none otherwise.
+_SPEND_GATE: list[Callable[[Context], SpendGate]] = []
+
+
+def set_spend_gate(make: Callable[[Context], SpendGate]) -> None:
+    """Gate the tool calls of this process's runs with `make(ctx)` (the budgets)."""
+    _SPEND_GATE[:] = [make]
+
+
 def tool_context(env: Mapping[str, str]) -> Context:
-    """The run's own session as requester: its sandbox, policies and sub-agent limits apply."""
+    """The run's own session as requester: its sandbox, policies and sub-agent limits apply,
+    and the budgets when the worker program handed their gate down (`set_spend_gate`)."""
     from sessiontool.context import _sandboxed
     from sessiontool.state import keys
     from sessiontool.state.config import load_config
@@ -377,7 +407,8 @@ def tool_context(env: Mapping[str, str]) -> Context:
         raise UsageError("a tool call needs the run's session (SESSIONTOOL_SESSION_KEY)")
     agent_id = keys.agent_of(key, cfg.default_agent_id)
     sandboxed = env.get("SESSIONTOOL_SANDBOXED") == "1" or _sandboxed(cfg, key, agent_id)
-    return Context(paths, cfg, Requester(key, agent_id, sandboxed))
+    ctx = Context(paths, cfg, Requester(key, agent_id, sandboxed))
+    return ctx.with_gate(_SPEND_GATE[0](ctx)) if _SPEND_GATE else ctx
 
 
 def state_root(env: Mapping[str, str]) -> Path | None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # for types only: a TypedDict costs start-up to create
         thinkingLevel: NotRequired[str]
         archived: NotRequired[bool]
         pinned: NotRequired[bool]
+        forkSource: NotRequired[dict[str, str]]
         offset: NotRequired[int]
         hasMore: NotRequired[bool]
         totalMessages: NotRequired[int]

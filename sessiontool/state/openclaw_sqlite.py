@@ -230,11 +230,14 @@ class SqliteReader:
         archived = " WHERE archived_at IS NULL" if self._has("session_nodes", "archived_at") else ""
         out: dict[str, Folded] = {}
         if want is None:
+            life = _life_columns(self)
             rows = self._q(
-                "SELECT session_key, current_session_id, updated_at, entry_json FROM session_nodes"
+                "SELECT session_key, current_session_id, updated_at, entry_json"
+                + life
+                + " FROM session_nodes"
                 + archived
             )
-            for key, sid, updated, raw in rows:
+            for key, sid, updated, raw, *cols in rows:
                 try:
                     entry = json.loads(raw)
                 except (ValueError, RecursionError, TypeError):
@@ -244,7 +247,7 @@ class SqliteReader:
 
                     diag.warn(f"{self.db}: session {key}: unreadable entry_json, skipped")
                     continue
-                self._add(out, key, sid, updated, entry)
+                self._add(out, key, sid, updated, _with_life(entry, cols))
         else:
             # Only the fields asked for, extracted by SQLite in C: an entry_json is ~15 KB
             # (skills snapshot, prompt report) and a listing needs a dozen small fields.
@@ -253,11 +256,12 @@ class SqliteReader:
                 f for f in dict.fromkeys(("sessionId", "updatedAt", *want)) if f.isidentifier()
             ]
             paths_sql = ", ".join("'$." + n + "'" for n in names)
+            life = _life_columns(self)
             rows = self._q(
                 "SELECT session_key, current_session_id, updated_at, "
-                f"json_extract(entry_json, {paths_sql}) FROM session_nodes" + archived
+                f"json_extract(entry_json, {paths_sql}){life} FROM session_nodes" + archived
             )
-            for key, sid, updated, packed in rows:
+            for key, sid, updated, packed, *cols in rows:
                 try:
                     values = json.loads(packed) if isinstance(packed, str) else []
                 except ValueError:
@@ -265,7 +269,7 @@ class SqliteReader:
                 if not isinstance(values, list):
                     values = []
                 entry = {n: v for n, v in zip(names, values, strict=False) if v is not None}
-                self._add(out, key, sid, updated, entry)
+                self._add(out, key, sid, updated, _with_life(entry, cols))
         self._sessions, self._fields = out, want
         return out
 
@@ -426,6 +430,42 @@ class SqliteReader:
         n_sessions = self._q("SELECT count(*) FROM session_nodes")[0][0]
         n_events = self._q("SELECT count(*) FROM transcript_events")[0][0]
         return {"sessions": int(n_sessions), "events": int(n_events)}
+
+
+# OpenClaw's promoted columns of a session's pin and fork origin (its entry writer projects
+# `pinnedAt` and `forkSource.{sessionKey, sessionId, entryId}` into them).
+LIFE_COLUMNS = (
+    "pinned_at",
+    "fork_source_session_key",
+    "fork_source_session_id",
+    "fork_source_entry_id",
+)
+
+
+def _life_columns(reader: SqliteReader) -> str:
+    """The columns OpenClaw 2026.9.6 projects a session's pin and fork origin into, selected
+    when the schema has them (`_with_life`)."""
+    if all(reader._has("session_nodes", c) for c in LIFE_COLUMNS):
+        return ", " + ", ".join(LIFE_COLUMNS)
+    return ""
+
+
+def _with_life(entry: Entry, cols: Sequence[Any]) -> Entry:
+    """The entry with its pin and fork origin from OpenClaw's columns where its entry_json
+    does not say them (a row whose entry lost them, or an asked-for field list without them):
+    `pinnedAt` from `pinned_at`, `forkSource` from `fork_source_*`."""
+    if len(cols) != len(LIFE_COLUMNS):
+        return entry
+    pinned, src_key, src_id, src_entry = cols
+    if isinstance(pinned, int) and not isinstance(pinned, bool) and "pinnedAt" not in entry:
+        entry["pinnedAt"] = pinned
+    if isinstance(src_key, str) and src_key and not isinstance(entry.get("forkSource"), dict):
+        source = {"sessionKey": src_key}
+        for name, value in (("sessionId", src_id), ("entryId", src_entry)):
+            if isinstance(value, str) and value:
+                source[name] = value
+        entry["forkSource"] = source
+    return entry
 
 
 def archived_sessions(reader: SqliteReader) -> dict[str, Folded]:

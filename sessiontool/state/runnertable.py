@@ -102,6 +102,11 @@ RUNNERS: dict[str, tuple[str, str, dict[str, Field]]] = {
     "llm": ("sessiontool.runs.runners.llm", "LLMRunner", FIELDS_LLM),
 }
 
+# The runners whose turn is an agent process of their own: a spawn's `cwd` is its working
+# directory. The others answer inside sessiontool's worker (their tools are the session tools,
+# which touch no working directory): a `cwd` for them is refused rather than ignored.
+TAKES_CWD = frozenset({"command"})
+
 
 def expected_types() -> str:
     """The runner types, for an error message."""

@@ -508,6 +508,10 @@ class Server:
             run["done"].set()
             return err("INVALID_REQUEST", "agent refused: " + msg)
 
+        if self.cfg.get("usage_events"):
+            args = (ws, run, run_id, [int(n) for n in self.cfg["usage_events"]])
+            threading.Thread(target=self.stream_usage, args=args, daemon=True).start()
+
         def final() -> None:  # requests on one connection run concurrently, as in OpenClaw
             try:
                 res(self.finish(run, params))
@@ -515,6 +519,25 @@ class Server:
                 pass
 
         threading.Thread(target=final, daemon=True).start()
+
+    def stream_usage(self, ws: Any, run: dict[str, Any], run_id: str, totals: list[int]) -> None:
+        """`usage_events`: the `agent` events 2026.9.6 sends the turn's owner while it runs:
+        `lifecycle` (phase `model`), then per model call the reply so far (`assistant`) and the
+        run's output tokens so far (`usage`, `{outputTokens}`), `usage_event_s` apart."""
+
+        def send(stream: str, data: dict[str, Any]) -> None:
+            payload = {"runId": run_id, "sessionKey": "?", "stream": stream, "data": data}
+            ws.send(json.dumps({"type": "event", "event": "agent", "payload": payload}))
+
+        try:
+            send("lifecycle", {"phase": "model", "provider": "fake", "model": "fake-model"})
+            for i, total in enumerate(totals, 1):
+                if run["abort"].wait(float(self.cfg.get("usage_event_s", 0.2))):
+                    return
+                send("assistant", {"text": f"partial reply {i}"})
+                send("usage", {"outputTokens": total})
+        except Exception:  # noqa: BLE001 - the client went away
+            pass
 
     def fail_turn(self, run: dict[str, Any], params: dict[str, Any]) -> None:
         """`announce_fail`: an announce turn that was accepted and then failed."""

@@ -129,10 +129,10 @@ ALLOW_OWN_TOOLS = 'gateway: {\n    tools: { allow: ["sessions_spawn", "sessions_
 
 
 @contextmanager
-def running(base: Path, *, allow_own_tools: bool = False) -> Iterator[Live]:
+def running(base: Path, *, allow_own_tools: bool = False, more_config: str = "") -> Iterator[Live]:
     """A copy of the fixture with the real gateway running on it; `allow_own_tools`: its config
     has `gateway.tools.allow: ["sessions_spawn", "sessions_send"]` (OpenClaw's own session tools
-    through `tools.invoke`)."""
+    through `tools.invoke`); `more_config`: top-level JSON5 entries added to its config."""
     if not os.access(openclaw_bin(), os.X_OK):
         unavailable(f"no openclaw at {openclaw_bin()} (tests/fixtures/tools/setup-openclaw.sh)")
     gw_port, llm_port = free_port(), free_port()
@@ -140,6 +140,9 @@ def running(base: Path, *, allow_own_tools: bool = False) -> Iterator[Live]:
     if allow_own_tools:
         cfg = state / "openclaw.json"
         cfg.write_text(cfg.read_text().replace("gateway: {", ALLOW_OWN_TOOLS, 1))
+    if more_config:
+        cfg = state / "openclaw.json"
+        cfg.write_text(cfg.read_text().replace("gateway: {", more_config + "\n  gateway: {", 1))
     home = base / "home"
     home.mkdir()
     env = oc_env(state, home)

@@ -118,3 +118,55 @@ def test_compact_goes_through_sessions_compact(live: Live) -> None:
     assert data["via"] == "gateway" and isinstance(data["compaction"]["compacted"], bool)
     proc = st(live.env, live.state, "compact", GROUP, "--keep", "1")
     assert proc.returncode == 2 and "--keep" in proc.stderr
+
+
+def _columns(live: Live, key: str) -> dict[str, Any]:
+    """OpenClaw's own pin and fork-origin columns of the session (read-only)."""
+    import sqlite3
+
+    db = live.state / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = con.execute(
+            "SELECT pinned_at, fork_source_session_key, fork_source_session_id, "
+            "fork_source_entry_id FROM session_nodes WHERE session_key = ?",
+            (key,),
+        ).fetchone()
+    finally:
+        con.close()
+    return dict(zip(("pinned_at", "key", "sid", "entry"), row, strict=True))
+
+
+def test_pin_and_fork_origin_as_openclaws_columns_hold_them(live: Live) -> None:
+    """`pin` and `fork --at` through the gateway: what `list` and `history` say, through the
+    gateway and straight from the database (`--store openclaw-sqlite`), is what OpenClaw's
+    `pinned_at` and `fork_source_*` columns hold; our fork's result names the same origin."""
+    ok(live, "pin", GROUP)
+    ok(live, "send", GROUP, "pin and fork words", "--timeout", "300")
+    hist = ok(live, "history", GROUP)
+    users = [i for i, m in enumerate(hist["messages"]) if m["role"] == "user"]
+    at = hist["messageIds"][users[-1]]
+    fork = ok(live, "fork", GROUP, "--at", at)
+    new = (
+        fork["sessionKey"]
+        if fork["sessionKey"].startswith("agent:")
+        else f"agent:main:{fork['sessionKey']}"
+    )
+    pin_cols, fork_cols = _columns(live, GROUP), _columns(live, new)
+    assert isinstance(pin_cols["pinned_at"], int)
+    origin = {
+        "sessionKey": fork_cols["key"],
+        "sessionId": fork_cols["sid"],
+        "entryId": fork_cols["entry"],
+    }
+    assert origin == {"sessionKey": GROUP, "sessionId": hist["sessionId"], "entryId": at}
+    assert fork["forkSource"] == origin
+    for store in ([], ["--store", "openclaw-sqlite"]):
+        listed = {r["key"]: r for r in ok(live, *store, "list")["sessions"]}
+        assert listed[GROUP]["pinnedAt"] == pin_cols["pinned_at"], store
+        assert listed[new]["forkSource"] == origin, store
+        shown = ok(live, *store, "history", new)
+        assert shown["forkSource"] == origin, store
+    assert ok(live, "history", GROUP)["pinned"] is True
+    ok(live, "unpin", GROUP)
+    assert _columns(live, GROUP)["pinned_at"] is None

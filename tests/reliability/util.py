@@ -106,7 +106,8 @@ def worker_pids(state: Path, run_id: str | None = None) -> list[int]:
         argv = _cmdline(pid)
         is_worker = False
         if (
-            argv[1:3] == ["-m", "sessiontool.runs.worker"]
+            argv[1:3]
+            in (["-m", "sessiontool.reports.runworker"], ["-m", "sessiontool.runs.worker"])
             and len(argv) >= 5
             and argv[3] == str(state)
             and (run_id is None or run_id in argv[4:] or (lane is not None and lane in argv[4:]))

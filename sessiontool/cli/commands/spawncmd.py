@@ -13,7 +13,7 @@ from sessiontool.cli.completers import choices, complete_agent_ids
 
 # OpenClaw's thinking levels (runs/spawnopts.THINKING_LEVELS, spelled here for the completion
 # without importing the run engine at start-up; a test keeps the two equal).
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive", "max", "ultra")
 
 
 _CONTEXTS: dict[str, Any] = {"autocompletion": choices("isolated", "fork")}
@@ -45,7 +45,7 @@ def spawn_cmd(
     thinking: str | None = typer.Option(
         None,
         "--thinking",
-        help="Thinking level for the child's run (off minimal low medium high xhigh adaptive).",
+        help="The child's thinking level (off minimal low medium high xhigh adaptive max ultra).",
         autocompletion=choices(*THINKING_LEVELS),
     ),
     cwd: str | None = typer.Option(None, "--cwd", help="The agent process's directory."),

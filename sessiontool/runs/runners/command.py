@@ -210,18 +210,18 @@ def _child_env(
     system = request.get("system")
     env["SESSIONTOOL_SYSTEM_PROMPT"] = (system if isinstance(system, str) else "").replace("\0", "")
     put("SESSIONTOOL_RUN_KIND", request.get("kind"))
-    put("SESSIONTOOL_THINKING_LEVEL", request.get("thinkingLevel"))
+    put("SESSIONTOOL_THINKING_LEVEL", request.get("thinkingLevel"))  # the run's, else the session's
     put("SESSIONTOOL_STEP", request.get("step"))
     put("SESSIONTOOL_TURN", request.get("turn"))
-    put("SESSIONTOOL_THINKING", request.get("thinking"))  # a spawn's --thinking
+    put("SESSIONTOOL_THINKING", request.get("thinkingLevel"))  # its older name
     attached = request.get("attachments")
     put("SESSIONTOOL_ATTACHMENTS_DIR", attached.get("dir") if isinstance(attached, dict) else None)
     return env
 
 
 PLACEHOLDER = re.compile(
-    r"\{(model|sessionKey|runId|sessionId|agentId|thinking|system|system_file|history_file"
-    r"|history_text_file)\}"
+    r"\{(model|sessionKey|runId|sessionId|agentId|thinkingLevel|thinking|system|system_file"
+    r"|history_file|history_text_file)\}"
 )
 FILE_PLACEHOLDERS = ("system_file", "history_file", "history_text_file")
 HISTORY_HEADER = "Earlier messages of this conversation, oldest first:"
@@ -289,7 +289,8 @@ def _substitute(
     argv: list[str], request: Mapping[str, Any], cfg: Mapping[str, Any], files: _Files | None = None
 ) -> list[str]:
     """Fill the placeholders in each argument: `{model}`, `{sessionKey}`, `{runId}`,
-    `{sessionId}`, `{agentId}`, `{thinking}` (a spawn's thinking level, else empty), `{system}` (the system prompt itself), and the paths of files
+    `{sessionId}`, `{agentId}`, `{thinkingLevel}` (the run's thinking level: a spawn's, else the session's own, else empty;
+    `{thinking}`, its older name, the same), `{system}` (the system prompt itself), and the paths of files
     holding the system prompt (`{system_file}`), the earlier turns as JSON (`{history_file}`)
     or as text (`{history_text_file}`).
 
@@ -307,7 +308,8 @@ def _substitute(
         "runId": str(request.get("runId") or ""),
         "sessionId": str(request.get("sessionId") or ""),
         "agentId": str(request.get("agentId") or ""),
-        "thinking": str(request.get("thinking") or ""),
+        "thinking": str(request.get("thinkingLevel") or ""),
+        "thinkingLevel": str(request.get("thinkingLevel") or ""),
         "system": system if isinstance(system, str) else "",
     }
     wanted = {m.group(1) for arg in argv for m in PLACEHOLDER.finditer(arg)}
@@ -325,6 +327,15 @@ def _substitute(
             if "history_text_file" in wanted:
                 values["history_text_file"] = files.write("history.txt", history_text(history))
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)].replace("\0", ""), arg) for arg in argv]
+
+
+def _agent_cwd(request: Mapping[str, Any]) -> str | None:
+    """The agent process's working directory (a spawn's --cwd), checked: gone since, the run
+    fails saying so rather than as a missing program."""
+    cwd = request.get("cwd") or None
+    if cwd is not None and not os.path.isdir(cwd):
+        raise RunnerError(f"the agent's working directory {cwd} is gone (spawn --cwd)")
+    return cwd if isinstance(cwd, str) else None
 
 
 class CommandRunner:
@@ -378,6 +389,7 @@ class CommandRunner:
             payload = message if isinstance(message, str) else ""
             if payload and not payload.endswith("\n"):
                 payload += "\n"  # a text line, as Unix filters expect
+        cwd = _agent_cwd(request)
         try:
             proc = subprocess.Popen(
                 argv,
@@ -385,7 +397,7 @@ class CommandRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=_child_env(env, self.cfg, request),
-                cwd=request.get("cwd") or None,  # a spawn's --cwd
+                cwd=cwd,
                 close_fds=True,
                 start_new_session=True,
             )

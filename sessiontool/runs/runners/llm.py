@@ -340,9 +340,10 @@ THINKING_OPTIONS = ("reasoning_effort", "thinking_level", "thinking")
 def with_thinking(
     model: Any, options: dict[str, Any], request: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A spawn's thinking level as the first of THINKING_OPTIONS the model has (a boolean
-    `thinking` is on unless the level is `off`); a model with none of them runs without."""
-    level = request.get("thinking")
+    """The run's thinking level (a spawn's, else the session's) as the first of
+    THINKING_OPTIONS the model has (a boolean `thinking` is on unless the level is `off`); a
+    model with none of them runs without."""
+    level = request.get("thinkingLevel")
     if not isinstance(level, str) or not level:
         return options
     fields = getattr(getattr(model, "Options", None), "model_fields", {}) or {}
@@ -350,7 +351,7 @@ def with_thinking(
         if name in fields and name not in options:
             if name == "thinking":
                 return {**options, name: level != "off"}
-            value = {"xhigh": "high"}.get(level, level)
+            value = {"xhigh": "high", "max": "high", "ultra": "high"}.get(level, level)
             return (
                 {**options, name: value}
                 if level != "off" or name != "reasoning_effort"

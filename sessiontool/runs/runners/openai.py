@@ -414,7 +414,7 @@ class OpenAIRunner:
         total = make_usage(0, 0)
         extra: list[dict[str, Any]] = []
         rounds = 0
-        cfg = with_reasoning(self.cfg, request.get("thinking"))
+        cfg = with_reasoning(self.cfg, request.get("thinkingLevel"))
         while True:
             if rounds:
                 take_guidance(env, messages, extra)
@@ -473,10 +473,15 @@ class OpenAIRunner:
         return tool_context(env)
 
 
+# OpenClaw's levels above what a reasoning_effort setting has.
+STRONGEST = {"xhigh": "high", "max": "high", "ultra": "high"}
+
+
 def with_reasoning(cfg: Mapping[str, Any], thinking: Any) -> Mapping[str, Any]:
-    """A spawn's thinking level as the request's `reasoning_effort` (OpenAI's words: `minimal`
-    `low` `medium` `high`; `xhigh` is sent as `high`, `off` and `adaptive` send none)."""
-    effort = {"xhigh": "high"}.get(str(thinking), thinking)
+    """The run's thinking level (a spawn's, else the session's) as the request's
+    `reasoning_effort` (OpenAI's words: `minimal` `low` `medium` `high`; `xhigh`, `max` and
+    `ultra` are sent as `high`, `off` and `adaptive` send none)."""
+    effort = STRONGEST.get(str(thinking), thinking)
     if effort not in ("minimal", "low", "medium", "high"):
         return cfg
     body = dict(cfg["body"]) if isinstance(cfg.get("body"), Mapping) else {}
