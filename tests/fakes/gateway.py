@@ -676,7 +676,10 @@ class FakeGateway:
     def rows(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        # Whole lines only: the server may be writing the last one as the test reads.
+        text = self.log.read_text()
+        text = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def calls(self, method: str | None = None) -> list[dict[str, Any]]:
         """Method calls (not the handshakes), in order."""
