@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests import forkserver
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "clawdbot-2026.1.24"
 FIXTURE_STATE = FIXTURES / "state"
@@ -66,10 +68,22 @@ def run_cli(
     timeout: float = 60,
     cwd: str | Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `sessiontool` program (same interpreter, so the installed package)."""
+    """Run the real `sessiontool` program (same interpreter, so the installed package): a
+    process forked from one that imported it already (tests/forkserver.py), or started the
+    ordinary way where that cannot be the same program."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
+    if forkserver.usable(full_env):
+        ran = forkserver.run(
+            list(args),
+            input=input.decode() if isinstance(input, bytes) else input,
+            env=full_env,
+            timeout=timeout,
+            cwd=cwd,
+        )
+        note_output(ran.args, ran.stdout, ran.stderr)
+        return ran
     proc: subprocess.CompletedProcess[str] = _watching_run(
         [sys.executable, "-m", "sessiontool", *args],
         input=input.decode() if isinstance(input, bytes) else input,

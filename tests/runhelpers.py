@@ -66,13 +66,32 @@ def _environ_state(pid: int) -> str | None:
     return None
 
 
+def _holds_a_file_in(pid: int, root: str) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target == root or target.startswith(root + "/"):
+            return True
+    return False
+
+
 def state_processes(state: Path) -> list[int]:
     """Every live process (but this one) working on this state dir: its SESSIONTOOL_STATE_DIR
     names it, or its argv does. A detached worker, whatever lock it holds or has just let go,
     and the agent processes it started, all inherit the environment of the command that
-    started them, so none is missed between two lock files (as a lock-file scan can)."""
+    started them, so none is missed between two lock files (as a lock-file scan can). A worker
+    forked from a command that was itself forked (tests/forkserver.py) carries the server's
+    environment and argv in /proc, not the command's: it is known by the files of the state
+    dir it holds open (its log, at the least)."""
     me = os.getpid()
     wanted = str(state)
+    real = os.path.realpath(state)
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
@@ -84,7 +103,7 @@ def state_processes(state: Path) -> list[int]:
                     argv = fh.read().split(b"\0")
             except OSError:
                 continue
-            if wanted.encode() not in argv:
+            if wanted.encode() not in argv and not _holds_a_file_in(pid, real):
                 continue
         if alive(pid):
             out.append(pid)

@@ -54,8 +54,9 @@ def test_bare_sessiontool_prints_help_and_exits_0() -> None:
 def test_help_command_prints_the_commands_own_help() -> None:
     """`help X` is `X --help` (gh, llm and pueue have a help command), `help` alone the
     program's; an unknown command is a usage error naming it."""
-    assert run_cli("help", "send").stdout == run_cli("send", "--help").stdout
-    assert "Run a session's agent" in run_cli("help", "send").stdout
+    helped = run_cli("help", "send").stdout
+    assert helped == run_cli("send", "--help").stdout
+    assert "Run a session's agent" in helped
     assert run_cli("help").stdout == run_cli("--help").stdout
     bad = run_cli("help", "nosuch")
     assert bad.returncode == 2 and "No such command 'nosuch'" in bad.stderr

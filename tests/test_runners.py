@@ -30,6 +30,7 @@ from sessiontool.runs.runners.openai import (
     to_chat_messages,
 )
 from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import generous
 
 AGENTS = Path(__file__).resolve().parent / "agents"
 PY = sys.executable
@@ -173,8 +174,8 @@ def test_echo_steps() -> None:
 def test_echo_delay_honours_the_deadline() -> None:
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout):
-        run({"type": "echo", "delaySeconds": 5}, deadline=time.monotonic() + 0.2)
-    assert time.monotonic() - t0 < 4  # not the 5 s delay
+        run({"type": "echo", "delaySeconds": generous(5)}, deadline=time.monotonic() + 0.2)
+    assert time.monotonic() - t0 < generous(1)  # the 0.2 s deadline, not the (longer) delay
     assert run({"type": "echo", "delaySeconds": 0.05}).reply == "echo: hello there"
 
 
@@ -307,25 +308,25 @@ def test_command_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pids = Pids()
     cfg = {
         "type": "command",
-        "command": [PY, str(AGENTS / "sleepy.py"), "30", str(pidfile)],
+        "command": [PY, str(AGENTS / "sleepy.py"), str(generous(6)), str(pidfile)],
         "timeoutSeconds": 1.5,
     }
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout, match="runner timed out after 1.5s"):
         run(cfg, pids=pids)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < generous(1.5 + 1)  # the timeout, not the agent's sleep
     grandchild = int(pidfile.read_text())
     assert gone(pids.pids[0])
     assert gone(grandchild), "the agent's grandchild survived the timeout"
 
 
 def test_command_run_deadline_is_a_timeout_too() -> None:
-    cfg = {"type": "command", "command": [PY, str(AGENTS / "sleepy.py"), "30"]}
+    cfg = {"type": "command", "command": [PY, str(AGENTS / "sleepy.py"), str(generous(6))]}
     pids = Pids()
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout):
         run(cfg, deadline=time.monotonic() + 0.5, pids=pids)
-    assert time.monotonic() - t0 < 10  # not the agent's 30 s
+    assert time.monotonic() - t0 < generous(0.5 + 1)  # the deadline, not the agent's sleep
     assert gone(pids.pids[0])
 
 
@@ -347,9 +348,10 @@ def test_command_background_child_holding_stdout_does_not_block() -> None:
     pids = Pids()
     t0 = time.monotonic()
     try:
-        res = run({"type": "command", "command": ["sh", "-c", "sleep 30 & echo done"]}, pids=pids)
+        hold = f"sleep {generous(6):g} & echo done"
+        res = run({"type": "command", "command": ["sh", "-c", hold]}, pids=pids)
         assert res.reply == "done"
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < generous(1)  # not the background child's sleep
     finally:
         if pids.pids:
             try:
@@ -523,12 +525,12 @@ def test_openai_unreachable() -> None:
 
 
 def test_openai_deadline(fake: FakeOpenAI) -> None:
-    fake.push({"content": "late", "delay": 10})
+    fake.push({"content": "late", "delay": generous(3)})
     cfg = {"type": "openai", "baseUrl": fake.base_url, "model": "m"}
     t0 = time.monotonic()
     with pytest.raises(RunnerTimeout):
         run(cfg, deadline=time.monotonic() + 0.3)
-    assert time.monotonic() - t0 < 5  # not the server's 10 s
+    assert time.monotonic() - t0 < generous(0.3 + 1)  # the deadline, not the server's delay
 
 
 def test_openai_bad_base_url() -> None:

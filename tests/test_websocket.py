@@ -31,7 +31,7 @@ from sessiontool.openclaw.websocket import (
     PayloadTooBig,
     connect,
 )
-from tests.helpers import run_cli
+from tests.helpers import generous, run_cli
 
 from .fakes import gateway as fake
 from .fakes.rawgateway import Peer, close_payload, sframe
@@ -340,7 +340,7 @@ def test_a_ping_flood_cannot_hold_recv_past_its_deadline(raw: Any) -> None:
     start = time.monotonic()
     with pytest.raises(TimeoutError):
         ws.recv(timeout=0.5)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < generous(0.5 + 0.5)  # the flood does not reset the timeout
     ws.close(timeout=0.2)
     assert ws.closed is not None
 

@@ -76,7 +76,7 @@ class Sleeper(llm.Model):
     def execute(
         self, prompt: Any, stream: bool, response: Any, conversation: Any = None
     ) -> Iterator[str]:
-        SCRIPT.release.wait(30)
+        SCRIPT.release.wait(600)  # released by the test fixture at the latest
         yield "woke"
 
 

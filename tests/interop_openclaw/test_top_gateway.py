@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ..helpers import generous
 from ..runhelpers import reap
 from ..tmuxpane import pane
 from .conftest import Live
@@ -99,7 +100,8 @@ def test_top_through_a_remote_gateway(live: Live, tmp_path: Path) -> None:
         assert label.returncode == 0, label.stderr
         labelled = time.monotonic()
         p.wait_for("seen-by-top", 30)
-        assert time.monotonic() - labelled < 5  # from the event, not the 60 s listing
+        # From the event, not the 60 s listing (a bound well below it, scaled for a busy machine).
+        assert time.monotonic() - labelled < generous(0.5)
         p.keys("q")
         p.wait_for("AFTER-TOP")
     assert rc_file.read_text().strip() == "top-exited=0"
