@@ -9,14 +9,16 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ..helpers import generous
 from .conftest import Live, running
-from .test_openclaw_gateway import _gw, st
-from .test_openclaw_own_tools import _full, messages, norm, rows
+from .test_openclaw_gateway import _gw, _roles_match, st
+from .test_openclaw_own_tools import _full, messages, norm, rows, settled
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +225,75 @@ def test_send_steer_is_openclaws_own(attaching: Live) -> None:
         if key != "runId":  # each call's own
             assert ours.get(key) == value, (key, ours, theirs)
     assert (proc.returncode == 0) == (theirs.get("status") in ("ok", "accepted")), proc.returncode
+
+
+# A held model answer keeps the target's turn running long enough for a steer to reach it: the
+# fake model holds an answer asked with `[hold Ns]` (tests/fixtures/tools/oc/fake_llm_server.py).
+# The steer has to reach the gateway within the hold: a few seconds, scaled for a busy machine.
+HOLD_S = max(20, round(generous(3)))
+HELD = f"work slowly [hold {HOLD_S}s]"
+
+
+def _held_turn(live: Live, key: str) -> str:
+    """A turn started on `key` by OpenClaw's own `agent` method, returned (its run id) once the
+    fake model is holding its answer: the turn is running, in its model call."""
+    said = live.state.parent / "llm.log"
+    before = said.read_bytes().count(b"fake-llm: holding")
+    run = _gw(live, "agent", {"sessionKey": key, "message": HELD, "idempotencyKey": key + "-held"})
+    deadline = time.monotonic() + 600
+    while said.read_bytes().count(b"fake-llm: holding") == before:
+        assert time.monotonic() < deadline, "the fake model was never asked"
+        time.sleep(0.2)
+    return str(run["runId"])
+
+
+def _masked(value: object, *ids: str) -> object:
+    """`value` with the per-call ids named replaced (the target's key, the runs' ids)."""
+    text = json.dumps(value)
+    for i, one in enumerate(ids):
+        text = text.replace(one, f"<id{i}>")
+    return json.loads(text)
+
+
+def test_a_steer_into_a_running_turn_is_openclaws_own(attaching: Live) -> None:
+    """`send --mode steer` while the target's turn is running (its model answer held): OpenClaw's
+    own sessions_send (`tools.invoke`) steers it, and the answer (`targetDisposition:
+    "steered"`), the target's transcript (the steer a message of the same run, answered in it)
+    and its row are those of OpenClaw's own agent steering a second such turn the same way."""
+    ours_key, their_key = "agent:main:steer-a", "agent:main:steer-b"
+    ours_run = _held_turn(attaching, ours_key)
+    proc = st(
+        attaching.env, attaching.state, "--json", "send", ours_key, "steer words", "--mode", "steer"
+    )
+    assert proc.returncode == 0, proc.stderr
+    ours = json.loads(proc.stdout)
+    # Answered once the guidance is in the transcript: after the held model call's reply.
+    now = _gw(attaching, "chat.history", {"sessionKey": ours_key, "limit": 10})["messages"]
+    assert [m["role"] for m in now if HELD in json.dumps(m.get("content"))] == ["user", "assistant"]
+    _gw(attaching, "agent.wait", {"runId": ours_run, "timeoutMs": 120000})
+    their_run = _held_turn(attaching, their_key)
+    args = {"sessionKey": their_key, "message": "steer words", "mode": "steer"}
+    answer = _gw(
+        attaching, "tools.invoke", {"name": "sessions_send", "sessionKey": "main", "args": args}
+    )
+    theirs = answer["output"]["details"]
+    _gw(attaching, "agent.wait", {"runId": their_run, "timeoutMs": 120000})
+    assert theirs["targetDisposition"] == "steered", theirs
+    assert _masked(ours, ours_key, str(ours["runId"])) == _masked(
+        theirs, their_key, str(theirs["runId"])
+    )
+    ours_msgs = settled(attaching, ours_key)
+    their_msgs = settled(attaching, their_key)
+    assert _masked(ours_msgs, ours_key, ours_run) == _masked(their_msgs, their_key, their_run)
+    # The steer is a message of the held run, and that run answered it (no turn of its own).
+    raw = _gw(attaching, "chat.history", {"sessionKey": ours_key, "limit": 10})["messages"]
+    steer_at = next(i for i, m in enumerate(raw) if "steer words" in json.dumps(m.get("content")))
+    assert raw[steer_at]["provenance"]["sourceTool"] == "sessions_send"
+    answered = raw[steer_at + 1]
+    assert answered["role"] == "assistant" and answered["__openclaw"]["runId"] == ours_run
+    # sessiontool's own `history` reads the steered turn as chat.history gives it.
+    assert [r for r, _ in _roles_match(attaching, ours_key, 4)] == ["user"] + ["assistant"] * 3
+    table = rows(attaching)
+    assert _masked(norm(table[ours_key]), ours_key, ours_run) == _masked(
+        norm(table[their_key]), their_key, their_run
+    )
