@@ -15,7 +15,9 @@ from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
+    from sessiontool.flow.result_types import DeliveryRecord
     from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunView
     from sessiontool.runs.result_types import AbortResult
 
 # How often the outbox is looked at while a `--deliver` run's worker delivers its reply: the
@@ -44,7 +46,7 @@ def full_run_id(ctx: Context, given: str) -> str:
     return given
 
 
-def show_run(ctx: Context, given: str, *, log: bool = False) -> dict[str, Any]:
+def show_run(ctx: Context, given: str, *, log: bool = False) -> RunView:
     """One run as `runs RUN_ID` shows it (its public fields), with its worker's log under `log`
     when asked for (empty when the worker wrote none)."""
     from sessiontool.runs.submit import get_run, run_view
@@ -145,7 +147,7 @@ def abort(paths: StatePaths, run_id: str) -> Record:
     return rec
 
 
-def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[str, Any]] | None:
+def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, DeliveryRecord] | None:
     """After a `--deliver` run ended ok its worker delivers the reply: wait (up to `wait_s`, at
     most the delivery command's own limit and a little) for the delivery's outbox line, and give
     (delivery id, its latest line), or None while it is still pending. It stops early when the
@@ -156,7 +158,7 @@ def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[s
     run_id = rec["runId"]
     deadline = time.monotonic() + min(wait_s, COMMAND_TIMEOUT_SECONDS + 5)
     while True:
-        found = None
+        found: tuple[str, DeliveryRecord] | None = None
         for did, line in latest(ctx).items():
             if line.get("runId") == run_id and line.get("mode") == "deliver":
                 found = did, line

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 
 from sessiontool import testhooks
 from sessiontool.context import Context
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sessiontool.state.config import Config
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord
+    from sessiontool.runs.record_types import RunRecord, RunView
     from sessiontool.runs.result_types import SendResult, SpawnResult
     from sessiontool.runs.spawnopts import SpawnOptions
 
@@ -458,13 +458,14 @@ PUBLIC_RUN_FIELDS = frozenset(
 )
 
 
-def run_view(ctx: Context, rec: RunRecord) -> dict[str, Any]:
+def run_view(ctx: Context, rec: RunRecord) -> RunView:
     """A record as `runs` shows it: its public fields only (an internal field never leaks out by
-    accident), in the record's order, keys in display form."""
-    out: dict[str, Any] = {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS}
-    for k in ("sessionKey", "requesterSessionKey"):
-        if isinstance(out.get(k), str):
-            out[k] = ctx.display(out[k])
+    accident; the required ones are public), in the record's order, keys in display form."""
+    out = cast("RunView", {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS})
+    if isinstance(key := out.get("sessionKey"), str):
+        out["sessionKey"] = ctx.display(key)
+    if isinstance(requester := out.get("requesterSessionKey"), str):
+        out["requesterSessionKey"] = ctx.display(requester)
     return out
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sessiontool.cli.output import View
     from sessiontool.cli.render import Look
 
 
-def write(view: View, look: Look, fields: Sequence[str] | None) -> None:
+def write(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     from sessiontool.cli import columns, output, render
 
     if view.columns is None:  # no listing: what a pipe gets from it
@@ -26,7 +26,7 @@ def write(view: View, look: Look, fields: Sequence[str] | None) -> None:
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(names)
-    out.writerows(columns.rows(spec, names, view.data[view.rows]))
+    out.writerows(columns.rows(spec, names, view.rows(view.data) if view.rows else []))
     render.write_out(buf.getvalue())
 
 

@@ -489,7 +489,7 @@ def runs_cmd(
     result = list_runs(ctx, RunQuery(status, session, kinds_, steps, n))
     view = output.View(
         result,
-        rows="runs",
+        rows=lambda r: r["runs"],
         columns=lambda: (columns.RUNS, columns.RUNS_DEFAULT),
         table=_runs_table,
         ids="runId",
