@@ -28,6 +28,7 @@ from sessiontool.state.paths import (
     is_plain_name,
     transcript_path_for,
 )
+from sessiontool.state.safefs import NOFOLLOW
 from sessiontool.state.sessions_json import read_entry
 from sessiontool.state.transcript import append_message
 
@@ -155,9 +156,6 @@ def run_delivery_command(
     tail = _tail(err)
     reason = f"delivery command exited with status {proc.returncode}"
     return f"{reason}: {tail}" if tail else reason
-
-
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @contextmanager

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sessiontool.runs.result_types import SendResult, SpawnResult
     from sessiontool.runs.spawnopts import SpawnOptions
 
-Result = tuple["SendResult", int]
+ResultWithExit = tuple["SendResult", int]  # what `send` returns, and the exit code the CLI gives it
 
 SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "inherit"}
 
@@ -46,7 +46,7 @@ def _start(ctx: Context, rec: RunRecord) -> None:
         raise
 
 
-def run_result(ctx: Context, rec: RunRecord) -> Result:
+def run_result(ctx: Context, rec: RunRecord) -> ResultWithExit:
     """The send/wait result shape of spec §5.2 for a record, and its exit code."""
     out: SendResult
     status = rec.get("status")
@@ -96,7 +96,7 @@ def send(
     deliver: bool = False,
     wait: Callable[[Any, str, float], RunRecord] | None = None,
     watch: SendWatch | None = None,
-) -> Result:
+) -> ResultWithExit:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation). `watch` is told
     what the send does as it does it (SendWatch). The context's gate (budgets, `--max-cost`)
