@@ -179,11 +179,11 @@ def message_view(key: str, names: Sequence[str] | None) -> Callable[[Message], o
     return view
 
 
-def stream(
-    messages: Iterable[Message], key: str, look: render.Look, fmt: str, names: Sequence[str] | None
-) -> None:
-    """`history --follow`'s messages, each as it arrives, through cli/output.py."""
-    output.stream(messages, message_view(key, names), look, fmt, names)
+def stream(messages: Iterable[Message], key: str, look: render.Look, how: Writing) -> None:
+    """`history --follow`'s messages, each as it arrives, through cli/output.py in the format
+    the rule picks (JSON: a line each)."""
+    fmt = output_format(how.fmt, how.as_json, look, how.names)
+    output.stream(messages, message_view(key, how.names), look, fmt, fields=how.names)
 
 
 def file_body(

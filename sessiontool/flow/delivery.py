@@ -310,7 +310,8 @@ def deliver(
     agent = agent_id or keys.agent_of(session_key)
     record: DeliveryRecord = {"id": delivery_id} if delivery_id else {}
     if resume and delivery_id and delivery_id in _ids(paths):
-        return _resumed(paths, delivery_id, agent, session_key, text if mirror else None)
+        mirrored = text if mirror else None
+        return _resumed(paths, delivery_id, agent=agent, key=session_key, mirrored=mirrored)
     record.update(
         {
             "ts": iso_now(),
@@ -361,7 +362,7 @@ def deliver(
 
 
 def _resumed(
-    paths: StatePaths, delivery_id: str, agent: str, session_key: str, mirrored: str | None
+    paths: StatePaths, delivery_id: str, *, agent: str, key: str, mirrored: str | None
 ) -> DeliveryRecord:
     """A resumed delivery whose line is already in the outbox: that line (the one this very
     delivery wrote before its worker was killed), its mirror written again (`mirrored`, the
@@ -369,7 +370,7 @@ def _resumed(
     empty: DeliveryRecord = {}
     done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), empty)
     if done.get("status") in LANDED and mirrored is not None:
-        entry = _read_entry(paths, agent, session_key)
+        entry = _read_entry(paths, agent, key)
         again = mirror_message(mirrored, outbox=done["status"] == OUTBOX)
         _mirror(paths, agent, entry, again, resume=True)
     return done

@@ -158,7 +158,7 @@ class Advancer:
         try:
             step = records.read_record(self.paths, sid)
         except NotFoundError:
-            fields = self.step_fields(rec, name)
+            fields = step_fields(self.paths, self.cfg, rec, name)
             if fields is None:
                 return WAIT
             if "next" in fields:  # skipped: straight to the given step
@@ -183,75 +183,6 @@ class Advancer:
             lanes.ensure_worker(self.paths, lanes.lane_id(step["sessionKey"]))
             return WAIT
         return self.consume(rec, name, step)
-
-    def _channels(self, rec: RunRecord) -> tuple[str | None, str | None]:
-        from sessiontool.flow import a2a
-
-        req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
-        return (
-            a2a.session_channel(req, entry_of(self.paths, req)),
-            a2a.session_channel(tgt, entry_of(self.paths, tgt)),
-        )
-
-    def _allowed(self, key: str) -> bool:
-        from sessiontool.flow.policy import send_decision
-
-        return send_decision(self.cfg.send_policy, key, entry_of(self.paths, key)).allowed
-
-    def step_fields(self, rec: RunRecord, name: str) -> dict[str, Any] | None:
-        if rec.get("kind") == "spawn":
-            return spawn_announce_fields(self.paths, rec)
-        from sessiontool.flow import a2a
-
-        requester, target = rec["requesterSessionKey"], rec["sessionKey"]
-        fu = rec["followUp"]
-        req_ch, tgt_ch = self._channels(rec)
-        if name.startswith("reply:"):
-            turn = int(name.split(":", 1)[1])
-            max_turns = self.cfg.max_ping_pong_turns
-            side = "requester" if turn % 2 == 1 else "target"
-            session = requester if side == "requester" else target
-            other = target if side == "requester" else requester
-            if turn > max_turns or not self._allowed(session):
-                return {"next": "announce"}
-            return {
-                "step": "reply",
-                "turn": turn,
-                "maxTurns": max_turns,
-                "sessionKey": session,
-                "requesterSessionKey": other,
-                "message": fu.get("incoming") or "",
-                "system": a2a.reply_prompt(
-                    current=side,  # type: ignore[arg-type]
-                    turn=turn,
-                    max_turns=max_turns,
-                    requester_key=requester,
-                    requester_channel=req_ch,
-                    target_key=target,
-                    target_channel=tgt_ch,
-                ),
-                "provenance": inter_session(other, tgt_ch if side == "requester" else req_ch),
-            }
-        if not self._allowed(target):
-            return {"next": DONE}
-        round1 = rec.get("reply") or ""
-        return {
-            "step": "announce",
-            "sessionKey": target,
-            "requesterSessionKey": requester,
-            "message": a2a.ANNOUNCE_STEP_MESSAGE,
-            "system": a2a.announce_prompt(
-                requester_key=requester,
-                requester_channel=req_ch,
-                target_key=target,
-                target_channel=tgt_ch,
-                original=rec.get("message", ""),
-                round1=round1,
-                latest=fu.get("latest") or round1,
-            ),
-            "announce": {"round1": round1, "latest": fu.get("latest") or round1},
-            "provenance": inter_session(requester, req_ch),
-        }
 
     def consume(self, rec: RunRecord, name: str, step: RunRecord) -> str:
         ok = step.get("status") == "ok"
@@ -403,6 +334,86 @@ class Advancer:
         except SessiontoolError as exc:
             return self.retry_later(rec, exc)
         return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
+
+
+# -- what an agent step's record holds -------------------------------------------------------
+
+
+def _channels(paths: StatePaths, rec: RunRecord) -> tuple[str | None, str | None]:
+    """The channels of a send's requester and target (their entries' routing)."""
+    from sessiontool.flow import a2a
+
+    req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
+    return (
+        a2a.session_channel(req, entry_of(paths, req)),
+        a2a.session_channel(tgt, entry_of(paths, tgt)),
+    )
+
+
+def _allowed(paths: StatePaths, cfg: Config, key: str) -> bool:
+    """Whether the send policy lets `key` be sent to (a reply turn, an announce)."""
+    from sessiontool.flow.policy import send_decision
+
+    return send_decision(cfg.send_policy, key, entry_of(paths, key)).allowed
+
+
+def step_fields(paths: StatePaths, cfg: Config, rec: RunRecord, name: str) -> dict[str, Any] | None:
+    """What the record of the agent step `name` holds (its session, message, prompt): a reply
+    turn of a send's ping-pong, its announce, or a spawn's announce; `{"next": ...}` when the
+    step is skipped (past the turn limit, the send policy says no), None when it must wait."""
+    if rec.get("kind") == "spawn":
+        return spawn_announce_fields(paths, rec)
+    from sessiontool.flow import a2a
+
+    requester, target = rec["requesterSessionKey"], rec["sessionKey"]
+    fu = rec["followUp"]
+    req_ch, tgt_ch = _channels(paths, rec)
+    if name.startswith("reply:"):
+        turn = int(name.split(":", 1)[1])
+        max_turns = cfg.max_ping_pong_turns
+        side = "requester" if turn % 2 == 1 else "target"
+        session = requester if side == "requester" else target
+        other = target if side == "requester" else requester
+        if turn > max_turns or not _allowed(paths, cfg, session):
+            return {"next": "announce"}
+        return {
+            "step": "reply",
+            "turn": turn,
+            "maxTurns": max_turns,
+            "sessionKey": session,
+            "requesterSessionKey": other,
+            "message": fu.get("incoming") or "",
+            "system": a2a.reply_prompt(
+                current=side,  # type: ignore[arg-type]
+                turn=turn,
+                max_turns=max_turns,
+                requester_key=requester,
+                requester_channel=req_ch,
+                target_key=target,
+                target_channel=tgt_ch,
+            ),
+            "provenance": inter_session(other, tgt_ch if side == "requester" else req_ch),
+        }
+    if not _allowed(paths, cfg, target):
+        return {"next": DONE}
+    round1 = rec.get("reply") or ""
+    return {
+        "step": "announce",
+        "sessionKey": target,
+        "requesterSessionKey": requester,
+        "message": a2a.ANNOUNCE_STEP_MESSAGE,
+        "system": a2a.announce_prompt(
+            requester_key=requester,
+            requester_channel=req_ch,
+            target_key=target,
+            target_channel=tgt_ch,
+            original=rec.get("message", ""),
+            round1=round1,
+            latest=fu.get("latest") or round1,
+        ),
+        "announce": {"round1": round1, "latest": fu.get("latest") or round1},
+        "provenance": inter_session(requester, req_ch),
+    }
 
 
 def spawn_announce_fields(paths: StatePaths, rec: RunRecord) -> dict[str, Any]:

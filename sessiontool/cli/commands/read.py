@@ -266,10 +266,12 @@ def history_cmd(
     h = _read_history(ctx, key, spec, row.whole is None and not follow)
     _KEEP.append(h)
     start = _follow_start(ctx, h) if follow else None
-    how = historyformats.Writing(row, fmt, want_json(json_), names, dest, follow)
+    how = historyformats.Writing(
+        row=row, fmt=fmt, as_json=want_json(json_), names=names, dest=dest, follow=follow
+    )
     _write_history(ctx, h, how)
     if start is not None:
-        _follow(ctx, h, how, spec, start)
+        _follow(ctx, h, how, spec=spec, start=start)
 
 
 def _write_history(ctx: Context, h: History, how: Writing) -> None:
@@ -288,7 +290,7 @@ def _write_history(ctx: Context, h: History, how: Writing) -> None:
     out = historyformats.output_format(how.fmt, how.as_json, look, how.names)
     if how.dest is None and how.follow and out == "json":
         # A JSON document cannot grow: its lines can (JSON Lines, as the messages that follow).
-        historyformats.stream(h.messages, h.session_key, look, out, how.names)
+        historyformats.stream(h.messages, h.session_key, look, how)
     elif how.dest is None:
         output.emit(view, look, out, how.names)
     else:  # a file is no terminal: the JSON, or the text (TSV of --fields)
@@ -411,5 +413,4 @@ def _follow(ctx: Context, h: History, how: Writing, spec: HistorySpec, start: in
             render.write_out(how.row.message(h.session_key, m))
             sys.stdout.flush()
         return
-    out = historyformats.output_format(how.fmt, how.as_json, look, how.names)
-    historyformats.stream(arriving(), h.session_key, look, out, how.names)
+    historyformats.stream(arriving(), h.session_key, look, how)
