@@ -261,7 +261,15 @@ def open_connection(
     try:
         ws = _socket(at, pin)
         try:
-            return _hello(ws, at, secret, paths, sorted(scopes), use_device, protocol)
+            return _hello(
+                ws,
+                at,
+                secret,
+                paths,
+                scopes=sorted(scopes),
+                use_device=use_device,
+                protocol=protocol,
+            )
         except BaseException as exc:
             ws.close(timeout=at.left())
             if isinstance(exc, ConnectionClosed):

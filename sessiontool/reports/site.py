@@ -281,7 +281,14 @@ def export_site(
                 counts["unchanged"] += 1
             else:
                 page, stats = _session_page(
-                    ctx, agent_id, full_key, entry, files, parents, children, price_for
+                    ctx,
+                    agent_id,
+                    full_key,
+                    entry,
+                    files=files,
+                    parents=parents,
+                    children=children,
+                    price_for=price_for,
                 )
                 if _write_if_changed(out_root / rel, page.encode("utf-8")):
                     counts["written"] += 1
