@@ -258,7 +258,7 @@ def index_search_floor(bench: Bench) -> list[Row]:
 _APPEND = """
 import json, sys, time
 from pathlib import Path
-from sessiontool.state.search_index import Index
+from sessiontool.index.sync import Index
 root, n = Path(sys.argv[1]), int(sys.argv[2])
 paths = sorted(Path(sys.argv[3]).glob("*.jsonl"))
 line = {"type": "message", "id": "x", "parentId": None, "timestamp": "2026-11-21T20:00:00.000Z",
@@ -305,7 +305,7 @@ def _incremental(bench: Bench, state: Path, n: int) -> Row:
 
 def _fresh(state: Path) -> None:
     """Every transcript written now, as in a state dir just copied (`cp -r`) or after a busy
-    day: the index is built while all of them are hot (reports/snapshot.py), and measured
+    day: the index is built while all of them are hot (index/warm.py), and measured
     three days later (`_later`), when the hot set must have aged by itself (issue 47). The
     transcripts are hard links: the data set is touched too (harmless)."""
     now = time.time_ns()

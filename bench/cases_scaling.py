@@ -7,7 +7,7 @@ Equal bytes across the session axis: the many-session corpus is generated first 
 session has a ~1.6 KB floor: 100 MB asked in 100,000 sessions is 159 MB), and the others with
 the bytes it really has. The index is built while every transcript is fresh (as a state dir
 just copied: every mtime is now) and measured three days later (SESSIONTOOL_NOW_MS, the one
-clock): the hot set must have aged by itself (reports/snapshot.py). The floors: one parse of
+clock): the hot set must have aged by itself (index/warm.py). The floors: one parse of
 sessions.json with the standard library's json (bench/floor_store.py), with one stat of each
 transcript for the full check. Each round runs every size once, the order rotated round by
 round, each a fresh process; min / median / max CPU (user + system of the process and what

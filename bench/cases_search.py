@@ -174,7 +174,7 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
 
 _FTS_ALONE = """
 import json, os, sys, time, sqlite3
-from sessiontool.state import index_db, index_scan as si
+from sessiontool.index import db as index_db, scan as si
 paths = sys.argv[2:]
 texts = []
 for i, p in enumerate(paths):
@@ -279,7 +279,7 @@ def search_index(bench: Bench) -> list[Row]:
     code = (
         "import sys, time, json\n"
         "from pathlib import Path\n"
-        "from sessiontool.state.search_index import Index\n"
+        "from sessiontool.index.sync import Index\n"
         "root, n = Path(sys.argv[1]), int(sys.argv[2])\n"
         "paths = [Path(p) for p in sys.argv[3:]]\n"
         "line = {'type':'message','id':'x','parentId':None,'timestamp':'2026-11-21T20:00:00.000Z',"

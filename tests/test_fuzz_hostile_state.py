@@ -250,7 +250,7 @@ def m_index_tampered(rng: random.Random, state: Path, outside: Path) -> None:
     try:
         stmt = rng.choice(
             [
-                "UPDATE files SET off = 999999999, tail = x'00'",
+                "UPDATE files SET off = 999999999, digest = x'00'",
                 "UPDATE files SET ino = -1",
                 "UPDATE scopes SET rows = x'5b7b7d5d'",
                 "UPDATE scopes SET rows = 'not json'",

@@ -131,7 +131,7 @@ def test_same_size_rewrite_and_replaced_file_are_read_again(state: Path) -> None
 def test_unchanged_state_leaves_the_index_untouched(state: Path) -> None:
     _make_state(state, {"agent:main:main": _conversation(2)})
     assert _search("alpha")["count"] == 14
-    # Each command's first full check keeps its snapshot (state/index_snap.py); after that,
+    # Each command's first full check keeps its snapshot (index/snapshots.py); after that,
     # nothing changed means nothing written.
     rc, _out = run_json("usage", "--by", "day")
     assert rc == 0
@@ -157,7 +157,7 @@ def _dump(state: Path) -> Any:
                 "ON f.id = d.file_id ORDER BY 1, 2, 3, 4"
             ).fetchall(),
             "files": con.execute(
-                "SELECT path, size, off, tail, last_role FROM files ORDER BY 1"
+                "SELECT path, size, off, digest, last_role FROM files ORDER BY 1"
             ).fetchall(),
         }
     finally:

@@ -93,6 +93,34 @@ def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
     )
 
 
+def test_an_index_of_the_schema_before_is_rebuilt_silently(state: Path) -> None:
+    """Schema 11 gave a transcript's digest and a virtual transcript's version a column each
+    (schema 10 kept either in `files.tail`): an index left by the release before is rebuilt,
+    never read with the other meaning, and says nothing (it is disposable). Its message rows
+    are taken out first, so an index read as it is would answer no hit."""
+    _make_state(state, {"agent:main:main": _conversation(1)})
+    assert _search("alpha")["count"] == 8
+    db = state.joinpath(*INDEX)
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE files DROP COLUMN version")
+    con.execute("ALTER TABLE files RENAME COLUMN digest TO tail")
+    con.execute("DELETE FROM msgs")
+    con.execute("PRAGMA user_version = 10")
+    con.commit()
+    con.close()
+    proc = run_cli("search", "alpha", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["count"] == 8
+    assert proc.stderr == ""
+    con = sqlite3.connect(db)
+    try:
+        columns = [r[1] for r in con.execute("PRAGMA table_info(files)")]
+        assert con.execute("PRAGMA user_version").fetchone() == (11,)
+    finally:
+        con.close()
+    assert "tail" not in columns and {"digest", "version"} <= set(columns)
+
+
 def test_same_size_rewrite_with_the_mtime_kept_is_seen(state: Path) -> None:
     path = _make_state(state, {"agent:main:main": _conversation(1)})["agent:main:main"]
     assert _search("alpha")["count"] == 8

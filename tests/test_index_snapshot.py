@@ -1,4 +1,4 @@
-"""The snapshot a full check keeps (state/index_snap.py, reports/snapshot.py): while the store's
+"""The snapshot a full check keeps (index/snapshots.py, index/warm.py): while the store's
 markers (sessions dir, sessions.json) do not move, a warm `search`/`usage` stats only the hot
 transcripts; a marker change, a new or deleted session, or SESSIONTOOL_INDEX_FULL_CHECK checks
 in full again. An OpenClaw SQLite store keeps no snapshot."""
@@ -291,11 +291,11 @@ def test_a_full_check_parses_the_store_once_and_stats_each_transcript_once(
 
 
 def test_the_listing_of_a_full_check_folds_as_the_store_reader_does(state: Path) -> None:
-    """The one-pass listing (reports/catalog.py `_rows`) against `sessions_json.fold`: a bare
+    """The one-pass listing (index/catalog.py `_rows`) against `sessions_json.fold`: a bare
     legacy key and its full form are one session (the newer wins), reserved keys and ids that
     are no plain name are left out, the sessionFile kept as the entry says."""
     from sessiontool.flow import policy
-    from sessiontool.reports import catalog
+    from sessiontool.index import catalog
     from sessiontool.state import sessions_json
     from sessiontool.state.paths import transcript_file_for, transcript_path_for
 

@@ -29,7 +29,7 @@ ALLOWED_GLOBALS = {
         "not an option: a one-shot command's readers left for os._exit (long-lived processes "
         "never set it)"
     ),
-    ("sessiontool/state/index_text.py", "_unsegmented_re"): "a compiled pattern, cached",
+    ("sessiontool/index/extract.py", "_unsegmented_re"): "a compiled pattern, cached",
     ("sessiontool/runs/records.py", "_last_created_ms"): (
         "the process's monotonic clock for record creation times, the same for every caller"
     ),

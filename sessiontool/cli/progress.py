@@ -1,6 +1,6 @@
 """A progress line for a long index catch-up (`search`, `usage`): files and MB done, the rate and
 the time left, on stderr, only on a terminal and never with --json. Core code only calls the
-function it is given (state/search_index.py's `Progress`); this is the CLI's side of it."""
+function it is given (index/sync.py's `Progress`); this is the CLI's side of it."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def state_paths(ctx: Context) -> PathsResult:
                 "why": info.reason,
             }
         )
-    from sessiontool.state.index_db import INDEX_NAME
+    from sessiontool.index.db import INDEX_NAME
 
     return {
         "stateDir": str(p.root),

@@ -1,2 +1,2 @@
-"""What sessiontool's own index answers about every transcript: `search` (message text) and
-`usage` (tokens and cost), and `catalog`, the one place they learn which transcripts count."""
+"""What sessiontool's own index (sessiontool/index/) answers about every transcript: `search`
+(message text), `usage` (tokens and cost) and the budgets over them; `site`, the HTML export."""

@@ -88,7 +88,7 @@ def _today(ctx: Context, idx: Any) -> Turns:
     today = now_ms() // DAY_MS
     hot = _hot_transcripts(ctx, today * DAY_MS)
     if hot is None:
-        from sessiontool.reports import catalog
+        from sessiontool.index import catalog
 
         agents = catalog.agent_ids(ctx, True)
         found = catalog.indexed(ctx, idx, catalog.Wanted(agents, True, False))
@@ -117,7 +117,7 @@ def _session(ctx: Context, idx: Any, agent_id: str, entry: Mapping[str, Any]) ->
         got = idx.sync([path], text=False, others=False)
         ids = {got[str(path)]: agent_id} if str(path) in got else {}
     else:
-        from sessiontool.reports import catalog
+        from sessiontool.index import catalog
 
         refs = [r for r in catalog.live_sessions(ctx, [agent_id], idx) if r.session_id == sid]
         found = catalog.indexed(ctx, idx, catalog.Wanted([agent_id], False, False, refs))
@@ -136,8 +136,8 @@ def read_spend(
     """Today's and the session's turns from the index (each only when a budget needs it)."""
     if not windows & {"day", "session"}:
         return [], []
+    from sessiontool.index import sync as si
     from sessiontool.sessions.reading import read_scope
-    from sessiontool.state import search_index as si
 
     def run(idx: Any) -> tuple[Turns, Turns]:
         today = _today(ctx, idx) if "day" in windows else []

@@ -14,14 +14,14 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from sessiontool import diag
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
-from sessiontool.reports import catalog
+from sessiontool.index import catalog
+from sessiontool.index import sync as si
 from sessiontool.sessions.reading import read_scope
-from sessiontool.state import search_index as si
 
 if TYPE_CHECKING:  # for types only
     from typing import TypedDict
@@ -298,6 +298,31 @@ def scan_snippet(text: str, terms: list[Term], width: int = 160) -> str:
 # -- searching -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Filters:
+    """Which indexed messages a search reads: by role and time (epoch ms, None: open), how
+    many hits at most, and whether `temp.scope` limits the files (`catalog.Indexed.scoped`)."""
+
+    roles: tuple[str, ...]
+    since_ms: int | None
+    until_ms: int | None
+    limit: int
+    scoped: bool
+
+
+class Hit(NamedTuple):
+    """One hit: its message (file, time, role, the byte offset of its line), its snippet with
+    HIT markers, its bm25 score (None from a scan) and its line's entry id, once read."""
+
+    file_id: int
+    ts: int
+    role: str
+    marked: str
+    score: float | None
+    off: int
+    message_id: str | None = None
+
+
 def _scope(ctx: Context, session: str | None, label: str | None) -> list[catalog.SessionRef] | None:
     """The one session asked for (None: every session the requester may see)."""
     if session is None and label is None:
@@ -325,20 +350,16 @@ def _fts_error(exc: sqlite3.OperationalError) -> UsageError | None:
     return None
 
 
-def _query(
-    idx: si.Index, texts: _Texts, q: Query, how: tuple[Any, ...]
-) -> tuple[str, list[tuple[Any, ...]]]:
-    """(engine, hits): FTS5 where the query allows it, a full scan otherwise. `how`: roles,
-    since, until (ms), limit, whether `temp.scope` limits the files."""
-    roles, since_ms, until_ms, limit, scoped = how
+def _query(idx: si.Index, texts: _Texts, q: Query, f: Filters) -> tuple[str, list[Hit]]:
+    """(engine, hits): FTS5 where the query allows it, a full scan otherwise."""
     if not idx.fts:
         diag.warn("this SQLite has no FTS5: searching by a full scan (slower)")
-        return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped)
+        return "scan", _scan(idx, texts, q, f)
     if q.symbols or (q.unsegmented and not (idx.trigram and q.trigram_ok)):
-        return "scan", _scan(idx, texts, q, roles, since_ms, until_ms, limit, scoped)
+        return "scan", _scan(idx, texts, q, f)
     table = "fts_cjk" if q.unsegmented else "fts"
     try:
-        return table, _match(idx, texts, table, q, roles, since_ms, until_ms, limit, scoped)
+        return table, _match(idx, texts, table, q, f)
     except sqlite3.OperationalError as exc:
         bad = _fts_error(exc)
         if bad is not None:
@@ -367,63 +388,61 @@ def search(
     q = parse_query(query)
     roles = _roles(role)
 
-    def run(idx: si.Index) -> tuple[str, list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
+    def run(idx: si.Index) -> tuple[str, list[Hit], dict[int, catalog.SessionRef]]:
         one = _scope(ctx, session, label)
         agents = catalog.agent_ids(ctx, all_agents) if one is None else []
         want = catalog.Wanted(agents, include_archived, True, one)
         found = catalog.indexed(ctx, idx, want, progress)
         si.left_out(idx, one is not None)
-        how = (roles, since_ms, until_ms, limit, found.scoped)
-        engine, rows, stale = _answer(idx, found.path, q, how)
+        within = Filters(roles, since_ms, until_ms, limit, found.scoped)
+        engine, rows, stale = _answer(idx, found.path, q, within)
         if stale:  # changed in place, unseen by a warm catch-up: indexed again, asked again
             idx.sync(stale, text=True, others=False)
             si.left_out(idx, one is not None)
-            engine, rows, _ = _answer(idx, found.path, q, how, check=False)
-        refs = {r[0]: found.ref(r[0]) for r in rows}
-        kept = [r for r in rows if refs[r[0]] is not None]
+            engine, rows, _ = _answer(idx, found.path, q, within, check=False)
+        refs = {h.file_id: found.ref(h.file_id) for h in rows}
+        kept = [h for h in rows if refs[h.file_id] is not None]
         return engine, kept, {i: r for i, r in refs.items() if r is not None}
 
     with read_scope():
         engine, rows, by_id = si.using_index(ctx.paths.tool_dir, run)
     hits = []
-    for file_id, ts, role_, marked, score, message_id in rows:
-        ref = by_id[file_id]
-        snippet, spans = split_marked(marked)
+    for h in rows:
+        ref = by_id[h.file_id]
+        snippet, spans = split_marked(h.marked)
         hit: dict[str, Any] = {
             "key": ref.display_key(ctx),
             "sessionId": ref.session_id,
             "agentId": ref.agent_id,
-            "timestamp": ts,
-            "role": role_,
+            "timestamp": h.ts,
+            "role": h.role,
             "snippet": snippet,
             "highlights": spans,
         }
-        if message_id is not None:  # sessions_history's messageId: the window around this hit
-            hit["messageId"] = message_id
+        if h.message_id is not None:  # sessions_history's messageId: the window around it
+            hit["messageId"] = h.message_id
         if ref.label:
             hit["label"] = ref.label
         if ref.archived:
             hit["archived"] = True
         hit["transcriptPath"] = str(ref.path)
-        if score is not None:
-            hit["score"] = round(-float(score), 4)
+        if h.score is not None:
+            hit["score"] = round(-float(h.score), 4)
         hits.append(hit)
     result: SearchResult = {"query": query, "engine": engine, "count": len(hits), "hits": hits}
     return result
 
 
-def _filters(
-    roles: tuple[str, ...], since_ms: int | None, until_ms: int | None, scoped: bool
-) -> tuple[str, list[Any]]:
-    sql = f" AND m.role IN ({','.join('?' * len(roles))})"
-    args: list[Any] = list(roles)
-    if since_ms is not None:
+def _filters(f: Filters) -> tuple[str, list[Any]]:
+    sql = f" AND m.role IN ({','.join('?' * len(f.roles))})"
+    args: list[Any] = list(f.roles)
+    if f.since_ms is not None:
         sql += " AND m.ts >= ?"
-        args.append(since_ms)
-    if until_ms is not None:
+        args.append(f.since_ms)
+    if f.until_ms is not None:
         sql += " AND m.ts < ?"
-        args.append(until_ms)
-    if scoped:
+        args.append(f.until_ms)
+    if f.scoped:
         sql += " AND m.file_id IN (SELECT id FROM temp.scope)"
     return sql, args
 
@@ -432,18 +451,22 @@ def _answer(
     idx: si.Index,
     path_of: Callable[[int], Path | None],
     q: Query,
-    how: tuple[Any, ...],
+    within: Filters,
     *,
     check: bool = True,
-) -> tuple[str, list[tuple[Any, ...]], list[Path]]:
+) -> tuple[str, list[Hit], list[Path]]:
     """(engine, hits with their messageId, the hits' transcripts that changed since they were
     indexed). Those hits are left out: their lines may no longer hold the words (issue 42).
     Without `check` (asked again right after catching those up), a file still being written
     is read as is."""
     texts = _Texts(idx if check else None, path_of)
     try:
-        engine, rows = _query(idx, texts, q, how)
-        rows = [(*r[:5], texts.line_id(r[0], r[5])) for r in rows if r[0] not in texts.stale]
+        engine, rows = _query(idx, texts, q, within)
+        rows = [
+            h._replace(message_id=texts.line_id(h.file_id, h.off))
+            for h in rows
+            if h.file_id not in texts.stale
+        ]
     finally:
         texts.close()
     return engine, rows, list(texts.stale.values())
@@ -453,7 +476,7 @@ class _Texts:
     """A hit's text, read back from its transcript line (open files cached for one query).
     Each file opened is checked against what the index saw of it (fstat: identity, size,
     mtime, ctime): one changed since (`stale`) gives no text. A warm search stats only the
-    hot transcripts (reports/snapshot.py): an idle one edited in place is caught here."""
+    hot transcripts (index/warm.py): an idle one edited in place is caught here."""
 
     def __init__(self, idx: si.Index | None, path_of: Callable[[int], Path | None]) -> None:
         self.idx = idx
@@ -507,49 +530,30 @@ class _Texts:
                 fh.close()
 
 
-def _match(
-    idx: si.Index,
-    texts: _Texts,
-    table: str,
-    q: Query,
-    roles: tuple[str, ...],
-    since_ms: int | None,
-    until_ms: int | None,
-    limit: int,
-    scoped: bool,
-) -> list[tuple[Any, ...]]:
-    where, args = _filters(roles, since_ms, until_ms, scoped)
+def _match(idx: si.Index, texts: _Texts, table: str, q: Query, f: Filters) -> list[Hit]:
+    where, args = _filters(f)
     sql = (
         f"SELECT m.file_id, m.ts, m.role, m.off, m.part, m.text, bm25({table}) AS r "
         f"FROM {table} JOIN msgs m ON m.id = {table}.rowid "
         f"WHERE {table} MATCH ?{where} ORDER BY r, m.ts DESC, m.id DESC LIMIT ?"
     )
-    out: list[tuple[Any, ...]] = []
+    out: list[Hit] = []
     for file_id, ts, role, off, part, indexed, r in idx.conn.execute(
-        sql, [q.fts, *args, limit]
+        sql, [q.fts, *args, f.limit]
     ).fetchall():
         text = texts.get(file_id, off, part, indexed)
         if text is not None:  # the line is gone: the file changed since the catch-up
-            out.append((file_id, ts, role, scan_snippet(text, q.terms), r, off))
+            out.append(Hit(file_id, ts, role, scan_snippet(text, q.terms), r, off))
     return out
 
 
-def _scan(
-    idx: si.Index,
-    texts: _Texts,
-    q: Query,
-    roles: tuple[str, ...],
-    since_ms: int | None,
-    until_ms: int | None,
-    limit: int,
-    scoped: bool,
-) -> list[tuple[Any, ...]]:
+def _scan(idx: si.Index, texts: _Texts, q: Query, f: Filters) -> list[Hit]:
     """Every message in scope, newest first, read from its transcript and tested against the
     query in Python."""
-    where, args = _filters(roles, since_ms, until_ms, scoped)
+    where, args = _filters(f)
     if q.unsegmented and all(t.unsegmented for t in q.terms):
         where += " AND m.cjk = 1"
-    out: list[tuple[Any, ...]] = []
+    out: list[Hit] = []
     cur = idx.conn.execute(
         f"SELECT m.file_id, m.ts, m.role, m.off, m.part, m.text FROM msgs m WHERE 1{where} "
         "ORDER BY m.ts DESC, m.id DESC",
@@ -558,7 +562,7 @@ def _scan(
     for file_id, ts, role, off, part, indexed in cur:
         text = texts.get(file_id, off, part, indexed)
         if text is not None and _matches(q.tree, text):
-            out.append((file_id, ts, role, scan_snippet(text, q.terms), None, off))
-            if len(out) >= limit:
+            out.append(Hit(file_id, ts, role, scan_snippet(text, q.terms), None, off))
+            if len(out) >= f.limit:
                 break
     return out

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
+from sessiontool.index import catalog
+from sessiontool.index import sync as si
+from sessiontool.index.db import each_turns
 from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
-from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
-from sessiontool.state import search_index as si
-from sessiontool.state.index_db import each_turns
 from sessiontool.state.prices import Price, prices_of
 from sessiontool.state.prices import lookup as _lookup
 
@@ -157,21 +158,30 @@ def _partial(
     return [(*k, *v) for k, v in sums.items()]
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a `usage` report sums: grouped `by`, over the turns from `since_ms` to before
+    `until_ms` (epoch ms, None: open), of every agent's sessions or the requester agent's."""
+
+    by: str
+    since_ms: int | None
+    until_ms: int | None
+    all_agents: bool
+
+
 def _empty() -> dict[str, Any]:
     return {**dict.fromkeys(COUNTERS, 0), "cost": 0.0}
 
 
 def _read(
-    ctx: Context, idx: si.Index, by: str, how: tuple[Any, ...], progress: si.Progress | None
+    ctx: Context, idx: si.Index, asked: Asked, progress: si.Progress | None
 ) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-    """The sum rows and the sessions of their file ids (none when `by` needs no session).
-    `how`: since, until (ms), every agent's sessions or the requester agent's."""
-    since_ms, until_ms, all_agents = how
-    agents = catalog.agent_ids(ctx, all_agents)
+    """The sum rows and the sessions of their file ids (none when `by` needs no session)."""
+    agents = catalog.agent_ids(ctx, asked.all_agents)
     found = catalog.indexed(ctx, idx, catalog.Wanted(agents, True, False), progress)
     si.left_out(idx, False)
-    rows = _sums(idx, by, since_ms, until_ms, found.scoped)
-    if by in _NO_REF:
+    rows = _sums(idx, asked.by, asked.since_ms, asked.until_ms, found.scoped)
+    if asked.by in _NO_REF:
         return rows, {}
     refs = found.refs({r[0] for r in rows})
     return [r for r in rows if r[0] in refs], refs
@@ -197,7 +207,7 @@ def usage(
     since_ms, until_ms = si.clamp_ms(since_ms), si.clamp_ms(until_ms)
 
     def run(idx: si.Index) -> tuple[list[tuple[Any, ...]], dict[int, catalog.SessionRef]]:
-        return _read(ctx, idx, by, (since_ms, until_ms, all_agents), progress)
+        return _read(ctx, idx, Asked(by, since_ms, until_ms, all_agents), progress)
 
     with read_scope():
         rows, by_id = si.using_index(ctx.paths.tool_dir, run)

@@ -1,6 +1,6 @@
 """`usage --by tool` and `usage --by turn KEY`: cost per step and per tool, from the index.
 
-`--by tool` sums the index's `tools` table (state/index_tools.py: each model turn's tokens and
+`--by tool` sums the index's `tools` table (index/tool_shares.py: each model turn's tokens and
 cost split evenly among the tools it called and the tools whose results it read; the rule in
 docs/search-usage.md) as `--by model` sums `days`: a few rows per session, day and model.
 Its --since/--until take whole UTC days (the table keeps days, not single turns).
@@ -13,11 +13,11 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
+from sessiontool.index import catalog
+from sessiontool.index import sync as si
+from sessiontool.index.db import each_turns
 from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
-from sessiontool.reports import catalog
 from sessiontool.sessions.reading import read_scope
-from sessiontool.state import search_index as si
-from sessiontool.state.index_db import each_turns
 from sessiontool.state.prices import Prices, lookup, prices_of
 
 _NO_MIRRORS = f" AND NOT (provider IS '{MIRROR_PROVIDER}' AND model IS '{MIRROR_MODEL}')"

@@ -12,9 +12,9 @@ one can set it back. When no transcript changed (one stat each), nothing is writ
 lock is taken. A missing index is rebuilt, an unreadable one is deleted and rebuilt (the
 caller is told, to warn). OpenClaw never reads it.
 
-The index's file (schema, opening, writing rows) is state/index_db.py; parsing the transcripts
-(also in worker processes) is state/index_scan.py; this module decides what to read again and
-keeps the index in step with the transcripts."""
+`Index` is the open index and decides what to read again; it is composed of its parts: the
+file (index/db.py), one `CatchUp` per catch-up that writes what changed (index/catchup.py),
+and the kept snapshots of a full check, `snaps` (index/snapshots.py)."""
 
 from __future__ import annotations
 
@@ -23,34 +23,36 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sessiontool import diag
 from sessiontool.errors import BusyError, StorageError
-from sessiontool.state import sqlite_conn
-from sessiontool.state.index_db import (
+from sessiontool.index.catchup import (
+    RESTARTS,
+    VIRTUAL_SEP,
+    CatchUp,
+    Progress,
+    Restart,
+    Virtual,
+    unchanged,
+)
+from sessiontool.index.db import (
     DAY_MS,
     INDEX_NAME,
+    FileRow,
     IndexCorrupt,
     IndexStale,
+    file_rows,
     fts5_available,
     is_corruption,
     open_index,
     remove_index,
     trigram_available,
 )
-from sessiontool.state.index_scan import Job, row_text
-from sessiontool.state.index_snap import Snapshots
-from sessiontool.state.index_sync import (
-    RESTARTS,
-    VIRTUAL_SEP,
-    CatchUp,
-    Progress,
-    Virtual,
-    _Restart,
-    unchanged,
-)
-from sessiontool.state.index_text import HIT, has_unsegmented
+from sessiontool.index.extract import HIT, has_unsegmented
+from sessiontool.index.scan import Job, row_text
+from sessiontool.index.snapshots import Snapshots
+from sessiontool.state import sqlite_conn
 
 __all__ = [
     "DAY_MS",
@@ -79,7 +81,11 @@ def clamp_ms(ms: int | None) -> int | None:
     return None if ms is None else max(MS_MIN, min(MS_MAX, ms))
 
 
-class Index(CatchUp, Snapshots):
+# What a sync wants: path (or virtual name) → the path to stat (None: a virtual transcript).
+Wanted = dict[str, Path | str | None]
+
+
+class Index:
     """An open index. Use as a context manager; `sync` before reading."""
 
     def __init__(self, root: Path) -> None:
@@ -87,12 +93,12 @@ class Index(CatchUp, Snapshots):
         self.path = root / INDEX_NAME
         self.fts = fts5_available()
         self.trigram = self.fts and trigram_available()
-        self.dead = 0
         # Transcripts the last sync could not read (a directory, no permission): path → the
         # OSError. Their rows are dropped (no hit from words they may no longer hold); the
         # caller warns, or fails when that session was asked for.
         self.unreadable: dict[str, OSError] = {}
         self.conn = open_index(root, self.fts, self.trigram)
+        self.snaps = Snapshots(self.conn)
 
     def close(self) -> None:
         self.conn.close()
@@ -105,18 +111,14 @@ class Index(CatchUp, Snapshots):
 
     # -- catching up -------------------------------------------------------------------------
 
-    def _files(
-        self, only: dict[str, Path | str | None] | None = None
-    ) -> dict[str, tuple[Any, ...]]:
-        """path → (id, path, dev, ino, size, mtime, off, tail, last_role, ctime, text), of
-        every file or of those `only` names."""
-        if only is not None:
-            got = self.conn.execute(
-                "SELECT * FROM files WHERE path IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(only)),),
-            ).fetchall()
-            return {r[1]: r for r in got}
-        return {r[1]: r for r in self.conn.execute("SELECT * FROM files").fetchall()}
+    def _files(self, only: Wanted | None = None) -> dict[str, FileRow]:
+        """path → its row, of every file or of those `only` names."""
+        if only is None:
+            rows = file_rows(self.conn)
+        else:
+            where = "path IN (SELECT value FROM json_each(?))"
+            rows = file_rows(self.conn, where, (json.dumps(list(only)),))
+        return {r.path: r for r in rows}
 
     def sync(
         self,
@@ -129,7 +131,7 @@ class Index(CatchUp, Snapshots):
     ) -> dict[str, int]:
         """Bring the index up to date for `paths` and `virtual` transcripts; drop files that no
         longer exist (without `others`, only those of `paths`: the hot transcripts of a
-        snapshot, state/index_snap.py, are caught up alone). Returns path (or virtual name) →
+        snapshot, index/snapshots.py, are caught up alone). Returns path (or virtual name) →
         file id for those that exist. Without
         `text` (`usage`), the turns alone are read where no text is indexed yet (the text of
         a file whose text is indexed is kept current). `progress` is told how far a catch-up
@@ -142,40 +144,33 @@ class Index(CatchUp, Snapshots):
             quick = self._unchanged_files([os.fspath(p) for p in paths], others, text)
             if quick is not None:
                 return quick
+        wanted: Wanted = {os.fspath(p): p for p in paths}
+        for v in virtual:
+            wanted[v.name] = None
         for _attempt in range(RESTARTS):
             try:
-                return self._sync(paths, virtual, text, progress, others)
-            except _Restart:
+                return self._sync(wanted, virtual, text, progress, others)
+            except Restart:
                 continue  # another process wrote between two parts: look again
         raise BusyError(f"the search index {self.path} is busy")
 
     def _sync(
         self,
-        paths: list[Path | str],
+        wanted: Wanted,
         virtual: list[Virtual],
         text: bool,
         progress: Progress | None,
-        others: bool = True,
+        others: bool,
     ) -> dict[str, int]:
         c = self.conn
         self.unreadable = {}
-        wanted: dict[str, Path | str | None] = {os.fspath(p): p for p in paths}
-        sources = list(virtual)
-        for v in sources:
-            wanted[v.name] = None
         # One stat per transcript, taken before the lock and used after it too: a file that
         # grows meanwhile is read up to the size seen here, the rest at the next catch-up.
-        stats: dict[str, os.stat_result] = {}
-        for spath, path in wanted.items():
-            if path is not None:
-                try:
-                    stats[spath] = os.stat(spath)
-                except OSError:
-                    pass
+        stats = _stats(wanted)
         seen = c.execute("PRAGMA data_version").fetchone()[0]
         only = None if others else wanted  # the others are neither checked nor dropped
         known = self._files(only)
-        fast = unchanged(wanted, sources, stats, known, text)
+        fast = unchanged(wanted, virtual, stats, known, text)
         if fast is not None:
             return fast
         try:
@@ -183,59 +178,46 @@ class Index(CatchUp, Snapshots):
         except sqlite3.OperationalError as exc:
             raise BusyError(f"the search index {self.path} is busy") from exc
         try:
-            got = c.execute("SELECT v FROM meta WHERE k = 'dead'").fetchone()
-            self.dead = int(got[0]) if got else 0
-            dead_before = self.dead
             if c.execute("PRAGMA data_version").fetchone()[0] != seen:
                 known = self._files(only)  # another process wrote since: read again, under the lock
-            by_inode = {(r[2], r[3]): r for r in known.values()}
-            ids: dict[str, int] = {}
-            jobs: list[Job] = []
-            for v in sources:
-                ids[v.name] = self._catch_up_virtual(v, known.get(v.name), text)
-            gone: list[int] = []
-            for spath, path in wanted.items():
-                if path is None:
-                    continue
-                st = stats.get(spath)
-                row = known.get(spath)
-                if st is None:
-                    if row is not None:  # named by a session, but its file is gone
-                        gone.append(row[0])
-                        del known[spath]
-                    continue
-                if row is None:
-                    moved = by_inode.get((st.st_dev, st.st_ino))
-                    if (
-                        moved is not None
-                        and moved[1] not in wanted
-                        and not os.path.exists(moved[1])
-                    ):
-                        # Renamed (archived by delete/reset): same bytes, new name.
-                        c.execute("UPDATE files SET path = ? WHERE id = ?", (spath, moved[0]))
-                        del known[moved[1]]
-                        row = (moved[0], spath, *moved[2:])
-                        known[spath] = row
-                ids[spath] = self._catch_up(Path(path), st, row, jobs, text)
-            self._run(jobs, progress)
-            for spath in self.unreadable:
+            got = c.execute("SELECT v FROM meta WHERE k = 'dead'").fetchone()
+            dead = int(got[0]) if got else 0
+            writer = CatchUp(c, self.path, self.fts, self.trigram, dead)
+            ids = {v.name: writer.virtual(v, known.get(v.name), text) for v in virtual}
+            plan = _plan(writer, wanted, stats, known, text)
+            ids.update(plan.ids)
+            gone = plan.gone
+            writer.run(plan.jobs, progress)
+            self.unreadable = writer.unreadable
+            for spath in writer.unreadable:
                 ids.pop(spath, None)
-            for spath, row in known.items():
-                if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
-                    gone.append(row[0])
-            self._forget(gone)
-            if self.dead != dead_before:
-                c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(self.dead),))
-            c.execute("COMMIT")
-            if self.fts and self.dead > DEAD_REBUILD_MIN:
-                live = c.execute("SELECT count(*) FROM msgs").fetchone()[0]
-                if self.dead > live:
-                    raise IndexStale("mostly stale entries")
+            gone += [
+                row.id
+                for spath, row in known.items()
+                if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0])
+            ]
+            if gone:  # their ids may be reused now: no snapshot may name them
+                self.snaps.drop_all()
+            for file_id in gone:
+                writer.forget(file_id)
+            self._commit(writer, dead)
         except BaseException:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
         return ids
+
+    def _commit(self, writer: CatchUp, dead_before: int) -> None:
+        """Commit a catch-up; an index whose purged rows outnumber its live ones (past
+        DEAD_REBUILD_MIN) is then rebuilt."""
+        c = self.conn
+        if writer.dead != dead_before:
+            c.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('dead', ?)", (str(writer.dead),))
+        c.execute("COMMIT")
+        if self.fts and writer.dead > DEAD_REBUILD_MIN:
+            live = c.execute("SELECT count(*) FROM msgs").fetchone()[0]
+            if writer.dead > live:
+                raise IndexStale("mostly stale entries")
 
     def _unchanged_files(
         self, wanted: list[str], others: bool, text: bool
@@ -245,10 +227,11 @@ class Index(CatchUp, Snapshots):
         no other file is indexed either), None to look closer."""
         sql = "SELECT path, id, dev, ino, size, mtime, ctime, text FROM files"
         if others:
-            rows = {r[0]: r for r in self.conn.execute(sql)}
+            got = self.conn.execute(sql)
         else:
             sql += " WHERE path IN (SELECT value FROM json_each(?))"
-            rows = {r[0]: r for r in self.conn.execute(sql, (json.dumps(list(wanted)),))}
+            got = self.conn.execute(sql, (json.dumps(list(wanted)),))
+        rows = {r[0]: r for r in got}  # the columns are unpacked by name below
         if len(rows) != len(wanted):
             return None  # one not indexed yet, one indexed that is not wanted, or twice asked
         ids: dict[str, int] = {}
@@ -261,43 +244,28 @@ class Index(CatchUp, Snapshots):
                 st = stat(spath)
             except OSError:
                 return None
-            if (row[2], row[3], row[4], row[5], row[6]) != (
+            _path, file_id, dev, ino, size, mtime, ctime, has_text = row
+            if (dev, ino, size, mtime, ctime) != (
                 st.st_dev,
                 st.st_ino,
                 st.st_size,
                 st.st_mtime_ns,
                 st.st_ctime_ns,
-            ) or (text and not row[7]):
+            ) or (text and not has_text):
                 return None
-            ids[spath] = row[1]
+            ids[spath] = file_id
         return ids
-
-    def _forget(self, gone: list[int]) -> None:
-        """Drop these files from the index, and every snapshot with them (their ids may be
-        reused now)."""
-        if gone:
-            self._drop_snaps()
-        for file_id in gone:
-            self._purge(file_id)
-            self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
     def same_file(self, file_id: int, st: os.stat_result) -> bool:
         """Whether `st` is the file as the index last read it (identity, size, mtime, ctime)."""
-        got = self.conn.execute(
-            "SELECT dev, ino, size, mtime, ctime FROM files WHERE id = ?", (file_id,)
-        ).fetchone()
-        return got is not None and tuple(got) == (
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ctime_ns,
-        )
+        rows = file_rows(self.conn, "id = ?", (file_id,))
+        return bool(rows) and rows[0].same_stat(st)
 
     # -- the sessions a store lists ----------------------------------------------------------
 
-    def scope_rows(self, agent_id: str, ident: str) -> list[Any] | None:
-        """The rows kept for `agent_id` under the store identity `ident`, or None."""
+    def listed_rows(self, agent_id: str, ident: str) -> list[Any] | None:
+        """The rows of the sessions a store lists, kept for `agent_id` under the store's
+        identity `ident` (index/catalog.py `_listed`), or None."""
         got = self.conn.execute(
             "SELECT rows FROM scopes WHERE agent = ? AND ident = ?", (agent_id, ident)
         ).fetchone()
@@ -311,7 +279,7 @@ class Index(CatchUp, Snapshots):
             return None
         return rows if isinstance(rows, list) else None
 
-    def keep_scope_rows(self, agent_id: str, ident: str, rows: list[Any]) -> None:
+    def keep_listed_rows(self, agent_id: str, ident: str, rows: list[Any]) -> None:
         """Keep `rows` for the next search; best effort (a busy index or rows orjson cannot
         write, such as a lone surrogate in a key, only mean the store is parsed next time)."""
         import orjson
@@ -342,6 +310,58 @@ class Index(CatchUp, Snapshots):
         c.execute("DELETE FROM temp.scope")
         c.executemany("INSERT OR IGNORE INTO temp.scope(id) VALUES (?)", ((i,) for i in wanted))
         return True
+
+
+def _stats(wanted: Wanted) -> dict[str, os.stat_result]:
+    """The stat of each wanted file that exists (a virtual transcript has none)."""
+    stats: dict[str, os.stat_result] = {}
+    for spath, path in wanted.items():
+        if path is not None:
+            try:
+                stats[spath] = os.stat(spath)
+            except OSError:
+                pass
+    return stats
+
+
+class Plan(NamedTuple):
+    """What a catch-up does with the wanted files: their ids, what to read of them, and the
+    ids of those named and gone."""
+
+    ids: dict[str, int]
+    jobs: list[Job]
+    gone: list[int]
+
+
+def _plan(
+    writer: CatchUp,
+    wanted: Wanted,
+    stats: dict[str, os.stat_result],
+    known: dict[str, FileRow],
+    text: bool,
+) -> Plan:
+    """Each wanted file's id and what to read of it (a renamed file keeps its rows, under its
+    new name). The gone and renamed ones are taken out of `known`."""
+    by_inode = {(r.dev, r.ino): r for r in known.values()}
+    plan = Plan({}, [], [])
+    for spath, path in wanted.items():
+        if path is None:
+            continue
+        st = stats.get(spath)
+        row = known.get(spath)
+        if st is None:
+            if row is not None:  # named by a session, but its file is gone
+                plan.gone.append(row.id)
+                del known[spath]
+            continue
+        if row is None:
+            moved = by_inode.get((st.st_dev, st.st_ino))
+            if moved is not None and moved.path not in wanted and not os.path.exists(moved.path):
+                # Renamed (archived by delete/reset): same bytes, new name.
+                del known[moved.path]
+                row = known[spath] = writer.rename(moved, spath)
+        plan.ids[spath] = writer.file(Path(path), st, row, plan.jobs, text)
+    return plan
 
 
 def left_out(idx: Index, asked: bool) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from sessiontool.context import Context
 from sessiontool.flow import policy
+from sessiontool.index.snapshots import SnapRef, Snapshot
+from sessiontool.index.sync import VIRTUAL_SEP, Index, Progress, Virtual
 from sessiontool.openclaw_releases import openclaw_session_file
 from sessiontool.sessions import reading
 from sessiontool.sessions.listing import list_agent_ids
@@ -22,7 +24,6 @@ from sessiontool.sessions.resolve import agent_sessions
 from sessiontool.state import detect, sessions_json
 from sessiontool.state.keys import RESERVED_KEYS
 from sessiontool.state.paths import is_plain_name, transcript_file_for
-from sessiontool.state.search_index import VIRTUAL_SEP, Index, Progress, Virtual
 from sessiontool.state.sessions_json import Entry, listable
 
 # `<id>.jsonl.deleted.<stamp>` (delete, archive) and `<id>.jsonl.reset.<stamp>` (reset).
@@ -49,7 +50,7 @@ class SessionRef:
     # this second transcript, archived (JSONL stores rename them to `.reset.`).
     pre_reset: Virtual | None = field(default=None, compare=False)
     # The entry's updatedAt (epoch ms), when it has one: a recently updated session's
-    # transcript is hot in a snapshot (reports/snapshot.py).
+    # transcript is hot in a snapshot (index/warm.py).
     updated: int | None = field(default=None, compare=False)
 
     @property
@@ -177,7 +178,7 @@ Listed = list[Any]
 def _listed(ctx: Context, agent_id: str, store: Path, kept: Index | None) -> list[Listed]:
     tag = _tag(sessions_json.file_identity(store)) if kept is not None else None
     if kept is not None and tag is not None:
-        rows = kept.scope_rows(agent_id, tag)
+        rows = kept.listed_rows(agent_id, tag)
         if rows is not None and all(_row_ok(r) for r in rows):
             return rows
     raw = getattr(reading.reader_for(ctx.paths, agent_id), "store", None)
@@ -188,7 +189,7 @@ def _listed(ctx: Context, agent_id: str, store: Path, kept: Index | None) -> lis
     if kept is not None:
         tag = _tag(sessions_json.kept_identity(store))
         if tag is not None:
-            kept.keep_scope_rows(agent_id, tag, rows)
+            kept.keep_listed_rows(agent_id, tag, rows)
     return rows
 
 
@@ -312,21 +313,20 @@ class Wanted:
 
 def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = None) -> Indexed:
     """`want`'s transcripts caught up in the index. Over JSONL stores whose markers did not
-    move since a full check, from that check's snapshot (reports/snapshot.py): no session
-    listed, only the hot transcripts stat'ed. Call `search_index.left_out` after it."""
-    from sessiontool.reports import snapshot
+    move since a full check, from that check's snapshot (index/warm.py): no session
+    listed, only the hot transcripts stat'ed. Call `sync.left_out` after it."""
+    from sessiontool.index import warm
 
     agents, text, refs = want.agents, want.text, want.refs
     scope = marks = None
     if refs is None:
-        marks = snapshot.markers(ctx, agents)
+        marks = warm.markers(ctx, agents)
         if marks is not None:
-            scope = snapshot.scope_key(ctx, agents, want.archived, text)
-            got = snapshot.warm(idx, scope, marks, text)
-            if got is not None:
-                snap = got[0]
+            scope = warm.scope_key(ctx, agents, want.archived, text)
+            snap = warm.snapshot(idx, scope, marks, text)
+            if snap is not None:
                 return Indexed(
-                    _snap_refs(idx, snap), idx.snap_scope(*got), lambda: _every(idx, snap)
+                    _snap_refs(idx, snap), idx.snaps.limit_reads(snap), lambda: _every(idx, snap)
                 )
         refs = live_sessions(ctx, agents, idx)
         if want.archived:
@@ -340,7 +340,7 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
     by_id = {ids[r.where]: r for r in refs if r.where in ids}
     scoped = idx.set_scope(by_id)
     if scope is not None and marks is not None and _snapshot_ok(idx, refs):
-        snapshot.keep(idx, scope, marks, refs, ids)
+        warm.keep(idx, scope, marks, refs, ids)
     return Indexed(by_id.get, scoped)
 
 
@@ -349,24 +349,22 @@ def _snapshot_ok(idx: Index, refs: list[SessionRef]) -> bool:
     return not idx.unreadable and all(r.virtual is None for r in refs)
 
 
-def _snap_refs(idx: Index, snap: int) -> Callable[[int], SessionRef | None]:
+def _ref(got: SnapRef) -> SessionRef:
+    return SessionRef(got.agent, got.key, got.sid, got.path, got.label, bool(got.archived))
+
+
+def _snap_refs(idx: Index, snap: Snapshot) -> Callable[[int], SessionRef | None]:
     """A snapshot's sessions, read one file id at a time (only the hits' are needed)."""
     cache: dict[int, SessionRef | None] = {}
 
     def ref(file_id: int) -> SessionRef | None:
         if file_id not in cache:
-            got = idx.snap_ref(snap, file_id)
-            cache[file_id] = None
-            if got is not None:
-                agent, key, sid, label, arch, path = got
-                cache[file_id] = SessionRef(agent, key, sid, path, label, bool(arch))
+            got = idx.snaps.ref(snap, file_id)
+            cache[file_id] = None if got is None else _ref(got)
         return cache[file_id]
 
     return ref
 
 
-def _every(idx: Index, snap: int) -> dict[int, SessionRef]:
-    return {
-        file_id: SessionRef(agent, key, sid, path, label, bool(arch))
-        for file_id, agent, key, sid, label, arch, path in idx.snap_refs(snap)
-    }
+def _every(idx: Index, snap: Snapshot) -> dict[int, SessionRef]:
+    return {got.file_id: _ref(got) for got in idx.snaps.refs(snap)}

@@ -2,7 +2,7 @@
 (message text) and turns (token usage), the digest that proves the bytes before an offset did not
 change, and the forked workers that parse many files at once on a first build.
 
-Kept apart from the index file (state/index_db.py) because this half runs in worker processes
+Kept apart from the index file (index/db.py) because this half runs in worker processes
 too: plain data in, plain data out, no SQLite connection."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessiontool.state.index_text import (
+from sessiontool.index.extract import (
     Extracted,
+    Turns,
     add_turn,
     extract,
     has_unsegmented,
@@ -43,7 +44,7 @@ def collect(
     off: int,
     last_role: str | None,
     rows: list[Row],
-    turns: list[tuple[Any, ...]],
+    turns: Turns,
     with_turn: bool = True,
 ) -> str | None:
     """Add one message's rows and turn (unless `with_turn` is False: a line whose turn the index
@@ -136,10 +137,10 @@ class Read:
 
     job: Job
     off: int = 0
-    tail: bytes = b""
+    digest: bytes = b""  # of the bytes before `off`
     last_role: str | None = None
     rows: list[Row] = field(default_factory=list)
-    turns: list[tuple[Any, ...]] = field(default_factory=list)
+    turns: Turns = field(default_factory=list)
     error: str | None = None
     errno: int | None = None
 
@@ -163,12 +164,12 @@ def read_job(job: Job) -> Read:
             out.turns,
         )
         if out.off == job.off and job.digest:
-            out.tail = job.digest
+            out.digest = job.digest
         elif crc is not None and out.off <= FULL_DIGEST_MAX:
-            out.tail = b"F" + out.off.to_bytes(8, "big") + crc[0].to_bytes(4, "big")
+            out.digest = b"F" + out.off.to_bytes(8, "big") + crc[0].to_bytes(4, "big")
         elif out.off:
             with open(job.path, "rb") as fh:
-                out.tail = prefix_digest(fh, out.off)
+                out.digest = prefix_digest(fh, out.off)
     except OSError as exc:
         out.error = exc.strerror or str(exc)
         out.errno = exc.errno

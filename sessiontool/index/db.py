@@ -1,33 +1,35 @@
 """The search index's file, `<state>/sessiontool/index.sqlite`: its schema, opening (or
-creating) it safely, writing parsed rows into its tables, and deleting it. The catch-up logic
-that decides what to write lives in state/search_index.py; this module owns what SQLite sees,
-so a schema change touches one file (and bumps SCHEMA_VERSION: an index of another version is
-rebuilt, never migrated — it is disposable)."""
+creating) it safely, its `files` rows by name (`FileRow`), writing parsed rows into its tables,
+and deleting it. What to write is decided above (index/sync.py, index/catchup.py); this module
+owns what SQLite sees, so a schema change touches one file (and bumps SCHEMA_VERSION: an index
+of another version is rebuilt, never migrated — it is disposable)."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 from contextlib import closing
+from functools import partial
 from itertools import compress
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessiontool.errors import BusyError, CorruptStateError, StorageError, UnsafePathError
+from sessiontool.index.extract import Turn, Turns
+from sessiontool.index.scan import Row
 from sessiontool.state import sqlite_conn
-from sessiontool.state.index_scan import Row
 from sessiontool.state.paths import ensure_dir
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
 CREATE TABLE files(
   id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, dev INTEGER, ino INTEGER,
-  size INTEGER, mtime INTEGER, off INTEGER, tail BLOB, last_role TEXT, ctime INTEGER,
-  text INTEGER NOT NULL DEFAULT 0);
+  size INTEGER, mtime INTEGER, off INTEGER, digest BLOB, last_role TEXT, ctime INTEGER,
+  text INTEGER NOT NULL DEFAULT 0, version TEXT);
 CREATE TABLE msgs(
   id INTEGER PRIMARY KEY AUTOINCREMENT, file_id INTEGER NOT NULL, ts INTEGER, role TEXT,
   cjk INTEGER, off INTEGER, part INTEGER, text TEXT);
@@ -45,6 +47,10 @@ CREATE TABLE tools(
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT NULL);
 """
+# `files`: one per transcript, as the last catch-up saw it (`FileRow` below). `files.digest`:
+# `scan.prefix_digest` of the bytes before `off` (a JSONL file); `files.version`: the version
+# of a virtual transcript (`catchup.Virtual`: OpenClaw's SQLite store, a compressed archive)
+# when it was read, NULL for a file. Schema 11 split them (one `tail` column held either).
 # `files.text`: 1 when the file's `msgs` (and FTS) rows cover what was read of it (up to `off`),
 # 0 when only its turns were read (`usage` builds no FTS; the first `search` reads the text).
 # `scopes`: per agent, the sessions a sessions.json file lists (see catalog.live_sessions), under
@@ -58,7 +64,7 @@ CREATE TABLE scopes(agent TEXT PRIMARY KEY, ident TEXT NOT NULL, rows BLOB NOT N
 # row per turn: a table of turns and its two indexes were a quarter of a cold `usage`.
 # `tools`: the turns' tokens and cost attributed to the tools they called and whose results
 # they read, per file, UTC day, model and tool, with the calls and failed results
-# (state/index_tools.py; the rule: docs/search-usage.md). Schema 10 added it and the tool
+# (index/tool_shares.py; the rule: docs/search-usage.md). Schema 10 added it and the tool
 # names at the end of each `days.each` turn.
 DAY_MS = 86_400_000
 # Contentless: the text stays in the transcripts (a hit's text is read back from its line), so
@@ -73,6 +79,50 @@ _FTS_CJK = "CREATE VIRTUAL TABLE fts_cjk USING fts5(text, content='', tokenize='
 # FTS5 flushes its pending terms to a new segment whenever they pass this size (1 MB by
 # default): a first build of 1 GB made ~1000 small segments and spent half its time merging them.
 FTS_HASHSIZE = 64 << 20
+
+
+class FileRow(NamedTuple):
+    """One `files` row, read by name (`FILE_COLUMNS` selects them in this order)."""
+
+    id: int
+    path: str
+    dev: int
+    ino: int
+    size: int
+    mtime: int  # ns
+    off: int  # read up to here (whole lines)
+    digest: bytes | None
+    last_role: str | None  # the role of the last message read (where a run starts)
+    ctime: int  # ns
+    text: int  # 1: its text is indexed up to `off`; 0: its turns alone
+    version: str | None  # a virtual transcript's version when read; None: a file
+
+    def same_stat(self, st: os.stat_result) -> bool:
+        """Whether `st` is the file as it was read: identity, size, mtime, ctime (the ctime
+        catches a rewrite that kept the size and mtime: no one can set it back)."""
+        return (self.dev, self.ino, self.size, self.mtime, self.ctime) == (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
+
+
+FILE_COLUMNS = "id, path, dev, ino, size, mtime, off, digest, last_role, ctime, text, version"
+
+
+def file_rows(
+    conn: sqlite3.Connection, where: str = "", args: tuple[Any, ...] = ()
+) -> list[FileRow]:
+    """The `files` rows, all or those `where` (an SQL condition) picks. Made by
+    `tuple.__new__`, not `FileRow._make` (its length check cost 13% of fetching 100,000 rows;
+    this 3%): the columns are FILE_COLUMNS, in FileRow's order."""
+    sql = f"SELECT {FILE_COLUMNS} FROM files" + (f" WHERE {where}" if where else "")
+    return list(map(_new_file_row, conn.execute(sql, args)))
+
+
+_new_file_row = partial(tuple.__new__, FileRow)
 
 
 class IndexCorrupt(Exception):
@@ -203,7 +253,7 @@ def insert_rows(
     fts: bool,
     trigram: bool,
     rows: list[Row],
-    turns: list[tuple[Any, ...]],
+    turns: Turns,
     *,
     keep_text: bool = False,
 ) -> None:
@@ -239,9 +289,9 @@ def insert_rows(
                 compress(zip(ids, map(itemgetter(6), rows), strict=True), map(itemgetter(3), rows)),
             )
     if turns:
-        from sessiontool.state.index_tools import insert_tools
+        from sessiontool.index.tool_shares import insert_tools
 
-        turns = insert_tools(c, turns)  # before `days`: it reads a file's last turn there
+        model_turns = insert_tools(c, turns)  # before `days`: it reads a file's last turn there
         c.executemany(
             "INSERT INTO days(file_id, day, provider, model, turns, runs, input, output, "
             "cache_read, cache_write, cost, n_cost, each) "
@@ -253,33 +303,33 @@ def insert_rows(
             "cache_write = cache_write + excluded.cache_write, "
             "cost = cost + excluded.cost, n_cost = n_cost + excluded.n_cost, "
             "each = each || ',' || excluded.each",
-            day_sums(turns),
+            day_sums(model_turns),
         )
 
 
-def day_sums(turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Turns (file_id, provider, model, ts, in, out, cr, cw, cost, tools called, run_start)
-    summed per file, UTC day and model, as `days` rows (with their `each`: [ts, in, out, cr,
-    cw, cost, run_start, tools called] per turn)."""
+def day_sums(turns: list[Turn]) -> list[tuple[Any, ...]]:
+    """Turns summed per file, UTC day and model, as `days` rows (with their `each`: [ts, in,
+    out, cr, cw, cost, run_start, tools called] per turn)."""
     import orjson
 
     groups: dict[tuple[int, int, str, str], list[tuple[Any, ...]]] = {}
     for t in turns:
-        key = (t[0], t[3] // DAY_MS, t[1], t[2])
+        file_id, provider, model, ts, i, o, cr, cw, cost, called, start = t
+        key = (file_id, ts // DAY_MS, provider, model)
         g = groups.get(key)
         if g is None:
             g = groups[key] = []
-        g.append((*t[3:9], t[10], t[9]))
+        g.append((ts, i, o, cr, cw, cost, start, called))
     out: list[tuple[Any, ...]] = []
     for key, g in groups.items():
-        _ts, i, o, cr, cw, costs, starts, _called = zip(*g, strict=True)
+        _ts, ins, outs, crs, cws, costs, starts, _called = zip(*g, strict=True)
         cost, n_cost = 0.0, 0
         for c in costs:
             if c is not None:
                 cost += c
                 n_cost += 1
         out.append(
-            (*key, len(g), sum(starts), sum(i), sum(o), sum(cr), sum(cw), cost, n_cost)
+            (*key, len(g), sum(starts), sum(ins), sum(outs), sum(crs), sum(cws), cost, n_cost)
             + (orjson.dumps(g)[1:-1].decode(),)
         )
     return out

@@ -5,11 +5,12 @@ A full check lists every session (sessions.json, the requester's visibility) and
 transcript. When it finds everything indexed, the session list it resolved is kept here under
 a scope (who asked, which agents, with or without the archived transcripts and the text) with
 the store's change markers it saw before it started (each agent's sessions dir and
-sessions.json, reports/snapshot.py) and its *hot* transcripts: those written or whose session
+sessions.json, index/warm.py) and its *hot* transcripts: those written or whose session
 was updated recently, each until HOT_MS after that change (it ages by itself: a state dir
 copied minutes ago is not stat'ed in full for days). While the markers stay the same, the next
 command stats the hot transcripts only and reads the session list back from here, one row per
-hit (whose file is checked then: reports/search.py drops a hit in a file changed since).
+hit (whose file is checked then: reports/search.py drops a hit in a file changed since). The
+tables are `Snapshots`, a part of the open `Index` (`idx.snaps`).
 
 Why that is enough: a writer that follows the store's protocol appends under the transcript's
 lock (`<file>.lock`, made and removed beside it: the sessions dir's mtime moves) and updates the
@@ -27,7 +28,9 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from sessiontool.index.db import file_rows
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS snap_scopes(id INTEGER PRIMARY KEY, scope TEXT UNIQUE NOT NULL, "
@@ -56,6 +59,28 @@ def hot_until(h: Hot) -> int | None:
     return until if isinstance(until, int) else None
 
 
+class Snapshot(NamedTuple):
+    """A kept snapshot: its session list, the markers it was kept under, its hot transcripts
+    (orjson of `Hot`s) and the number of files it holds."""
+
+    list_id: int
+    markers: bytes
+    hot: bytes
+    n: int
+
+
+class SnapRef(NamedTuple):
+    """One file of a snapshot and the session it counts under (a `SnapRow` with its path)."""
+
+    file_id: int
+    agent: str
+    key: str | None
+    sid: str
+    label: str | None
+    archived: int
+    path: str
+
+
 @dataclass(frozen=True)
 class Kept:
     """A full check to keep: its scope and markers, its files' rows, the transcripts hot for
@@ -71,12 +96,13 @@ class Kept:
 
 
 class Snapshots:
-    """The snapshot half of `Index` (its base class): needs `conn`."""
+    """The snapshot tables of an open index (`Index.snaps`, over its connection)."""
 
-    conn: sqlite3.Connection
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
 
-    def snapshot(self, scope: str) -> tuple[int, bytes, bytes, int] | None:
-        """(session list id, markers, hot, number of files) kept for `scope`, or None."""
+    def get(self, scope: str) -> Snapshot | None:
+        """The snapshot kept for `scope`, or None."""
         try:
             got = self.conn.execute(
                 "SELECT s.list, s.markers, s.hot, l.n FROM snap_scopes s "
@@ -85,9 +111,12 @@ class Snapshots:
             ).fetchone()
         except sqlite3.OperationalError:  # no such table: no snapshot kept yet
             return None
-        return None if got is None else (int(got[0]), bytes(got[1]), bytes(got[2]), int(got[3]))
+        if got is None:
+            return None
+        list_id, markers, hot, n = got
+        return Snapshot(int(list_id), bytes(markers), bytes(hot), int(n))
 
-    def keep_snapshot(self, snap: Kept, version: int) -> None:
+    def keep(self, snap: Kept, version: int) -> None:
         """Keep a snapshot; best effort (busy: the next full check keeps one). Not when another
         process wrote to the index since `version` (`PRAGMA data_version` after this process's
         sync): the file ids in its rows might have changed meanwhile. The rows of the last
@@ -112,8 +141,8 @@ class Snapshots:
             got = c.execute("SELECT id FROM snap_lists WHERE digest = ?", (digest,)).fetchone()
             list_id = int(got[0]) if got is not None else self._insert_list(digest, snap.rows)
             hot = {
-                r[0]: [r[0], r[1], r[2] // 1_000_000 + snap.hot_ms]
-                for r in c.execute(
+                file_id: [file_id, path, mtime // 1_000_000 + snap.hot_ms]
+                for file_id, path, mtime in c.execute(
                     "SELECT f.id, f.path, f.mtime FROM snap_rows s JOIN files f "
                     "ON f.id = s.file_id WHERE s.list = ? AND f.mtime >= ?",
                     (list_id, snap.since_ns),
@@ -156,7 +185,7 @@ class Snapshots:
         )
         return list_id
 
-    def _drop_snaps(self) -> None:
+    def drop_all(self) -> None:
         """Forget every snapshot (a file left the index: its id may be reused)."""
         for table in ("snap_scopes", "snap_lists", "snap_rows"):
             try:
@@ -190,14 +219,8 @@ class Snapshots:
         import orjson
 
         ids = [h[0] for h in hot if h[0] is not None]
-        rows = {
-            r[0]: r
-            for r in self.conn.execute(
-                "SELECT id, path, dev, ino, size, mtime, ctime, text FROM files "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (orjson.dumps(ids),),
-            )
-        }
+        where = "id IN (SELECT value FROM json_each(?))"
+        rows = {r.id: r for r in file_rows(self.conn, where, (orjson.dumps(ids),))}
         changed: list[Path] = []
         for file_id, path, *_ in hot:
             try:
@@ -205,43 +228,39 @@ class Snapshots:
             except OSError:
                 return None
             row = rows.get(file_id)
-            if row is None or row[1] != path:
+            if row is None or row.path != path:
                 return None
-            if row[2:7] != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) or (
-                text and not row[7]
-            ):
+            if not row.same_stat(st) or (text and not row.text):
                 changed.append(Path(path))
         return changed
 
-    def snap_scope(self, snap: int, n: int) -> bool:
-        """Limit reads to the snapshot's files (as `set_scope`): False when they are every
-        file in the index (no new file since: ids are not reused while a snapshot is kept)."""
+    def limit_reads(self, snap: Snapshot) -> bool:
+        """Limit reads to the snapshot's files (as `Index.set_scope`): False when they are
+        every file in the index (no new file since: ids are not reused while a snapshot is
+        kept)."""
         c = self.conn
-        if n == c.execute("SELECT count(*) FROM files").fetchone()[0]:
+        if snap.n == c.execute("SELECT count(*) FROM files").fetchone()[0]:
             return False
         c.execute("PRAGMA temp_store = MEMORY")
         c.execute("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.scope")
         c.execute(
-            "INSERT INTO temp.scope(id) SELECT file_id FROM snap_rows WHERE list = ?", (snap,)
+            "INSERT INTO temp.scope(id) SELECT file_id FROM snap_rows WHERE list = ?",
+            (snap.list_id,),
         )
         return True
 
-    def snap_ref(
-        self, snap: int, file_id: int
-    ) -> tuple[str, str | None, str, str | None, int, str] | None:
-        """(agent, key, sessionId, label, archived, path) of one file of a snapshot."""
-        got = self.conn.execute(
-            "SELECT s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snap_rows s "
-            "JOIN files f ON f.id = s.file_id WHERE s.list = ? AND s.file_id = ?",
-            (snap, file_id),
-        ).fetchone()
-        return None if got is None else tuple(got)
+    _REFS = (
+        "SELECT s.file_id, s.agent, s.key, s.sid, s.label, s.archived, f.path FROM snap_rows s "
+        "JOIN files f ON f.id = s.file_id WHERE s.list = ?"
+    )
 
-    def snap_refs(self, snap: int) -> list[tuple[Any, ...]]:
-        """(file id, agent, key, sessionId, label, archived, path) of every file of a snapshot."""
-        return self.conn.execute(
-            "SELECT s.file_id, s.agent, s.key, s.sid, s.label, s.archived, f.path "
-            "FROM snap_rows s JOIN files f ON f.id = s.file_id WHERE s.list = ?",
-            (snap,),
-        ).fetchall()
+    def ref(self, snap: Snapshot, file_id: int) -> SnapRef | None:
+        """One file of a snapshot, with its session."""
+        got = self.conn.execute(self._REFS + " AND s.file_id = ?", (snap.list_id, file_id))
+        row = got.fetchone()
+        return None if row is None else SnapRef._make(row)
+
+    def refs(self, snap: Snapshot) -> list[SnapRef]:
+        """Every file of a snapshot, with its session."""
+        return list(map(SnapRef._make, self.conn.execute(self._REFS, (snap.list_id,))))

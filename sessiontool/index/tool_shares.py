@@ -6,13 +6,15 @@ when this turn follows them in the same run); its tokens and cost are split even
 tools, so the tools' shares add up to the turns' total. A turn with neither is `(none)`. A
 tool's calls are its toolCall blocks; its errors, the tool results marked `isError`.
 
-Written as the turns are indexed (state/index_db.py `insert_rows`), summed per file, UTC day,
+Written as the turns are indexed (index/db.py `insert_rows`), summed per file, UTC day,
 model and tool as `days` is, so `usage --by tool` sums a few rows per session and day."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
+
+from sessiontool.index.extract import Failed, Turn, Turns
 
 NO_TOOL = "(none)"
 DAY_MS = 86_400_000
@@ -37,53 +39,57 @@ def _last_called(conn: sqlite3.Connection, file_id: int) -> list[str]:
     return [str(n) for n in called] if isinstance(called, list) else []
 
 
-def _add(
-    sums: dict[tuple[Any, ...], list[Any]],
-    key: tuple[Any, ...],
-    t: tuple[Any, ...],
-    share: float,
-    calls: int,
-) -> None:
+# A `tools` row's key, (file id, UTC day, provider, model, tool), and its sums: [calls,
+# errors, turns, input, output, cache read, cache write, cost, turns with a recorded cost].
+ToolKey = tuple[int, int, str, str, str]
+_NO_TURN: Turn = (0, "", "", 0, 0, 0, 0, 0, None, [], 0)
+
+
+def _add(sums: dict[ToolKey, list[Any]], key: ToolKey, t: Turn, share: float, calls: int) -> None:
+    _fid, _p, _m, _ts, i, o, cr, cw, cost, _called, _start = t
     s = sums.get(key)
     if s is None:
         s = sums[key] = [0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
     s[0] += calls
     s[2] += share
-    s[3] += t[4] * share
-    s[4] += t[5] * share
-    s[5] += t[6] * share
-    s[6] += t[7] * share
-    if t[8] is not None:
-        s[7] += t[8] * share
+    s[3] += i * share
+    s[4] += o * share
+    s[5] += cr * share
+    s[6] += cw * share
+    if cost is not None:
+        s[7] += cost * share
         s[8] += 1
 
 
-def tool_sums(conn: sqlite3.Connection, turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """`tools` rows of turns (file_id, provider, model, ts, in, out, cr, cw, cost, tools
-    called, run start) and failed-result markers (file_id, tool name, ts), in file order."""
-    sums: dict[tuple[Any, ...], list[Any]] = {}
+def _failed(sums: dict[ToolKey, list[Any]], f: Failed) -> None:
+    fid, tool, ts = f
+    key = (fid, ts // DAY_MS, "", "", tool)
+    _add(sums, key, _NO_TURN, 0.0, 0)
+    sums[key][1] += 1
+
+
+def tool_sums(conn: sqlite3.Connection, turns: Turns) -> list[tuple[Any, ...]]:
+    """`tools` rows of turns and failed-result markers, in file order."""
+    sums: dict[ToolKey, list[Any]] = {}
     prev: dict[int, list[str]] = {}
     for t in turns:
-        fid = t[0]
         if len(t) == 3:  # a failed tool result
-            key = (fid, t[2] // DAY_MS, "", "", t[1])
-            _add(sums, key, (0, "", "", 0, 0, 0, 0, 0, None), 0.0, 0)
-            sums[key][1] += 1
+            _failed(sums, t)
             continue
-        called, run_start = t[9], t[10]
+        fid, provider, model, ts, _i, _o, _cr, _cw, _cost, called, run_start = t
         if fid not in prev:
             prev[fid] = [] if run_start else _last_called(conn, fid)
         read = [] if run_start else prev[fid]
         names = sorted(set(called) | set(read)) or [NO_TOOL]
         share = 1.0 / len(names)
-        day = t[3] // DAY_MS
+        day = ts // DAY_MS
         for name in names:
-            _add(sums, (fid, day, t[1], t[2], name), t, share, called.count(name))
+            _add(sums, (fid, day, provider, model, name), t, share, called.count(name))
         prev[fid] = list(called)
     return [(*k, *v) for k, v in sums.items()]
 
 
-def insert_tools(conn: sqlite3.Connection, turns: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def insert_tools(conn: sqlite3.Connection, turns: Turns) -> list[Turn]:
     """Write the turns' `tools` rows; returns the turns without the failed-result markers
     (what `days` sums)."""
     conn.executemany(

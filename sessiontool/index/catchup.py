@@ -1,8 +1,8 @@
 """Catching the search index up with its transcripts, one file at a time: what to read of each
 (from where, with or without its text), reading it (in worker processes on a big build) and
 writing what was read, committed in parts so that an interrupted build keeps what it finished.
-The whole sync (which files changed, under which lock) is state/search_index.py's `Index.sync`,
-which this class is the writing half of."""
+Which files changed, under which lock, is index/sync.py's `Index.sync`, which makes one
+`CatchUp` per catch-up (under its write lock) and hands it the files to read."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from typing import Any
 
 from sessiontool import testhooks
 from sessiontool.errors import BusyError
-from sessiontool.state.index_db import insert_rows
-from sessiontool.state.index_scan import (
+from sessiontool.index.db import FileRow, insert_rows
+from sessiontool.index.extract import Turns, extract_message
+from sessiontool.index.scan import (
     FULL_DIGEST_MAX,
     PARALLEL_MAX_FILE,
     Job,
@@ -31,7 +32,6 @@ from sessiontool.state.index_scan import (
     same_prefix,
     worker_count,
 )
-from sessiontool.state.index_text import extract_message
 
 VIRTUAL_SEP = "#"
 
@@ -51,7 +51,7 @@ def unchanged(
     wanted: dict[str, Path | str | None],
     sources: list[Virtual],
     stats: dict[str, os.stat_result],
-    known: dict[str, tuple[Any, ...]],
+    known: dict[str, FileRow],
     text: bool = True,
 ) -> dict[str, int] | None:
     """The ids of `wanted` when nothing needs catching up (None otherwise), found without a
@@ -61,9 +61,9 @@ def unchanged(
     ids: dict[str, int] = {}
     for v in sources:
         row = known.get(v.name)
-        if row is None or row[7] != v.version.encode() or (text and not row[10]):
+        if row is None or row.version != v.version or (text and not row.text):
             return None
-        ids[v.name] = int(row[0])
+        ids[v.name] = row.id
     for spath, path in wanted.items():
         if path is None:
             continue
@@ -73,14 +73,9 @@ def unchanged(
                 return None
             continue
         row = known.get(spath)
-        if (
-            row is None
-            or (row[2], row[3], row[4], row[5], row[9])
-            != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            or (text and not row[10])
-        ):
+        if row is None or not row.same_stat(st) or (text and not row.text):
             return None
-        ids[spath] = int(row[0])
+        ids[spath] = row.id
     for spath in known:
         if spath not in wanted and not os.path.exists(spath.partition(VIRTUAL_SEP)[0]):
             return None
@@ -100,7 +95,7 @@ COMMIT_BYTES = 256 << 20
 RESTARTS = 1000
 
 
-class _Restart(Exception):
+class Restart(Exception):
     """Another process wrote to the index between two parts of a catch-up."""
 
 
@@ -118,15 +113,16 @@ class _Batch:
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
-        self.turns: list[tuple[Any, ...]] = []
+        self.turns: Turns = []
+        # (dev, ino, size, mtime, ctime, off, digest, last_role, text, id): an UPDATE's values
         self.files: list[tuple[Any, ...]] = []
 
 
 class _Parts:
     """Counts a catch-up's progress: tells `progress`, and commits every commit_bytes()."""
 
-    def __init__(self, idx: CatchUp, jobs: list[Job], progress: Progress | None) -> None:
-        self.idx = idx
+    def __init__(self, writer: CatchUp, jobs: list[Job], progress: Progress | None) -> None:
+        self.writer = writer
         self.progress = progress
         self.files = len(jobs)
         self.total = sum(j.size - j.off for j in jobs)
@@ -140,25 +136,30 @@ class _Parts:
         self.pending += size
         if self.pending >= self.step and self.n < self.files:
             self.pending = 0
-            self.idx._commit_part()
+            self.writer.commit_part()
         if self.progress is not None:
             self.progress(self.n, self.files, self.bytes, self.total)
         testhooks.pause("index-part")
 
 
 class CatchUp:
-    """The writing half of `Index` (its base class): needs `conn`, `path`, `fts`, `trigram`,
-    `dead` and `unreadable`, which `Index` sets."""
+    """One catch-up's writing, under the index's write lock: files added (`file`, `virtual`),
+    read (`run`), purged and forgotten. `dead` counts the purged message rows (their words
+    linger in the contentless FTS tables); `unreadable` names the transcripts it could not read
+    (path → the OSError), whose rows it dropped."""
 
-    conn: sqlite3.Connection
-    path: Path
-    fts: bool
-    trigram: bool
-    dead: int
-    unreadable: dict[str, OSError]
-    _batch: _Batch
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, fts: bool, trigram: bool, dead: int
+    ) -> None:
+        self.conn = conn
+        self.path = path
+        self.fts = fts
+        self.trigram = trigram
+        self.dead = dead
+        self.unreadable: dict[str, OSError] = {}
+        self._batch = _Batch()
 
-    def _purge(self, file_id: int) -> None:
+    def purge(self, file_id: int) -> None:
         """Drop a file's rows and forget what was read of it (its row is consistent with its
         rows at every commit: a build is committed in parts)."""
         c = self.conn
@@ -167,31 +168,40 @@ class CatchUp:
         c.execute("DELETE FROM days WHERE file_id = ?", (file_id,))
         c.execute("DELETE FROM tools WHERE file_id = ?", (file_id,))
         c.execute(
-            "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, tail = NULL, "
-            "last_role = NULL, text = 0 WHERE id = ?",
+            "UPDATE files SET size = -1, mtime = 0, ctime = 0, off = 0, digest = NULL, "
+            "last_role = NULL, text = 0, version = NULL WHERE id = ?",
             (file_id,),
         )
 
-    def _catch_up_virtual(self, v: Virtual, row: tuple[Any, ...] | None, text: bool) -> int:
+    def forget(self, file_id: int) -> None:
+        """Drop a file from the index (it is gone; the caller drops the snapshots that name
+        it)."""
+        self.purge(file_id)
+        self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+    def rename(self, row: FileRow, path: str) -> FileRow:
+        """The file of `row` under its new name (same bytes: its rows are kept)."""
+        self.conn.execute("UPDATE files SET path = ? WHERE id = ?", (path, row.id))
+        return row._replace(path=path)
+
+    def virtual(self, v: Virtual, row: FileRow | None, text: bool) -> int:
         """A transcript another store holds (OpenClaw's SQLite): read whole again whenever its
         version (the session's updatedAt) changes, or when its text is wanted and not there."""
         c = self.conn
-        version = v.version.encode()
-        if row is not None and row[7] == version and (row[10] or not text):
-            return int(row[0])
-        text = text or bool(row is not None and row[10])
+        if row is not None and row.version == v.version and (row.text or not text):
+            return row.id
+        text = text or bool(row is not None and row.text)
         if row is None:
             cur = c.execute(
-                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
-                "VALUES (?, 0, 0, 0, 0, 0, NULL, NULL)",
+                "INSERT INTO files(path, dev, ino, size, mtime, off) VALUES (?, 0, 0, 0, 0, 0)",
                 (v.name,),
             )
             file_id = int(cur.lastrowid or 0)
         else:
-            file_id = int(row[0])
-            self._purge(file_id)
+            file_id = row.id
+            self.purge(file_id)
         rows: list[Row] = []
-        turns: list[tuple[Any, ...]] = []
+        turns: Turns = []
         last_role: str | None = None
         for line in v.load():
             msg = line.get("message") if isinstance(line, dict) else None
@@ -200,72 +210,61 @@ class CatchUp:
                 last_role = collect(file_id, ex, 0, last_role, rows, turns)
         self._insert(rows if text else [], turns, keep_text=True)
         c.execute(
-            "UPDATE files SET tail = ?, last_role = ?, text = ? WHERE id = ?",
-            (version, last_role, int(text), file_id),
+            "UPDATE files SET version = ?, last_role = ?, text = ? WHERE id = ?",
+            (v.version, last_role, int(text), file_id),
         )
         return file_id
 
-    def _insert(
-        self, rows: list[Row], turns: list[tuple[Any, ...]], *, keep_text: bool = False
-    ) -> None:
+    def _insert(self, rows: list[Row], turns: Turns, *, keep_text: bool = False) -> None:
         insert_rows(self.conn, self.fts, self.trigram, rows, turns, keep_text=keep_text)
 
-    def _catch_up(
+    def file(
         self,
         path: Path,
         st: os.stat_result,
-        row: tuple[Any, ...] | None,
+        row: FileRow | None,
         jobs: list[Job],
         text: bool,
     ) -> int:
         """The file's id; what must be read of it (from where) is added to `jobs`."""
-        c = self.conn
         if row is None:
-            cur = c.execute(
-                "INSERT INTO files(path, dev, ino, size, mtime, off, tail, last_role) "
-                "VALUES (?, ?, ?, 0, 0, 0, NULL, NULL)",
+            cur = self.conn.execute(
+                "INSERT INTO files(path, dev, ino, size, mtime, off) VALUES (?, ?, ?, 0, 0, 0)",
                 (str(path), st.st_dev, st.st_ino),
             )
             file_id = int(cur.lastrowid or 0)
-            off, last_role, digest = 0, None, b""
-        else:
-            file_id, _p, dev, ino, size, mtime, off, digest, last_role, ctime, has_text = row
-            text = text or bool(has_text)  # a file whose text is indexed keeps it current
-            if (dev, ino, size, mtime, ctime) == (
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-            ):
-                if has_text or not text:
-                    return int(file_id)
+            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", text, 0))
+            return file_id
+        file_id, off, has_text = row.id, row.off, row.text
+        text = text or bool(has_text)  # a file whose text is indexed keeps it current
+        if row.same_stat(st):
+            if not has_text and text:
                 # Unchanged, its turns indexed without its text: the text from the start.
-                jobs.append(Job(int(file_id), str(path), 0, st.st_size, None, st, b"", True, off))
-                return int(file_id)
-            if (
-                (dev, ino) != (st.st_dev, st.st_ino)
-                or st.st_size < off
-                # Changed without growing, where the digest samples: it cannot prove that
-                # nothing changed (a rename or chmod also moves the ctime).
-                or (st.st_size <= size and off > FULL_DIGEST_MAX)
-                or not same_prefix(path, off, digest)
-            ):
-                self._purge(file_id)  # replaced or rewritten: read it again from the start
-                off, last_role, digest, has_text = 0, None, b"", 1
-            if text and not has_text:  # grown; its text never read: from the start
-                jobs.append(Job(int(file_id), str(path), 0, st.st_size, None, st, b"", True, off))
-                return int(file_id)
-        jobs.append(
-            Job(int(file_id), str(path), off, st.st_size, last_role, st, digest or b"", text, off)
-        )
-        return int(file_id)
+                jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", True, off))
+            return file_id
+        if (
+            (row.dev, row.ino) != (st.st_dev, st.st_ino)
+            or st.st_size < off
+            # Changed without growing, where the digest samples: it cannot prove that
+            # nothing changed (a rename or chmod also moves the ctime).
+            or (st.st_size <= row.size and off > FULL_DIGEST_MAX)
+            or not same_prefix(path, off, row.digest)
+        ):
+            self.purge(file_id)  # replaced or rewritten: read it again from the start
+            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", text, 0))
+        elif text and not has_text:  # grown; its text never read: from the start
+            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", True, off))
+        else:
+            digest = row.digest or b""
+            jobs.append(
+                Job(file_id, str(path), off, st.st_size, row.last_role, st, digest, text, off)
+            )
+        return file_id
 
-    def _run(self, jobs: list[Job], progress: Progress | None) -> None:
+    def run(self, jobs: list[Job], progress: Progress | None) -> None:
         """Read what `jobs` ask for and write it to the index: the small and the many files in
         worker processes when there is much to read and more than one CPU, the rest here."""
         all_jobs = jobs
-        self._batch = _Batch()
         parts = _Parts(self, jobs, progress)
         pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]
         # Turns alone (a `usage` build) are read here: the parse is the whole of it, and a
@@ -302,7 +301,7 @@ class CatchUp:
         if got.error is not None:
             self.unreadable[job.path] = OSError(got.errno or 0, got.error, job.path)
             # Forget what was read: once readable again it is read from the start.
-            self._purge(job.file_id)
+            self.purge(job.file_id)
             return
         batch = self._batch
         batch.rows += got.rows
@@ -316,7 +315,7 @@ class CatchUp:
                 st.st_mtime_ns,
                 st.st_ctime_ns,
                 got.off,
-                got.tail,
+                got.digest,
                 got.last_role,
                 int(job.text),
                 job.file_id,
@@ -332,12 +331,12 @@ class CatchUp:
         self._insert(batch.rows, batch.turns)
         self.conn.executemany(
             "UPDATE files SET dev = ?, ino = ?, size = ?, mtime = ?, ctime = ?, off = ?, "
-            "tail = ?, last_role = ?, text = ? WHERE id = ?",
+            "digest = ?, last_role = ?, text = ? WHERE id = ?",
             batch.files,
         )
         self._batch = _Batch()
 
-    def _commit_part(self) -> None:
+    def commit_part(self) -> None:
         """Commit what was caught up so far and take the write lock again; when another
         process wrote in between, what this one planned may be stale: start over."""
         c = self.conn
@@ -351,4 +350,4 @@ class CatchUp:
         except sqlite3.OperationalError as exc:
             raise BusyError(f"the search index {self.path} is busy") from exc
         if c.execute("PRAGMA data_version").fetchone()[0] != seen:
-            raise _Restart
+            raise Restart

@@ -1,6 +1,6 @@
 """Which transcripts a warm `search` or `usage` reads, found without listing every session: the
 store's change markers against those a kept snapshot of the last full check saw, then a stat
-of its hot transcripts only (state/index_snap.py says why that is enough, and what it misses).
+of its hot transcripts only (index/snapshots.py says why that is enough, and what it misses).
 
 The markers are taken before the full check starts: a change during it moves them after, and
 the next command checks in full again."""
@@ -13,9 +13,9 @@ from typing import Any
 
 from sessiontool import clock
 from sessiontool.context import Context
+from sessiontool.index.snapshots import Hot, Kept, SnapRow, Snapshot, hot_until
+from sessiontool.index.sync import Index
 from sessiontool.state import detect
-from sessiontool.state.index_snap import Hot, Kept, SnapRow, hot_until
-from sessiontool.state.search_index import Index
 
 # A transcript written, or whose session was updated, this recently is hot (the time is the
 # one clock's, sessiontool/clock.py: SESSIONTOOL_NOW_MS moves it, as the bench does).
@@ -91,29 +91,28 @@ def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, i
         elif r.updated is not None and r.updated >= since_ms:
             hot.append([file_id, path, r.updated + HOT_MS])
     kept = Kept(scope, marks, list(rows.values()), hot, since_ms * 1_000_000, HOT_MS)
-    idx.keep_snapshot(kept, version)
+    idx.snaps.keep(kept, version)
 
 
-def warm(idx: Index, scope: str, marks: bytes, text: bool) -> tuple[int, int] | None:
-    """(snapshot id, number of files) when the snapshot kept for `scope` still holds: the
+def snapshot(idx: Index, scope: str, marks: bytes, text: bool) -> Snapshot | None:
+    """The snapshot kept for `scope` when it still holds: the
     markers the same, the hot transcripts caught up (only they are read). None: check in full
     (always with SESSIONTOOL_INDEX_FULL_CHECK set)."""
     import orjson
 
     if os.environ.get(FULL_CHECK_ENV, "") not in ("", "0"):
         return None
-    got = idx.snapshot(scope)
-    if got is None or got[1] != marks:
+    snap = idx.snaps.get(scope)
+    if snap is None or snap.markers != marks:
         return None
-    snap, _, hot_blob, n = got
-    kept = orjson.loads(hot_blob)
+    kept = orjson.loads(snap.hot)
     if not isinstance(kept, list) or any(
         not isinstance(h, list) or len(h) != 3 for h in kept
     ):  # kept before the hot set aged: check in full once
         return None
     now = clock.now_ms()
     hot = [h for h in kept if (until := hot_until(h)) is None or until > now]
-    changed = idx.hot_changed(hot, text)
+    changed = idx.snaps.hot_changed(hot, text)
     if changed is None:
         return None
     if changed:
@@ -127,5 +126,5 @@ def warm(idx: Index, scope: str, marks: bytes, text: bool) -> tuple[int, int] | 
             if h[1] in again and hot_until(h) is not None:
                 h[2] = now + HOT_MS
     if changed or len(hot) < len(kept):
-        idx.rehot(scope, marks, hot)
-    return snap, n
+        idx.snaps.rehot(scope, marks, hot)
+    return snap

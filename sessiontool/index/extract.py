@@ -117,11 +117,21 @@ def _lenient(raw: bytes) -> Any:
         return None
 
 
+# What a model turn used: (provider, model, ts, input, output, cache read, cache write tokens,
+# the recorded cost (None: none), the tool names it called).
+Usage = tuple[str, str, int, int, int, int, int, float | None, list[str]]
+# A model turn as the index is given it: (file id, *Usage, 1 when it starts a run, else 0).
+Turn = tuple[int, str, str, int, int, int, int, int, float | None, list[str], int]
+# A failed tool result, carried among the turns (index/tool_shares.py counts it): (file id,
+# tool name, ts). Plain tuples, not named ones: a cold `usage` of 1 GB makes a million.
+Failed = tuple[int, str, int]
+Turns = list[Turn | Failed]
+
+
 @dataclass(slots=True)
 class Extracted:
     rows: list[tuple[int, str, str]]  # (ts, role, text)
-    # (provider, model, ts, in, out, cr, cw, recorded cost, the tool names it called)
-    turn: tuple[Any, ...] | None
+    turn: Usage | None
     role: str | None
     failed: tuple[str, int] | None = None  # a failed tool result: (tool name, ts)
 
@@ -152,7 +162,7 @@ def extract(raw: bytes) -> Extracted | None:
     return None if got is None else extract_message(*got)
 
 
-def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> tuple[Any, ...]:
+def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> Usage:
     """(provider, model, ts, in, out, cache read, cache write, recorded cost, tool names called)
     of a message with `usage`; a count that is an int within 64 bits (all of them, nearly
     always) skips `_int`. The order puts what `days.each` keeps of a turn last, as one slice."""
@@ -202,7 +212,7 @@ def scan_lines(
     lines: Iterator[tuple[int, bytes]],
     start: tuple[int, str | None, int],
     rows: list[tuple[int, int, str, int, int, int, str]] | None,
-    turns: list[tuple[Any, ...]],
+    turns: Turns,
 ) -> tuple[int, str | None]:
     """One pass over (offset after the line, line) pairs: each message parsed once; its text
     rows added to `rows` (None: the turns alone, for `usage`) and its turn to `turns` when the
@@ -239,11 +249,9 @@ def scan_lines(
     return off, last_role
 
 
-def add_turn(
-    turns: list[tuple[Any, ...]], file_id: int, ex: Extracted, last_role: str | None
-) -> None:
+def add_turn(turns: Turns, file_id: int, ex: Extracted, last_role: str | None) -> None:
     """A message's turn (with whether it starts a run: it follows neither an assistant nor a
-    tool message), or its failed tool result's marker (state/index_tools.py)."""
+    tool message), or its failed tool result's marker (index/tool_shares.py)."""
     if ex.turn is not None:
         turns.append((file_id, *ex.turn, int(last_role not in _IN_RUN)))
     elif ex.failed is not None:
@@ -254,7 +262,7 @@ def _scan_turns(
     file_id: int,
     lines: Iterator[tuple[int, bytes]],
     start: tuple[int, str | None, int],
-    turns: list[tuple[Any, ...]],
+    turns: Turns,
 ) -> tuple[int, str | None]:
     """`scan_lines` without text rows (a `usage` build): `_message` and the turn's timestamp
     inline, one loop per file instead of three calls per line (they were half of what a cold
@@ -288,9 +296,7 @@ def _scan_turns(
     return off, last_role
 
 
-def _failed_marker(
-    file_id: int, msg: dict[str, Any], line: dict[str, Any], turns: list[tuple[Any, ...]]
-) -> None:
+def _failed_marker(file_id: int, msg: dict[str, Any], line: dict[str, Any], turns: Turns) -> None:
     """A failed tool result's marker among the turns: (file id, tool name, ts)."""
     if msg.get("isError") is True:
         got = failed_tool(msg, _ts(msg, line))
