@@ -26,7 +26,9 @@ VERSION = 1
 # The extra's one package, installed into sessiontool's own environment whichever way it was
 # installed (pip from a checkout: `pip install '.[gateway]'`; pipx: `pipx inject sessiontool
 # cryptography`; uv: `uv tool install --with cryptography .`).
-EXTRA = "install the `gateway` extra (pip install 'cryptography>=42' into sessiontool's environment)"
+EXTRA = (
+    "install the `gateway` extra (pip install 'cryptography>=42' into sessiontool's environment)"
+)
 
 
 def _ed25519() -> Any:
