@@ -91,9 +91,8 @@ def _json(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
         return
     if fields:
         rows = [{k: r.get(k) for k in fields} for r in rows]
-    if next(reversed(data)) != key:  # the rows in their place, among the other keys
-        render.emit_json({k: rows if k == key else v for k, v in data.items()})
-        return
+    # The rows go last, after the listing's other keys (`count`, `hasMore`, ...), as every
+    # release before wrote them: streamed, and what scripts and pinned outputs expect.
     head = {k: v for k, v in data.items() if k != key}
     render.emit_json_rows(head, key, rows)
 
