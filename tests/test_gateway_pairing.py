@@ -159,7 +159,10 @@ def test_without_cryptography_a_pairing_names_the_extra_and_a_shared_secret_need
         )  # fmt: skip
         assert proc.returncode == 2, proc.stdout + proc.stderr
         (line,) = proc.stderr.splitlines()
-        assert line.endswith("not installed: pip install 'sessiontool[gateway]'"), line
+        assert line.endswith(
+            "not installed: install the `gateway` extra "
+            "(pip install 'cryptography>=42' into sessiontool's environment)"
+        ), line
         assert "Traceback" not in proc.stderr and proc.stdout == ""
         assert not list(me.state.rglob("gateway-device.json"))
     with fake.running(tmp_path / "gw2", token=TOKEN) as gw:  # loopback: the secret is enough

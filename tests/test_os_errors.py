@@ -75,6 +75,8 @@ def populated(state: Path) -> None:
 
 def run_as_nobody(state: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SESSIONTOOL_STATE_DIR=str(state), HOME=str(home))
+    # Under CI's coverage run, the child would write its data file as `nobody` where root's go.
+    env.pop("COVERAGE_PROCESS_CONFIG", None)
     return subprocess.run(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
         + [sys.executable, "-m", "sessiontool", *args],

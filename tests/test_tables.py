@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,14 @@ def test_a_new_runner_is_one_row_plus_its_module(shout_row: None) -> None:
 
 
 def test_an_unknown_runner_names_every_row(shout_row: None) -> None:
-    with pytest.raises(RunnerError, match="expected one of echo, command, openai, llm, shout"):
+    """The refusal names the table's rows, whatever they are today: the new one among them
+    (a runner added for real changes nothing here)."""
+    names = list(runnertable.RUNNERS)
+    assert names[-1] == "shout" and len(names) > 1
+    valid = re.escape(f"expected one of {', '.join(names)}")
+    with pytest.raises(RunnerError, match=valid):
         get_runner({"type": "whisper"})
-    with pytest.raises(ConfigError, match="expected one of echo, command, openai, llm, shout"):
+    with pytest.raises(ConfigError, match=valid):
         check_runner({"type": "whisper"}, "agents.defaults.runner", str)
 
 
@@ -151,13 +157,19 @@ def test_a_new_openclaw_schema_is_one_row(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_a_new_output_format_is_one_row_plus_its_writer(tmp_path: Path) -> None:
-    """cli/output.py's FORMATS: one row (tests/fakes/csv_format.py) and every listing writes
-    it, `--fields` included; a result that is no listing falls back to its text."""
+    """cli/output.py's FORMATS: one row (tests/fakes/csv_format.py, named as no real row
+    will be) and every listing writes it, `--fields` included; a result that is no listing
+    (a transcript, `paths`) falls back to its text."""
+    from sessiontool.cli.output import FORMATS
+    from tests.fakes.csv_format import NAME
+
+    assert NAME not in FORMATS
     state = copy_state(tmp_path / "state")
-    rc, data = run_json("--state-dir", str(state), "list")
+    base = ("--state-dir", str(state))
+    rc, data = run_json(*base, "list")
     assert rc == 0 and data["count"] > 1, data
     fake = [sys.executable, "-m", "tests.fakes.csv_format", "--state-dir", str(state)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SESSIONTOOL_OUTPUT_FORMAT": "csv"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SESSIONTOOL_OUTPUT_FORMAT": NAME}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -176,8 +188,12 @@ def test_a_new_output_format_is_one_row_plus_its_writer(tmp_path: Path) -> None:
     assert proc.stdout.splitlines() == want
     proc = run("paths")  # no listing: its lines as ever
     assert proc.returncode == 0 and proc.stdout.startswith("state dir\t"), proc.stdout
+    proc = run("history", "main")  # a transcript: its text, as piped
+    assert (proc.returncode, proc.stdout) == (0, run_cli(*base, "history", "main").stdout)
     # --json still means JSON, whatever the format.
     assert json.loads(run("list", "--json").stdout) == data
-    # The table's names are the valid ones: without the row, the word is refused.
-    proc = run_cli("--state-dir", str(state), "list", env={"SESSIONTOOL_OUTPUT_FORMAT": "csv"})
-    assert proc.returncode == 2 and "unknown output format 'csv'" in proc.stderr
+    # The table's names are the valid ones: without the row, the word is refused, and the
+    # refusal names the rows there are (a real format added changes nothing here).
+    proc = run_cli(*base, "list", env={"SESSIONTOOL_OUTPUT_FORMAT": NAME})
+    assert proc.returncode == 2 and f"unknown output format {NAME!r}" in proc.stderr
+    assert f"(valid: auto, {', '.join(FORMATS)})" in proc.stderr

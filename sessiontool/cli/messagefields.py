@@ -2,7 +2,8 @@
 With `--json`/`--format json|jsonl`, each message object holds only them (a key a message lacks
 is null); in text, one message per line as TSV, those keys in that order (a value that is no
 string, such as a list of content parts, as compact JSON). The `history --format` row asked for
-is wrapped here, so the page and the messages `--follow` adds are picked alike.
+is wrapped with them (`historyformats.picking`: jsonl), or the transcript's View is given them
+(cli/historyformats.py), so the page and the messages `--follow` adds are picked alike.
 
 A name is valid if a message may carry it (`columns.MESSAGE_KEYS`) or one of the page's
 messages has it: a typo is a usage error naming the valid keys, before anything is written."""
@@ -11,15 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sessiontool.cli import render
 from sessiontool.errors import UsageError
 
-if TYPE_CHECKING:
-    from sessiontool.cli.historyformats import HistoryFormat, Message
-    from sessiontool.context import Context
-    from sessiontool.sessions.history import History
+Message = dict[str, Any]
 
 
 def parse(fields: str | None) -> list[str] | None:
@@ -52,30 +49,6 @@ def _cell(v: Any) -> Any:
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
-def tsv(messages: Sequence[Message], names: Sequence[str]) -> str:
-    return render.tsv([_cell(m.get(n)) for n in names] for m in messages)
-
-
-def wrap(fmt: str, row: HistoryFormat, names: Sequence[str]) -> HistoryFormat:
-    """The format row that writes only `names` of each message."""
-    if fmt in ("json", "jsonl"):
-        write_page, write_one = row.whole, row.message
-
-        def whole(ctx: Context, h: History) -> str | bytes | None:
-            check(names, h.messages)
-            h.messages = [pick(m, names) for m in h.messages]
-            return write_page(ctx, h)
-
-        def one(key: str, m: Message) -> str | bytes:
-            assert write_one is not None
-            return write_one(key, pick(m, names))
-
-        return row._replace(whole=whole, message=one)
-    if fmt == "text":
-
-        def text(ctx: Context, h: History) -> str:
-            check(names, h.messages)
-            return tsv(h.messages, names)
-
-        return row._replace(whole=text, message=lambda key, m: tsv([m], names))
-    raise UsageError(f"--fields writes text (TSV), json or jsonl, not {fmt}")
+def cells(messages: Sequence[Message], names: Sequence[str]) -> list[list[Any]]:
+    """The TSV rows of these messages: `names` of each, in that order."""
+    return [[_cell(m.get(n)) for n in names] for m in messages]

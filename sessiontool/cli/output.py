@@ -13,11 +13,14 @@ columns) only when a TSV is written."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sessiontool.cli import render
 from sessiontool.cli.render import Look
+
+R = TypeVar("R")  # a View's result: a command's TypedDict
+M = TypeVar("M", bound="Mapping[str, Any]")  # an item a `--follow` prints
 
 if TYPE_CHECKING:
     from typing import TypedDict, Unpack
@@ -25,37 +28,46 @@ if TYPE_CHECKING:
     from sessiontool.cli.columns import Getter
     from sessiontool.context import Options
 
-    class ViewParts(TypedDict, total=False):
-        """What a View may say besides its data and rows (View's attributes)."""
+    class ViewParts(TypedDict, Generic[R], total=False):
+        """What a View may say besides its data and rows (View's attributes), each typed
+        over the View's result `R`: mypy checks the renderers take what the operation returns."""
 
         columns: Callable[[], Columns] | None
-        cells: Callable[[Any], Sequence[Sequence[Any]]] | None
-        table: Callable[[Look, Any], None] | None
-        text: Callable[[Any], str] | None
+        cells: Callable[[R], Sequence[Sequence[Any]]] | None
+        table: Callable[[Look, R], None] | None
+        text: Callable[[R], str] | None
         ids: str | None
         empty: str | None
 
 
 Columns = tuple["Mapping[str, Getter]", Sequence[str]]
+Row = Mapping[str, Any]  # one row of a listing (a TypedDict)
 
 
-class View:
+class View(Generic[R]):
     """One result as every format sees it. Only `data` is required: a result without rows is
-    written as its JSON, or as `text` for a person and a pipe alike. (Plain classes here: a
-    NamedTuple costs `list --json` 0.2 ms to create.)"""
+    written as its JSON, or as `text` for a person and a pipe alike. `rows` reads a listing's
+    rows out of the result (`lambda r: r["hits"]`: a key mypy checks against the result's
+    TypedDict); the JSON writes them under the key that holds them, streamed. (Plain classes
+    here: a NamedTuple costs `list --json` 0.2 ms to create.)"""
 
     __slots__ = ("data", "rows", "columns", "cells", "table", "text", "ids", "empty")
 
-    data: Any  # the typed result: what --json writes, byte for byte
-    rows: str | None  # the key of its rows in `data` (streamed by json, one line each)
+    data: R  # the typed result: what --json writes, byte for byte
+    rows: Callable[[R], Sequence[Row]] | None  # its rows (streamed by json, one line each)
     columns: Callable[[], Columns] | None  # (every column, the default ones), lazily
-    cells: Callable[[Any], Sequence[Sequence[Any]]] | None  # TSV rows not in `rows`
-    table: Callable[[Look, Any], None] | None  # the terminal view of `data`
-    text: Callable[[Any], str] | None  # the whole text, for a terminal or a pipe
+    cells: Callable[[R], Sequence[Sequence[Any]]] | None  # TSV rows not in `rows`
+    table: Callable[[Look, R], None] | None  # the terminal view of `data`
+    text: Callable[[R], str] | None  # the whole text, for a terminal or a pipe
     ids: str | None  # the field `-q` prints, one a line
     empty: str | None  # said on a terminal (stderr) when there are no rows
 
-    def __init__(self, data: Any, rows: str | None = None, **parts: Unpack[ViewParts]) -> None:
+    def __init__(
+        self,
+        data: R,
+        rows: Callable[[R], Sequence[Row]] | None = None,
+        **parts: Unpack[ViewParts[R]],
+    ) -> None:
         self.data, self.rows = data, rows
         self.columns = parts.get("columns")
         self.cells = parts.get("cells")
@@ -65,22 +77,27 @@ class View:
         self.empty = parts.get("empty")
 
 
-def _rows(view: View) -> Sequence[Any]:
-    return view.data[view.rows] if view.rows else []
+def _rows(view: View[Any]) -> Sequence[Row]:
+    return view.rows(view.data) if view.rows is not None else []
 
 
-def _json(view: View, look: Look, fields: Sequence[str] | None) -> None:
-    if view.rows is None:
-        render.emit_json(view.data)
-        return
+def _json(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     rows = _rows(view)
+    data = view.data
+    # The rows' own key in the result (the one whose value they are), for streaming them.
+    key = next((k for k, v in data.items() if v is rows), None) if view.rows else None
+    if key is None:
+        render.emit_json(data)
+        return
     if fields:
         rows = [{k: r.get(k) for k in fields} for r in rows]
-    head = {k: v for k, v in view.data.items() if k != view.rows}
-    render.emit_json_rows(head, view.rows, rows)
+    # The rows go last, after the listing's other keys (`count`, `hasMore`, ...), as every
+    # release before wrote them: streamed, and what scripts and pinned outputs expect.
+    head = {k: v for k, v in data.items() if k != key}
+    render.emit_json_rows(head, key, rows)
 
 
-def _tsv(view: View, look: Look, fields: Sequence[str] | None) -> None:
+def _tsv(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     if view.cells is not None:
         render.write_out(render.tsv(view.cells(view.data)))
         return
@@ -95,7 +112,7 @@ def _tsv(view: View, look: Look, fields: Sequence[str] | None) -> None:
     render.write_out(render.tsv(columns.rows(spec, list(fields or default), _rows(view))))
 
 
-def _table(view: View, look: Look, fields: Sequence[str] | None) -> None:
+def _table(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     if view.rows is not None and view.empty and not _rows(view):
         render.empty(look, view.empty)
     elif view.table is not None:
@@ -104,7 +121,7 @@ def _table(view: View, look: Look, fields: Sequence[str] | None) -> None:
         _text(view, look, fields)
 
 
-def _ids(view: View, look: Look, fields: Sequence[str] | None) -> None:
+def _ids(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     ids = view.ids
     if ids is None:  # a result that is no listing: its text is all it has
         _text(view, look, fields)
@@ -112,7 +129,7 @@ def _ids(view: View, look: Look, fields: Sequence[str] | None) -> None:
     render.write_out("".join(render.esc(r[ids]) + "\n" for r in _rows(view)))
 
 
-def _text(view: View, look: Look, fields: Sequence[str] | None) -> None:
+def _text(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     if view.text is not None:
         render.write_out(view.text(view.data))
     elif view.columns is not None or view.cells is not None:  # a listing: its lines
@@ -121,7 +138,7 @@ def _text(view: View, look: Look, fields: Sequence[str] | None) -> None:
         _json(view, look, fields)
 
 
-def _html(view: View, look: Look, fields: Sequence[str] | None) -> None:
+def _html(view: View[Any], look: Look, fields: Sequence[str] | None) -> None:
     """A listing (or a result's lines) as one HTML table, every cell escaped; a result that
     is only text has no table: its text. Built as the pages are (`reports.htmlbase`'s Markup
     helpers), so no cell reaches the page unescaped by a missed call."""
@@ -157,7 +174,7 @@ class Format:
     __slots__ = ("write", "columns")
 
     def __init__(
-        self, write: Callable[[View, Look, Sequence[str] | None], None], columns: bool = False
+        self, write: Callable[[View[Any], Look, Sequence[str] | None], None], columns: bool = False
     ) -> None:
         self.write, self.columns = write, columns
 
@@ -203,7 +220,7 @@ def choose(look: Look, *, as_json: bool, quiet: bool = False, fields: Any = None
 
 
 def emit(
-    view: View,
+    view: View[Any],
     look: Look,
     fmt: str,
     fields: Sequence[str] | None = None,
@@ -214,7 +231,7 @@ def emit(
 
 
 def show(
-    view: View,
+    view: View[Any],
     look: Look,
     *,
     as_json: bool,
@@ -223,3 +240,24 @@ def show(
 ) -> None:
     """`choose` then `emit`: what a command calls."""
     emit(view, look, choose(look, as_json=as_json, quiet=quiet, fields=fields), fields)
+
+
+def stream(
+    items: Iterable[M],
+    view: Callable[[M], View[Any]],
+    look: Look,
+    fmt: str,
+    fields: Sequence[str] | None = None,
+) -> None:
+    """What a `--follow` prints: each item as it arrives, alone, in the format `choose` picked
+    for the command (JSON: one document a line, JSON Lines; a table or a pipe: the item's own
+    lines), flushed at once. `view` makes the item's View; the rule and the writers are the
+    same as for a whole result."""
+    import sys
+
+    for item in items:
+        if fmt == "json":  # each item its own line (JSON Lines), not a listing of one
+            emit(View({k: item.get(k) for k in fields} if fields else item), look, fmt)
+        else:
+            emit(view(item), look, fmt, fields)
+        sys.stdout.flush()

@@ -28,6 +28,7 @@ from sessiontool.state.paths import (
     is_plain_name,
     transcript_path_for,
 )
+from sessiontool.state.safefs import NOFOLLOW
 from sessiontool.state.sessions_json import read_entry
 from sessiontool.state.transcript import append_message
 
@@ -155,9 +156,6 @@ def run_delivery_command(
     tail = _tail(err)
     reason = f"delivery command exited with status {proc.returncode}"
     return f"{reason}: {tail}" if tail else reason
-
-
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @contextmanager
@@ -312,12 +310,8 @@ def deliver(
     agent = agent_id or keys.agent_of(session_key)
     record: DeliveryRecord = {"id": delivery_id} if delivery_id else {}
     if resume and delivery_id and delivery_id in _ids(paths):
-        done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), {})
-        if done.get("status") in LANDED and mirror:
-            entry0 = _read_entry(paths, agent, session_key)
-            again = mirror_message(text, outbox=done["status"] == OUTBOX)
-            _mirror(paths, agent, entry0, again, resume=True)
-        return cast("DeliveryRecord", done)  # the line this very call wrote before (its id)
+        mirrored = text if mirror else None
+        return _resumed(paths, delivery_id, agent=agent, key=session_key, mirrored=mirrored)
     record.update(
         {
             "ts": iso_now(),
@@ -354,24 +348,7 @@ def deliver(
             "deliveryContext or lastChannel/lastTo"
         )
     elif command:
-        sent = {k: v for k, v in record.items() if k not in ("status", "error")}
-        from sessiontool import childenv
-
-        env = childenv.for_config(
-            os.environ, config.get("sessiontool.delivery"), "sessiontool.delivery"
-        )
-        # The worker's own marker is not the command's: a nested sessiontool is a foreground
-        # command (10 s lock waits, not the worker's 60 s).
-        env.pop("SESSIONTOOL_WORKER", None)
-        bridge_id = delivery_id or retry_of
-        if bridge_id:
-            sent["id"] = bridge_id
-            env["SESSIONTOOL_DELIVERY_ID"] = bridge_id
-        failure = run_delivery_command(command, sent, env)
-        if failure is None:
-            record["status"] = DELIVERED
-        else:
-            record["error"] = failure
+        _by_command(config, command, record, delivery_id or retry_of)
     else:
         record["status"] = OUTBOX
     append_outbox(paths, record)
@@ -384,17 +361,60 @@ def deliver(
     return record
 
 
+def _resumed(
+    paths: StatePaths, delivery_id: str, *, agent: str, key: str, mirrored: str | None
+) -> DeliveryRecord:
+    """A resumed delivery whose line is already in the outbox: that line (the one this very
+    delivery wrote before its worker was killed), its mirror written again (`mirrored`, the
+    text; None: no mirror) where it had landed."""
+    empty: DeliveryRecord = {}
+    done = next((r for r in read_deliveries(paths) if r.get("id") == delivery_id), empty)
+    if done.get("status") in LANDED and mirrored is not None:
+        entry = _read_entry(paths, agent, key)
+        again = mirror_message(mirrored, outbox=done["status"] == OUTBOX)
+        _mirror(paths, agent, entry, again, resume=True)
+    return done
+
+
+def _by_command(
+    config: Config, command: list[str], record: DeliveryRecord, bridge_id: str | None
+) -> None:
+    """Hand the record to the delivery command: `delivered` when it exits 0, else `failed`
+    with its error (set in `record`). The command gets the delivery's id (`bridge_id`) in its
+    input and as SESSIONTOOL_DELIVERY_ID, to de-duplicate a delivery its worker ran again."""
+    from sessiontool import childenv
+
+    sent = {k: v for k, v in record.items() if k not in ("status", "error")}
+    env = childenv.for_config(
+        os.environ, config.get("sessiontool.delivery"), "sessiontool.delivery"
+    )
+    # The worker's own marker is not the command's: a nested sessiontool is a foreground
+    # command (10 s lock waits, not the worker's 60 s).
+    env.pop("SESSIONTOOL_WORKER", None)
+    if bridge_id:
+        sent["id"] = bridge_id
+        env["SESSIONTOOL_DELIVERY_ID"] = bridge_id
+    failure = run_delivery_command(command, sent, env)
+    if failure is None:
+        record["status"] = DELIVERED
+    else:
+        record["error"] = failure
+
+
 # -- reading the outbox ------------------------------------------------------------------------
 
 
-def _parse_record(raw: bytes) -> dict[str, Any] | None:
+def _parse_record(raw: bytes) -> DeliveryRecord | None:
+    """One outbox line as a record: its keys are those `deliver` writes, each value as the line
+    holds it (any version of sessiontool, or a person, may have written the file: a reader
+    checks the type of a value it relies on, as `redeliver.delivery_id` does)."""
     if not raw.strip():
         return None
     try:
         obj = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    return obj if isinstance(obj, dict) else None
+    return cast("DeliveryRecord", obj) if isinstance(obj, dict) else None
 
 
 def _after(record: Mapping[str, Any], since_ms: int | None) -> bool:
@@ -405,7 +425,7 @@ def _after(record: Mapping[str, Any], since_ms: int | None) -> bool:
     return ms is not None and ms >= since_ms
 
 
-def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[dict[str, Any]]:
+def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[DeliveryRecord]:
     """Every outbox record in file order (oldest first), those at or after `since_ms` when
     given. Unparsable lines (a torn write) are skipped: the outbox is a log, not a database."""
     try:
@@ -414,7 +434,7 @@ def read_deliveries(paths: StatePaths, since_ms: int | None = None) -> list[dict
         return []
     except OSError as exc:
         raise StorageError(f"cannot read {paths.deliveries}: {exc.strerror}") from exc
-    out: list[dict[str, Any]] = []
+    out: list[DeliveryRecord] = []
     lines = data.split(b"\n")
     bad = 0
     for n, raw in enumerate(lines, start=1):
@@ -439,7 +459,7 @@ def follow_deliveries(
     *,
     last: int | None = None,
     poll: float = FOLLOW_POLL_SECONDS,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[DeliveryRecord]:
     """Records as they are appended, like `tail -f`, forever. The records already in the
     outbox come first: those since `since_ms`, the last `last` of them (both None: none, and
     following starts at the current end). A missing outbox is waited for; one replaced by

@@ -11,6 +11,7 @@ each mode per run)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
@@ -18,34 +19,34 @@ from sessiontool.errors import NotFoundError, UsageError
 from sessiontool.flow import delivery
 
 if TYPE_CHECKING:
-    from sessiontool.flow.result_types import RetriedDelivery, RetryResult
+    from sessiontool.flow.result_types import DeliveryRecord, RetriedDelivery, RetryResult
 
 RETRYABLE = ("failed", "pending")
 
 
-def delivery_id(rec: dict[str, Any]) -> str:
+def delivery_id(rec: Mapping[str, Any]) -> str:
     rid = rec.get("id")
     if isinstance(rid, str) and rid:
         return rid
     return f"{rec.get('runId', '?')}:{rec.get('mode', '?')}"
 
 
-def latest(ctx: Context) -> dict[str, dict[str, Any]]:
+def latest(ctx: Context) -> dict[str, DeliveryRecord]:
     """The last outbox record of every delivery id, in the order ids first appeared."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, DeliveryRecord] = {}
     for rec in delivery.read_deliveries(ctx.paths):
         out[delivery_id(rec)] = rec
     return out
 
 
-def undelivered(ctx: Context) -> list[dict[str, Any]]:
+def undelivered(ctx: Context) -> list[DeliveryRecord]:
     """Deliveries whose latest attempt did not deliver and may be retried."""
     return [
         {**rec, "id": did} for did, rec in latest(ctx).items() if rec.get("status") in RETRYABLE
     ]
 
 
-def _match(ids: list[str], known: dict[str, dict[str, Any]]) -> list[str]:
+def _match(ids: list[str], known: Mapping[str, DeliveryRecord]) -> list[str]:
     """Ids as given, or unique prefixes of them (a run id's first characters)."""
     out: list[str] = []
     for want in ids:

@@ -3,8 +3,9 @@
 call write these as they are, so their keys are declared once, here, for mypy.
 
 Imported under `TYPE_CHECKING` only, like runs/record_types.py: a TypedDict class costs start-up
-to create. Outbox lines read back from the file (`read_deliveries`) stay plain dicts: any
-version of sessiontool, or a person, may have written them.
+to create. Outbox lines read back from the file (`read_deliveries`, `follow_deliveries`) are
+DeliveryRecords too, each value as the line holds it: any version of sessiontool, or a person,
+may have written them, so a reader checks the type of a value it relies on.
 """
 
 from typing import Literal, NotRequired, TypedDict

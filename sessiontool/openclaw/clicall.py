@@ -10,22 +10,31 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessiontool.openclaw.wsclient import GatewayError
 
 
+class Route(NamedTuple):
+    """How the CLI reaches the gateway: the program, its target arguments, its environment
+    (the token in it), and the secret they carry (kept out of what the CLI prints back)."""
+
+    exe: list[str]
+    target: list[str]
+    env: dict[str, str]
+    secret: str | None
+
+
 def call(
-    target: list[str],
-    env: dict[str, str],
-    secret: str | None,
-    exe: list[str],
+    route: Route,
     method: str,
     params: dict[str, Any],
+    *,
     timeout_s: float,
     expect_final: bool,
     on_pid: Callable[[int], None] | None,
 ) -> dict[str, Any]:
+    exe, target, env, secret = route
     import signal
     import subprocess
 

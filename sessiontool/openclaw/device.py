@@ -5,7 +5,7 @@ An Ed25519 key of sessiontool's own (never the `openclaw` CLI's, whose key is th
 secret), kept with the device tokens the gateway issues in `<state>/sessiontool/gateway-device.json`
 (0600). `device.id` is the hex SHA-256 of the raw public key; the signature is over OpenClaw's
 v3 payload (`buildDeviceAuthPayloadV3`). `cryptography` is imported only here, only when a device
-is needed: it is the optional extra `gateway` (`pip install 'sessiontool[gateway]'`), which most
+is needed: it is the optional extra `gateway` (`pip install '.[gateway]'` from the checkout), which most
 users (local state dirs, a gateway reached with its shared secret) never need; without it a
 pairing stops with one line naming the extra (exit 2).
 """
@@ -23,7 +23,12 @@ from sessiontool.state.paths import StatePaths
 
 FILE_NAME = "gateway-device.json"
 VERSION = 1
-EXTRA = "pip install 'sessiontool[gateway]'"
+# The extra's one package, installed into sessiontool's own environment whichever way it was
+# installed (pip from a checkout: `pip install '.[gateway]'`; pipx: `pipx inject sessiontool
+# cryptography`; uv: `uv tool install --with cryptography .`).
+EXTRA = (
+    "install the `gateway` extra (pip install 'cryptography>=42' into sessiontool's environment)"
+)
 
 
 def _ed25519() -> Any:

@@ -331,7 +331,10 @@ def call(
     from sessiontool.openclaw import clicall
 
     target, env, secret = _cli_target(paths, g)
-    return clicall.call(target, env, secret, exe, method, params, timeout_s, expect_final, on_pid)
+    route = clicall.Route(exe=exe, target=target, env=env, secret=secret)
+    return clicall.call(
+        route, method, params, timeout_s=timeout_s, expect_final=expect_final, on_pid=on_pid
+    )
 
 
 def _cli_target(paths: StatePaths, g: Gateway) -> tuple[list[str], dict[str, str], str | None]:

@@ -256,22 +256,34 @@ def resolve(paths: StatePaths, explicit: str | None = None) -> Target | None:
         if cfg_url and _same(cfg_url, explicit):
             field, secret, auth_source = _remote_auth(remote, local_auth)
             fp = _fingerprint(remote)
-        return Target(explicit, source, field, secret, auth_source, fp)
+        return Target(
+            explicit,
+            source,
+            auth_field=field,
+            secret=secret,
+            auth_source=auth_source,
+            tls_fingerprint=fp,
+        )
     env_url = os.environ.get("OPENCLAW_GATEWAY_URL", "").strip()
     if env_url:
         field, secret, auth_source = _env_auth()
         return Target(
-            normalize_url(env_url), "OPENCLAW_GATEWAY_URL", field, secret, auth_source, None
+            normalize_url(env_url),
+            "OPENCLAW_GATEWAY_URL",
+            auth_field=field,
+            secret=secret,
+            auth_source=auth_source,
+            tls_fingerprint=None,
         )
     if cfg_url and gw.get("mode") == "remote":
         field, secret, auth_source = _remote_auth(remote, local_auth)
         return Target(
             normalize_url(cfg_url),
             "gateway.remote.url",
-            field,
-            secret,
-            auth_source,
-            _fingerprint(remote),
+            auth_field=field,
+            secret=secret,
+            auth_source=auth_source,
+            tls_fingerprint=_fingerprint(remote),
         )
     return None
 
@@ -355,7 +367,13 @@ def forget(base: StatePaths, url: str) -> dict[str, Any]:
     from sessiontool.state.safefs import check_inside, remove_file
 
     norm = normalize_url(url)
-    own = gateway_root(base, Target(norm, "", None, None, None, None)) / "sessiontool"
+    own = (
+        gateway_root(
+            base,
+            Target(norm, "", auth_field=None, secret=None, auth_source=None, tls_fingerprint=None),
+        )
+        / "sessiontool"
+    )
     token = device_token_path(base, url)
     # Nothing is removed through a link planted on the way (`gateways/<hash>`): refused
     # (exit 5) before any of the three places is touched.

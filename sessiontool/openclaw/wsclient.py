@@ -319,7 +319,13 @@ class Client:
     ) -> Connection:
         self.connects += 1
         return open_connection(
-            self.url, self.secret, self.paths, scopes, use_device, protocol, self.tls_fingerprint
+            self.url,
+            self.secret,
+            self.paths,
+            scopes,
+            use_device=use_device,
+            protocol=protocol,
+            pin=self.tls_fingerprint,
         )
 
     def probe_version(self, protocol: int) -> str | None:

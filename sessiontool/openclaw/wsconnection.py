@@ -18,7 +18,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from sessiontool import __version__
-from sessiontool.errors import ExitCode, ForbiddenError, SessiontoolError
+from sessiontool.errors import ForbiddenError, SessiontoolError
+
+# The errors a connection ends in live in gateway_errors.py; importers of this module find them
+# here too.
+from sessiontool.openclaw.gateway_errors import (
+    BadFrame as BadFrame,
+)
+from sessiontool.openclaw.gateway_errors import (
+    Dropped as Dropped,
+)
+from sessiontool.openclaw.gateway_errors import (
+    GatewayError as GatewayError,
+)
+from sessiontool.openclaw.gateway_errors import (
+    GatewayTimeout as GatewayTimeout,
+)
+from sessiontool.openclaw.gateway_errors import (
+    HandshakeTimeout as HandshakeTimeout,
+)
+from sessiontool.openclaw.gateway_errors import (
+    ProtocolMismatch as ProtocolMismatch,
+)
+from sessiontool.openclaw.gateway_errors import (
+    RpcError as RpcError,
+)
 from sessiontool.openclaw.secrets import Secret
 from sessiontool.openclaw_releases import PROTOCOLS, named, newest_protocol
 from sessiontool.state.paths import StatePaths
@@ -32,7 +56,6 @@ ROLE = "operator"
 # whose handshake is not done in the same 15 s), and OPENCLAW_HANDSHAKE_TIMEOUT_MS changes it
 # for both, as for OpenClaw's.
 CONNECT_TIMEOUT_S = 15.0
-MAX_RETRY_AFTER_S = 10.0
 # hello-ok.policy.maxPayload (25 MiB on 2026.9.6) bounds the gateway's frames, and OpenClaw's own
 # client refuses a message over 25 MiB (chat.history keeps its answer under it too); a message
 # past this is no answer of the gateway's: the connection is closed rather than read. A command
@@ -43,66 +66,6 @@ MAX_DEPTH = 100  # JSON nesting of a gateway frame (a real one nests about a doz
 # ticks every 30 s (hello-ok.policy.tickIntervalMs) and pings far less often than it ticks, so a
 # run of this many is a flood, ended at once instead of answered until the call's deadline.
 MAX_CONTROL_RUN = 256
-
-
-class GatewayError(SessiontoolError):
-    """The gateway answered with an error, or could not be reached: exit 1."""
-
-    code = ExitCode.FAILURE
-
-
-class ProtocolMismatch(GatewayError):
-    """The gateway speaks a protocol other than 4 (before 2026.5.28, or a future wire break)."""
-
-    def __init__(self, message: str, expected: Any) -> None:
-        super().__init__(message)
-        self.expected = expected
-
-
-class GatewayTimeout(GatewayError):
-    pass
-
-
-class HandshakeTimeout(GatewayTimeout):
-    """A connection attempt ran out its deadline (CONNECT_TIMEOUT_S)."""
-
-
-class BadFrame(GatewayError):
-    """The gateway sent what no OpenClaw gateway sends (a WebSocket protocol error, a message
-    nested too deep): said at once, never retried as a dropped connection is."""
-
-
-class Dropped(Exception):
-    """The socket closed under a request."""
-
-
-class RpcError(Exception):
-    """An error answer of the gateway: its `code`, details and whether to retry it."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(str(error.get("message") or "failed"))
-        self.error = error
-
-    @property
-    def code(self) -> str:
-        return str(self.error.get("code") or "")
-
-    @property
-    def detail_code(self) -> str:
-        d = self.error.get("details")
-        return str(d.get("code") or "") if isinstance(d, dict) else ""
-
-    def retry_after_s(self) -> float | None:
-        ms = self.error.get("retryAfterMs")
-        d = self.error.get("details")
-        if ms is None and isinstance(d, dict):
-            ms = d.get("retryAfterMs")
-        retryable = self.code == "UNAVAILABLE" or self.error.get("retryable") is True
-        if not retryable:
-            return None
-        if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
-            return min(float(ms) / 1000, MAX_RETRY_AFTER_S)
-        return 1.0 if self.code == "UNAVAILABLE" else None
 
 
 @dataclass
@@ -280,7 +243,15 @@ def open_connection(
     try:
         ws = _socket(at, pin)
         try:
-            return _hello(ws, at, secret, paths, sorted(scopes), use_device, protocol)
+            return _hello(
+                ws,
+                at,
+                secret,
+                paths,
+                scopes=sorted(scopes),
+                use_device=use_device,
+                protocol=protocol,
+            )
         except BaseException as exc:
             ws.close(timeout=at.left())
             if isinstance(exc, ConnectionClosed):

@@ -290,10 +290,10 @@ def _run_model(
     """The model a run of this session will use, as its worker resolves it."""
     from pathlib import Path
 
-    from sessiontool.runs.execute import Session, resolve_model
+    from sessiontool.runs.execute import TurnSession, resolve_model
 
     provider, model = resolve_model(
-        ctx.config, Session(agent_id, key, dict(entry or {}), "", Path())
+        ctx.config, TurnSession(agent_id, key, dict(entry or {}), "", Path())
     )
     return f"{provider}/{model}" if provider else model
 

@@ -33,7 +33,20 @@ from sessiontool.state.paths import is_plain_name
 from sessiontool.testhooks import pause
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from sessiontool.sessions.history import History
+
+    class SiteResult(TypedDict):
+        """What `export --html DIR` returns: where, how many sessions, the pages written and
+        left unchanged (the same bytes), and the pages in all (the sessions', index, usage)."""
+
+        to: str
+        sessions: int
+        written: int
+        unchanged: int
+        pages: int
+
 
 FORMAT = 3  # bump when the pages' markup changes: every page is rendered again
 MANIFEST = ".sessiontool-html.json"
@@ -196,7 +209,7 @@ def export_html(
     agent: str | None,
     all_agents: bool,
     since_ms: int | None = None,
-) -> dict[str, Any]:
+) -> SiteResult:
     return export_site(ctx, dest, SiteSpec(agent, all_agents, since_ms))
 
 
@@ -214,31 +227,21 @@ def _no_progress(done: int, total: int) -> None:
 
 def export_site(
     ctx: Context, dest: str, spec: SiteSpec, progress: Callable[[int, int], None] = _no_progress
-) -> dict[str, Any]:
+) -> SiteResult:
     """The site of these sessions in `dest`; `progress(done, total)` before each page."""
     agent, all_agents, since_ms = spec
-    from sessiontool.openclaw.target import local_root
     from sessiontool.reports.usage import configured_prices, cost_function
     from sessiontool.sessions.reading import read_scope
     from sessiontool.sessions.resolve import all_agent_ids
-    from sessiontool.state import outdir
     from sessiontool.state.paths import ensure_dir
 
-    out_root = outdir.open_dir(dest, "--html", local_root(ctx.paths.root))
     agent_ids = all_agent_ids(ctx) if all_agents else [agent or ctx.agent_id]
     bad = [a for a in agent_ids if not is_plain_name(a)]
     if bad:
         raise UsageError(f"--agent {bad[0]!r} is not an agent id")
+    out_root, old_pages = _open_site(ctx, dest)
     price_for = cost_function(ctx)
     prices_fp = repr(sorted(configured_prices(ctx).items()))
-    manifest = _read_manifest(out_root / MANIFEST)
-    old_pages: dict[str, Any] = manifest.get("pages", {})
-    # Nothing in DIR is replaced unless this site's manifest lists it (DIR is new, empty, or
-    # an earlier export's), and nothing is written through a link.
-    listed = _listed(out_root / MANIFEST)
-    if listed is None:
-        raise outdir.foreign(out_root / MANIFEST, out_root, "a manifest the HTML")
-    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, "--html", _site_writes)
     counts = {"sessions": 0, "written": 0, "unchanged": 0}
     rows: list[dict[str, Any]] = []
     new_pages: dict[str, Any] = {}
@@ -278,7 +281,14 @@ def export_site(
                 counts["unchanged"] += 1
             else:
                 page, stats = _session_page(
-                    ctx, agent_id, full_key, entry, files, parents, children, price_for
+                    ctx,
+                    agent_id,
+                    full_key,
+                    entry,
+                    files=files,
+                    parents=parents,
+                    children=children,
+                    price_for=price_for,
                 )
                 if _write_if_changed(out_root / rel, page.encode("utf-8")):
                     counts["written"] += 1
@@ -306,7 +316,30 @@ def export_site(
             counts["unchanged"] += 1
     pages = {**old_pages, **new_pages}
     _write_if_changed(out_root / MANIFEST, _manifest_bytes(pages))
-    return {"to": str(out_root), **counts, "pages": len(rows) + 2}
+    return {
+        "to": str(out_root),
+        "sessions": counts["sessions"],
+        "written": counts["written"],
+        "unchanged": counts["unchanged"],
+        "pages": len(rows) + 2,
+    }
+
+
+def _open_site(ctx: Context, dest: str) -> tuple[Path, dict[str, Any]]:
+    """DIR, checked as a site's to write, and the pages its manifest lists. Nothing in DIR is
+    replaced unless this site's manifest lists it (DIR is new, empty, or an earlier export's),
+    and nothing is written through a link."""
+    from sessiontool.openclaw.target import local_root
+    from sessiontool.state import outdir
+
+    out_root = outdir.open_dir(dest, "--html", local_root(ctx.paths.root))
+    manifest = _read_manifest(out_root / MANIFEST)
+    old_pages: dict[str, Any] = manifest.get("pages", {})
+    listed = _listed(out_root / MANIFEST)
+    if listed is None:
+        raise outdir.foreign(out_root / MANIFEST, out_root, "a manifest the HTML")
+    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, "--html", _site_writes)
+    return out_root, old_pages
 
 
 Found = list[tuple[str, str, dict[str, Any]]]  # (agent id, full key, entry)

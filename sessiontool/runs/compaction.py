@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from sessiontool import testhooks
 from sessiontool.clock import archive_stamp, now_ms
 from sessiontool.runs import lanes, records
-from sessiontool.runs.turn import Outcome, Worker, decide
+from sessiontool.runs.turn import Outcome, WorkerState, decide
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.execute import Session
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.execute import TurnSession
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.sessions.resolve import Resolved
 
 DEFAULT_KEEP = 2
@@ -99,7 +99,7 @@ def submit(ctx: Context, r: Resolved, keep: int, timeout: float) -> tuple[dict[s
     return result, code
 
 
-def run_compact(w: Worker, rec: Record) -> None:
+def run_compact(w: WorkerState, rec: RunRecord) -> None:
     """The compaction run's turn over the files (worker.carry_out)."""
     from sessiontool.runs import execute
 
@@ -113,7 +113,7 @@ def run_compact(w: Worker, rec: Record) -> None:
         os.close(slot)
 
 
-def _compact(w: Worker, rec: Record, session: Session) -> None:
+def _compact(w: WorkerState, rec: RunRecord, session: TurnSession) -> None:
     from sessiontool.runs import execute
     from sessiontool.state.transcript_context import read_context, summary_message
 
@@ -140,7 +140,7 @@ def _compact(w: Worker, rec: Record, session: Session) -> None:
 
 
 def _write(
-    w: Worker, session: Session, summary: str, first_kept: str | None, older: list[Any]
+    w: WorkerState, session: TurnSession, summary: str, first_kept: str | None, older: list[Any]
 ) -> dict[str, Any]:
     """The transcript copied aside, then the compaction entry appended and counted."""
     from sessiontool.state import sessions_json as store
@@ -186,10 +186,12 @@ def _write(
     }
 
 
-def _publish(w: Worker, rec: Record, session: Session, out: Outcome, info: dict[str, Any]) -> None:
+def _publish(
+    w: WorkerState, rec: RunRecord, session: TurnSession, out: Outcome, info: dict[str, Any]
+) -> None:
     from sessiontool.runs import execute
 
-    def mark(r: Record) -> None:
+    def mark(r: RunRecord) -> None:
         r["compaction"] = info
 
     records.update_record(w.paths, rec["runId"], mark)

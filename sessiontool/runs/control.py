@@ -15,7 +15,8 @@ from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.flow.result_types import DeliveryRecord
+    from sessiontool.runs.record_types import RunRecord, RunView
     from sessiontool.runs.result_types import AbortResult
 
 # How often the outbox is looked at while a `--deliver` run's worker delivers its reply: the
@@ -44,7 +45,7 @@ def full_run_id(ctx: Context, given: str) -> str:
     return given
 
 
-def show_run(ctx: Context, given: str, *, log: bool = False) -> dict[str, Any]:
+def show_run(ctx: Context, given: str, *, log: bool = False) -> RunView:
     """One run as `runs RUN_ID` shows it (its public fields), with its worker's log under `log`
     when asked for (empty when the worker wrote none)."""
     from sessiontool.runs.submit import get_run, run_view
@@ -77,7 +78,7 @@ def abort_run(ctx: Context, given: str) -> AbortResult:
     return result
 
 
-def abort(paths: StatePaths, run_id: str) -> Record:
+def abort(paths: StatePaths, run_id: str) -> RunRecord:
     """End the run as `aborted` unless its end is already decided; then kill what runs it (the
     agent's process group, and a signal to the worker for an in-process runner). Returns the
     record as everyone will see it: `status` is the one outcome."""
@@ -100,7 +101,7 @@ def abort(paths: StatePaths, run_id: str) -> Record:
         return rec
     state: dict[str, Any] = {}
 
-    def mark(r: Record) -> bool:
+    def mark(r: RunRecord) -> bool:
         if is_finished(r):
             return False
         if r.get("outcome"):
@@ -145,7 +146,7 @@ def abort(paths: StatePaths, run_id: str) -> Record:
     return rec
 
 
-def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[str, Any]] | None:
+def wait_delivery(ctx: Context, rec: RunRecord, wait_s: float) -> tuple[str, DeliveryRecord] | None:
     """After a `--deliver` run ended ok its worker delivers the reply: wait (up to `wait_s`, at
     most the delivery command's own limit and a little) for the delivery's outbox line, and give
     (delivery id, its latest line), or None while it is still pending. It stops early when the
@@ -156,7 +157,7 @@ def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[s
     run_id = rec["runId"]
     deadline = time.monotonic() + min(wait_s, COMMAND_TIMEOUT_SECONDS + 5)
     while True:
-        found = None
+        found: tuple[str, DeliveryRecord] | None = None
         for did, line in latest(ctx).items():
             if line.get("runId") == run_id and line.get("mode") == "deliver":
                 found = did, line
@@ -165,7 +166,7 @@ def wait_delivery(ctx: Context, rec: Record, wait_s: float) -> tuple[str, dict[s
         time.sleep(DELIVERY_POLL_SECONDS)
 
 
-def wait_announce(ctx: Context, rec: Record, wait_s: float) -> str | None:
+def wait_announce(ctx: Context, rec: RunRecord, wait_s: float) -> str | None:
     """After a spawn through the gateway ended, its worker hands the result to the requester
     and follows that turn (runs/gateway_announce.py): wait up to `wait_s` for it, and say why
     it has not landed (None: it landed, or is not such a spawn)."""
@@ -201,7 +202,7 @@ def _follow_up_done(ctx: Context, run_id: str) -> bool:
     return isinstance(fu, dict) and fu.get("next") == "done"
 
 
-def pending_announces(paths: StatePaths) -> list[Record]:
+def pending_announces(paths: StatePaths) -> list[RunRecord]:
     """The runs whose gateway announce failed and is still to be made."""
     from sessiontool.runs import records
     from sessiontool.runs.gateway_announce import not_landed
@@ -246,11 +247,11 @@ def retry_announces(paths: StatePaths, cfg: Any, run_ids: list[str]) -> list[dic
     return out
 
 
-def _allow_one_more(paths: StatePaths, rec: Record) -> None:
+def _allow_one_more(paths: StatePaths, rec: RunRecord) -> None:
     from sessiontool.runs import records
     from sessiontool.runs.gateway_announce import attempt_of
 
-    def mutate(r: Record) -> None:
+    def mutate(r: RunRecord) -> None:
         fu: dict[str, Any] = dict(r.get("followUp") or {})
         fu["announceLimit"] = attempt_of(r)
         fu.pop("attemptAt", None)

@@ -28,16 +28,19 @@ from typing import TYPE_CHECKING, Any
 from sessiontool import testhooks
 from sessiontool.clock import now_ms
 from sessiontool.runs import lanes, records, steps
-from sessiontool.runs.turn import Outcome, RunAborted, Worker, abortable, decide
+from sessiontool.runs.turn import Outcome, RunAborted, WorkerState, abortable, decide
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.state.config import Config
 
 
 @dataclass
-class Session:
+class TurnSession:
+    """The session a run's turn writes to over the files (not the read side's sessions/
+    package): its agent, key, store entry, session id and transcript file."""
+
     agent_id: str
     key: str
     entry: dict[str, Any]
@@ -45,12 +48,12 @@ class Session:
     path: Path
 
 
-def _points(name: str, rec: Record) -> tuple[str, ...]:
+def _points(name: str, rec: RunRecord) -> tuple[str, ...]:
     what = rec.get("step") or rec.get("kind")
     return (name, f"{name}:{what}")
 
 
-def run_in_files(w: Worker, rec: Record) -> None:
+def run_in_files(w: WorkerState, rec: RunRecord) -> None:
     """The record's turn when its command chose the files writer (worker.carry_out)."""
     paths: StatePaths = w.paths
     # An agent-to-agent send is waited on by its requester's own run, which holds a slot:
@@ -87,7 +90,7 @@ def run_in_files(w: Worker, rec: Record) -> None:
         index_for_budgets(w, ended)
 
 
-def index_for_budgets(w: Worker, transcript: Path) -> None:
+def index_for_budgets(w: WorkerState, transcript: Path) -> None:
     """With budgets configured, the run's transcript caught up in the search index once the
     run is published (its waiters have their answer) and its slot is free: the next run's
     budget check then finds the index current and reads the spend without a catch-up of its
@@ -107,7 +110,7 @@ def index_for_budgets(w: Worker, transcript: Path) -> None:
         pass
 
 
-def open_session(paths: StatePaths, rec: Record) -> Session:
+def open_session(paths: StatePaths, rec: RunRecord) -> TurnSession:
     """The session's entry as the run starts; created (store entry; the transcript header
     comes with the first line) only when the key is new, as OpenClaw's sessions_send does."""
     from sessiontool.state import keys
@@ -138,13 +141,13 @@ def open_session(paths: StatePaths, rec: Record) -> Session:
     assert entry is not None
     sid = entry["sessionId"]
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
-    return Session(agent_id, key, dict(entry), sid, path)
+    return TurnSession(agent_id, key, dict(entry), sid, path)
 
 
-def start(paths: StatePaths, rec: Record, session: Session) -> bool:
+def start(paths: StatePaths, rec: RunRecord, session: TurnSession) -> bool:
     """`running` (the run lock is already held), unless it ended while queued (aborted)."""
 
-    def mark(r: Record) -> bool:
+    def mark(r: RunRecord) -> bool:
         if r.get("status") != "queued":
             return False
         now = now_ms()
@@ -173,7 +176,7 @@ def history_for(path: Path) -> list[dict[str, Any]]:
     return strip_envelopes(context_messages(path, 200))
 
 
-def append_user(rec: Record, session: Session) -> None:
+def append_user(rec: RunRecord, session: TurnSession) -> None:
     from sessiontool.runs.spawnopts import first_message
     from sessiontool.state import transcript
 
@@ -189,7 +192,7 @@ def append_user(rec: Record, session: Session) -> None:
     transcript.append_message(session.path, session.session_id, msg)
 
 
-def resolve_model(cfg: Config, session: Session) -> tuple[str | None, str]:
+def resolve_model(cfg: Config, session: TurnSession) -> tuple[str | None, str]:
     """Session override, then the sub-agent model, then the agent's and the defaults', then
     the runner's, then the runner type's name (spec §6). `provider/model` splits at '/'."""
     from sessiontool.state import keys
@@ -215,7 +218,9 @@ def resolve_model(cfg: Config, session: Session) -> tuple[str | None, str]:
     return None, str(runner.get("type", "echo"))
 
 
-def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> dict[str, str]:
+def agent_env(
+    paths: StatePaths, cfg: Config, rec: RunRecord, session: TurnSession
+) -> dict[str, str]:
     from sessiontool.context import _sandboxed
 
     env = dict(os.environ)
@@ -232,7 +237,7 @@ def agent_env(paths: StatePaths, cfg: Config, rec: Record, session: Session) -> 
 
 
 def agent_request(
-    rec: Record, session: Session, model: str, history: list[dict[str, Any]]
+    rec: RunRecord, session: TurnSession, model: str, history: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """What the runner is given for this record's turn."""
     from sessiontool.runs.spawnopts import first_message, thinking_of
@@ -264,7 +269,9 @@ def agent_request(
     return request
 
 
-def run_agent(w: Worker, rec: Record, session: Session, history: list[dict[str, Any]]) -> Outcome:
+def run_agent(
+    w: WorkerState, rec: RunRecord, session: TurnSession, history: list[dict[str, Any]]
+) -> Outcome:
     from sessiontool.runs.runners import RunnerError, RunnerTimeout, get_runner
 
     paths: StatePaths = w.paths
@@ -343,7 +350,7 @@ def _usage(out: Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
     return usage, last
 
 
-def append_reply(session: Session, out: Outcome) -> None:
+def append_reply(session: TurnSession, out: Outcome) -> None:
     from sessiontool.state import transcript
 
     res = out.result
@@ -368,7 +375,7 @@ def append_reply(session: Session, out: Outcome) -> None:
     transcript.append_entries(session.path, session.session_id, entries)
 
 
-def record_in_store(paths: StatePaths, session: Session, out: Outcome) -> None:
+def record_in_store(paths: StatePaths, session: TurnSession, out: Outcome) -> None:
     """The run's end in the store, only while the entry is still the session the run started
     in: a deleted entry is not brought back, a reset one gets no foreign tokens."""
     from sessiontool.state import sessions_json as store
@@ -401,10 +408,10 @@ def record_in_store(paths: StatePaths, session: Session, out: Outcome) -> None:
     store.update_store(paths.sessions_json(session.agent_id), mutate)
 
 
-def publish(paths: StatePaths, rec: Record, session: Session, out: Outcome) -> None:
+def publish(paths: StatePaths, rec: RunRecord, session: TurnSession, out: Outcome) -> None:
     usage, _ = _usage(out)
 
-    def mark(r: Record) -> None:
+    def mark(r: RunRecord) -> None:
         records.record_end(r, out.status, out.error, out.reply)
         if out.reason and r.get("status") == out.status:
             r["abortReason"] = out.reason

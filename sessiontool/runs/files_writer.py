@@ -20,8 +20,7 @@ from sessiontool.state.sessions_json import Entry, Store, fold
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, RunRecord, Spawn
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
@@ -241,7 +240,7 @@ class FilesWriter:
             store.update_store(ctx.paths.sessions_json(req_agent), ensure_requester)
         store.update_store(ctx.paths.sessions_json(agent_id), write_child)
 
-    def first_follow_up(self, rec: Record) -> FollowUp | None:
+    def first_follow_up(self, rec: RunRecord) -> FollowUp | None:
         kind = rec.get("kind")
         raw = rec.get("reply")
         reply: str = raw if isinstance(raw, str) else ""
@@ -260,7 +259,7 @@ class FilesWriter:
         return None
 
     def announce_to_requester(
-        self, paths: StatePaths, cfg: Config, rec: Record, text: str
+        self, paths: StatePaths, cfg: Config, rec: RunRecord, text: str
     ) -> str | None:
         """The announce message in the requester's transcript, once (looked for by its
         timestamp before it is appended again); the requester's entry is created or touched in
@@ -302,17 +301,17 @@ class FilesWriter:
             )
         return None
 
-    def cleanup(self, paths: StatePaths, rec: Record) -> None:
+    def cleanup(self, paths: StatePaths, rec: RunRecord) -> None:
         from sessiontool.runs.archive import archive_session
         from sessiontool.state import keys
 
         if rec.get("cleanup") == "delete":
             archive_session(paths, keys.agent_of(rec["sessionKey"]), rec["sessionKey"])
 
-    def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
+    def abort_turn(self, paths: StatePaths, rec: RunRecord) -> bool | None:
         return None  # the runner's process group is killed by `abort` itself
 
-    def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
+    def mark_aborted(self, paths: StatePaths, rec: RunRecord) -> None:
         """`abortedLastRun`, only while the entry is still the session the run started in (a
         deleted or reset session is left alone)."""
         from sessiontool.state import keys
@@ -335,7 +334,7 @@ class FilesWriter:
             return
         store.update_store(paths.sessions_json(agent_id), mutate)
 
-    def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
+    def clear_stale_locks(self, paths: StatePaths, rec: RunRecord) -> None:
         """The transcript locks a lost worker may have held in its agent's sessions dir (only
         those whose holder is dead: a live OpenClaw run's lock is never touched)."""
         import os

@@ -29,7 +29,7 @@ from sessiontool.openclaw import gateway
 from sessiontool.runs import records
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.state.paths import StatePaths
 
 MAX_ATTEMPTS = 3
@@ -50,12 +50,12 @@ class AnnounceNotLanded(SessiontoolError):
         self.failed = failed
 
 
-def attempt_of(rec: Record) -> int:
+def attempt_of(rec: RunRecord) -> int:
     n = (rec.get("followUp") or {}).get("announceAttempt")
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
 
 
-def exhausted(rec: Record) -> bool:
+def exhausted(rec: RunRecord) -> bool:
     """Whether the step has used the attempts it may make (`deliveries retry` allows one
     more: `announceLimit`)."""
     limit = (rec.get("followUp") or {}).get("announceLimit")
@@ -67,7 +67,7 @@ def key_suffix(attempt: int) -> str:
     return "" if attempt <= 1 else f":retry:{attempt}"
 
 
-def land(paths: StatePaths, rec: Record, text: str) -> dict[str, Any]:
+def land(paths: StatePaths, rec: RunRecord, text: str) -> dict[str, Any]:
     """Make the announce turn and follow it to its end, a failed one made again under the
     next attempt's key (after RETRY_PAUSE_S) until it lands or the attempts are used up: the
     followUp fields to record when it landed (`announceRunId`, `announcedBy`). Raises
@@ -90,7 +90,7 @@ def land(paths: StatePaths, rec: Record, text: str) -> dict[str, Any]:
             time.sleep(RETRY_PAUSE_S)
 
 
-def _attempt(paths: StatePaths, rec: Record, text: str) -> dict[str, Any]:
+def _attempt(paths: StatePaths, rec: RunRecord, text: str) -> dict[str, Any]:
     attempt = attempt_of(rec)
     _note(paths, rec, announceAttempt=attempt)
     ours_before = isinstance((rec.get("followUp") or {}).get("announceRunId"), str)
@@ -121,10 +121,10 @@ def _attempt(paths: StatePaths, rec: Record, text: str) -> dict[str, Any]:
     )
 
 
-def _note(paths: StatePaths, rec: Record, **fields: Any) -> None:
+def _note(paths: StatePaths, rec: RunRecord, **fields: Any) -> None:
     """A field of the step, in its followUp, written before what depends on it."""
 
-    def mutate(r: Record) -> None:
+    def mutate(r: RunRecord) -> None:
         fu: dict[str, Any] = dict(r.get("followUp") or {})
         fu.update(fields)
         for k in [k for k, v in fields.items() if v is None]:
@@ -158,7 +158,7 @@ STEPS = ("gateway-announce", "openclaw-announce")
 MODE = "spawn-announce"  # the id `<runId>:spawn-announce`, as a file spawn's announce delivery
 
 
-def not_landed(rec: Record) -> str | None:
+def not_landed(rec: RunRecord) -> str | None:
     """Why a spawn's gateway announce has not landed yet (its last error), or None when it
     landed, is not a gateway announce, or is still under way without a failure."""
     fu = rec.get("followUp")
@@ -168,7 +168,7 @@ def not_landed(rec: Record) -> str | None:
     return err if isinstance(err, str) and err else None
 
 
-def announce_call(paths: StatePaths, rec: Record, text: str, suffix: str = "") -> dict[str, Any]:
+def announce_call(paths: StatePaths, rec: RunRecord, text: str, suffix: str = "") -> dict[str, Any]:
     """A turn of the requester session in OpenClaw's own announce form (its `accepted` answer:
     runs/gateway_announce.py follows the turn to its end): the `task_completion` event as `internalEvents`, so
     OpenClaw keeps no user message for it, only the requester's reply, under OpenClaw's own key

@@ -15,7 +15,7 @@ from sessiontool.runs.runners import spend
 from sessiontool.runs.turn import Outcome, RunAborted
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.state.prices import Prices
 
 
@@ -39,7 +39,7 @@ def aborted(out: Outcome, exc: RunAborted) -> None:
 class BudgetWatch:
     """The `on_event` of one gateway turn with a cost limit."""
 
-    def __init__(self, rec: Record, limit: dict[str, Any], prices: Prices) -> None:
+    def __init__(self, rec: RunRecord, limit: dict[str, Any], prices: Prices) -> None:
         self.rec, self.limit, self.prices = rec, limit, prices
         model = rec.get("model")
         self.provider: str | None = None
@@ -79,7 +79,7 @@ class BudgetWatch:
                 raise OverBudget(spend.stop_message(self.limit, cost), self.text)
 
 
-def watch_for(rec: Record, providers: Any) -> BudgetWatch | None:
+def watch_for(rec: RunRecord, providers: Any) -> BudgetWatch | None:
     """The watch of a turn with a cost limit (none without one)."""
     limit = rec.get("costLimit")
     if not limit:

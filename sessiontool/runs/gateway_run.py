@@ -30,18 +30,18 @@ from sessiontool.openclaw.wsconnection import TurnHooks
 from sessiontool.runs import lanes, records, steps
 from sessiontool.runs.gateway_budget import aborted
 from sessiontool.runs.gateway_writer import ABORT_CALL_TIMEOUT_S
-from sessiontool.runs.turn import Outcome, RunAborted, Worker, abortable, decide
+from sessiontool.runs.turn import Outcome, RunAborted, WorkerState, abortable, decide
 from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
     from sessiontool.runs.gateway_budget import BudgetWatch
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
 
 SEND_WAIT_S = 3600.0  # a send has no run timeout of its own; the gateway's agent timeout ends it
 RUN_TIMEOUT_GRACE_S = 30.0
 
 
-def turn_params(rec: Record) -> dict[str, Any]:
+def turn_params(rec: RunRecord) -> dict[str, Any]:
     """The `agent` method's params for this record's turn."""
     params: dict[str, Any] = {
         "sessionKey": rec["sessionKey"],
@@ -76,14 +76,14 @@ def turn_params(rec: Record) -> dict[str, Any]:
     return params
 
 
-def _wait_s(rec: Record) -> float:
+def _wait_s(rec: RunRecord) -> float:
     timeout = rec.get("runTimeoutSeconds")
     if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
         return float(timeout) + RUN_TIMEOUT_GRACE_S
     return SEND_WAIT_S
 
 
-def execute_run(w: Worker, rec: Record) -> None:
+def execute_run(w: WorkerState, rec: RunRecord) -> None:
     """The record's turn when its command chose the gateway writer (worker.carry_out): the
     steps of execute.py's, minus every file of OpenClaw's."""
     paths: StatePaths = w.paths
@@ -102,7 +102,7 @@ def execute_run(w: Worker, rec: Record) -> None:
             os.close(slot)
 
 
-def _over_budget(w: Worker, rec: Record, out: Outcome) -> None:
+def _over_budget(w: WorkerState, rec: RunRecord, out: Outcome) -> None:
     """A gateway turn reports its usage at its end: one that spent its cost limit or more ends
     `aborted` for the budget (its reply kept), and the budget refuses the next run: what the
     mid-turn watch (runs/gateway_budget.py) could not tell, the input's tokens."""
@@ -118,8 +118,8 @@ def _over_budget(w: Worker, rec: Record, out: Outcome) -> None:
         out.status, out.error, out.reason = "aborted", spend.stop_message(limit, cost), "budget"
 
 
-def _start(paths: StatePaths, rec: Record) -> bool:
-    def mark(r: Record) -> bool:
+def _start(paths: StatePaths, rec: RunRecord) -> bool:
+    def mark(r: RunRecord) -> bool:
         if r.get("status") != "queued":
             return False
         now = now_ms()
@@ -133,7 +133,7 @@ def _start(paths: StatePaths, rec: Record) -> bool:
     return done.get("status") == "running"
 
 
-def _tool_turn(paths: StatePaths, rec: Record) -> Outcome | None:
+def _tool_turn(paths: StatePaths, rec: RunRecord) -> Outcome | None:
     """The end of a run OpenClaw's own tool carries out (gateway_tool_run.py); None: the
     emulation, also when the gateway stopped offering the tool since the command asked."""
     if not rec.get("tool"):
@@ -147,7 +147,7 @@ def _tool_turn(paths: StatePaths, rec: Record) -> Outcome | None:
     return done
 
 
-def _turn(paths: StatePaths, rec: Record, watch: BudgetWatch | None = None) -> Outcome:
+def _turn(paths: StatePaths, rec: RunRecord, watch: BudgetWatch | None = None) -> Outcome:
     """The gateway's `agent` turn of the record, to its end (`watch`: its spend, stopped
     mid-turn when it reaches its cost limit: runs/gateway_budget.py)."""
     out = Outcome()
@@ -226,14 +226,14 @@ def _turn(paths: StatePaths, rec: Record, watch: BudgetWatch | None = None) -> O
     return out
 
 
-def _run_timeout(rec: Record) -> float | None:
+def _run_timeout(rec: RunRecord) -> float | None:
     t = rec.get("runTimeoutSeconds")
     if isinstance(t, int | float) and not isinstance(t, bool) and t > 0:
         return float(t)
     return None
 
 
-def _ran_out(rec: Record, result: dict[str, Any]) -> bool:
+def _ran_out(rec: RunRecord, result: dict[str, Any]) -> bool:
     """A turn that hit its `timeout`: OpenClaw 2026.9.6 ends it `ok`, its tool cut short
     ("⚠️ Exec failed", an error payload) after at least that long. OpenClaw's own
     sessions_spawn counts such a run as timed out; so does sessiontool."""
@@ -250,7 +250,7 @@ def _ran_out(rec: Record, result: dict[str, Any]) -> bool:
     return errored or (isinstance(meta, dict) and meta.get("livenessState") == "paused")
 
 
-def _stop_turn(paths: StatePaths, rec: Record) -> None:
+def _stop_turn(paths: StatePaths, rec: RunRecord) -> None:
     """A timed-out turn is ended in the gateway too (best effort: the record says timeout)."""
     try:
         gateway.call(
@@ -263,7 +263,7 @@ def _stop_turn(paths: StatePaths, rec: Record) -> None:
         pass
 
 
-def create_child(paths: StatePaths, rec: Record) -> None:
+def create_child(paths: StatePaths, rec: RunRecord) -> None:
     """The spawn's child, created before its first turn and linked to its requester as
     OpenClaw's sessions_spawn links it: `parentSessionKey` (so the requester's row lists it in
     `childSessions`) and its `spawnDepth`, with its label (and `thinkingLevel`, `cwd`, `fork`
@@ -351,10 +351,10 @@ def _usage(meta: dict[str, Any]) -> dict[str, Any] | None:
     return out or None
 
 
-def _publish(paths: StatePaths, rec: Record, out: Outcome) -> None:
+def _publish(paths: StatePaths, rec: RunRecord, out: Outcome) -> None:
     meta = agent_meta(out.result)
 
-    def mark(r: Record) -> None:
+    def mark(r: RunRecord) -> None:
         records.record_end(r, out.status, out.error, out.reply)
         if out.reason and r.get("status") == out.status:
             r["abortReason"] = out.reason

@@ -29,7 +29,7 @@ from sessiontool.runs.turn import Outcome, RunAborted, abortable
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.state.config import Config
     from sessiontool.state.paths import StatePaths
 
@@ -38,14 +38,14 @@ SEND_WAIT_S = 3600.0
 RUN_TIMEOUT_GRACE_S = 30.0
 
 
-def _limit(rec: Record) -> float | None:
+def _limit(rec: RunRecord) -> float | None:
     t = rec.get("runTimeoutSeconds")
     if isinstance(t, int | float) and not isinstance(t, bool) and t > 0:
         return float(t)
     return None
 
 
-def turn(paths: StatePaths, rec: Record) -> Outcome | None:
+def turn(paths: StatePaths, rec: RunRecord) -> Outcome | None:
     """The run's end as OpenClaw reports it; None when the gateway no longer offers the tool
     (the caller falls back to sessiontool's own turn)."""
     out = Outcome()
@@ -73,7 +73,7 @@ def turn(paths: StatePaths, rec: Record) -> Outcome | None:
     return out
 
 
-def _start_send(paths: StatePaths, rec: Record) -> str | None:
+def _start_send(paths: StatePaths, rec: RunRecord) -> str | None:
     from sessiontool.openclaw import own_tools
 
     details = own_tools.invoke(
@@ -94,7 +94,7 @@ def _start_send(paths: StatePaths, rec: Record) -> str | None:
     return gw_run
 
 
-def _follow(paths: StatePaths, rec: Record, gw_run: str) -> dict[str, Any]:
+def _follow(paths: StatePaths, rec: RunRecord, gw_run: str) -> dict[str, Any]:
     limit = _limit(rec)
     budget = limit + RUN_TIMEOUT_GRACE_S if limit is not None else SEND_WAIT_S
     deadline = time.monotonic() + budget
@@ -159,7 +159,7 @@ def _obj(v: Any) -> dict[str, Any]:
 _ENDED = ("ok", "error", "failed")
 
 
-def _outcome(rec: Record, ended: dict[str, Any], out: Outcome) -> None:
+def _outcome(rec: RunRecord, ended: dict[str, Any], out: Outcome) -> None:
     status = ended.get("status")
     receipt = _obj(ended.get("terminalReceipt"))
     effective = _obj(receipt.get("effective"))
@@ -198,7 +198,7 @@ def _outcome(rec: Record, ended: dict[str, Any], out: Outcome) -> None:
         )
 
 
-def _stop(paths: StatePaths, rec: Record) -> bool:
+def _stop(paths: StatePaths, rec: RunRecord) -> bool:
     """An aborted run is stopped in the gateway too (best effort: the record says aborted)."""
     return chat_abort(paths, rec["sessionKey"], rec.get("gatewayRunId") or rec["runId"])
 
@@ -209,7 +209,7 @@ def _stop(paths: StatePaths, rec: Record) -> bool:
 ANNOUNCE_GRACE_MS = 1_000
 
 
-def openclaw_announce(paths: StatePaths, rec: Record) -> str | None:
+def openclaw_announce(paths: StatePaths, rec: RunRecord) -> str | None:
     """OpenClaw's announce of a child it spawned: the requester's run
     `announce:v1:<childSessionKey>:<child's runId>` (its idempotency key), when it ended within
     ANNOUNCE_GRACE_MS of the child's end; None when the gateway has no such run ended (2026.9.6's
@@ -234,7 +234,10 @@ def openclaw_announce(paths: StatePaths, rec: Record) -> str | None:
 
 
 def announce(
-    paths: StatePaths, cfg: Config, rec: Record, text: Callable[[StatePaths, Config, Record], str]
+    paths: StatePaths,
+    cfg: Config,
+    rec: RunRecord,
+    text: Callable[[StatePaths, Config, RunRecord], str],
 ) -> dict[str, Any]:
     """The announce of a spawn OpenClaw's sessions_spawn made: OpenClaw hands the result to the
     requester itself (and archives a `--cleanup delete` child), and its announce run is recorded

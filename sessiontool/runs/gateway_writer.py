@@ -30,8 +30,7 @@ from sessiontool.state.locks import pid_alive
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, RunRecord, Spawn
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
@@ -277,7 +276,7 @@ class GatewayWriter:
 
         return own_tools.allowed(ctx.paths, own_tools.SEND, requester)
 
-    def first_follow_up(self, rec: Record) -> FollowUp | None:
+    def first_follow_up(self, rec: RunRecord) -> FollowUp | None:
         """A spawn announces back through the gateway; a send between two sessions gets the
         same reply-back turns and announce step as on files (their turns are gateway runs
         too); a `--deliver` send was delivered by OpenClaw itself."""
@@ -300,7 +299,7 @@ class GatewayWriter:
         return None
 
     def announce_to_requester(
-        self, paths: StatePaths, cfg: Config, rec: Record, text: str
+        self, paths: StatePaths, cfg: Config, rec: RunRecord, text: str
     ) -> str | None:
         """The announce turn, followed until it landed (runs/gateway_announce.py); the
         gateway's run id of it. Raises when it did not land."""
@@ -309,24 +308,24 @@ class GatewayWriter:
         run_id = gateway_announce.land(paths, rec, text).get("announceRunId")
         return run_id if isinstance(run_id, str) else None
 
-    def cleanup(self, paths: StatePaths, rec: Record) -> None:
+    def cleanup(self, paths: StatePaths, rec: RunRecord) -> None:
         if rec.get("cleanup") == "delete":
             gateway.call(
                 paths, "sessions.delete", {"key": rec["sessionKey"], "deleteTranscript": True}
             )
 
-    def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
+    def abort_turn(self, paths: StatePaths, rec: RunRecord) -> bool | None:
         """Best effort: the record says `aborted` whatever the gateway answers."""
         return abort_in_gateway(paths, rec)
 
-    def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
+    def mark_aborted(self, paths: StatePaths, rec: RunRecord) -> None:
         return None  # OpenClaw's gateway owns that session's entry
 
-    def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
+    def clear_stale_locks(self, paths: StatePaths, rec: RunRecord) -> None:
         return None  # no lock of sessiontool's lives in OpenClaw's store
 
 
-def abort_in_gateway(paths: StatePaths, rec: Record) -> bool:
+def abort_in_gateway(paths: StatePaths, rec: RunRecord) -> bool:
     """After `abort` ended a started gateway run (the record `aborted`, its worker signalled),
     the gateway is asked to stop the turn. OpenClaw lets only the run's owner connection (or an
     operator.admin one) stop it, so the worker does it on its own connection when the signal

@@ -27,12 +27,11 @@ from sessiontool.errors import StorageError
 from sessiontool.state import safefs
 from sessiontool.state.flock import is_held, open_lock_file, try_flock, wait_flock
 from sessiontool.state.paths import StatePaths, ensure_dir
+from sessiontool.state.safefs import CLOEXEC, NOFOLLOW
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
 
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 SEQ_WIDTH = 15
 DEFAULT_MAX_CONCURRENT = 8
 SLOT_RESCAN_SECONDS = 0.5

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sessiontool.context import Context
 from sessiontool.errors import UsageError
@@ -15,13 +15,13 @@ from sessiontool.structs import Value
 if TYPE_CHECKING:
     from typing import TypedDict
 
-    from sessiontool.runs.record_types import RunRecord
+    from sessiontool.runs.record_types import RunRecord, RunView
 
     class RunsResult(TypedDict):
         """What `runs` returns; `--json` writes it as is (its rows are submit.run_view's)."""
 
         count: int
-        runs: list[dict[str, Any]]
+        runs: list[RunView]
 
 
 USER_KINDS = ("send", "spawn", "compact")

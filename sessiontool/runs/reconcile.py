@@ -24,15 +24,15 @@ from sessiontool.state import flock
 from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
 
 # A follow-up step attempted this recently (a delivery that failed) is not resumed again yet.
 RETRY_MS = 5_000
 
 
 def reconcile(
-    paths: StatePaths, rec: Record, *, resume: bool = True, waiting: bool = False
-) -> Record:
+    paths: StatePaths, rec: RunRecord, *, resume: bool = True, waiting: bool = False
+) -> RunRecord:
     """Bring a record up to date with reality: a started run whose worker died is `lost` now
     (and its session flagged, its follow-up resumed); a queued run gets a live lane worker; a
     finished run whose follow-up stalled is resumed in the background.
@@ -49,7 +49,7 @@ def reconcile(
             return rec
         marked = {"now": False, "recovered": False}
 
-        def mark(r: Record) -> bool:
+        def mark(r: RunRecord) -> bool:
             if r.get("status") != "running" or lock_held(paths, r["runId"]):
                 return False
             # Ended with its reply when that is on disk (it died after writing it), else lost.
@@ -83,7 +83,7 @@ def reconcile(
     return rec
 
 
-def _unrecorded_end(paths: StatePaths, rec: Record, exc: StorageError) -> Record:
+def _unrecorded_end(paths: StatePaths, rec: RunRecord, exc: StorageError) -> RunRecord:
     """For a waiter: a dead worker's run whose end cannot be recorded (a full disk). When its
     turn happened (its reply is in the transcript), the end as the reconciler will record it
     once there is space, to give (the reply, exit 0) with a warning, not "stopped" (a cron
@@ -99,7 +99,7 @@ def _unrecorded_end(paths: StatePaths, rec: Record, exc: StorageError) -> Record
             hint="free some space; the next command records its end (lost, or ok with "
             "the reply its transcript holds); it is never run again",
         ) from exc
-    ended: Record = dict(rec)  # type: ignore[assignment]
+    ended: RunRecord = dict(rec)  # type: ignore[assignment]
     recover.end_from(ended, reply)
     diag.warn(
         f"run {rec['runId']}: its reply is in the transcript, but its record could not be "
@@ -108,7 +108,7 @@ def _unrecorded_end(paths: StatePaths, rec: Record, exc: StorageError) -> Record
     return ended
 
 
-def _after_dead_end(paths: StatePaths, rec: Record, recovered: bool, *, resume: bool) -> None:
+def _after_dead_end(paths: StatePaths, rec: RunRecord, recovered: bool, *, resume: bool) -> None:
     """What follows ending a dead worker's run: its waiters woken, its lock file gone (and its
     lane marker, unless a follow-up waits), its store updated (or its session flagged), the
     lane given a worker."""
@@ -134,20 +134,20 @@ def _clear_stale_lock(paths: StatePaths, run_id: str) -> None:
     flock.remove_if_free(paths.run_lock(run_id))
 
 
-def _ensure_lane(paths: StatePaths, rec: Record) -> None:
+def _ensure_lane(paths: StatePaths, rec: RunRecord) -> None:
     try:
         lanes.ensure_worker(paths, lanes.lane_id(rec["sessionKey"]))
     except (OSError, StorageError):
         pass
 
 
-def _announce_exhausted(rec: Record) -> bool:
+def _announce_exhausted(rec: RunRecord) -> bool:
     from sessiontool.runs import gateway_announce
 
     return gateway_announce.exhausted(rec)
 
 
-def maybe_resume(paths: StatePaths, rec: Record) -> None:
+def maybe_resume(paths: StatePaths, rec: RunRecord) -> None:
     """Start a follow-up worker for a finished run whose follow-up stalled: nobody holds its
     lock, no agent step of it is queued or running, and no attempt was made in the last few
     seconds (a delivery that cannot be written is retried, not hammered)."""

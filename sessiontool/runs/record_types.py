@@ -131,6 +131,13 @@ class RunRecord(TypedDict, total=False):
     announcedAt: int
 
 
+class RunView(RunRecord, total=False):
+    """A record as `runs` shows it (runs/submit.py `run_view`: its public fields only, keys in
+    display form), with its worker's log under `runs RUN_ID --log`."""
+
+    log: str
+
+
 class Spawn(TypedDict):
     """What a spawn asks for (runs/submit.py), as the writers take it (runs/writer.py)."""
 

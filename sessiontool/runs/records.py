@@ -33,20 +33,17 @@ from sessiontool.runs.schema import is_ms as _is_ms
 from sessiontool.state import flock
 from sessiontool.state.jsonio import atomic_write, to_utf8
 from sessiontool.state.paths import StatePaths, is_plain_name
+from sessiontool.state.safefs import CLOEXEC, NOFOLLOW
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.record_types import RunStatus
-
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+    from sessiontool.runs.record_types import RunRecord, RunStatus
 
 
 def new_run_id() -> str:
     return str(uuid.uuid4())
 
 
-def is_finished(rec: Record) -> bool:
+def is_finished(rec: RunRecord) -> bool:
     status = rec.get("status")
     return isinstance(status, str) and status in FINISHED_STATUSES
 
@@ -54,7 +51,7 @@ def is_finished(rec: Record) -> bool:
 # -- reading and validating ------------------------------------------------------------------
 
 
-def _load(path: Path, run_id: str) -> Record:
+def _load(path: Path, run_id: str) -> RunRecord:
     fd = os.open(path, os.O_RDONLY | NOFOLLOW | CLOEXEC)
     with os.fdopen(fd, "rb") as fh:
         raw = fh.read()
@@ -68,7 +65,7 @@ def _load(path: Path, run_id: str) -> Record:
     return data  # type: ignore[no-any-return]
 
 
-def read_record(paths: StatePaths, run_id: str) -> Record:
+def read_record(paths: StatePaths, run_id: str) -> RunRecord:
     if not is_plain_name(run_id):
         raise NotFoundError(f"Run not found: {run_id}")
     path = paths.run_record(run_id)
@@ -111,7 +108,7 @@ def bad_records(paths: StatePaths) -> list[tuple[Path, str]]:
     return out
 
 
-def iter_records(paths: StatePaths, *, warn: bool = True) -> Iterator[Record]:
+def iter_records(paths: StatePaths, *, warn: bool = True) -> Iterator[RunRecord]:
     """Every usable record. Malformed ones are skipped with one warning for the lot."""
     bad = 0
     for run_id in record_names(paths):
@@ -136,7 +133,7 @@ def iter_records(paths: StatePaths, *, warn: bool = True) -> Iterator[Record]:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def write_record(paths: StatePaths, rec: Record) -> None:
+def write_record(paths: StatePaths, rec: RunRecord) -> None:
     """Replace the record atomically (temp file, rename): a reader sees the old or the new one,
     never half, and a killed writer leaves the old one. No fsync: a record is ours alone, and
     one a power cut leaves empty is skipped as malformed (doctor, prune), never trusted."""
@@ -150,7 +147,7 @@ def records_lock(paths: StatePaths) -> Iterator[None]:
         yield
 
 
-def update_record(paths: StatePaths, run_id: str, mutate: Callable[[Record], Any]) -> Record:
+def update_record(paths: StatePaths, run_id: str, mutate: Callable[[RunRecord], Any]) -> RunRecord:
     """Locked read-modify-write. When `mutate` returns False the record is left unwritten."""
     with records_lock(paths):
         rec = read_record(paths, run_id)
@@ -169,7 +166,7 @@ def _creation_ms() -> int:
     return ms
 
 
-def create_record(paths: StatePaths, **fields: Any) -> Record:
+def create_record(paths: StatePaths, **fields: Any) -> RunRecord:
     """Write a new `queued` record with its lane position and marker; the caller then makes
     sure the lane has a worker (lanes.ensure_worker)."""
     from sessiontool.runs import lanes
@@ -179,7 +176,7 @@ def create_record(paths: StatePaths, **fields: Any) -> Record:
         from sessiontool.errors import UsageError
 
         raise UsageError(f"the clock reads {created}, which is not a time in milliseconds")
-    rec: Record = {
+    rec: RunRecord = {
         "runId": fields.pop("runId", None) or new_run_id(),
         "kind": fields.pop("kind"),
         "status": "queued",
@@ -187,7 +184,7 @@ def create_record(paths: StatePaths, **fields: Any) -> Record:
         "sessionKey": fields.pop("sessionKey"),
         "version": RECORD_VERSION,
     }
-    rec.update(cast("Record", {k: v for k, v in fields.items() if v is not None}))
+    rec.update(cast("RunRecord", {k: v for k, v in fields.items() if v is not None}))
     try:
         lanes.enqueue(paths, rec, lambda r: write_record(paths, r))
     except StorageError:
@@ -196,13 +193,13 @@ def create_record(paths: StatePaths, **fields: Any) -> Record:
     return rec
 
 
-def abandon(paths: StatePaths, rec: Record, error: str) -> None:
+def abandon(paths: StatePaths, rec: RunRecord, error: str) -> None:
     """A run whose worker could not be started: end it as `error` and leave its lane."""
     from sessiontool.runs import lanes
 
     lanes.remove_marker(paths, rec)
 
-    def mark(r: Record) -> bool:
+    def mark(r: RunRecord) -> bool:
         if is_finished(r):
             return False
         r.update({"status": "error", "outcome": "error", "error": error, "endedAt": now_ms()})
@@ -229,7 +226,7 @@ def lock_held(paths: StatePaths, run_id: str) -> bool:
     return flock.is_held(paths.run_lock(run_id))
 
 
-def record_end(r: Record, status: RunStatus, error: str | None, reply: str | None) -> None:
+def record_end(r: RunRecord, status: RunStatus, error: str | None, reply: str | None) -> None:
     """Write a finished run's end into its record, unless its end was already decided (an abort
     that won the race keeps its status): then only the outcome and the reply are added."""
     if not is_finished(r):
@@ -243,17 +240,19 @@ def record_end(r: Record, status: RunStatus, error: str | None, reply: str | Non
         r["reply"] = reply
 
 
-def is_lost(paths: StatePaths, rec: Record, now: int | None = None) -> bool:
+def is_lost(paths: StatePaths, rec: RunRecord, now: int | None = None) -> bool:
     """A started run whose lock nobody holds. (`now` is accepted for old callers.)"""
     return rec.get("status") == "running" and not lock_held(paths, rec["runId"])
 
 
-def lost_fields(rec: Record) -> Record:
+def lost_fields(rec: RunRecord) -> RunRecord:
     """The end of a run whose worker died: its decided outcome when that was an abort (a
     partial record, for `update`)."""
     if rec.get("outcome") == "aborted":
-        return cast("Record", {"status": "aborted", "error": rec.get("error") or "aborted by user"})
-    return cast("Record", {"status": "lost", "outcome": "lost", "error": "worker died"})
+        return cast(
+            "RunRecord", {"status": "aborted", "error": rec.get("error") or "aborted by user"}
+        )
+    return cast("RunRecord", {"status": "lost", "outcome": "lost", "error": "worker died"})
 
 
 # -- the end, told -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from sessiontool.clock import now_ms
 from sessiontool.state.paths import StatePaths, is_plain_name
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
 
 # The run's user line is among the last few messages (only its own reply and tool calls follow).
 TAIL = 200
@@ -35,7 +35,7 @@ def _text(msg: dict[str, Any]) -> str | None:
     return None
 
 
-def _transcript(paths: StatePaths, rec: Record) -> Any:
+def _transcript(paths: StatePaths, rec: RunRecord) -> Any:
     from sessiontool.state import keys
     from sessiontool.state.transcript import archived_of
 
@@ -47,7 +47,7 @@ def _transcript(paths: StatePaths, rec: Record) -> Any:
     return path if os.path.lexists(path) else archived_of(path)
 
 
-def reply_on_disk(paths: StatePaths, rec: Record) -> dict[str, Any] | None:
+def reply_on_disk(paths: StatePaths, rec: RunRecord) -> dict[str, Any] | None:
     """The assistant message this run appended, when its worker got that far; else None."""
     if rec.get("outcome") not in ENDED or rec.get("via") == "gateway":
         return None
@@ -91,7 +91,7 @@ def _own_answer(msg: dict[str, Any]) -> bool:
     )
 
 
-def end_dead(paths: StatePaths, r: Record) -> bool:
+def end_dead(paths: StatePaths, r: RunRecord) -> bool:
     """End a started run whose worker died (in place, under the records lock): with its reply
     when that is on disk (True), else `lost` (or the abort it had decided)."""
     from sessiontool.runs import records
@@ -105,7 +105,7 @@ def end_dead(paths: StatePaths, r: Record) -> bool:
     return False
 
 
-def after_end(paths: StatePaths, rec: Record, recovered: bool) -> None:
+def after_end(paths: StatePaths, rec: RunRecord, recovered: bool) -> None:
     """What follows a dead worker's end outside the records lock: the store update it did not
     get to, or the session's `abortedLastRun`."""
     if recovered:
@@ -114,14 +114,14 @@ def after_end(paths: StatePaths, rec: Record, recovered: bool) -> None:
         flag_aborted(paths, rec)
 
 
-def flag_aborted(paths: StatePaths, rec: Record) -> None:
+def flag_aborted(paths: StatePaths, rec: RunRecord) -> None:
     """The session of an aborted or lost run flagged as such, the writer's way."""
     from sessiontool.runs.writer import writer_of
 
     writer_of(rec).mark_aborted(paths, rec)
 
 
-def end_from(r: Record, msg: dict[str, Any]) -> None:
+def end_from(r: RunRecord, msg: dict[str, Any]) -> None:
     """End the record (in place, under the records lock) as its worker would have."""
     status = r["outcome"]
     r["status"] = status
@@ -141,7 +141,7 @@ def end_from(r: Record, msg: dict[str, Any]) -> None:
     r["recoveredAt"] = r["endedAt"]
 
 
-def record_in_store(paths: StatePaths, rec: Record) -> None:
+def record_in_store(paths: StatePaths, rec: RunRecord) -> None:
     """The store update the worker did not get to: only while the entry is still the session
     the run started in (as execute.record_in_store)."""
     from sessiontool.state import keys

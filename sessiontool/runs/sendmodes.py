@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from sessiontool.runs.record_types import RunRecord
     from sessiontool.runs.result_types import SendResult
-    from sessiontool.runs.submit import Result, SendWatch
+    from sessiontool.runs.submit import ResultWithExit, SendWatch
     from sessiontool.state.paths import StatePaths
 
     Waiter = Callable[[StatePaths, str, float], RunRecord]
@@ -54,7 +54,7 @@ class SendRequest:
 
 def send(
     ctx: Context, req: SendRequest, *, wait: Waiter | None = None, watch: SendWatch | None = None
-) -> Result:
+) -> ResultWithExit:
     """Carry out one send in its mode; (result, exit code)."""
     from sessiontool.runs import submit
 
@@ -111,7 +111,7 @@ def _words(out: dict[str, Any]) -> None:
         out.setdefault("delivery", {"status": "skipped", "mode": "announce"})
 
 
-def _not_followup(ctx: Context, req: SendRequest) -> Result | None:
+def _not_followup(ctx: Context, req: SendRequest) -> ResultWithExit | None:
     """A steer or notify carried out (None: a steer with no run to take it, queued instead)."""
     from sessiontool.runs.writer import writer_for
     from sessiontool.sessions.resolve import resolve
@@ -195,7 +195,7 @@ def _active_run(ctx: Context, key: str, agent_id: str) -> str | None:
     return None
 
 
-def _through_openclaw(ctx: Context, req: SendRequest, key: str, display: str) -> Result:
+def _through_openclaw(ctx: Context, req: SendRequest, key: str, display: str) -> ResultWithExit:
     """A steer or notify on an OpenClaw store: OpenClaw's own sessions_send carries it out."""
     from sessiontool.openclaw import own_tools
 

@@ -74,10 +74,10 @@ def locate(
             agent_id,
             full,
             found.entry,
-            ctx.paths.sessions_json(agent_id),
-            ctx.paths.sessions_dir(agent_id),
-            found.stored_keys,
-            detect.detect(ctx.paths, agent_id),
+            store_path=ctx.paths.sessions_json(agent_id),
+            sessions_dir=ctx.paths.sessions_dir(agent_id),
+            stored_keys=found.stored_keys,
+            store=detect.detect(ctx.paths, agent_id),
         )
     if as_tool:
         policy.check_access(ctx, r.key, r.entry, "send")

@@ -26,7 +26,6 @@ from pathlib import Path
 from sessiontool.errors import StorageError
 from sessiontool.state.paths import StatePaths, ensure_dir
 
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAX_FD = 65536
 # The worker program: `python -m WORKER STATE ARGS...`, the engine's lane worker (runs/worker.py)
 # started from above the engine, which hands the budgets' gate down to its runs' session tools.

@@ -34,15 +34,14 @@ from sessiontool.state.paths import StatePaths
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from sessiontool.runs.record_types import FollowUp
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import FollowUp, RunRecord
     from sessiontool.state.config import Config
 
 DONE = "done"
 WAIT = "wait"
 
 
-def init_follow_up(rec: Record) -> None:
+def init_follow_up(rec: RunRecord) -> None:
     """Give a run that has just ended its first follow-up step (in place, under the lock): the
     one its writer names (runs/writer.py)."""
     if "followUp" in rec:
@@ -54,7 +53,7 @@ def init_follow_up(rec: Record) -> None:
         rec["followUp"] = first
 
 
-def pending(rec: Record) -> bool:
+def pending(rec: RunRecord) -> bool:
     fu = rec.get("followUp")
     return isinstance(fu, dict) and fu.get("next") not in (None, DONE)
 
@@ -124,7 +123,7 @@ class Advancer:
             name = str(rec["followUp"]["next"])
             local = {
                 "inject": self.inject,
-                "deliver": self.deliver,
+                "deliver": self.delivery_step,
                 "cleanup": self.cleanup,
                 "gateway-announce": self.gateway_announce,
                 "openclaw-announce": self.openclaw_announce,
@@ -139,8 +138,8 @@ class Advancer:
                 return
 
     # -- recording -------------------------------------------------------------------------
-    def record(self, rec: Record, changes: dict[str, Any], **top: Any) -> str:
-        def mutate(r: Record) -> None:
+    def record(self, rec: RunRecord, changes: dict[str, Any], **top: Any) -> str:
+        def mutate(r: RunRecord) -> None:
             fu: dict[str, Any] = dict(r.get("followUp") or {})
             fu.update(changes)
             for k in [k for k, v in fu.items() if v is None]:
@@ -148,18 +147,18 @@ class Advancer:
             if "error" not in changes:
                 fu.pop("error", None)
             r["followUp"] = cast("FollowUp", fu)
-            r.update(cast("Record", top))
+            r.update(cast("RunRecord", top))
 
         records.update_record(self.paths, rec["runId"], mutate)
         return str(changes.get("next", ""))
 
     # -- agent steps -----------------------------------------------------------------------
-    def agent_step(self, rec: Record, name: str) -> str:
+    def agent_step(self, rec: RunRecord, name: str) -> str:
         sid = step_id(rec["runId"], name)
         try:
             step = records.read_record(self.paths, sid)
         except NotFoundError:
-            fields = self.step_fields(rec, name)
+            fields = step_fields(self.paths, self.cfg, rec, name)
             if fields is None:
                 return WAIT
             if "next" in fields:  # skipped: straight to the given step
@@ -185,76 +184,7 @@ class Advancer:
             return WAIT
         return self.consume(rec, name, step)
 
-    def _channels(self, rec: Record) -> tuple[str | None, str | None]:
-        from sessiontool.flow import a2a
-
-        req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
-        return (
-            a2a.session_channel(req, entry_of(self.paths, req)),
-            a2a.session_channel(tgt, entry_of(self.paths, tgt)),
-        )
-
-    def _allowed(self, key: str) -> bool:
-        from sessiontool.flow.policy import send_decision
-
-        return send_decision(self.cfg.send_policy, key, entry_of(self.paths, key)).allowed
-
-    def step_fields(self, rec: Record, name: str) -> dict[str, Any] | None:
-        if rec.get("kind") == "spawn":
-            return spawn_announce_fields(self.paths, rec)
-        from sessiontool.flow import a2a
-
-        requester, target = rec["requesterSessionKey"], rec["sessionKey"]
-        fu = rec["followUp"]
-        req_ch, tgt_ch = self._channels(rec)
-        if name.startswith("reply:"):
-            turn = int(name.split(":", 1)[1])
-            max_turns = self.cfg.max_ping_pong_turns
-            side = "requester" if turn % 2 == 1 else "target"
-            session = requester if side == "requester" else target
-            other = target if side == "requester" else requester
-            if turn > max_turns or not self._allowed(session):
-                return {"next": "announce"}
-            return {
-                "step": "reply",
-                "turn": turn,
-                "maxTurns": max_turns,
-                "sessionKey": session,
-                "requesterSessionKey": other,
-                "message": fu.get("incoming") or "",
-                "system": a2a.reply_prompt(
-                    current=side,  # type: ignore[arg-type]
-                    turn=turn,
-                    max_turns=max_turns,
-                    requester_key=requester,
-                    requester_channel=req_ch,
-                    target_key=target,
-                    target_channel=tgt_ch,
-                ),
-                "provenance": inter_session(other, tgt_ch if side == "requester" else req_ch),
-            }
-        if not self._allowed(target):
-            return {"next": DONE}
-        round1 = rec.get("reply") or ""
-        return {
-            "step": "announce",
-            "sessionKey": target,
-            "requesterSessionKey": requester,
-            "message": a2a.ANNOUNCE_STEP_MESSAGE,
-            "system": a2a.announce_prompt(
-                requester_key=requester,
-                requester_channel=req_ch,
-                target_key=target,
-                target_channel=tgt_ch,
-                original=rec.get("message", ""),
-                round1=round1,
-                latest=fu.get("latest") or round1,
-            ),
-            "announce": {"round1": round1, "latest": fu.get("latest") or round1},
-            "provenance": inter_session(requester, req_ch),
-        }
-
-    def consume(self, rec: Record, name: str, step: Record) -> str:
+    def consume(self, rec: RunRecord, name: str, step: RunRecord) -> str:
         ok = step.get("status") == "ok"
         reply = (step.get("reply") or "") if ok else ""
         if rec.get("kind") == "spawn":
@@ -274,7 +204,7 @@ class Advancer:
             )
         return self.record(rec, {"next": DONE})
 
-    def spawn_result(self, rec: Record, step: Record) -> str:
+    def spawn_result(self, rec: RunRecord, step: RunRecord) -> str:
         from sessiontool.flow import announce
         from sessiontool.state import keys
         from sessiontool.state.config_models import model_cost
@@ -320,7 +250,7 @@ class Advancer:
         return self.record(rec, {"next": "inject", "text": message, "injectAt": now_ms()})
 
     # -- local steps -----------------------------------------------------------------------
-    def inject(self, rec: Record) -> str:
+    def inject(self, rec: RunRecord) -> str:
         """The announce message handed to the requester session, once (the writer's way)."""
         from sessiontool.runs.writer import writer_of
 
@@ -333,7 +263,9 @@ class Advancer:
             rec, {**nxt, "text": rec["followUp"].get("text") if to else None, "injectAt": None}
         )
 
-    def deliver(self, rec: Record) -> str:
+    def delivery_step(self, rec: RunRecord) -> str:
+        """The follow-up's `deliver` step: its text handed to the outbox (flow/delivery.py
+        `deliver`, which the `--deliver` option asks for), resumed by id after a killed worker."""
         from sessiontool import testhooks
         from sessiontool.flow import delivery
         from sessiontool.runs.writer import writer_of
@@ -361,7 +293,7 @@ class Advancer:
         nxt = "cleanup" if rec.get("kind") == "spawn" else DONE
         return self.record(rec, {"next": nxt, "delivering": None, "text": None, "attemptAt": None})
 
-    def retry_later(self, rec: Record, exc: SessiontoolError) -> str:
+    def retry_later(self, rec: RunRecord, exc: SessiontoolError) -> str:
         """A step that failed (disk full, gateway refused) stays pending with its error: the
         next worker, `sweep` or `runs` tries it again."""
         try:
@@ -370,7 +302,7 @@ class Advancer:
             pass
         return WAIT
 
-    def gateway_announce(self, rec: Record) -> str:
+    def gateway_announce(self, rec: RunRecord) -> str:
         """A gateway spawn's announce, followed until it landed (runs/gateway_announce.py)."""
         from sessiontool.runs import gateway_announce
 
@@ -382,7 +314,7 @@ class Advancer:
             rec, {"next": "cleanup", "attemptAt": None, **done}, announcedAt=now_ms()
         )
 
-    def openclaw_announce(self, rec: Record) -> str:
+    def openclaw_announce(self, rec: RunRecord) -> str:
         """A spawn made by OpenClaw's own sessions_spawn (gateway_tool_run.announce)."""
         from sessiontool.runs import gateway_tool_run
 
@@ -392,7 +324,7 @@ class Advancer:
             return self.retry_later(rec, exc)
         return self.record(rec, {"attemptAt": None, **done}, announcedAt=now_ms())
 
-    def cleanup(self, rec: Record) -> str:
+    def cleanup(self, rec: RunRecord) -> str:
         from sessiontool import testhooks
         from sessiontool.runs.writer import writer_of
 
@@ -404,7 +336,87 @@ class Advancer:
         return self.record(rec, {"next": DONE, "attemptAt": None}, announcedAt=now_ms())
 
 
-def spawn_announce_fields(paths: StatePaths, rec: Record) -> dict[str, Any]:
+# -- what an agent step's record holds -------------------------------------------------------
+
+
+def _channels(paths: StatePaths, rec: RunRecord) -> tuple[str | None, str | None]:
+    """The channels of a send's requester and target (their entries' routing)."""
+    from sessiontool.flow import a2a
+
+    req, tgt = rec["requesterSessionKey"], rec["sessionKey"]
+    return (
+        a2a.session_channel(req, entry_of(paths, req)),
+        a2a.session_channel(tgt, entry_of(paths, tgt)),
+    )
+
+
+def _allowed(paths: StatePaths, cfg: Config, key: str) -> bool:
+    """Whether the send policy lets `key` be sent to (a reply turn, an announce)."""
+    from sessiontool.flow.policy import send_decision
+
+    return send_decision(cfg.send_policy, key, entry_of(paths, key)).allowed
+
+
+def step_fields(paths: StatePaths, cfg: Config, rec: RunRecord, name: str) -> dict[str, Any] | None:
+    """What the record of the agent step `name` holds (its session, message, prompt): a reply
+    turn of a send's ping-pong, its announce, or a spawn's announce; `{"next": ...}` when the
+    step is skipped (past the turn limit, the send policy says no), None when it must wait."""
+    if rec.get("kind") == "spawn":
+        return spawn_announce_fields(paths, rec)
+    from sessiontool.flow import a2a
+
+    requester, target = rec["requesterSessionKey"], rec["sessionKey"]
+    fu = rec["followUp"]
+    req_ch, tgt_ch = _channels(paths, rec)
+    if name.startswith("reply:"):
+        turn = int(name.split(":", 1)[1])
+        max_turns = cfg.max_ping_pong_turns
+        side = "requester" if turn % 2 == 1 else "target"
+        session = requester if side == "requester" else target
+        other = target if side == "requester" else requester
+        if turn > max_turns or not _allowed(paths, cfg, session):
+            return {"next": "announce"}
+        return {
+            "step": "reply",
+            "turn": turn,
+            "maxTurns": max_turns,
+            "sessionKey": session,
+            "requesterSessionKey": other,
+            "message": fu.get("incoming") or "",
+            "system": a2a.reply_prompt(
+                current=side,  # type: ignore[arg-type]
+                turn=turn,
+                max_turns=max_turns,
+                requester_key=requester,
+                requester_channel=req_ch,
+                target_key=target,
+                target_channel=tgt_ch,
+            ),
+            "provenance": inter_session(other, tgt_ch if side == "requester" else req_ch),
+        }
+    if not _allowed(paths, cfg, target):
+        return {"next": DONE}
+    round1 = rec.get("reply") or ""
+    return {
+        "step": "announce",
+        "sessionKey": target,
+        "requesterSessionKey": requester,
+        "message": a2a.ANNOUNCE_STEP_MESSAGE,
+        "system": a2a.announce_prompt(
+            requester_key=requester,
+            requester_channel=req_ch,
+            target_key=target,
+            target_channel=tgt_ch,
+            original=rec.get("message", ""),
+            round1=round1,
+            latest=fu.get("latest") or round1,
+        ),
+        "announce": {"round1": round1, "latest": fu.get("latest") or round1},
+        "provenance": inter_session(requester, req_ch),
+    }
+
+
+def spawn_announce_fields(paths: StatePaths, rec: RunRecord) -> dict[str, Any]:
     """A spawn's announce step: the child is asked to report its result to the requester."""
     from sessiontool.flow import announce
 
@@ -433,7 +445,7 @@ def spawn_announce_fields(paths: StatePaths, rec: Record) -> dict[str, Any]:
     }
 
 
-def announce_text(paths: StatePaths, cfg: Config, rec: Record) -> str:
+def announce_text(paths: StatePaths, cfg: Config, rec: RunRecord) -> str:
     """A gateway spawn's announce message, the same text the file form injects: Status, Result
     (the child's final reply), Notes, Stats."""
     from sessiontool.flow import announce

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 
 from sessiontool import testhooks
 from sessiontool.context import Context
@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from sessiontool.state.config import Config
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord
+    from sessiontool.runs.record_types import RunRecord, RunView
     from sessiontool.runs.result_types import SendResult, SpawnResult
     from sessiontool.runs.spawnopts import SpawnOptions
 
-Result = tuple["SendResult", int]
+ResultWithExit = tuple["SendResult", int]  # what `send` returns, and the exit code the CLI gives it
 
 SEND_POLICY_COMMANDS = {"/send on": "on", "/send off": "off", "/send inherit": "inherit"}
 
@@ -46,7 +46,7 @@ def _start(ctx: Context, rec: RunRecord) -> None:
         raise
 
 
-def run_result(ctx: Context, rec: RunRecord) -> Result:
+def run_result(ctx: Context, rec: RunRecord) -> ResultWithExit:
     """The send/wait result shape of spec §5.2 for a record, and its exit code."""
     out: SendResult
     status = rec.get("status")
@@ -96,7 +96,7 @@ def send(
     deliver: bool = False,
     wait: Callable[[Any, str, float], RunRecord] | None = None,
     watch: SendWatch | None = None,
-) -> Result:
+) -> ResultWithExit:
     """`wait(paths, run_id, timeout)` replaces the blocking `wait_for` when the caller waits
     its own way (the MCP server: in slices, with progress and cancellation). `watch` is told
     what the send does as it does it (SendWatch). The context's gate (budgets, `--max-cost`)
@@ -462,13 +462,14 @@ PUBLIC_RUN_FIELDS = frozenset(
 )
 
 
-def run_view(ctx: Context, rec: RunRecord) -> dict[str, Any]:
+def run_view(ctx: Context, rec: RunRecord) -> RunView:
     """A record as `runs` shows it: its public fields only (an internal field never leaks out by
-    accident), in the record's order, keys in display form."""
-    out: dict[str, Any] = {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS}
-    for k in ("sessionKey", "requesterSessionKey"):
-        if isinstance(out.get(k), str):
-            out[k] = ctx.display(out[k])
+    accident; the required ones are public), in the record's order, keys in display form."""
+    out = cast("RunView", {k: v for k, v in rec.items() if k in PUBLIC_RUN_FIELDS})
+    if isinstance(key := out.get("sessionKey"), str):
+        out["sessionKey"] = ctx.display(key)
+    if isinstance(requester := out.get("requesterSessionKey"), str):
+        out["requesterSessionKey"] = ctx.display(requester)
     return out
 
 

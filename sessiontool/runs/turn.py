@@ -1,7 +1,7 @@
 """What every run's turn shares, whoever carries it out: sessiontool's runner over the files
 (execute.py) or OpenClaw's gateway (gateway_run.py).
 
-- `Worker`: what the worker process running the turn knows (the state, the config read once).
+- `WorkerState`: what the worker process running the turn knows (the state, the config read once).
 - `abortable`: while a turn runs, `abort`'s SIGUSR1 to the worker raises `RunAborted` in it.
 - `Outcome` and `decide`: the end the turn reached, recorded under the records lock unless an
   abort got there first (records.py: a run ends exactly once).
@@ -20,12 +20,11 @@ from sessiontool.runs import lanes, records
 from sessiontool.state.paths import StatePaths
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
-    from sessiontool.runs.record_types import RunStatus
+    from sessiontool.runs.record_types import RunRecord, RunStatus
     from sessiontool.state.config import Config
 
 
-class Worker:
+class WorkerState:
     """What one worker process knows: where the state is and the config (read once)."""
 
     def __init__(self, paths: StatePaths) -> None:
@@ -95,11 +94,11 @@ class Outcome:
     reason: str | None = None  # why an aborted run was stopped: "budget" (else by a user)
 
 
-def decide(paths: StatePaths, rec: Record, out: Outcome) -> tuple[RunStatus, str | None]:
+def decide(paths: StatePaths, rec: RunRecord, out: Outcome) -> tuple[RunStatus, str | None]:
     """Record the end this run reached, unless an abort got there first: the one answer."""
     got: dict[str, Any] = {}
 
-    def mark(r: Record) -> bool:
+    def mark(r: RunRecord) -> bool:
         if r.get("status") == "aborted" or r.get("outcome") == "aborted":
             got["aborted"] = r.get("error") or "aborted by user"
             return False

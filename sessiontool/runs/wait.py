@@ -21,13 +21,12 @@ from sessiontool.runs import records
 from sessiontool.runs.reconcile import reconcile
 from sessiontool.runs.records import fifo_path
 from sessiontool.state.paths import StatePaths
+from sessiontool.state.safefs import CLOEXEC, NOFOLLOW
 
 if TYPE_CHECKING:
     from sessiontool.runs.record_types import RunRecord
 
 CHECK_SECONDS = 0.5
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def _open(path: Path) -> int | None:

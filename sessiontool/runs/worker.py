@@ -22,15 +22,14 @@ from typing import TYPE_CHECKING
 from sessiontool.clock import now_ms
 from sessiontool.errors import CorruptStateError, NotFoundError, SessiontoolError
 from sessiontool.runs import lanes, records, steps
-from sessiontool.runs.turn import Worker, on_abort_signal
+from sessiontool.runs.turn import WorkerState, on_abort_signal
 from sessiontool.runs.writer import writer_of
 from sessiontool.state import flock
 from sessiontool.state.paths import StatePaths
+from sessiontool.state.safefs import NOFOLLOW
 
 if TYPE_CHECKING:
-    from sessiontool.runs.record_types import RunRecord as Record
-
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+    from sessiontool.runs.record_types import RunRecord
 
 
 # -- the run log -----------------------------------------------------------------------------
@@ -109,7 +108,7 @@ def next_marker(d: Path) -> tuple[str, str] | None:
     return None
 
 
-def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
+def drain(w: WorkerState, lane: str, lock_fd: int | None) -> int:
     """Run the lane's queued runs one by one until it is empty."""
     d = lanes.lane_path(w.paths, lane)
     if lock_fd is None:
@@ -148,7 +147,7 @@ def drain(w: Worker, lane: str, lock_fd: int | None) -> int:
         _unlink(d / name)
 
 
-def run_one(w: Worker, rec: Record) -> None:
+def run_one(w: WorkerState, rec: RunRecord) -> None:
     """Run one record (if still queued) and advance what follows it, holding its run lock."""
     run_id = rec["runId"]
     fd = steps.try_lock(w.paths, run_id, block=True)
@@ -174,7 +173,7 @@ def run_one(w: Worker, rec: Record) -> None:
                 steps.release_lock(w.paths, parent, pfd)
 
 
-def carry_out(w: Worker, rec: Record) -> None:
+def carry_out(w: WorkerState, rec: RunRecord) -> None:
     """The record's turn, where its command chose (the writer named in its record, `via`):
     sessiontool's runner over the files (execute.py) or OpenClaw's gateway (gateway_run.py);
     a compaction (compaction.py) is a files run only: OpenClaw's store compacts in its gateway."""
@@ -192,21 +191,21 @@ def carry_out(w: Worker, rec: Record) -> None:
         run_in_files(w, rec)
 
 
-def advance(w: Worker, run_id: str) -> None:
+def advance(w: WorkerState, run_id: str) -> None:
     try:
         steps.Advancer(w.paths, w.cfg).advance(run_id)
     except SessiontoolError as exc:
         sys.stderr.write(f"sessiontool worker: follow-up of {run_id}: {exc.message}\n")
 
 
-def end_lost(paths: StatePaths, rec: Record) -> None:
+def end_lost(paths: StatePaths, rec: RunRecord) -> None:
     """A `running` run whose worker died (we hold its lock now): ended with its reply when
     that is on disk, else lost (runs/recover.py)."""
     from sessiontool.runs import recover
 
     recovered = {"now": False}
 
-    def mark(r: Record) -> bool:
+    def mark(r: RunRecord) -> bool:
         if r.get("status") != "running":
             return False
         recovered["now"] = recover.end_dead(paths, r)
@@ -230,7 +229,7 @@ def fail(paths: StatePaths, run_id: str, problem: str) -> bool:
 
         traceback.print_exc()
 
-    def mark(r: Record) -> bool:
+    def mark(r: RunRecord) -> bool:
         if records.is_finished(r):
             return False
         r.update({"status": "error", "outcome": "error", "error": problem, "endedAt": now_ms()})
@@ -273,7 +272,7 @@ def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
     return True
 
 
-def follow(w: Worker, run_id: str) -> int:
+def follow(w: WorkerState, run_id: str) -> int:
     """Resume one finished run's follow-up (started by a reconciler)."""
     fd = steps.try_lock(w.paths, run_id, block=False)
     if fd is None:
@@ -313,7 +312,7 @@ def run_args(paths: StatePaths, args: list[str], lock_fd: int | None) -> int:
     signal.signal(signal.SIGUSR1, on_abort_signal)
     signal.signal(signal.SIGTERM, on_term)
     _log_streams()
-    w = Worker(paths)
+    w = WorkerState(paths)
     try:
         if len(args) >= 2 and args[0] == "lane" and lanes.is_lane_id(args[1]):
             return drain(w, args[1], lock_fd)

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import ChildSpec, FollowUp, Spawn
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import ChildSpec, FollowUp, RunRecord, Spawn
     from sessiontool.runs.result_types import DeleteResult, LabelResult, ResetResult
     from sessiontool.sessions.resolve import Resolved
     from sessiontool.state.config import Config
@@ -104,31 +103,31 @@ class SessionWriter(Protocol):
         """Whether an agent-to-agent send goes through OpenClaw's own sessions_send."""
         ...
 
-    def first_follow_up(self, rec: Record) -> FollowUp | None:
+    def first_follow_up(self, rec: RunRecord) -> FollowUp | None:
         """The first follow-up step of a run that has just ended (None: nothing follows)."""
         ...
 
     def announce_to_requester(
-        self, paths: StatePaths, cfg: Config, rec: Record, text: str
+        self, paths: StatePaths, cfg: Config, rec: RunRecord, text: str
     ) -> str | None:
         """Hand a spawn's announce message to its requester session (raises: retried); the
         gateway's run id of the announce turn, when it is one."""
         ...
 
-    def cleanup(self, paths: StatePaths, rec: Record) -> None:
+    def cleanup(self, paths: StatePaths, rec: RunRecord) -> None:
         """A spawn's `--cleanup delete`, after its announce."""
         ...
 
-    def abort_turn(self, paths: StatePaths, rec: Record) -> bool | None:
+    def abort_turn(self, paths: StatePaths, rec: RunRecord) -> bool | None:
         """After `abort` ended a started run: stop the turn where it runs. True/False: the
         gateway says it stopped something or not; None: nothing to ask (the process is gone)."""
         ...
 
-    def mark_aborted(self, paths: StatePaths, rec: Record) -> None:
+    def mark_aborted(self, paths: StatePaths, rec: RunRecord) -> None:
         """An aborted or lost run's session flagged as such, if this writer keeps that flag."""
         ...
 
-    def clear_stale_locks(self, paths: StatePaths, rec: Record) -> None:
+    def clear_stale_locks(self, paths: StatePaths, rec: RunRecord) -> None:
         """Locks a lost worker may have left on disk (only those nobody holds)."""
         ...
 
@@ -193,6 +192,6 @@ def _gateway_or_refuse(ctx: Context, command: str) -> str:
     )
 
 
-def writer_of(rec: Record) -> SessionWriter:
+def writer_of(rec: RunRecord) -> SessionWriter:
     """The writer a run's command chose, from its record (`via`; older records: files)."""
     return _make("gateway" if rec.get("via") == "gateway" else "files")

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sessiontool.errors import StorageError
+from sessiontool.state.safefs import CLOEXEC, NOFOLLOW
 
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 
 

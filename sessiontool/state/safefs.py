@@ -27,6 +27,10 @@ from sessiontool.errors import StorageError, UnsafePathError, from_os_error
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+# The open(2) flags every opener under a state dir uses, spelled once (0 where the platform
+# has none): a link planted in place of the file is refused; no child process inherits the fd.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 _ROOTS: set[str] = set()
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontool.context import Context
 from sessiontool.errors import SessiontoolError
+
+if TYPE_CHECKING:
+    from sessiontool.flow.result_types import DeliveryRecord
+    from sessiontool.runs.record_types import RunView
 
 ACTIVE = ("running", "queued")
 FINISHED_SHOWN = 20  # finished runs under the running ones
@@ -28,8 +32,8 @@ class Options:
 @dataclass
 class Snapshot:
     sessions: list[dict[str, Any]] = field(default_factory=list)
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[RunView] = field(default_factory=list)
+    deliveries: list[DeliveryRecord] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)  # whose stores the marker watches
     error: str | None = None  # a listing that failed: shown in the footer, the rest still drawn
@@ -69,7 +73,7 @@ def through_gateway(ctx: Context) -> bool:
     return any(detect(ctx.paths, a).gateway_written for a in local_agent_ids(ctx.paths))
 
 
-def runs_in_order(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def runs_in_order(runs: list[RunView]) -> list[RunView]:
     """Running and queued runs first (oldest first: the one that waits longest on top), then the
     last finished ones, newest first."""
     active = [r for r in runs if r.get("status") in ACTIVE]

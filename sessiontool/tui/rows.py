@@ -3,7 +3,7 @@ so that what a person sees is tested without a screen."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sessiontool.termtext import label_cell
@@ -62,7 +62,7 @@ def session_rows(
     ]
 
 
-def elapsed_ms(r: dict[str, Any], now: int) -> float:
+def elapsed_ms(r: Mapping[str, Any], now: int) -> float:
     """Queued: since it was made; running: since it started; ended: how long it ran."""
     status = r.get("status")
     if status == "queued":
@@ -72,13 +72,13 @@ def elapsed_ms(r: dict[str, Any], now: int) -> float:
     return float(end - start)
 
 
-def _status(r: dict[str, Any]) -> str:
+def _status(r: Mapping[str, Any]) -> str:
     """A run's status; a run its budget stopped says so."""
     status = str(r.get("status", ""))
     return f"{status} (budget)" if r.get("abortReason") == "budget" else status
 
 
-def run_rows(runs: list[dict[str, Any]], rss: dict[str, int | None], now: int) -> list[Row]:
+def run_rows(runs: Sequence[Mapping[str, Any]], rss: dict[str, int | None], now: int) -> list[Row]:
     return [
         (
             r["runId"],
@@ -105,7 +105,7 @@ def _head(value: Any) -> str:
 
 
 def delivery_rows(
-    deliveries: list[dict[str, Any]], display: Callable[[str], str], now: int
+    deliveries: Sequence[Mapping[str, Any]], display: Callable[[str], str], now: int
 ) -> list[Row]:
     return [
         (

@@ -63,7 +63,7 @@ def _forget(cache: Any, which: Callable[[Any], bool]) -> None:
         cache.discard(key)
 
 
-def update_clocks(table: LiveTable, runs: list[dict[str, Any]], rss: dict[str, Any]) -> None:
+def update_clocks(table: LiveTable, runs: Sequence[Mapping[str, Any]], rss: dict[str, Any]) -> None:
     """Once a second: only the ELAPSED and RSS cells of the running and queued runs, and only
     those whose text changed, each row drawn again on its own."""
     keys = [table.ordered_columns[i].key for i in rows.CLOCKS]

@@ -12,7 +12,9 @@ ids and seqs) and, on `sessions.messages.subscribe`, sends the next message of `
 closed while `drop_after_event` lasts. `grant_scopes` caps the scopes hello-ok grants;
 `config` is the OpenClaw config `config.get` answers (else the method is unknown).
 
-A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`); `fail ...`
+A message `sleep:N ...` makes a turn take N seconds (or its `timeout`, then `timeout`, or
+`timeout_as`'s status: 2026.9.6 under load ends a timed-out spawn `error`, its row `failed`,
+and `agent.wait` then gives the run's `startedAt`/`endedAt`); `fail ...`
 makes the gateway refuse it. `announce_fail: N` accepts the next N announce turns (a spawn's
 result handed to its requester) and fails each after `announce_fail_s` ("worker task timed
 out"), as 2026.9.6 did. A key the gateway has seen is replayed, as OpenClaw's dedupe does:
@@ -343,6 +345,8 @@ class Server:
             }
             if final.get("error"):
                 answer["error"] = final["error"]
+            if final and self.cfg.get("timeout_as"):
+                answer["startedAt"] = run["startedAt"]
             return res(answer)
         if method == "chat.abort":
             # As OpenClaw: a run is stopped by its owner connection, or by operator.admin.
@@ -425,6 +429,7 @@ class Server:
             "final": None,
             "owner": -1,  # the gateway's own run: no client connection owns it
             "accepted": time.monotonic(),
+            "startedAt": int(time.time() * 1000),
         }
         self.runs[run_id] = run
         if name == "sessions_spawn":
@@ -503,6 +508,10 @@ class Server:
             run["done"].set()
             return err("INVALID_REQUEST", "agent refused: " + msg)
 
+        if self.cfg.get("usage_events"):
+            args = (ws, run, run_id, [int(n) for n in self.cfg["usage_events"]])
+            threading.Thread(target=self.stream_usage, args=args, daemon=True).start()
+
         def final() -> None:  # requests on one connection run concurrently, as in OpenClaw
             try:
                 res(self.finish(run, params))
@@ -510,6 +519,25 @@ class Server:
                 pass
 
         threading.Thread(target=final, daemon=True).start()
+
+    def stream_usage(self, ws: Any, run: dict[str, Any], run_id: str, totals: list[int]) -> None:
+        """`usage_events`: the `agent` events 2026.9.6 sends the turn's owner while it runs:
+        `lifecycle` (phase `model`), then per model call the reply so far (`assistant`) and the
+        run's output tokens so far (`usage`, `{outputTokens}`), `usage_event_s` apart."""
+
+        def send(stream: str, data: dict[str, Any]) -> None:
+            payload = {"runId": run_id, "sessionKey": "?", "stream": stream, "data": data}
+            ws.send(json.dumps({"type": "event", "event": "agent", "payload": payload}))
+
+        try:
+            send("lifecycle", {"phase": "model", "provider": "fake", "model": "fake-model"})
+            for i, total in enumerate(totals, 1):
+                if run["abort"].wait(float(self.cfg.get("usage_event_s", 0.2))):
+                    return
+                send("assistant", {"text": f"partial reply {i}"})
+                send("usage", {"outputTokens": total})
+        except Exception:  # noqa: BLE001 - the client went away
+            pass
 
     def fail_turn(self, run: dict[str, Any], params: dict[str, Any]) -> None:
         """`announce_fail`: an announce turn that was accepted and then failed."""
@@ -547,7 +575,7 @@ class Server:
             if run["abort"].wait(wait):
                 status = "aborted"
             elif limit is not None and limit < secs:
-                status = "timeout"
+                status = self.cfg.get("timeout_as", "timeout")
         elif self.cfg.get("turn_s"):
             time.sleep(float(self.cfg["turn_s"]))
         final = {
@@ -676,10 +704,11 @@ class FakeGateway:
     def rows(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
-        # Whole lines only: the server may be writing the last one as the test reads.
+        # The fake's threads append while a test reads: a last line without its newline is still
+        # being written, not a row yet.
         text = self.log.read_text()
-        text = text[: text.rfind("\n") + 1]
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        whole = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
     def calls(self, method: str | None = None) -> list[dict[str, Any]]:
         """Method calls (not the handshakes), in order."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import typer
@@ -100,7 +101,7 @@ def search_cmd(
         )
     view = output.View(
         result,
-        rows="hits",
+        rows=lambda r: r["hits"],
         columns=lambda: (columns.SEARCH, columns.SEARCH_DEFAULT),
         table=render.search_rich,
         empty="No matches.",
@@ -167,10 +168,10 @@ def usage_cmd(
         cost = result["total"]["cost"]
         slim = {"cost": cost, "currency": "USD"}
         slim.update((k, result[k]) for k in ("budget", "overBudget", "unpriced") if k in result)
-        view = output.View(slim, text=lambda r: f"{r['cost']:.4f}\n")
+        output.show(output.View(slim, text=_cost_line), look, as_json=as_json)
     else:
         view = output.View(result, cells=render.usage_cells, table=render.usage_table)
-    output.show(view, look, as_json=as_json)
+        output.show(view, look, as_json=as_json)
     if result.get("unpriced") and not as_json:
         render.warning_line("no price configured for: " + ", ".join(result["unpriced"]))
     if result.get("overBudget"):
@@ -180,6 +181,11 @@ def usage_cmd(
         )
         return int(ExitCode.OVER_BUDGET)
     return 0
+
+
+def _cost_line(slim: Mapping[str, Any]) -> str:
+    """`usage --cost-only`: the cost alone, for a script."""
+    return f"{slim['cost']:.4f}\n"
 
 
 def _usage_steps(
@@ -211,8 +217,9 @@ def _usage_steps(
         view = output.View(result, cells=render_steps.tool_cells, table=render_steps.tool_table)
     if cost_only:
         slim = {"cost": result["total"]["cost"], "currency": "USD"}
-        view = output.View(slim, text=lambda r: f"{r['cost']:.4f}\n")
-    output.show(view, look, as_json=as_json)
+        output.show(output.View(slim, text=_cost_line), look, as_json=as_json)
+    else:
+        output.show(view, look, as_json=as_json)
     if result.get("unpriced") and not as_json:
         render.warning_line("no price configured for: " + ", ".join(result["unpriced"]))
     return 0

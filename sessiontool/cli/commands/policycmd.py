@@ -13,8 +13,16 @@ from sessiontool.cli.app import app, command, get_ctx, want_json
 from sessiontool.cli.completers import choices, complete_keys, complete_labels
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from sessiontool.context import Context
-    from sessiontool.flow.result_types import RetryResult
+    from sessiontool.flow.result_types import DeliveryRecord, RetryResult
+
+    class DeliveriesResult(TypedDict):
+        """What `deliveries` lists: the outbox records, each with its id."""
+
+        count: int
+        deliveries: list[DeliveryRecord]
 
 
 def _decision_line(result: Mapping[str, Any]) -> str:
@@ -199,12 +207,15 @@ def deliveries_cmd(
     return _list(ctx, since_ms, want_json(json_), lines)
 
 
-def _shown(ctx: Context, rec: dict[str, Any]) -> dict[str, Any]:
+def _shown(ctx: Context, rec: DeliveryRecord) -> DeliveryRecord:
+    """A record as `deliveries` shows it: with its id, its key in display form."""
     from sessiontool.flow.redeliver import delivery_id
 
+    shown: DeliveryRecord = {**rec, "id": delivery_id(rec)}
     key = rec.get("sessionKey")
-    rec = {**rec, "id": delivery_id(rec)}
-    return {**rec, "sessionKey": ctx.display(key)} if isinstance(key, str) else rec
+    if isinstance(key, str):
+        shown["sessionKey"] = ctx.display(key)
+    return shown
 
 
 def _delivery_columns() -> output.Columns:
@@ -213,7 +224,7 @@ def _delivery_columns() -> output.Columns:
     return columns.DELIVERIES, list(columns.DELIVERIES)
 
 
-def _readable_lines(look: render.Look, result: Mapping[str, Any]) -> None:
+def _readable_lines(look: render.Look, result: DeliveriesResult) -> None:
     render.write_out("".join(_readable(rec) for rec in result["deliveries"]))
 
 
@@ -224,9 +235,10 @@ def _list(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None) 
     if lines is not None:
         found = found[len(found) - lines :] if lines else []
     records = [_shown(ctx, r) for r in found]
+    result: DeliveriesResult = {"count": len(records), "deliveries": records}
     view = output.View(
-        {"count": len(records), "deliveries": records},
-        rows="deliveries",
+        result,
+        rows=lambda r: r["deliveries"],
         columns=_delivery_columns,
         table=_readable_lines,
         empty="No deliveries.",
@@ -247,11 +259,15 @@ def _follow(ctx: Context, since_ms: int | None, as_json: bool, lines: int | None
     last = lines
     if lines is None:
         last = FOLLOW_LAST if since_ms is None and fmt == "table" else None
-    for rec in follow_deliveries(ctx.paths, since_ms, last=last):
-        shown = _shown(ctx, rec)
-        one = {"count": 1, "deliveries": [shown]}
-        view = output.View(one, "deliveries", columns=_delivery_columns, table=_readable_lines)
-        if fmt == "json":  # one record a line, each alone
-            view = output.View(shown)
-        output.emit(view, look, fmt)
+    shown = (_shown(ctx, rec) for rec in follow_deliveries(ctx.paths, since_ms, last=last))
+    output.stream(shown, _one_delivery, look, fmt)
     return 0
+
+
+def _one_delivery(rec: DeliveryRecord) -> output.View[DeliveriesResult]:
+    """A record that arrived under `--follow`, as a listing of one (its TSV line, its line for
+    a person); the JSON is the record alone, a line each (output.stream)."""
+    one: DeliveriesResult = {"count": 1, "deliveries": [rec]}
+    return output.View(
+        one, lambda r: r["deliveries"], columns=_delivery_columns, table=_readable_lines
+    )

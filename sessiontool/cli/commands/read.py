@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ from sessiontool.cli.completers import choices, complete_keys, complete_labels
 from sessiontool.errors import UsageError
 
 if TYPE_CHECKING:
-    from sessiontool.cli.historyformats import HistoryFormat
+    from sessiontool.cli.historyformats import HistoryFormat, Writing
     from sessiontool.context import Context
     from sessiontool.sessions.history import History, HistorySpec
     from sessiontool.sessions.listing import SessionsResult
@@ -170,7 +170,7 @@ def _active_keys(ctx: Context) -> frozenset[str]:
     return active_session_keys(ctx)
 
 
-def _sessions_view(result: SessionsResult, message_limit: int) -> output.View:
+def _sessions_view(result: SessionsResult, message_limit: int) -> output.View[SessionsResult]:
     """`list`'s result for every format; the TSV columns are cli/columns.py's (loaded only
     when a TSV is written: cron's `list --json` every minute does without them)."""
 
@@ -181,7 +181,9 @@ def _sessions_view(result: SessionsResult, message_limit: int) -> output.View:
         if message_limit:
             render.sessions_messages(data)
 
-    return output.View(result, rows="sessions", columns=_session_columns, table=table, ids="key")
+    return output.View(
+        result, lambda r: r["sessions"], columns=_session_columns, table=table, ids="key"
+    )
 
 
 def _session_columns() -> output.Columns:
@@ -244,14 +246,14 @@ def history_cmd(
     json_: bool = typer.Option(False, "--json", help="JSON output (same as --format json)."),
 ) -> None:
     """Show a session's transcript."""
+    from sessiontool.cli import historyformats
     from sessiontool.durations import parse_since
     from sessiontool.sessions.history import HistorySpec
-    from sessiontool.state.transcript import file_size
 
     dest = _output_path(output_arg)
     if follow and (offset is not None or message_id is not None):
         raise UsageError("--follow starts at the newest message: not with --offset, --message-id")
-    fmt, row = _history_format(fmt, json_, follow, dest is not None, fields)
+    names, row = _history_format(fmt, follow, dest is not None, fields)
     # An export (-o) is the whole transcript unless --limit says otherwise.
     default_n = None if dest is not None else 200
     n = parse_limit(limit) if limit is not None else default_n
@@ -261,41 +263,52 @@ def history_cmd(
     spec.offset, spec.message_id = offset, message_id
     spec.since_ms = parse_since(since) if since else None
     # the sessions spawned from it: under --follow they come later
-    h = _read_history(ctx, key, spec, fmt in ("text", "json") and not follow)
-    via_gateway = follow and h.resolved.gateway_written
-    if via_gateway:
-        # No transcript file: the gateway's session.message events (openclaw/gateway_follow.py).
+    h = _read_history(ctx, key, spec, row.whole is None and not follow)
+    _KEEP.append(h)
+    start = _follow_start(ctx, h) if follow else None
+    how = historyformats.Writing(
+        row=row, fmt=fmt, as_json=want_json(json_), names=names, dest=dest, follow=follow
+    )
+    _write_history(ctx, h, how)
+    if start is not None:
+        _follow(ctx, h, how, spec=spec, start=start)
+
+
+def _write_history(ctx: Context, h: History, how: Writing) -> None:
+    """The transcript, once, where it goes: `-o FILE`, or stdout in its format."""
+    from sessiontool.cli import historyformats
+
+    look = output.look(ctx.options)
+    if how.row.whole is not None:  # a document of history's own (--format markdown, ...)
+        doc = how.row.whole(ctx, h)
+        if how.dest is not None:
+            _export(how.dest, doc)
+        else:
+            render.write_out(doc)
+        return
+    view = historyformats.transcript_view(h, how.names, empty=not how.follow)
+    out = historyformats.output_format(how.fmt, how.as_json, look, how.names)
+    if how.dest is None and how.follow and out == "json":
+        # A JSON document cannot grow: its lines can (JSON Lines, as the messages that follow).
+        historyformats.stream(h.messages, h.session_key, look, how)
+    elif how.dest is None:
+        output.emit(view, look, out, how.names)
+    else:  # a file is no terminal: the JSON, or the text (TSV of --fields)
+        _export(how.dest, historyformats.file_body(h, view, out, how.names))
+
+
+def _follow_start(ctx: Context, h: History) -> int | None:
+    """Where `--follow` starts: the transcript file's end as it was read (0 through the
+    gateway, whose events follow a store with no file, checked up before anything is
+    written); None when there is nothing to follow."""
+    from sessiontool.state.transcript import file_size
+
+    if h.resolved.gateway_written:
         from sessiontool.openclaw.gateway_reader import require_up
 
         require_up(ctx.paths)
-    _KEEP.append(h)
-    start = file_size(h.path) if (follow and h.path and not via_gateway) else 0
-    text = row.whole(ctx, h)
-    if dest is not None:
-        _export(dest, text if text is not None else _plain(h))
-        return
-    style = output.look(ctx.options)
-    rich_view = text is None and style.terminal() and style.colored()
-    if not h.messages and not follow and fmt == "text":
-        render.empty(style, "No messages.")
-    if text is not None:
-        render.write_out(text)
-    elif rich_view:
-        _rich(style, h)
-    else:
-        render.write_out(_plain(h))
-    if row.message is None or not follow or (h.path is None and not via_gateway):
-        return
-    _follow(
-        ctx,
-        h,
-        start,
-        via_gateway,
-        include_tools=include_tools,
-        raw=raw,
-        write_message=row.message,
-        rich_view=rich_view,
-    )
+        return 0
+    return file_size(h.path) if h.path is not None else None
 
 
 def _read_history(ctx: Context, key: str | None, spec: HistorySpec, children: bool) -> History:
@@ -311,61 +324,28 @@ def _read_history(ctx: Context, key: str | None, spec: HistorySpec, children: bo
     return h
 
 
-def _plain(h: History) -> str:
-    return _life(h) + render.history_plain(h.session_key, h.messages) + _spawned(h)
-
-
-def _rich(style: render.Look, h: History) -> None:
-    render.write_out(_life(h))
-    render.history_rich(style, h.session_key, h.messages)
-    render.write_out(_spawned(h))
-
-
-def _life(h: History) -> str:
-    """The session's own model, thinking level, archived or pinned, above its messages."""
-    from sessiontool.sessions.lifeview import life_line
-
-    line = life_line(h.resolved.entry)
-    return render.esc(line) + "\n\n" if line else ""
-
-
-def _spawned(h: History) -> str:
-    """Under the transcript, the sessions spawned from it, one a line, worded as the HTML
-    pages link them ("Spawned KEY"); `--json` has them as `children`."""
-    return "".join(f"Spawned {render.esc(k)}\n" for k in h.children)
-
-
 def _history_format(
-    fmt: str | None, json_: bool, follow: bool, to_file: bool, fields: str | None
-) -> tuple[str, HistoryFormat]:
-    """The `--format` asked for, its row in the one table of formats (`cli/historyformats.py`),
-    loaded here: `list` does without it; with `--fields`, that row writing only those keys."""
-    fmt, row = _format_row(fmt, json_, follow, to_file)
-    if fields is None:
-        return fmt, row
+    fmt: str | None, follow: bool, to_file: bool, fields: str | None
+) -> tuple[list[str] | None, HistoryFormat]:
+    """`--fields`' names and the `--format` asked for, its row in the table of history's
+    formats (`cli/historyformats.py`), loaded here: `list` does without it; with `--fields`, a
+    document row writing only those keys."""
     from sessiontool.cli import messagefields
-
-    return fmt, messagefields.wrap(fmt, row, messagefields.parse(fields) or [])
-
-
-def _format_row(
-    fmt: str | None, json_: bool, follow: bool, to_file: bool
-) -> tuple[str, HistoryFormat]:
     from sessiontool.cli.historyformats import FORMATS
 
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
-    if want_json(json_):
-        fmt = "json" if fmt in (None, "json") else fmt
-    fmt = fmt or "text"
-    row = FORMATS[fmt]
+    row = FORMATS[fmt or "text"]
     if follow and to_file:
         raise UsageError("--follow writes to stdout; it cannot be combined with -o")
-    if follow and row.message is None:
+    if follow and row.whole is not None and row.message is None:
         raise UsageError(f"--follow cannot write {fmt} (a page is written once, whole)")
-    if follow and row.follow_as:
-        return row.follow_as, FORMATS[row.follow_as]
-    return fmt, row
+    names = messagefields.parse(fields) if fields is not None else None
+    if names and row.whole is not None:
+        from sessiontool.cli.historyformats import picking
+
+        row = picking(fmt or "text", row, names)
+    return names, row
 
 
 def _output_path(arg: str | None) -> Path | None:
@@ -397,44 +377,40 @@ def _export(output: Path, body: str | bytes) -> None:
         raise from_os_error(exc, "write") from exc
 
 
-def _follow(
-    ctx: Context,
-    h: History,
-    start: int,
-    via_gateway: bool,
-    *,
-    include_tools: bool,
-    raw: bool,
-    write_message: Callable[[str, Message], str | bytes],
-    rich_view: bool,
-) -> None:
+def _follow(ctx: Context, h: History, how: Writing, spec: HistorySpec, start: int) -> None:
     """`history --follow`: each message that arrives after the first view, in the same format:
     appended to the transcript file, or (no file: OpenClaw's SQLite store, a remote gateway)
     reported by the gateway's events (openclaw/gateway_follow.py)."""
     import gc
 
     from sessiontool import diag
+    from sessiontool.cli import historyformats
     from sessiontool.state.envelopes import strip_envelope
 
     gc.enable()  # --follow runs for as long as the user likes
-    if via_gateway:
+    r = h.resolved
+    if r.gateway_written:
+        # No transcript file: the gateway's session.message events (openclaw/gateway_follow.py).
         from sessiontool.openclaw.gateway_follow import follow as follow_gateway
 
-        r = h.resolved
         new = follow_gateway(ctx.paths, r.agent_id, r.key, r.session_id)
     else:
         from sessiontool.state.transcript import follow as follow_messages
 
         assert h.path is not None
         new = follow_messages(h.path, start)
-    for msg in new:
-        if not include_tools and msg.get("role") == "toolResult":
-            continue
-        m = msg if raw else strip_envelope(msg)
-        if rich_view:  # the same view as the messages above it
-            render.history_rich(output.look(ctx.options), h.session_key, [m])
-        else:
-            render.write_out(write_message(h.session_key, m))
-        sys.stdout.flush()
-        for w in diag.drain():  # said as it happens (events dropped), not at the end
-            render.warning_line(w)
+
+    def arriving() -> Iterator[Message]:
+        for msg in new:
+            if spec.include_tools or msg.get("role") != "toolResult":
+                yield msg if spec.raw else strip_envelope(msg)
+            for w in diag.drain():  # said as it happens (events dropped), not at the end
+                render.warning_line(w)
+
+    look = output.look(ctx.options)
+    if how.row.message is not None:  # a document's messages (markdown, jsonl)
+        for m in arriving():
+            render.write_out(how.row.message(h.session_key, m))
+            sys.stdout.flush()
+        return
+    historyformats.stream(arriving(), h.session_key, look, how)

@@ -21,7 +21,7 @@ from sessiontool.errors import UsageError
 
 if TYPE_CHECKING:
     from sessiontool.context import Context
-    from sessiontool.runs.record_types import RunRecord as Record
+    from sessiontool.runs.record_types import RunRecord
     from sessiontool.runs.result_types import DeliveryState, SendResult
 
 
@@ -270,7 +270,7 @@ def _interrupted(run_id: str, session_key: Any, as_json: bool) -> int:
 
 
 def _report_delivery(
-    ctx: Context, result: SendResult, rec: Record, wait_s: float, code: int
+    ctx: Context, result: SendResult, rec: RunRecord, wait_s: float, code: int
 ) -> int:
     """Say when a `--deliver` run's reply was not delivered: a warning on stderr, the exit
     status stays the run's (`deliveries retry ID` tries again; `delivery.status` in the JSON
@@ -302,7 +302,7 @@ def _report_delivery(
     return code
 
 
-def _report_announce(ctx: Context, rec: Record, wait_s: float) -> None:
+def _report_announce(ctx: Context, rec: RunRecord, wait_s: float) -> None:
     """Say when a gateway spawn's result did not reach its requester (its announce turn
     failed), as for a delivery that failed: a warning, the exit status stays the run's."""
     from sessiontool.runs.control import wait_announce
@@ -489,7 +489,7 @@ def runs_cmd(
     result = list_runs(ctx, RunQuery(status, session, kinds_, steps, n))
     view = output.View(
         result,
-        rows="runs",
+        rows=lambda r: r["runs"],
         columns=lambda: (columns.RUNS, columns.RUNS_DEFAULT),
         table=_runs_table,
         ids="runId",
