@@ -106,9 +106,9 @@ def state_processes(state: Path) -> list[int]:
         # the server started with (the first test's state dir, maybe this one): only the
         # files they hold open say whether they work on this state dir.
         forked = any(a.endswith(b"forkserver_serve.py") for a in argv)
-        if forked or _environ_state(pid) != wanted:
-            if (forked or wanted.encode() not in argv) and not _holds_a_file_in(pid, real):
-                continue
+        named = not forked and (_environ_state(pid) == wanted or wanted.encode() in argv)
+        if not named and not _holds_a_file_in(pid, real):
+            continue
         if alive(pid):
             out.append(pid)
     return out
