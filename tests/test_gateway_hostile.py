@@ -400,7 +400,8 @@ def test_a_follow_flooded_with_events_keeps_a_bounded_queue_and_says_what_it_dro
         reader.start()
         try:
             while last + "\n" not in lines and proc.poll() is None:
-                assert time.monotonic() - start < generous(12), lines[-5:]
+                # A hang guard, not a bound: the flood's deadline is checked by `wall` below.
+                assert time.monotonic() - start < generous(60), lines[-5:]
                 time.sleep(0.05)
             wall = time.monotonic() - start
         finally:
