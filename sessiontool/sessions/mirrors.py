@@ -27,17 +27,21 @@ def mark(session_key: str, message: Mapping[str, Any] | None = None) -> str:
     return f"delivered to {channel}" if channel else "delivered"
 
 
-def _text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
+def content_text(content: Any) -> str:
+    """A message's `content` as its text: the string, or its text blocks joined by lines."""
     if isinstance(content, str):
-        return content.strip()
+        return content
     if not isinstance(content, list):
         return ""
     return "\n".join(
         b["text"]
         for b in content
         if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ).strip()
+    )
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    return content_text(message.get("content")).strip()
 
 
 def repeats_reply(messages: Sequence[Mapping[str, Any]], i: int) -> bool:

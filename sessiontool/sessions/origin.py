@@ -10,20 +10,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sessiontool.sessions.mirrors import content_text
+
 # The Stats line of a sub-agent's announce (flow/announce.py, OpenClaw's format).
 _ANNOUNCE_STATS = re.compile(r"^Stats: .*?\bsessionKey (\S+)", re.MULTILINE)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        b["text"]
-        for b in content
-        if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    )
 
 
 def origin(msg: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -37,7 +27,7 @@ def origin(msg: Mapping[str, Any]) -> tuple[str | None, str | None]:
             via if isinstance(via, str) and via else None,
         )
     if msg.get("role") == "user":
-        text = _text(msg.get("content"))
+        text = content_text(msg.get("content"))
         if "Stats: " in text:
             m = _ANNOUNCE_STATS.search(text)
             if m:
