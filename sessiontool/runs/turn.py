@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 
 class WorkerState:
-    """What one worker process knows: where the state is and the config (read once)."""
+    """What one worker process knows: where the state is and the config, read again for each
+    run it carries out, so a lane draining several queued runs gives each the config as it was
+    when its turn began, not as it was when the worker started."""
 
     def __init__(self, paths: StatePaths) -> None:
         self.paths = paths
@@ -38,6 +40,9 @@ class WorkerState:
 
             self._cfg = load_config(self.paths)
         return self._cfg
+
+    def forget_config(self) -> None:
+        self._cfg = None
 
     def max_concurrent(self) -> int:
         try:

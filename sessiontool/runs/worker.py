@@ -150,6 +150,7 @@ def drain(w: WorkerState, lane: str, lock_fd: int | None) -> int:
 def run_one(w: WorkerState, rec: RunRecord) -> None:
     """Run one record (if still queued) and advance what follows it, holding its run lock."""
     run_id = rec["runId"]
+    w.forget_config()
     fd = steps.try_lock(w.paths, run_id, block=True)
     assert fd is not None
     try:
