@@ -6,14 +6,15 @@ The spend is what `usage` counts (the transcripts' assistant turns, priced by th
 a budget's window: today (UTC) for `day`, the session's transcript for `session`, nothing yet
 for `run`. It is read from the index's per-day sums, caught up for the transcripts that can
 hold it: those written today (a directory listing and a stat each on JSONL stores; the
-catalog's sessions on others), or the session's own (docs/budgets.md; bench `send_budget`)."""
+catalog's sessions on others), or the session's own (docs/budgets.md; bench `send_budget`).
+On a warm check, what the last such read found answers while those transcripts' stat
+signatures are as it saw them (spend_cache.py): no SQLite imported."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Mapping
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ def _sums(idx: Any, where: str, args: list[Any], agent_of: dict[int, str]) -> Tu
 def _hot_transcripts(ctx: Context, since_ms: int) -> list[Sig] | None:
     """Every agent's JSONL transcripts (archived ones too: what they spent today counts)
     written since `since_ms`: only they can hold today's turns. Each as its stat signature
-    ([agent id, path, dev, ino, size, mtime, ctime]: spend_cache's key), sorted by path. None
+    ([agent id, file name, dev, ino, size, mtime, ctime]: spend_cache's key), in the listing's
+    order (unsorted: an order changed is a record not used, nothing worse). None
     when a store is not JSONL (OpenClaw's SQLite store, a gateway): then the catalog lists its
     sessions. Paths as strings: a `pathlib.Path` each was most of this listing's time."""
     from sessiontool.sessions.reading import agent_ids_on_disk
@@ -88,14 +90,26 @@ def _hot_transcripts(ctx: Context, since_ms: int) -> list[Sig] | None:
                     if e.is_file(follow_symlinks=False):
                         st = e.stat(follow_symlinks=False)
                         if st.st_mtime * 1000 >= since_ms:
-                            out.append(spend_cache.sig(agent_id, f"{sdir}/{name}", st))
+                            out.append(spend_cache.sig(agent_id, name, st))
                 except OSError:
                     continue
         except OSError:
             continue
         finally:
             os.close(fd)
-    out.sort(key=itemgetter(1))
+    return out
+
+
+def _paths(ctx: Context, hot: list[Sig]) -> list[tuple[str, str]]:
+    """(agent id, path) of each of `_hot_transcripts`'s signatures (they name the file alone:
+    the listing's path strings were a tenth of a warm check)."""
+    dirs: dict[str, str] = {}
+    out = []
+    for agent_id, name, *_st in hot:
+        d = dirs.get(agent_id)
+        if d is None:
+            d = dirs[agent_id] = str(ctx.paths.sessions_dir(agent_id))
+        out.append((agent_id, f"{d}/{name}"))
     return out
 
 
@@ -111,8 +125,9 @@ def _today(ctx: Context, idx: Any) -> Turns:
         ids = {r[0] for r in idx.conn.execute("SELECT file_id FROM days WHERE day = ?", (today,))}
         agent_of = {i: ref.agent_id for i, ref in found.refs(ids).items()}
     else:
-        got = idx.sync([h[1] for h in hot], text=False, others=False)
-        agent_of = {got[h[1]]: h[0] for h in hot if h[1] in got}
+        pairs = _paths(ctx, hot)
+        got = idx.sync([p for _a, p in pairs], text=False, others=False)
+        agent_of = {got[p]: a for a, p in pairs if p in got}
     return _sums(idx, "day = ?", [today], agent_of)
 
 
@@ -198,7 +213,7 @@ def _quick_spend(
     if today is not None and session is not None:
         return today, session
     got_read = _read_index(
-        tool_dir, day, hot if today is None else [], own if session is None else None
+        tool_dir, day, _paths(ctx, hot) if today is None else [], own if session is None else None
     )
     if got_read is None:
         return None
@@ -230,13 +245,13 @@ def _own_sig(ctx: Context, agent_id: str, entry: Mapping[str, Any]) -> Sig | Non
 
 
 def _read_index(
-    tool_dir: Path, day: int, hot: list[Sig], own: Sig | None
+    tool_dir: Path, day: int, hot: list[tuple[str, str]], own: Sig | None
 ) -> tuple[Turns, Turns] | None:
     """Today's turns of `hot` and the turns of `own`, from the index in one read transaction
     when it holds each as it is now; None: it does not (catch up)."""
     from sessiontool.index import db as index_db
 
-    paths = sorted({h[1] for h in hot} | ({own[1]} if own else set()))
+    paths = sorted({p for _a, p in hot} | ({own[1]} if own else set()))
     got_ids = index_db.open_if_current(tool_dir, paths)
     if got_ids is None:
         return None
@@ -245,7 +260,7 @@ def _read_index(
         peek = _Peek(conn)
         today: Turns = []
         if hot:
-            agent_of = {ids[h[1]]: h[0] for h in hot}
+            agent_of = {ids[p]: a for a, p in hot}
             today = _sums(peek, "day = ?", [day], agent_of)
         session: Turns = []
         if own is not None:

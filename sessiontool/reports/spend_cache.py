@@ -18,32 +18,35 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import sessiontool
 
 INDEX_NAME = "index.sqlite"  # index/db.py's (which imports sqlite3: what this record spares)
-FORMAT = 1
-# One transcript as it was read: [agent id, path, dev, ino, size, mtime ns, ctime ns].
+FORMAT = 2
+# One transcript as it was read: [agent id, name, dev, ino, size, mtime ns, ctime ns], its name
+# within the agent's sessions directory (today's) or its path (the session's own).
 Sig = list[Any]
 
 
-class Record(TypedDict, total=False):
-    """The file's content (`v` its format, `tool` the sessiontool version that wrote it, `index`
-    the index file's [dev, ino]); `files`/`today` and `own`/`session` each present together."""
+if TYPE_CHECKING:  # a TypedDict's creation was a third of this module's import
 
-    v: int
-    tool: str
-    index: list[int]
-    day: int
-    files: list[Sig]
-    today: list[list[Any]]
-    own: Sig
-    session: list[list[Any]]
+    class Record(TypedDict, total=False):
+        """The file's content (`v` its format, `tool` the sessiontool version that wrote it, `index`
+        the index file's [dev, ino]); `files`/`today` and `own`/`session` each present together."""
+
+        v: int
+        tool: str
+        index: list[int]
+        day: int
+        files: list[Sig]
+        today: list[list[Any]]
+        own: Sig
+        session: list[list[Any]]
 
 
-def sig(agent_id: str, path: str, st: os.stat_result) -> Sig:
-    return [agent_id, path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+def sig(agent_id: str, name: str, st: os.stat_result) -> Sig:
+    return [agent_id, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def index_key(tool_dir: Path) -> list[int] | None:
