@@ -244,6 +244,9 @@ def open_if_current(
         return None
     try:
         check_index_files(root)
+        # One read transaction to the caller's close: its sums are of the rows compared here
+        # (the budgets keep them under these files' signatures, reports/spend_cache.py).
+        conn.execute("BEGIN")
         got = _current_ids(conn, paths)
     except (sqlite3.Error, UnicodeDecodeError):
         got = None

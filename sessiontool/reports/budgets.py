@@ -6,7 +6,9 @@ The spend is what `usage` counts (the transcripts' assistant turns, priced by th
 a budget's window: today (UTC) for `day`, the session's transcript for `session`, nothing yet
 for `run`. It is read from the index's per-day sums, caught up for the transcripts that can
 hold it: those written today (a directory listing and a stat each on JSONL stores; the
-catalog's sessions on others), or the session's own (docs/budgets.md; bench `send_budget`)."""
+catalog's sessions on others), or the session's own (docs/budgets.md; bench `send_budget`).
+On a warm check, what the last such read found answers while those transcripts' stat
+signatures are as it saw them (spend_cache.py): no SQLite imported."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from sessiontool.clock import now_ms
 from sessiontool.context import Context
 from sessiontool.errors import OverBudgetError, UsageError
 from sessiontool.protocol import MIRROR_MODEL, MIRROR_PROVIDER
+from sessiontool.reports import spend_cache
+from sessiontool.reports.spend_cache import Sig
 from sessiontool.state.budget_config import Budget, same_model
 from sessiontool.state.prices import Prices, lookup, prices_of
 
@@ -57,11 +61,13 @@ def _sums(idx: Any, where: str, args: list[Any], agent_of: dict[int, str]) -> Tu
     return [(agent_of[f], _name(p, m), *sums) for f, p, m, *sums in got if f in agent_of]
 
 
-def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, str]] | None:
+def _hot_transcripts(ctx: Context, since_ms: int) -> list[Sig] | None:
     """Every agent's JSONL transcripts (archived ones too: what they spent today counts)
-    written since `since_ms`: only they can hold today's turns. None when a store is not JSONL
-    (OpenClaw's SQLite store, a gateway): then the catalog lists its sessions. Paths as
-    strings: a `pathlib.Path` each was most of this listing's time."""
+    written since `since_ms`: only they can hold today's turns. Each as its stat signature
+    ([agent id, file name, dev, ino, size, mtime, ctime]: spend_cache's key), in the listing's
+    order (unsorted: an order changed is a record not used, nothing worse). None
+    when a store is not JSONL (OpenClaw's SQLite store, a gateway): then the catalog lists its
+    sessions. Paths as strings: a `pathlib.Path` each was most of this listing's time."""
     from sessiontool.sessions.reading import agent_ids_on_disk
     from sessiontool.state import detect
 
@@ -69,18 +75,41 @@ def _hot_transcripts(ctx: Context, since_ms: int) -> list[tuple[str, str]] | Non
     for agent_id in agent_ids_on_disk(ctx.paths):
         if detect.detect(ctx.paths, agent_id).format != "jsonl":
             return None
-        try:
-            entries = list(os.scandir(ctx.paths.sessions_dir(agent_id)))
+        sdir = str(ctx.paths.sessions_dir(agent_id))
+        try:  # listed through a descriptor: each stat is then relative to it (a quarter less)
+            fd = os.open(sdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             continue
-        for e in entries:
-            if ".jsonl" not in e.name or e.name.endswith(".zst") or e.name.endswith(".lock"):
-                continue
-            try:
-                if e.is_file(follow_symlinks=False) and e.stat().st_mtime * 1000 >= since_ms:
-                    out.append((agent_id, e.path))
-            except OSError:
-                continue
+        try:
+            entries = list(os.scandir(fd))
+            for e in entries:
+                name = e.name
+                if ".jsonl" not in name or name.endswith(".zst") or name.endswith(".lock"):
+                    continue
+                try:
+                    if e.is_file(follow_symlinks=False):
+                        st = e.stat(follow_symlinks=False)
+                        if st.st_mtime * 1000 >= since_ms:
+                            out.append(spend_cache.sig(agent_id, name, st))
+                except OSError:
+                    continue
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return out
+
+
+def _paths(ctx: Context, hot: list[Sig]) -> list[tuple[str, str]]:
+    """(agent id, path) of each of `_hot_transcripts`'s signatures (they name the file alone:
+    the listing's path strings were a tenth of a warm check)."""
+    dirs: dict[str, str] = {}
+    out = []
+    for agent_id, name, *_st in hot:
+        d = dirs.get(agent_id)
+        if d is None:
+            d = dirs[agent_id] = str(ctx.paths.sessions_dir(agent_id))
+        out.append((agent_id, f"{d}/{name}"))
     return out
 
 
@@ -96,8 +125,9 @@ def _today(ctx: Context, idx: Any) -> Turns:
         ids = {r[0] for r in idx.conn.execute("SELECT file_id FROM days WHERE day = ?", (today,))}
         agent_of = {i: ref.agent_id for i, ref in found.refs(ids).items()}
     else:
-        got = idx.sync([p for _a, p in hot], text=False, others=False)
-        agent_of = {got[str(p)]: a for a, p in hot if str(p) in got}
+        pairs = _paths(ctx, hot)
+        got = idx.sync([p for _a, p in pairs], text=False, others=False)
+        agent_of = {got[p]: a for a, p in pairs if p in got}
     return _sums(idx, "day = ?", [today], agent_of)
 
 
@@ -155,42 +185,86 @@ def _quick_spend(
     ctx: Context, agent_id: str, entry: Mapping[str, Any] | None, windows: set[str]
 ) -> tuple[Turns, Turns] | None:
     """The spend read as `read_spend` reads it, when every store is JSONL and the index holds
-    each transcript it needs (today's, the session's) as it is now: one stat each and a
-    read-only look, none of the catch-up's modules imported (issue 44: the check's budget is
-    10 ms on a warm `send`). None: catch up first."""
+    each transcript it needs (today's, the session's) as it is now: one stat each, then the
+    last read's record (spend_cache) when those transcripts are as it read them, else a
+    read-only look at the index, none of the catch-up's modules imported (issue 44: the check's
+    budget is 10 ms on a warm `send`). None: catch up first."""
     from sessiontool.state import detect
 
     if detect.detect(ctx.paths, agent_id).format != "jsonl":
         return None
-    hot: list[tuple[str, str]] = []
+    day = now_ms() // DAY_MS
+    hot: list[Sig] = []
     if "day" in windows:
-        got = _hot_transcripts(ctx, (now_ms() // DAY_MS) * DAY_MS)
+        got = _hot_transcripts(ctx, day * DAY_MS)
         if got is None:
             return None
         hot = got
-    own: Path | None = None
-    if "session" in windows and entry:
-        own = _session_file(ctx, agent_id, entry)
-        if own is not None and not own.is_file():
-            own = None  # no transcript yet: nothing spent in it (as `_session` finds)
-    paths = sorted({p for _a, p in hot} | ({str(own)} if own else set()))
-    if not paths:
+    own = _own_sig(ctx, agent_id, entry) if "session" in windows and entry else None
+    if not hot and own is None:
         return [], []  # nothing written today and no transcript: nothing spent
+    tool_dir = ctx.paths.tool_dir
+    index = spend_cache.index_key(tool_dir)
+    if index is None:
+        return None
+    rec = spend_cache.load(ctx.paths.budget_spend, index)
+    today = spend_cache.today(rec, day, hot) if hot else []
+    session = spend_cache.session(rec, own) if own is not None else []
+    if today is not None and session is not None:
+        return today, session
+    got_read = _read_index(
+        tool_dir, day, _paths(ctx, hot) if today is None else [], own if session is None else None
+    )
+    if got_read is None:
+        return None
+    if today is None:
+        today = got_read[0]
+        rec["day"], rec["files"], rec["today"] = day, hot, [list(t) for t in today]
+    if session is None:
+        session = got_read[1]
+        assert own is not None
+        rec["own"], rec["session"] = own, [list(t) for t in session]
+    rec["index"] = index
+    spend_cache.save(ctx.paths.budget_spend, rec)
+    return today, session
+
+
+def _own_sig(ctx: Context, agent_id: str, entry: Mapping[str, Any]) -> Sig | None:
+    """The session's transcript's signature; None when it has none yet (nothing spent in it,
+    as `_session` finds)."""
+    import stat
+
+    own = _session_file(ctx, agent_id, entry)
+    if own is None:
+        return None
+    try:
+        st = os.stat(own)
+    except OSError:
+        return None
+    return spend_cache.sig(agent_id, str(own), st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _read_index(
+    tool_dir: Path, day: int, hot: list[tuple[str, str]], own: Sig | None
+) -> tuple[Turns, Turns] | None:
+    """Today's turns of `hot` and the turns of `own`, from the index in one read transaction
+    when it holds each as it is now; None: it does not (catch up)."""
     from sessiontool.index import db as index_db
 
-    got_ids = index_db.open_if_current(ctx.paths.tool_dir, paths)
+    paths = sorted({p for _a, p in hot} | ({own[1]} if own else set()))
+    got_ids = index_db.open_if_current(tool_dir, paths)
     if got_ids is None:
         return None
     conn, ids = got_ids
     try:
         peek = _Peek(conn)
         today: Turns = []
-        if "day" in windows:
+        if hot:
             agent_of = {ids[p]: a for a, p in hot}
-            today = _sums(peek, "day = ?", [now_ms() // DAY_MS], agent_of)
+            today = _sums(peek, "day = ?", [day], agent_of)
         session: Turns = []
         if own is not None:
-            mine = {ids[str(own)]: agent_id}
+            mine = {ids[own[1]]: own[0]}
             where = "file_id IN (SELECT value FROM json_each(?))"
             session = _sums(peek, where, [json.dumps(list(mine))], mine)
         return today, session

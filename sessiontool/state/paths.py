@@ -118,6 +118,11 @@ class StatePaths(Value):
     def sweep_stamp(self) -> Path:
         return self.tool_dir / "last-sweep"
 
+    @property
+    def budget_spend(self) -> Path:
+        """The budgets' last spend read, under its transcripts' signatures (reports/spend_cache)."""
+        return self.tool_dir / "budget-spend.json"
+
     def openclaw_config(self) -> Path | None:
         for name in ("openclaw.json", "clawdbot.json"):
             p = self.root / name
