@@ -122,6 +122,9 @@ def test_a_warm_check_answered_by_the_record_imports_no_sqlite(state: Path) -> N
     assert run_json("send", "main", "one")[0] == 0
     settle(state)
     assert run_cli("usage", "--json").returncode == 0
+    # The second check runs with `import sqlite3` made to fail (None in sys.modules): it can only
+    # answer from the record. (A check of sys.modules would not do: under coverage, coverage
+    # itself has imported sqlite3 in every child.)
     code = (
         "import sys\n"
         "from sessiontool.context import build_context\n"
@@ -129,18 +132,27 @@ def test_a_warm_check_answered_by_the_record_imports_no_sqlite(state: Path) -> N
         "ctx = build_context(sys.argv[1])\n"
         "r = resolve(ctx, 'main')\n"
         "from sessiontool.reports.budgets import BudgetGate\n"
-        "had = 'sqlite3' in sys.modules\n"
+        "if sys.argv[2] == 'block':\n"
+        "    sys.modules['sqlite3'] = None\n"
         "limit = BudgetGate(ctx).allow(r.agent_id, r.key, r.entry, None)\n"
-        "print(limit['spend'], had or 'sqlite3' in sys.modules)\n"
+        "print(limit['spend'])\n"
     )
     outs = [
         subprocess.run(
-            [sys.executable, "-c", code, str(state)], capture_output=True, text=True, check=True
-        ).stdout.split()
-        for _ in range(2)
+            [sys.executable, "-c", code, str(state), mode],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for mode in ("allow", "block")
     ]
-    assert outs[0][0] == outs[1][0] == "1.0"
-    assert outs[1][1] == "False", outs  # the second: answered by the record the first wrote
+    assert outs == ["1.0", "1.0"], outs  # the second: answered by the record the first wrote
+    # Without the record the same blocked check has to open the index, and cannot.
+    (state / "sessiontool" / "budget-spend.json").unlink()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(state), "block"], capture_output=True, text=True
+    )
+    assert proc.returncode != 0 and "sqlite3" in proc.stderr, proc.stderr
 
 
 def test_the_index_file_name_is_the_index_modules() -> None:
