@@ -493,3 +493,25 @@ def valid_config_cases() -> list[tuple[str, dict[str, Any]]]:
         else:
             out.append((k.path, nested(k.path, samples(k.schema)[2], fill=True)[0]))
     return out
+
+
+def priced_turn(n: int, tokens: int = 1_000_000) -> str:
+    """A JSONL assistant turn as another program appends it: model `m1` of provider `p`,
+    `tokens` input tokens, timestamped now."""
+    now = int(time.time() * 1000)
+    return json.dumps(
+        {
+            "type": "message",
+            "id": f"byhand{n:02d}",
+            "parentId": None,
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now / 1000)),
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "written by another program"}],
+                "provider": "p",
+                "model": "m1",
+                "usage": {"input": tokens, "output": 0},
+                "timestamp": now,
+            },
+        }
+    )

@@ -228,9 +228,8 @@ def test_a_turn_written_after_the_index_caught_up_is_counted(state: Path, window
     """The gate reads the spend from the index without a catch-up when every transcript it
     needs is indexed as it is now; a turn another program appended since (OpenClaw, an edit)
     changes the file, so that read is not taken and the turn counts."""
-    import time
 
-    from tests.runhelpers import read_store, sessions_dir
+    from tests.runhelpers import priced_turn, read_store, sessions_dir
 
     _config(state, [{"window": window, "limit": 2.5}])
     assert run_json("send", "main", "one")[0] == 0
@@ -238,23 +237,8 @@ def test_a_turn_written_after_the_index_caught_up_is_counted(state: Path, window
     settle(state)
     assert run_cli("usage", "--json").returncode == 0  # the index caught up
     sid = read_store(state)["agent:main:main"]["sessionId"]
-    now = int(time.time() * 1000)
-    turn = {
-        "type": "message",
-        "id": "byhand01",
-        "parentId": None,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now / 1000)),
-        "message": {
-            "role": "assistant",
-            "content": [{"type": "text", "text": "written by another program"}],
-            "provider": "p",
-            "model": "m1",
-            "usage": {"input": 1000000, "output": 0},
-            "timestamp": now,
-        },
-    }
     with open(sessions_dir(state) / f"{sid}.jsonl", "a") as fh:
-        fh.write(json.dumps(turn) + "\n")
+        fh.write(priced_turn(1) + "\n")
     rc, out = run_json("send", "main", "three")
     assert rc == 6 and out["status"] == "over_budget", out
     assert out["spend"] == pytest.approx(3.0)

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import run_cli, run_json
-from tests.runhelpers import read_store, sessions_dir, settle
+from tests.runhelpers import priced_turn, read_store, sessions_dir, settle
 from tests.test_budgets import _config
 
 pytestmark = pytest.mark.usefixtures("reap_workers")
@@ -25,26 +24,6 @@ def _cache(state: Path) -> Path:
     from sessiontool.state.paths import StatePaths
 
     return StatePaths(state).budget_spend
-
-
-def _turn(n: int, tokens: int = 1_000_000) -> str:
-    now = int(time.time() * 1000)
-    return json.dumps(
-        {
-            "type": "message",
-            "id": f"byhand{n:02d}",
-            "parentId": None,
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now / 1000)),
-            "message": {
-                "role": "assistant",
-                "content": [{"type": "text", "text": "written by another program"}],
-                "provider": "p",
-                "model": "m1",
-                "usage": {"input": tokens, "output": 0},
-                "timestamp": now,
-            },
-        }
-    )
 
 
 def _spent(state: Path, n: int, window: str, limit: float) -> None:
@@ -82,7 +61,7 @@ def test_a_cached_spend_is_used_only_while_its_transcripts_are_unchanged(
     # Another program appends a turn: the transcript's signature changed, the record is stale.
     sid = read_store(state)["agent:main:main"]["sessionId"]
     with open(sessions_dir(state) / f"{sid}.jsonl", "a") as fh:
-        fh.write(_turn(1) + "\n")
+        fh.write(priced_turn(1) + "\n")
     assert _refused_spend() == pytest.approx(3.0)
     assert _refused_spend() == pytest.approx(3.0)  # the rewritten record, read back
     # A run of sessiontool's own after the record was written: its spend counts.
@@ -98,7 +77,7 @@ def test_a_transcript_new_today_changes_a_day_records_key(state: Path) -> None:
     assert _cache(state).is_file()
     orphan = sessions_dir(state) / "0f0f0f0f-0000-4000-8000-000000000000.jsonl"
     head = {"type": "session", "version": 3, "id": orphan.stem, "timestamp": "x"}
-    orphan.write_text(json.dumps(head) + "\n" + _turn(2, 500_000) + "\n")
+    orphan.write_text(json.dumps(head) + "\n" + priced_turn(2, 500_000) + "\n")
     assert _refused_spend() == pytest.approx(1.5)
     orphan.unlink()  # removed: its spend no longer counts (as without the record)
     assert _refused_spend() == pytest.approx(1.0)
