@@ -207,7 +207,7 @@ class CatchUp:
             msg = line.get("message") if isinstance(line, dict) else None
             if line.get("type") == "message" and isinstance(msg, dict):
                 ex = extract_message(msg, line)
-                last_role = collect(file_id, ex, 0, last_role, rows, turns)
+                last_role = collect(file_id, ex, 0, last_role=last_role, rows=rows, turns=turns)
         self._insert(rows if text else [], turns, keep_text=True)
         c.execute(
             "UPDATE files SET version = ?, last_role = ?, text = ? WHERE id = ?",
@@ -216,7 +216,7 @@ class CatchUp:
         return file_id
 
     def _insert(self, rows: list[Row], turns: Turns, *, keep_text: bool = False) -> None:
-        insert_rows(self.conn, self.fts, self.trigram, rows, turns, keep_text=keep_text)
+        insert_rows(self.conn, self.fts, self.trigram, rows=rows, turns=turns, keep_text=keep_text)
 
     def file(
         self,
@@ -233,14 +233,38 @@ class CatchUp:
                 (str(path), st.st_dev, st.st_ino),
             )
             file_id = int(cur.lastrowid or 0)
-            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", text, 0))
+            jobs.append(
+                Job(
+                    file_id=file_id,
+                    path=str(path),
+                    off=0,
+                    size=st.st_size,
+                    last_role=None,
+                    st=st,
+                    digest=b"",
+                    text=text,
+                    turns_from=0,
+                )
+            )
             return file_id
         file_id, off, has_text = row.id, row.off, row.text
         text = text or bool(has_text)  # a file whose text is indexed keeps it current
         if row.same_stat(st):
             if not has_text and text:
                 # Unchanged, its turns indexed without its text: the text from the start.
-                jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", True, off))
+                jobs.append(
+                    Job(
+                        file_id=file_id,
+                        path=str(path),
+                        off=0,
+                        size=st.st_size,
+                        last_role=None,
+                        st=st,
+                        digest=b"",
+                        text=True,
+                        turns_from=off,
+                    )
+                )
             return file_id
         if (
             (row.dev, row.ino) != (st.st_dev, st.st_ino)
@@ -251,13 +275,47 @@ class CatchUp:
             or not same_prefix(path, off, row.digest)
         ):
             self.purge(file_id)  # replaced or rewritten: read it again from the start
-            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", text, 0))
+            jobs.append(
+                Job(
+                    file_id=file_id,
+                    path=str(path),
+                    off=0,
+                    size=st.st_size,
+                    last_role=None,
+                    st=st,
+                    digest=b"",
+                    text=text,
+                    turns_from=0,
+                )
+            )
         elif text and not has_text:  # grown; its text never read: from the start
-            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", True, off))
+            jobs.append(
+                Job(
+                    file_id=file_id,
+                    path=str(path),
+                    off=0,
+                    size=st.st_size,
+                    last_role=None,
+                    st=st,
+                    digest=b"",
+                    text=True,
+                    turns_from=off,
+                )
+            )
         else:
             digest = row.digest or b""
             jobs.append(
-                Job(file_id, str(path), off, st.st_size, row.last_role, st, digest, text, off)
+                Job(
+                    file_id=file_id,
+                    path=str(path),
+                    off=off,
+                    size=st.st_size,
+                    last_role=row.last_role,
+                    st=st,
+                    digest=digest,
+                    text=text,
+                    turns_from=off,
+                )
             )
         return file_id
 

@@ -160,8 +160,8 @@ def read_job(job: Job) -> Read:
             job.file_id,
             iter_complete_lines(Path(job.path), job.off, job.size, crc),
             (job.off, last_role, job.turns_from),
-            out.rows if job.text else None,
-            out.turns,
+            rows=out.rows if job.text else None,
+            turns=out.turns,
         )
         if out.off == job.off and job.digest:
             out.digest = job.digest

@@ -367,7 +367,10 @@ def _run_model(
     from sessiontool.runs.execute import TurnSession, resolve_model
 
     provider, model = resolve_model(
-        ctx.config, TurnSession(agent_id, key, dict(entry or {}), "", Path())
+        ctx.config,
+        TurnSession(
+            agent_id=agent_id, key=key, entry=dict(entry or {}), session_id="", path=Path()
+        ),
     )
     return f"{provider}/{model}" if provider else model
 
