@@ -19,17 +19,16 @@ from sessiontool.errors import BusyError
 from sessiontool.index.db import FileRow, insert_rows
 from sessiontool.index.extract import Turns, extract_message
 from sessiontool.index.scan import (
-    FULL_DIGEST_MAX,
     PARALLEL_MAX_FILE,
     Job,
     Read,
     Row,
     can_fork,
     collect,
+    only_appended,
     parallel_min,
     read_forked,
     read_job,
-    same_prefix,
     worker_count,
 )
 
@@ -266,14 +265,8 @@ class CatchUp:
                     )
                 )
             return file_id
-        if (
-            (row.dev, row.ino) != (st.st_dev, st.st_ino)
-            or st.st_size < off
-            # Changed without growing, where the digest samples: it cannot prove that
-            # nothing changed (a rename or chmod also moves the ctime).
-            or (st.st_size <= row.size and off > FULL_DIGEST_MAX)
-            or not same_prefix(path, off, row.digest)
-        ):
+        then, now = (row.dev, row.ino, row.size), (st.st_dev, st.st_ino, st.st_size)
+        if not only_appended(then, now, off, str(path), row.digest):
             self.purge(file_id)  # replaced or rewritten: read it again from the start
             jobs.append(
                 Job(
