@@ -266,7 +266,7 @@ class CatchUp:
                 )
             return file_id
         then, now = (row.dev, row.ino, row.size), (st.st_dev, st.st_ino, st.st_size)
-        if not only_appended(then, now, off, str(path), row.digest):
+        if not only_appended(then, now, off, path=str(path), digest=row.digest):
             self.purge(file_id)  # replaced or rewritten: read it again from the start
             jobs.append(
                 Job(

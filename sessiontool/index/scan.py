@@ -202,7 +202,18 @@ def read_appended(path: str, off: int, size: int, digest: bytes) -> Read:
     turns only, for a reader that keeps no `files` row (the budgets' record): the same lines,
     turns and digest a catch-up of it would find. (`Job.st` is what a catch-up writes to
     `files`; `read_job` does not read it.)"""
-    return read_job(Job(0, path, off, size, None, os.stat_result((0,) * 10), digest, False, off))
+    job = Job(
+        file_id=0,
+        path=path,
+        off=off,
+        size=size,
+        last_role=None,
+        st=os.stat_result((0,) * 10),
+        digest=digest,
+        text=False,
+        turns_from=off,
+    )
+    return read_job(job)
 
 
 def read_forked(jobs: list[Job], workers: int) -> Generator[Read, None, None]:

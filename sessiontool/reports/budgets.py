@@ -214,7 +214,13 @@ def _quick_spend(
     session = spend_cache.session(rec, own) if own is not None else []
     if today is not None and session is not None:
         return today, session
-    read = _read_on(ctx, rec, day, hot if today is None else None, own if session is None else None)
+    read = _read_on(
+        ctx,
+        rec,
+        day,
+        hot=hot if today is None else None,
+        own=own if session is None else None,
+    )
     if read is None:
         return None
     rec["index"] = index
@@ -241,7 +247,7 @@ def _read_on(
         return None
     if hot is not None and today is None:
         today = got[0]
-        spend_cache.put_today(rec, day, hot, today, [got[2][p] for _a, p in pairs])
+        spend_cache.put_today(rec, day, hot, turns=today, reads=[got[2][p] for _a, p in pairs])
     if own is not None and session is None:
         session = got[1]
         spend_cache.put_session(rec, own, session, got[2][own[1]])

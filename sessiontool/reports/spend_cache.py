@@ -198,7 +198,7 @@ def _appended(path: str, was: Any, now: Sig, at: Any) -> tuple[list[Any], End] |
 
     off = at[0]
     if not scan.only_appended(
-        (was[2], was[3], was[4]), (now[2], now[3], now[4]), off, path, digest
+        (was[2], was[3], was[4]), (now[2], now[3], now[4]), off, path=path, digest=digest
     ):
         return None
     got = scan.read_appended(path, off, now[4], digest)
