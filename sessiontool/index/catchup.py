@@ -141,6 +141,22 @@ class _Parts:
         testhooks.pause("index-part")
 
 
+def _whole(file_id: int, path: Path, st: os.stat_result, text: bool) -> Job:
+    """A job reading all of `path` as `st` found it; a read on from an offset replaces the
+    fields that say where."""
+    return Job(
+        file_id=file_id,
+        path=str(path),
+        off=0,
+        size=st.st_size,
+        last_role=None,
+        st=st,
+        digest=b"",
+        text=text,
+        turns_from=0,
+    )
+
+
 class CatchUp:
     """One catch-up's writing, under the index's write lock: files added (`file`, `virtual`),
     read (`run`), purged and forgotten. `dead` counts the purged message rows (their words
@@ -232,82 +248,25 @@ class CatchUp:
                 (str(path), st.st_dev, st.st_ino),
             )
             file_id = int(cur.lastrowid or 0)
-            jobs.append(
-                Job(
-                    file_id=file_id,
-                    path=str(path),
-                    off=0,
-                    size=st.st_size,
-                    last_role=None,
-                    st=st,
-                    digest=b"",
-                    text=text,
-                    turns_from=0,
-                )
-            )
+            jobs.append(_whole(file_id, path, st, text))
             return file_id
         file_id, off, has_text = row.id, row.off, row.text
         text = text or bool(has_text)  # a file whose text is indexed keeps it current
         if row.same_stat(st):
             if not has_text and text:
                 # Unchanged, its turns indexed without its text: the text from the start.
-                jobs.append(
-                    Job(
-                        file_id=file_id,
-                        path=str(path),
-                        off=0,
-                        size=st.st_size,
-                        last_role=None,
-                        st=st,
-                        digest=b"",
-                        text=True,
-                        turns_from=off,
-                    )
-                )
+                jobs.append(_whole(file_id, path, st, True)._replace(turns_from=off))
             return file_id
         then, now = (row.dev, row.ino, row.size), (st.st_dev, st.st_ino, st.st_size)
         if not only_appended(then, now, off, path=str(path), digest=row.digest):
             self.purge(file_id)  # replaced or rewritten: read it again from the start
-            jobs.append(
-                Job(
-                    file_id=file_id,
-                    path=str(path),
-                    off=0,
-                    size=st.st_size,
-                    last_role=None,
-                    st=st,
-                    digest=b"",
-                    text=text,
-                    turns_from=0,
-                )
-            )
+            jobs.append(_whole(file_id, path, st, text))
         elif text and not has_text:  # grown; its text never read: from the start
-            jobs.append(
-                Job(
-                    file_id=file_id,
-                    path=str(path),
-                    off=0,
-                    size=st.st_size,
-                    last_role=None,
-                    st=st,
-                    digest=b"",
-                    text=True,
-                    turns_from=off,
-                )
-            )
+            jobs.append(_whole(file_id, path, st, True)._replace(turns_from=off))
         else:
-            digest = row.digest or b""
             jobs.append(
-                Job(
-                    file_id=file_id,
-                    path=str(path),
-                    off=off,
-                    size=st.st_size,
-                    last_role=row.last_role,
-                    st=st,
-                    digest=digest,
-                    text=text,
-                    turns_from=off,
+                _whole(file_id, path, st, text)._replace(
+                    off=off, last_role=row.last_role, digest=row.digest or b"", turns_from=off
                 )
             )
         return file_id
