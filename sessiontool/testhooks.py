@@ -12,7 +12,8 @@ after each file it read and the commit of a part when one was due), `index-commi
 and taking the index's write lock again), `fork-copied` (a fork's transcript written, its entry
 not yet), `rewind-archived` (what a rewind cuts archived, the transcript not cut yet),
 `compact-archived` (the transcript before a compaction copied aside, the compaction entry not
-appended yet), `export-page` (`export --html`, before each session's page). The run points
+appended yet), `export-page` (`export --html`, before each session's page), `send-wait` (`send`:
+its run submitted and its worker started, the foreground not yet waiting). The run points
 also exist as `<point>:<kind or step>` (`after-user:reply`, `after-runner:announce`, ...). On reaching the point the process writes
 `sessiontool test pause: <point> pid=<pid>` to stderr (a worker's stderr is its run log), so
 the test knows where it is, then sleeps.

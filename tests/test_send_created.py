@@ -51,6 +51,58 @@ def test_a_withdrawn_run_that_made_no_session_names_none(state: Path, tmp_path: 
     assert rc == 0 and "brand-new" not in json.dumps(listing)
 
 
+def test_a_run_withdrawn_before_the_foreground_looks_is_withdrawn_not_not_found(
+    state: Path, tmp_path: Path
+) -> None:
+    """The worker may withdraw the run (and remove its record) before `send`'s foreground reads
+    it even once: a busy machine, a slow foreground. Its own run gone is still the withdrawn
+    run (exit 1, the reason), never "Run not found" (exit 3). The foreground is held at
+    `send-wait` until the record is gone."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    assert run_cli("send", "main", "first", "--timeout", "20").returncode == 0
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {**os.environ, **fault_env(faults, state, "ENOSPC", "*", worker_only=True)}
+    env.update(
+        SESSIONTOOL_STATE_DIR=str(state),
+        SESSIONTOOL_EXEC_WORKER="1",
+        SESSIONTOOL_TEST_PAUSE="send-wait:3",
+    )
+    runs = state / "sessiontool" / "runs"
+    before = {p.name for p in runs.glob("*.json")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontool", "send", "brand-new", "x", "--timeout", "30"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        assert "test pause: send-wait" in proc.stderr.readline()
+        held_until = time.monotonic() + 2.5  # the pause is 3 s
+        gone_while_held = False
+        while proc.poll() is None and time.monotonic() < held_until:
+            if not {p.name for p in runs.glob("*.json")} - before:  # the worker withdrew it
+                gone_while_held = True
+                break
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    quiet(state)
+    assert proc.returncode == 1, (out, err)
+    assert "could not be started and was withdrawn" in err and "Run not found" not in err, err
+    assert gone_while_held  # the race this test is about was arranged
+
+
 def test_a_withdrawn_run_whose_session_was_made_names_it(state: Path, tmp_path: Path) -> None:
     """Only the run records could not be written: the store took the new entry before the
     worker withdrew the run, so the session does exist, and the notice says so beside the

@@ -78,15 +78,21 @@ def _read(paths: StatePaths, run_id: str, seen: bool) -> RunRecord:
         ) from None
 
 
-def wait_for(paths: StatePaths, run_id: str, timeout: float | None) -> RunRecord:
-    """The record once the run is over, or as it is when `timeout` seconds have passed."""
+def wait_for(
+    paths: StatePaths, run_id: str, timeout: float | None, *, submitted: bool = False
+) -> RunRecord:
+    """The record once the run is over, or as it is when `timeout` seconds have passed.
+    `submitted`: the caller wrote the record itself just before (a send waiting for its own
+    run), so a record that is gone at the first look was withdrawn by its worker, which may
+    have done so before this process looked at all; it is never "not found"."""
     deadline = None if timeout is None else time.monotonic() + timeout
     path = fifo_path(paths, run_id)
     fd = _open(path)
     rec: RunRecord | None = None
     try:
         while True:
-            rec = reconcile(paths, _read(paths, run_id, rec is not None), waiting=True)
+            seen = submitted or rec is not None
+            rec = reconcile(paths, _read(paths, run_id, seen), waiting=True)
             if records.is_finished(rec):
                 return rec
             wait = CHECK_SECONDS
