@@ -334,6 +334,8 @@ def test_a_running_runs_clock_is_drawn_again_in_its_row_alone(fixture_state: Pat
 
     assert drive(app, script) == 0
     assert rendered and set(rendered) <= {run_id}, rendered
+    rc, out = run_json("abort", run_id)  # the 60 s sleeper is not waited for by the reaper
+    assert rc == 0 and out["status"] == "aborted", out
 
 
 def test_a_message_that_arrives_as_the_transcript_closes_is_dropped(
