@@ -492,6 +492,36 @@ def test_completion_target_parent_is_openclaws_own(allowed: Live) -> None:
     assert _run_norm(ours_run) == _run_norm(their_run)
 
 
+def test_spawn_attach_as_is_openclaws_own(attaching: Live, tmp_path: Path) -> None:
+    """`--attach FILE --attach-as PATH`: OpenClaw's own agent's `attachAs: {mountPath}` beside
+    the same attachment: the rows, the messages and the system prompt, which names the hint
+    ("Requested mountPath hint: PATH") after the staged files, are the same."""
+    note = tmp_path / "inbox.txt"
+    note.write_text("mounted words\n")
+    task = "Read the mounted attachment (fixture)"
+    rec = _our_spawn(
+        attaching, task, "--label", "as-a", "--attach", str(note), "--attach-as", "/mnt/inbox"
+    )
+    theirs = _their_spawn(
+        attaching,
+        {
+            "task": task,
+            "label": "as-b",
+            "expectsCompletionMessage": False,
+            "attachAs": {"mountPath": "/mnt/inbox"},
+            "attachments": [
+                {
+                    "name": "inbox.txt",
+                    "content": base64.b64encode(note.read_bytes()).decode(),
+                    "encoding": "base64",
+                }
+            ],
+        },
+    )
+    system = _same_child(attaching, rec, theirs)
+    assert "Requested mountPath hint: /mnt/inbox." in system
+
+
 # -- on a sandboxed child ------------------------------------------------------------------------
 
 # Sub-agents sandboxed, `main` not: OpenClaw's spawn takes the child for sandboxed (no Docker is
