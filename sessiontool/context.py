@@ -120,11 +120,23 @@ class Context(Value):
     def with_options(self, options: Options) -> Context:
         """This context under `options`: the paths carry its forced store format."""
         paths = StatePaths(self.paths.root, options.store)
-        return Context(paths, self.config, self.requester, options, self.gate)
+        return Context(
+            paths=paths,
+            config=self.config,
+            requester=self.requester,
+            options=options,
+            gate=self.gate,
+        )
 
     def with_gate(self, gate: SpendGate | None) -> Context:
         """This context with the gate its new runs pass (budgets, `--max-cost`)."""
-        return Context(self.paths, self.config, self.requester, self.options, gate)
+        return Context(
+            paths=self.paths,
+            config=self.config,
+            requester=self.requester,
+            options=self.options,
+            gate=gate,
+        )
 
     @property
     def agent_id(self) -> str:

@@ -151,7 +151,17 @@ def live_sessions(ctx: Context, agents: list[str], kept: Index | None = None) ->
                 _loader(ctx, agent_id, full_key, f.entry, pre_reset=True),
             )
             label = _str(f.entry.get("label"))
-            out.append(SessionRef(agent_id, full_key, sid, name, label, virtual=v, pre_reset=pre))
+            out.append(
+                SessionRef(
+                    agent_id=agent_id,
+                    key=full_key,
+                    session_id=sid,
+                    where=name,
+                    label=label,
+                    virtual=v,
+                    pre_reset=pre,
+                )
+            )
     return out
 
 
@@ -166,7 +176,16 @@ def _jsonl_sessions(
             where = transcript_file_for(sdir, sid, session_file)
             updated = seen.get("updatedAt")
             updated = updated if type(updated) is int else None
-            out.append(SessionRef(agent_id, key, sid, where, label, updated=updated))
+            out.append(
+                SessionRef(
+                    agent_id=agent_id,
+                    key=key,
+                    session_id=sid,
+                    where=where,
+                    label=label,
+                    updated=updated,
+                )
+            )
     return out
 
 
@@ -249,7 +268,17 @@ def archived_transcripts(
     for r in live:
         if r.pre_reset is not None and r.agent_id in agents:
             where = r.pre_reset.name
-            out.append(SessionRef(r.agent_id, None, r.session_id, where, None, True, r.pre_reset))
+            out.append(
+                SessionRef(
+                    agent_id=r.agent_id,
+                    key=None,
+                    session_id=r.session_id,
+                    where=where,
+                    label=None,
+                    archived=True,
+                    virtual=r.pre_reset,
+                )
+            )
     for agent_id in agents:
         sdir = ctx.paths.sessions_dir(agent_id)
         try:
@@ -272,7 +301,17 @@ def archived_transcripts(
                 st = path.stat()
                 stamp = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
                 virtual = Virtual(str(path), stamp, _zst_loader(path))
-            out.append(SessionRef(agent_id, None, sid, str(path), None, True, virtual))
+            out.append(
+                SessionRef(
+                    agent_id=agent_id,
+                    key=None,
+                    session_id=sid,
+                    where=str(path),
+                    label=None,
+                    archived=True,
+                    virtual=virtual,
+                )
+            )
     return out
 
 
@@ -340,7 +379,7 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
     by_id = {ids[r.where]: r for r in refs if r.where in ids}
     scoped = idx.set_scope(by_id)
     if scope is not None and marks is not None and _snapshot_ok(idx, refs):
-        warm.keep(idx, scope, marks, refs, ids)
+        warm.keep(idx, scope, marks, refs=refs, ids=ids)
     return Indexed(by_id.get, scoped)
 
 
@@ -350,7 +389,14 @@ def _snapshot_ok(idx: Index, refs: list[SessionRef]) -> bool:
 
 
 def _ref(got: SnapRef) -> SessionRef:
-    return SessionRef(got.agent, got.key, got.sid, got.path, got.label, bool(got.archived))
+    return SessionRef(
+        agent_id=got.agent,
+        key=got.key,
+        session_id=got.sid,
+        where=got.path,
+        label=got.label,
+        archived=bool(got.archived),
+    )
 
 
 def _snap_refs(idx: Index, snap: Snapshot) -> Callable[[int], SessionRef | None]:

@@ -19,17 +19,16 @@ from sessiontool.errors import BusyError
 from sessiontool.index.db import FileRow, insert_rows
 from sessiontool.index.extract import Turns, extract_message
 from sessiontool.index.scan import (
-    FULL_DIGEST_MAX,
     PARALLEL_MAX_FILE,
     Job,
     Read,
     Row,
     can_fork,
     collect,
+    only_appended,
     parallel_min,
     read_forked,
     read_job,
-    same_prefix,
     worker_count,
 )
 
@@ -142,6 +141,22 @@ class _Parts:
         testhooks.pause("index-part")
 
 
+def _whole(file_id: int, path: Path, st: os.stat_result, text: bool) -> Job:
+    """A job reading all of `path` as `st` found it; a read on from an offset replaces the
+    fields that say where."""
+    return Job(
+        file_id=file_id,
+        path=str(path),
+        off=0,
+        size=st.st_size,
+        last_role=None,
+        st=st,
+        digest=b"",
+        text=text,
+        turns_from=0,
+    )
+
+
 class CatchUp:
     """One catch-up's writing, under the index's write lock: files added (`file`, `virtual`),
     read (`run`), purged and forgotten. `dead` counts the purged message rows (their words
@@ -207,7 +222,7 @@ class CatchUp:
             msg = line.get("message") if isinstance(line, dict) else None
             if line.get("type") == "message" and isinstance(msg, dict):
                 ex = extract_message(msg, line)
-                last_role = collect(file_id, ex, 0, last_role, rows, turns)
+                last_role = collect(file_id, ex, 0, last_role=last_role, rows=rows, turns=turns)
         self._insert(rows if text else [], turns, keep_text=True)
         c.execute(
             "UPDATE files SET version = ?, last_role = ?, text = ? WHERE id = ?",
@@ -216,7 +231,7 @@ class CatchUp:
         return file_id
 
     def _insert(self, rows: list[Row], turns: Turns, *, keep_text: bool = False) -> None:
-        insert_rows(self.conn, self.fts, self.trigram, rows, turns, keep_text=keep_text)
+        insert_rows(self.conn, self.fts, self.trigram, rows=rows, turns=turns, keep_text=keep_text)
 
     def file(
         self,
@@ -233,31 +248,26 @@ class CatchUp:
                 (str(path), st.st_dev, st.st_ino),
             )
             file_id = int(cur.lastrowid or 0)
-            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", text, 0))
+            jobs.append(_whole(file_id, path, st, text))
             return file_id
         file_id, off, has_text = row.id, row.off, row.text
         text = text or bool(has_text)  # a file whose text is indexed keeps it current
         if row.same_stat(st):
             if not has_text and text:
                 # Unchanged, its turns indexed without its text: the text from the start.
-                jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", True, off))
+                jobs.append(_whole(file_id, path, st, True)._replace(turns_from=off))
             return file_id
-        if (
-            (row.dev, row.ino) != (st.st_dev, st.st_ino)
-            or st.st_size < off
-            # Changed without growing, where the digest samples: it cannot prove that
-            # nothing changed (a rename or chmod also moves the ctime).
-            or (st.st_size <= row.size and off > FULL_DIGEST_MAX)
-            or not same_prefix(path, off, row.digest)
-        ):
+        then, now = (row.dev, row.ino, row.size), (st.st_dev, st.st_ino, st.st_size)
+        if not only_appended(then, now, off, path=str(path), digest=row.digest):
             self.purge(file_id)  # replaced or rewritten: read it again from the start
-            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", text, 0))
+            jobs.append(_whole(file_id, path, st, text))
         elif text and not has_text:  # grown; its text never read: from the start
-            jobs.append(Job(file_id, str(path), 0, st.st_size, None, st, b"", True, off))
+            jobs.append(_whole(file_id, path, st, True)._replace(turns_from=off))
         else:
-            digest = row.digest or b""
             jobs.append(
-                Job(file_id, str(path), off, st.st_size, row.last_role, st, digest, text, off)
+                _whole(file_id, path, st, text)._replace(
+                    off=off, last_role=row.last_role, digest=row.digest or b"", turns_from=off
+                )
             )
         return file_id
 

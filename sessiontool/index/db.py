@@ -221,13 +221,18 @@ def open_index(root: Path, fts: bool, trigram: bool) -> sqlite3.Connection:
     return conn
 
 
+# A file as the index read it: (file id, offset read up to, digest of the bytes before it).
+ReadTo = tuple[int, int, bytes | None]
+
+
 def open_if_current(
     root: Path, paths: list[str]
-) -> tuple[sqlite3.Connection, dict[str, int]] | None:
+) -> tuple[sqlite3.Connection, dict[str, ReadTo]] | None:
     """The index opened to read, without catching up, when it is of this schema and holds
     each of `paths` as it is now (identity, size, mtime and ctime: the comparison
     `Index.sync`'s quick path makes): the connection (the caller closes it) and each path's
-    file id. None when it cannot say so (no index yet, another schema, a path not indexed or
+    file id, with the offset it was read up to and that prefix's digest (the budgets' record
+    keeps them, to read only what a transcript grew by later). None when it cannot say so (no index yet, another schema, a path not indexed or
     changed since, SQLite refusing): then open it as `Index` does and catch up. For a budget's
     check before a run (reports/budgets.py, bench `send_budget`): sqlite3 alone, none of the
     scan's modules. The `files` and `days` tables are the same with or without FTS5, so the
@@ -259,7 +264,7 @@ def open_if_current(
     return conn, got
 
 
-def _current_ids(conn: sqlite3.Connection, paths: list[str]) -> dict[str, int] | None:
+def _current_ids(conn: sqlite3.Connection, paths: list[str]) -> dict[str, ReadTo] | None:
     if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         return None
     import json
@@ -267,19 +272,19 @@ def _current_ids(conn: sqlite3.Connection, paths: list[str]) -> dict[str, int] |
     rows = {
         r[0]: r
         for r in conn.execute(
-            "SELECT path, id, dev, ino, size, mtime, ctime FROM files "
+            "SELECT path, id, dev, ino, size, mtime, ctime, off, digest FROM files "
             "WHERE path IN (SELECT value FROM json_each(?))",
             (json.dumps(paths),),
         )
     }
-    ids: dict[str, int] = {}
+    ids: dict[str, ReadTo] = {}
     for spath in paths:
         row = rows.get(spath)
         try:
             st = os.stat(spath)
         except OSError:
             return None
-        if row is None or row[2:] != (
+        if row is None or row[2:7] != (
             st.st_dev,
             st.st_ino,
             st.st_size,
@@ -287,7 +292,7 @@ def _current_ids(conn: sqlite3.Connection, paths: list[str]) -> dict[str, int] |
             st.st_ctime_ns,
         ):
             return None
-        ids[spath] = row[1]
+        ids[spath] = (row[1], row[7], row[8])
     return ids
 
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from sessiontool.protocol import INJECTED
-from sessiontool.state.envelopes import strip_envelope_text
 
 CHUNK = 8 * 1024 * 1024
 HIT = ("\x02", "\x03")  # snippet markers: never in text we index (replaced by spaces)
@@ -128,12 +126,20 @@ Failed = tuple[int, str, int]
 Turns = list[Turn | Failed]
 
 
-@dataclass(slots=True)
 class Extracted:
-    rows: list[tuple[int, str, str]]  # (ts, role, text)
-    turn: Usage | None
-    role: str | None
-    failed: tuple[str, int] | None = None  # a failed tool result: (tool name, ts)
+    """What one message gives the index. A plain class: a dataclass's creation was a third of
+    this module's import, which the budgets' check pays (reports/spend_cache.py)."""
+
+    __slots__ = ("rows", "turn", "role", "failed")
+
+    def __init__(
+        self,
+        rows: list[tuple[int, str, str]],  # (ts, role, text)
+        turn: Usage | None,
+        role: str | None,
+        failed: tuple[str, int] | None = None,  # a failed tool result: (tool name, ts)
+    ) -> None:
+        self.rows, self.turn, self.role, self.failed = rows, turn, role, failed
 
 
 def tool_names(content: Any) -> list[str]:
@@ -330,6 +336,10 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
         if isinstance(usage, dict) and msg.get("stopReason") != INJECTED:
             turn = _turn(msg, usage, ts)
     elif role == "user":
+        # Imported here: its patterns' compiling was a third of this module's import, which
+        # the budgets' check pays for the turns alone (reports/spend_cache.py).
+        from sessiontool.state.envelopes import strip_envelope_text
+
         text = "\n".join(strip_envelope_text(t) for t in _texts(msg.get("content")))
         if not text and isinstance(msg.get("text"), str):
             text = strip_envelope_text(msg["text"])

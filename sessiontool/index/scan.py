@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessiontool.index.extract import (
     Extracted,
@@ -110,13 +109,32 @@ def same_prefix(path: Path, off: int, digest: bytes | None) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class Job:
+def only_appended(
+    then: tuple[int, int, int], now: tuple[int, int, int], off: int, path: str, digest: bytes | None
+) -> bool:
+    """Whether a transcript read up to `off` when it was `then` (dev, ino, size) is, now that
+    it is `now`, the same file with nothing changed before `off` as far as its digest tells:
+    then a catch-up reads it on from `off`, else again from the start. The one rule for both
+    readers of appended bytes: the index's catch-up and the budgets' record
+    (reports/spend_cache.py), so that the two sums cannot differ on what counts as grown."""
+    return (
+        then[:2] == now[:2]
+        and now[2] >= off
+        # Changed without growing, where the digest samples: it cannot prove that nothing
+        # changed (a rename or chmod also moves the ctime).
+        and not (now[2] <= then[2] and off > FULL_DIGEST_MAX)
+        and same_prefix(Path(path), off, digest)
+    )
+
+
+class Job(NamedTuple):
     """What to read of one transcript: bytes [off, size) after a message of `last_role`;
     `digest` is the (checked) digest of the bytes before `off`. With `text`, the messages'
     text rows too (what `search` needs; `usage` reads the turns alone); turns only of the lines
     from `turns_from` on (the text of a file whose turns were indexed without it is read from
-    the start, its turns are not read twice)."""
+    the start, its turns are not read twice). A named tuple and `Read` a plain class, not
+    dataclasses: their creation was two thirds of this module's import, which the budgets'
+    check pays when it reads an appended turn (reports/spend_cache.py)."""
 
     file_id: int
     path: str
@@ -129,20 +147,22 @@ class Job:
     turns_from: int = 0
 
 
-@dataclass
 class Read:
     """What reading a Job gave: the rows and turns, how far it read (whole lines only), the
     digest of the bytes before that offset and the role the next line follows; or the OS
     error."""
 
-    job: Job
-    off: int = 0
-    digest: bytes = b""  # of the bytes before `off`
-    last_role: str | None = None
-    rows: list[Row] = field(default_factory=list)
-    turns: Turns = field(default_factory=list)
-    error: str | None = None
-    errno: int | None = None
+    __slots__ = ("job", "off", "digest", "last_role", "rows", "turns", "error", "errno")
+
+    def __init__(
+        self, job: Job, off: int = 0, digest: bytes = b"", last_role: str | None = None
+    ) -> None:
+        self.job, self.off, self.last_role = job, off, last_role
+        self.digest = digest  # of the bytes before `off`
+        self.rows: list[Row] = []
+        self.turns: Turns = []
+        self.error: str | None = None
+        self.errno: int | None = None
 
 
 def read_job(job: Job) -> Read:
@@ -160,8 +180,8 @@ def read_job(job: Job) -> Read:
             job.file_id,
             iter_complete_lines(Path(job.path), job.off, job.size, crc),
             (job.off, last_role, job.turns_from),
-            out.rows if job.text else None,
-            out.turns,
+            rows=out.rows if job.text else None,
+            turns=out.turns,
         )
         if out.off == job.off and job.digest:
             out.digest = job.digest
@@ -175,6 +195,25 @@ def read_job(job: Job) -> Read:
         out.errno = exc.errno
     out.last_role = last_role
     return out
+
+
+def read_appended(path: str, off: int, size: int, digest: bytes) -> Read:
+    """`read_job` of the bytes [off, size) of a transcript that `only_appended` found grown,
+    turns only, for a reader that keeps no `files` row (the budgets' record): the same lines,
+    turns and digest a catch-up of it would find. (`Job.st` is what a catch-up writes to
+    `files`; `read_job` does not read it.)"""
+    job = Job(
+        file_id=0,
+        path=path,
+        off=off,
+        size=size,
+        last_role=None,
+        st=os.stat_result((0,) * 10),
+        digest=digest,
+        text=False,
+        turns_from=off,
+    )
+    return read_job(job)
 
 
 def read_forked(jobs: list[Job], workers: int) -> Generator[Read, None, None]:

@@ -149,7 +149,7 @@ class Index:
             wanted[v.name] = None
         for _attempt in range(RESTARTS):
             try:
-                return self._sync(wanted, virtual, text, progress, others)
+                return self._sync(wanted, virtual, text, progress=progress, others=others)
             except Restart:
                 continue  # another process wrote between two parts: look again
         raise BusyError(f"the search index {self.path} is busy")
@@ -170,7 +170,7 @@ class Index:
         seen = c.execute("PRAGMA data_version").fetchone()[0]
         only = None if others else wanted  # the others are neither checked nor dropped
         known = self._files(only)
-        fast = unchanged(wanted, virtual, stats, known, text)
+        fast = unchanged(wanted, virtual, stats, known=known, text=text)
         if fast is not None:
             return fast
         try:
@@ -182,9 +182,9 @@ class Index:
                 known = self._files(only)  # another process wrote since: read again, under the lock
             got = c.execute("SELECT v FROM meta WHERE k = 'dead'").fetchone()
             dead = int(got[0]) if got else 0
-            writer = CatchUp(c, self.path, self.fts, self.trigram, dead)
+            writer = CatchUp(conn=c, path=self.path, fts=self.fts, trigram=self.trigram, dead=dead)
             ids = {v.name: writer.virtual(v, known.get(v.name), text) for v in virtual}
-            plan = _plan(writer, wanted, stats, known, text)
+            plan = _plan(writer, wanted, stats, known=known, text=text)
             ids.update(plan.ids)
             gone = plan.gone
             writer.run(plan.jobs, progress)
@@ -360,7 +360,7 @@ def _plan(
                 # Renamed (archived by delete/reset): same bytes, new name.
                 del known[moved.path]
                 row = known[spath] = writer.rename(moved, spath)
-        plan.ids[spath] = writer.file(Path(path), st, row, plan.jobs, text)
+        plan.ids[spath] = writer.file(Path(path), st, row, jobs=plan.jobs, text=text)
     return plan
 
 

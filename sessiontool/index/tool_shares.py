@@ -64,7 +64,7 @@ def _add(sums: dict[ToolKey, list[Any]], key: ToolKey, t: Turn, share: float, ca
 def _failed(sums: dict[ToolKey, list[Any]], f: Failed) -> None:
     fid, tool, ts = f
     key = (fid, ts // DAY_MS, "", "", tool)
-    _add(sums, key, _NO_TURN, 0.0, 0)
+    _add(sums, key, _NO_TURN, share=0.0, calls=0)
     sums[key][1] += 1
 
 
@@ -84,7 +84,7 @@ def tool_sums(conn: sqlite3.Connection, turns: Turns) -> list[tuple[Any, ...]]:
         share = 1.0 / len(names)
         day = ts // DAY_MS
         for name in names:
-            _add(sums, (fid, day, provider, model, name), t, share, called.count(name))
+            _add(sums, (fid, day, provider, model, name), t, share=share, calls=called.count(name))
         prev[fid] = list(called)
     return [(*k, *v) for k, v in sums.items()]
 

@@ -90,7 +90,14 @@ def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, i
             hot.append([None, path, None])
         elif r.updated is not None and r.updated >= since_ms:
             hot.append([file_id, path, r.updated + HOT_MS])
-    kept = Kept(scope, marks, list(rows.values()), hot, since_ms * 1_000_000, HOT_MS)
+    kept = Kept(
+        scope=scope,
+        markers=marks,
+        rows=list(rows.values()),
+        hot=hot,
+        since_ns=since_ms * 1_000_000,
+        hot_ms=HOT_MS,
+    )
     idx.snaps.keep(kept, version)
 
 

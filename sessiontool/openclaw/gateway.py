@@ -123,7 +123,7 @@ class Gateway:
         from sessiontool.openclaw import wsclient
 
         pin = self.remote.tls_fingerprint if self.remote is not None else None
-        return wsclient.client(self.url, self.secret(), paths, self.loopback, pin)
+        return wsclient.client(self.url, self.secret(), paths, loopback=self.loopback, pin=pin)
 
     def handshake(self, paths: StatePaths, scopes: frozenset[str] | None = None) -> Hello | None:
         """Connect (once per process; later calls reuse the connection) and return what
@@ -245,7 +245,9 @@ def find(paths: StatePaths) -> Gateway:
         port = int(env_port)
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
         port = DEFAULT_PORT
-    g = Gateway(_host_for(gw.get("bind"), gw), port, cfg_path, gw, raw)
+    g = Gateway(
+        host=_host_for(gw.get("bind"), gw), port=port, config=cfg_path, section=gw, raw_config=raw
+    )
     _found[key] = g
     return g
 

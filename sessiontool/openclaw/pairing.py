@@ -48,7 +48,7 @@ def refused(
     request = details.get("requestId") if isinstance(details, dict) else None
     if exc.detail_code == "PAIRING_REQUIRED" and isinstance(request, str) and request:
         dev.note_request(url, request)
-        return _pairing_required(url, secret, exc, request, asked)
+        return _pairing_required(url, secret, exc, request=request, asked=asked)
     if secret is not None:
         return _refused(url, secret, exc)
     return _without_secret(url, exc, dev, asked) or _refused(url, secret, exc)

@@ -102,7 +102,7 @@ def _value(raw: Any, where: str, cfg: dict[str, Any], config_path: Path | None) 
         if provider is None:
             raise ForbiddenError(f"{where}: no `exec` provider in secrets.providers")
         setting = _ExecSetting(provider_name, config_path)
-        return _exec(provider, provider_name, ref_id, where, setting)
+        return _exec(provider, provider_name, ref_id, where=where, setting=setting)
     raise ForbiddenError(
         f"{where} is a SecretRef of source {source!r}, which only OpenClaw itself reads; "
         "set OPENCLAW_GATEWAY_TOKEN (or OPENCLAW_GATEWAY_PASSWORD) for sessiontool"

@@ -305,7 +305,9 @@ class Client:
                 from sessiontool.openclaw import pairing
 
                 mine = self.paths if use_device else None
-                raise pairing.refused(self.url, self.secret, exc, scopes, mine) from None
+                raise pairing.refused(
+                    self.url, self.secret, exc, asked=scopes, device_of=mine
+                ) from None
             if not use_device and not _covered(scopes, conn.granted):
                 # The device-less path was let in with its scopes cleared: present a device.
                 conn.close()

@@ -205,12 +205,12 @@ def planted_links(paths: StatePaths) -> Iterator[Finding]:
             )
             continue
         yield Finding(
-            "planted-link",
-            str(p),
-            f"a link to {real} (outside the state dir) where sessiontool writes: writes "
+            kind="planted-link",
+            path=str(p),
+            detail=f"a link to {real} (outside the state dir) where sessiontool writes: writes "
             "through it are refused; doctor --fix --yes removes the link (never its target)",
-            "confirm",
-            "problem",
+            fix="confirm",
+            severity="problem",
         )
 
 
@@ -225,11 +225,13 @@ def config_problems(config: Config) -> Iterator[Finding]:
             try:
                 getattr(config, name)
             except ConfigError as exc:
-                yield Finding("bad-config", "config", exc.message, "", "problem")
+                yield Finding(
+                    kind="bad-config", path="config", detail=exc.message, fix="", severity="problem"
+                )
             except Exception:  # noqa: BLE001 - a property that needs arguments or state
                 continue
     for e in config.errors:  # doctor's lenient load: what every other command refuses
-        yield Finding("bad-config", "config", e, "", "problem")
+        yield Finding(kind="bad-config", path="config", detail=e, fix="", severity="problem")
     for w in [*config.warnings, *config.skipped]:
         yield Finding("config-warning", "config", w, "")
 

@@ -219,8 +219,8 @@ def _body(msg: Message, link_for: LinkFor | None) -> Markup:
             str(msg.get("toolName") or "tool"),
             _blocks_text(content),
             bool(msg.get("isError")),
-            _session_refs(msg.get("details")),
-            link_for,
+            refs=_session_refs(msg.get("details")),
+            link_for=link_for,
         )
     if role == "custom":
         d = msg.get("details")
@@ -231,7 +231,11 @@ def _body(msg: Message, link_for: LinkFor | None) -> Markup:
                 {"name": d.get("toolName", "?"), "arguments": d.get("input", {})}, link_for
             )
             return call + _result(
-                str(d.get("toolName", "tool")), text, bool(d.get("isError")), [], link_for
+                str(d.get("toolName", "tool")),
+                text,
+                bool(d.get("isError")),
+                refs=[],
+                link_for=link_for,
             )
         text = _blocks_text(content) or _json_text(d if d is not None else content)
         return _text_block(text)
@@ -395,7 +399,7 @@ def transcript_page(
 
             body += (mirror_html(i, m, key, repeats_reply(messages, i)), nl)
         else:
-            body += (message_html(i, m, link_for, price_for, top), nl)
+            body += (message_html(i, m, link_for, price_for=price_for, top=top), nl)
     if not messages:
         body.append(Markup('<p class="meta">No messages.</p>'))
     return page(key, header, body)

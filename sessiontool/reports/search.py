@@ -236,7 +236,7 @@ def parse_query(text: str) -> Query:
         kind in ("word", "phrase") and not re.search(r"\w", _term(kind, tok).raw)
         for kind, tok in tokens
     )
-    return Query(text, " ".join(parts), tree, terms, symbols)
+    return Query(text=text, fts=" ".join(parts), tree=tree, terms=terms, symbols=symbols)
 
 
 def _matches(node: Node, text: str) -> bool:
@@ -359,7 +359,7 @@ def _query(idx: si.Index, texts: _Texts, q: Query, f: Filters) -> tuple[str, lis
         return "scan", _scan(idx, texts, q, f)
     table = "fts_cjk" if q.unsegmented else "fts"
     try:
-        return table, _match(idx, texts, table, q, f)
+        return table, _match(idx, texts, table, q=q, f=f)
     except sqlite3.OperationalError as exc:
         bad = _fts_error(exc)
         if bad is not None:
@@ -394,7 +394,9 @@ def search(
         want = catalog.Wanted(agents, include_archived, True, one)
         found = catalog.indexed(ctx, idx, want, progress)
         si.left_out(idx, one is not None)
-        within = Filters(roles, since_ms, until_ms, limit, found.scoped)
+        within = Filters(
+            roles=roles, since_ms=since_ms, until_ms=until_ms, limit=limit, scoped=found.scoped
+        )
         engine, rows, stale = _answer(idx, found.path, q, within)
         if stale:  # changed in place, unseen by a warm catch-up: indexed again, asked again
             idx.sync(stale, text=True, others=False)
@@ -543,7 +545,16 @@ def _match(idx: si.Index, texts: _Texts, table: str, q: Query, f: Filters) -> li
     ).fetchall():
         text = texts.get(file_id, off, part, indexed)
         if text is not None:  # the line is gone: the file changed since the catch-up
-            out.append(Hit(file_id, ts, role, scan_snippet(text, q.terms), r, off))
+            out.append(
+                Hit(
+                    file_id=file_id,
+                    ts=ts,
+                    role=role,
+                    marked=scan_snippet(text, q.terms),
+                    score=r,
+                    off=off,
+                )
+            )
     return out
 
 
@@ -562,7 +573,16 @@ def _scan(idx: si.Index, texts: _Texts, q: Query, f: Filters) -> list[Hit]:
     for file_id, ts, role, off, part, indexed in cur:
         text = texts.get(file_id, off, part, indexed)
         if text is not None and _matches(q.tree, text):
-            out.append(Hit(file_id, ts, role, scan_snippet(text, q.terms), None, off))
+            out.append(
+                Hit(
+                    file_id=file_id,
+                    ts=ts,
+                    role=role,
+                    marked=scan_snippet(text, q.terms),
+                    score=None,
+                    off=off,
+                )
+            )
             if len(out) >= f.limit:
                 break
     return out

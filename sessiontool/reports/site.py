@@ -338,7 +338,7 @@ def _open_site(ctx: Context, dest: str) -> tuple[Path, dict[str, Any]]:
     listed = _listed(out_root / MANIFEST)
     if listed is None:
         raise outdir.foreign(out_root / MANIFEST, out_root, "a manifest the HTML")
-    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, "--html", _site_writes)
+    outdir.survey(out_root, {MANIFEST, *listed}, {"s"}, option="--html", writes=_site_writes)
     return out_root, old_pages
 
 
@@ -402,7 +402,7 @@ def _session_page(
         messages,
         facts=_facts(ctx, agent_id, full_key, entry),
         nav=Markup('<a href="../index.html">All sessions</a><a href="../usage.html">Usage</a>'),
-        related=_related(ctx, full_key, parents, children, files),
+        related=_related(ctx, full_key, parents, children=children, files=files),
         link_for=link_for,
         price_for=price_for,
     )

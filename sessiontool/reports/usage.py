@@ -125,7 +125,7 @@ def _sums(
     for a, b in parts:
         if a is None or b is None or a >= b:
             continue
-        out += _partial(conn, day, a, b, scope)
+        out += _partial(conn, day, a, until_ms=b, scope=scope)
     return out
 
 
@@ -180,7 +180,7 @@ def _read(
     agents = catalog.agent_ids(ctx, asked.all_agents)
     found = catalog.indexed(ctx, idx, catalog.Wanted(agents, True, False), progress)
     si.left_out(idx, False)
-    rows = _sums(idx, asked.by, asked.since_ms, asked.until_ms, found.scoped)
+    rows = _sums(idx, asked.by, asked.since_ms, until_ms=asked.until_ms, scoped=found.scoped)
     if asked.by in _NO_REF:
         return rows, {}
     refs = found.refs({r[0] for r in rows})

@@ -81,14 +81,14 @@ def by_tool(
     groups: dict[str, dict[str, Any]] = {}
     unpriced: set[str] = set()
     for tool, provider, model, calls, errors, turns, i, o, cr, cw, recorded, n_rec in got:
-        cost, priced = _cost(prices, provider, model, (i, o, cr, cw), recorded)
+        cost, priced = _cost(prices, provider, model, tokens=(i, o, cr, cw), recorded=recorded)
         if not priced and not n_rec and (i or o or cr or cw):
             unpriced.add(_model_name(provider, model))
         g = groups.setdefault(tool, {**dict.fromkeys(TOOL_COUNTERS, 0), "cost": 0.0})
         for k, v in zip(TOOL_COUNTERS, (calls, errors, turns, i, o, cr, cw), strict=True):
             g[k] += v or 0
         g["cost"] += cost
-    return _finish("tool", groups, since_ms, until_ms, unpriced)
+    return _finish("tool", groups, since_ms, until_ms=until_ms, unpriced=unpriced)
 
 
 def _finish(
@@ -174,7 +174,7 @@ def by_turn(ctx: Context, key: str | None) -> dict[str, Any]:
     total: dict[str, Any] = {**dict.fromkeys(TURN_COUNTERS, 0), "turns": 0, "cost": 0.0}
     unpriced: set[str] = set()
     for n, (ts, provider, model, i, o, cr, cw, recorded, tools) in enumerate(turns, 1):
-        cost, priced = _cost(prices, provider, model, (i, o, cr, cw), recorded)
+        cost, priced = _cost(prices, provider, model, tokens=(i, o, cr, cw), recorded=recorded)
         if not priced and recorded is None and (i or o or cr or cw):
             unpriced.add(_model_name(provider, model))
         row = {"turn": n, "time": ts, "model": _model_name(provider, model)}

@@ -126,17 +126,19 @@ def _compact(w: WorkerState, rec: RunRecord, session: TurnSession) -> None:
         out = Outcome()
         out.reply = "nothing to compact"
         out.status, out.error = decide(w.paths, rec, out)
-        _publish(w, rec, session, out, {"compacted": False, "reason": "nothing to compact"})
+        _publish(
+            w, rec, session, out=out, info={"compacted": False, "reason": "nothing to compact"}
+        )
         return
     rec["message"] = COMPACT_PROMPT
     out = execute.run_agent(w, rec, session, older)
     out.status, out.error = decide(w.paths, rec, out)
     info: dict[str, Any] = {"compacted": False}
     if out.status == "ok" and (out.reply or "").strip():
-        info = _write(w, session, out.reply.strip(), first_kept, older)
+        info = _write(w, session, out.reply.strip(), first_kept=first_kept, older=older)
     elif out.status == "ok":
         out.status, out.error = "error", "the runner's summary was empty"
-    _publish(w, rec, session, out, info)
+    _publish(w, rec, session, out=out, info=info)
 
 
 def _write(
@@ -152,7 +154,7 @@ def _write(
     archive = path.with_name(f"{path.name}.compacted.{archive_stamp()}")
     with transcript_lock(path):
         size = path.stat().st_size
-        cut.write_copy(path, archive, b"", 0, size)
+        cut.write_copy(path, archive, b"", start=0, end=size)
     testhooks.pause("compact-archived")
     entry: dict[str, Any] = {
         "type": "compaction",

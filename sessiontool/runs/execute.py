@@ -141,7 +141,7 @@ def open_session(paths: StatePaths, rec: RunRecord) -> TurnSession:
     assert entry is not None
     sid = entry["sessionId"]
     path = transcript_path_for(paths.sessions_dir(agent_id), sid, entry.get("sessionFile"))
-    return TurnSession(agent_id, key, dict(entry), sid, path)
+    return TurnSession(agent_id=agent_id, key=key, entry=dict(entry), session_id=sid, path=path)
 
 
 def start(paths: StatePaths, rec: RunRecord, session: TurnSession) -> bool:
@@ -336,7 +336,7 @@ def _over_budget(out: Outcome, limit: Any, prices: Any) -> None:
     res = out.result
     if res is None or out.status != "ok":
         return
-    cost = spend.crossed(limit, prices, out.provider, out.model, res.usage)
+    cost = spend.crossed(limit, prices, out.provider, model=out.model, usage=res.usage)
     if cost is not None:
         out.status, out.error, out.reason = "aborted", spend.stop_message(limit, cost), "budget"
 

@@ -101,7 +101,7 @@ def fork(
         else:
             start = end = 0
         if end > start or at is not None:
-            cut.write_copy(src, dest, header, start, end)
+            cut.write_copy(src, dest, header, start=start, end=end)
     testhooks.pause("fork-copied")
     entry: Entry = {
         "sessionId": sid,
@@ -144,7 +144,7 @@ def rewind(ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
         c = cut.find_entry(src, at)
         text = _user_text(c, at)
         archive = _free_name(src.with_name(f"{src.name}.rewound.{archive_stamp()}"))
-        tmp = cut.copy_to_temp(src, src, b"", 0, c.offset)
+        tmp = cut.copy_to_temp(src, src, b"", start=0, end=c.offset)
         try:
             cut.keep_as(src, archive)
         except BaseException:

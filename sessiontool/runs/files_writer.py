@@ -176,7 +176,7 @@ class FilesWriter:
     def fork(self, ctx: Context, r: Resolved, at: str | None, label: str | None) -> dict[str, Any]:
         from sessiontool.runs import files_branch
 
-        return files_branch.fork(ctx, r, at, label, refuse_label_in_use)
+        return files_branch.fork(ctx, r, at, label=label, refuse_label_in_use=refuse_label_in_use)
 
     def rewind(self, ctx: Context, r: Resolved, at: str) -> dict[str, Any]:
         from sessiontool.runs import files_branch

@@ -74,7 +74,9 @@ class BudgetWatch:
             n = data.get("outputTokens")
             if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
                 return
-            cost = spend.crossed(self.limit, self.prices, self.provider, self.model, {"output": n})
+            cost = spend.crossed(
+                self.limit, self.prices, self.provider, model=self.model, usage={"output": n}
+            )
             if cost is not None:
                 raise OverBudget(spend.stop_message(self.limit, cost), self.text)
 

@@ -113,7 +113,9 @@ def _over_budget(w: WorkerState, rec: RunRecord, out: Outcome) -> None:
     from sessiontool.runs.runners import spend
     from sessiontool.state.prices import prices_of
 
-    cost = spend.crossed(limit, prices_of(w.cfg.providers), out.provider, out.model, usage)
+    cost = spend.crossed(
+        limit, prices_of(w.cfg.providers), out.provider, model=out.model, usage=usage
+    )
     if cost is not None:
         out.status, out.error, out.reason = "aborted", spend.stop_message(limit, cost), "budget"
 

@@ -86,7 +86,7 @@ def sessions_tool(ctx: Context, args: Mapping[str, Any], opts: Any) -> dict[str,
             writer.reset(ctx, r) if action == "reset" else writer.delete(ctx, r)
         )
         return {"status": "ok", "action": action, **done}
-    return _patch(ctx, args, r, writer, expect)
+    return _patch(ctx, args, r, writer=writer, expect=expect)
 
 
 def _patch(

@@ -78,9 +78,9 @@ def start_detached(
         if not in_process:
             if gw is not None:
                 gw.close_all()
-            _spawn(paths, args, env, log_fd, lock_fd)
+            _spawn(paths, args, env, log_fd=log_fd, lock_fd=lock_fd)
         else:
-            _fork_here(paths, args, env, log_fd, lock_fd)
+            _fork_here(paths, args, env, log_fd=log_fd, lock_fd=lock_fd)
     finally:
         os.close(log_fd)
 

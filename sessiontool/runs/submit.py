@@ -263,7 +263,7 @@ def spawn(
     child = f"agent:{target_agent}:subagent:{uuid.uuid4()}"
     spawnopts.check_sandbox(ctx, opts, child, target_agent)
     if writer.kind == "files":  # refused before anything is written (the sweep included)
-        opts = spawnopts.on_own_store(ctx, opts, req_entry, child, target_agent)
+        opts = spawnopts.on_own_store(ctx, opts, req_entry, child=child, agent_id=target_agent)
         _check_transcripts(ctx, None, requester)
     cost_limit = ctx.gate.allow(target_agent, child, None, model) if ctx.gate else None
     writer.before_run(ctx)
@@ -294,18 +294,21 @@ def spawn(
         },
     )
     fields = spawnopts.record_fields(opts, depth, max_depth)
+    spawn = _Spawn(
+        task=task, child=child, agent_id=target_agent, requester=requester, label=label, opts=opts
+    )
     if own is not None:  # OpenClaw's own sessions_spawn made the child and started its run
         tool: dict[str, Any] = {"tool": "sessions_spawn", "runId": run_id}
         if own.get("runId"):
             tool["gatewayRunId"] = own["runId"]
         child = own["childSessionKey"]
-        spawn = _Spawn(task, child, target_agent, requester, label, opts)
+        spawn = spawn._replace(child=child)
         rec = _spawn_record(
             ctx, spawn, None, via=_via(writer), model=model, costLimit=cost_limit, **tool, **fields
         )
         _start(ctx, rec)
         return {**_accepted(ctx, rec, child), "via": _via(writer), "tool": "sessions_spawn"}
-    system = _child_system(ctx, writer, _Spawn(task, child, target_agent, requester, label, opts))
+    system = _child_system(ctx, writer, spawn)
     if files:
         from sessiontool.runs.attachments import stage
 
@@ -313,7 +316,6 @@ def spawn(
         system = f"{system}\n\n{block}"
         fields["attachments"] = receipt
     via = _via(writer)
-    spawn = _Spawn(task, child, target_agent, requester, label, opts)
     rec = _spawn_record(
         ctx, spawn, system, via=via, model=model if via else None, costLimit=cost_limit, **fields
     )

@@ -185,12 +185,18 @@ def history_page(ctx: Context, value: str | None, spec: HistorySpec) -> History:
         r = resolve(ctx, value, label=spec.label)
         policy.check_access(ctx, r.key, r.entry, "history")
         path = r.transcript_path()
-        h = History(ctx.display(r.key), r.session_id, [], path, r)
+        h = History(
+            session_key=ctx.display(r.key),
+            session_id=r.session_id,
+            messages=[],
+            path=path,
+            resolved=r,
+        )
         if r.entry is not None and (path is not None or r.gateway_written):
             if spec.message_id is not None:
                 h.messages = _anchored(r, spec, limit)
             else:
-                h.messages = _tail(ctx, r, spec, limit, h)
+                h.messages = _tail(ctx, r, spec, limit=limit, h=h)
     if not spec.raw:
         h.messages = strip_envelopes(h.messages)
     return h

@@ -373,7 +373,7 @@ def _wanted(
         c: Candidate = (updated, agent_id, full_key, stored, None)
         if filtering:
             c = _final(ctx, c)
-            if not listfilters.matches(ctx, spec, full_key, c[3], c[4]):
+            if not listfilters.matches(ctx, spec, full_key, entry=c[3], kind=c[4]):
                 continue
         out.append(c)
     return out

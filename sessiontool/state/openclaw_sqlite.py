@@ -247,7 +247,7 @@ class SqliteReader:
 
                     diag.warn(f"{self.db}: session {key}: unreadable entry_json, skipped")
                     continue
-                self._add(out, key, sid, updated, _with_life(entry, cols))
+                self._add(out, key, sid, updated=updated, entry=_with_life(entry, cols))
         else:
             # Only the fields asked for, extracted by SQLite in C: an entry_json is ~15 KB
             # (skills snapshot, prompt report) and a listing needs a dozen small fields.
@@ -269,7 +269,7 @@ class SqliteReader:
                 if not isinstance(values, list):
                     values = []
                 entry = {n: v for n, v in zip(names, values, strict=False) if v is not None}
-                self._add(out, key, sid, updated, _with_life(entry, cols))
+                self._add(out, key, sid, updated=updated, entry=_with_life(entry, cols))
         self._sessions, self._fields = out, want
         return out
 
@@ -332,7 +332,7 @@ class SqliteReader:
         from sessiontool.state.openclaw_cold import cold_events
 
         name, storage, blob = rows[0]
-        texts = cold_events(self.db, session_id, name, storage, blob)
+        texts = cold_events(self.db, session_id, name, storage=storage, blob=blob)
         return [self._decode(text, None) for text in texts]
 
     def messages(
@@ -484,5 +484,5 @@ def archived_sessions(reader: SqliteReader) -> dict[str, Folded]:
             continue
         if isinstance(entry, dict):
             entry.setdefault("archivedAt", archived_at)
-            reader._add(out, key, sid, updated, entry)
+            reader._add(out, key, sid, updated=updated, entry=entry)
     return out

@@ -105,7 +105,7 @@ class JsonlReader:
         if path is None:
             return ReadResult(exists=False)
         if self.as_openclaw:
-            res = _shown_tail(path, limit, keep, stop, skip_line)
+            res = _shown_tail(path, limit, keep, stop=stop, skip_line=skip_line)
         else:
             res = read_tail(path, limit, keep, stop=stop, skip_line=skip_line)
         if res.bad_lines:

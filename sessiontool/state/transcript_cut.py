@@ -174,7 +174,7 @@ def copy_to_temp(src: Path, dest: Path, header: bytes, start: int, end: int) -> 
 def write_copy(src: Path, dest: Path, header: bytes, start: int, end: int) -> None:
     """`dest` := `header` + bytes [start, end) of `src`, written whole under a temp name and
     renamed into place (`dest` is never seen half-written)."""
-    tmp = copy_to_temp(src, dest, header, start, end)
+    tmp = copy_to_temp(src, dest, header, start=start, end=end)
     place(tmp, dest)
 
 

@@ -39,6 +39,18 @@ class Snapshot:
     error: str | None = None  # a listing that failed: shown in the footer, the rest still drawn
 
 
+@dataclass
+class Shown:
+    """What the panes draw: written by live.py as its reads come back, read by panes.py (and
+    the keys: the selected run's status)."""
+
+    snap: Snapshot = field(default_factory=Snapshot)
+    rss: dict[str, int | None] = field(default_factory=dict)  # a running run's memory
+    cost: Cost | None = None
+    gateway: str = "…"
+    filter: str = ""  # the sessions pane's, as typed after `/`
+
+
 def agent_ids(ctx: Context, opts: Options) -> list[str]:
     from sessiontool.sessions.listing import list_agent_ids
 

@@ -42,7 +42,7 @@ def export_cmd(
     if (to is None) == (html is None):
         raise UsageError("give --to DIR (a state dir) or --html DIR (a site), one of them")
     if html is not None:
-        _export_html(html, agent, all_agents, since, want_json(json_))
+        _export_html(html, agent, all_agents, since=since, as_json=want_json(json_))
         return
     if since is not None:
         raise UsageError("--since goes with --html (--to exports every session)")

@@ -153,7 +153,9 @@ def usage_cmd(
     if key is not None and by != "turn":
         raise UsageError("a session KEY goes with --by turn only")
     if by in ("tool", "turn"):
-        return _usage_steps(ctx, key, by, (since, until, budget, all_agents, cost_only), as_json)
+        return _usage_steps(
+            ctx, key, by, how=(since, until, budget, all_agents, cost_only), as_json=as_json
+        )
     with build_progress(as_json, look) as progress:
         result = usage(
             ctx,

@@ -177,7 +177,7 @@ def send_cmd(
         # From a session, --deliver means the agent-to-agent announce, which decides by itself
         # what (if anything) is posted: there is no delivery of the reply to wait for. Through
         # OpenClaw's gateway the turn delivered it itself: no outbox line will come either.
-        code = _report_delivery(ctx, result, rec, wait_s, code)
+        code = _report_delivery(ctx, result, rec, wait_s=wait_s, code=code)
     return _print_result(result, code, as_json, ids_only=quiet)
 
 
@@ -370,7 +370,7 @@ def wait_cmd(
         result, code = run_result(ctx, rec)
         if rec.get("deliver") and result.get("status") == "ok":
             # The delivery outcome, as `send --deliver` reports it (it is long done, usually).
-            code = _report_delivery(ctx, result, rec, wait_s or 30.0, code)
+            code = _report_delivery(ctx, result, rec, wait_s=wait_s or 30.0, code=code)
         _report_announce(ctx, rec, wait_s or 30.0)
         codes.append(code)
         if len(ids) == 1:
@@ -486,7 +486,9 @@ def runs_cmd(
     if log:
         raise UsageError("--log needs a RUN_ID")
     kinds_ = parse_kinds(kinds)
-    result = list_runs(ctx, RunQuery(status, session, kinds_, steps, n))
+    result = list_runs(
+        ctx, RunQuery(status=status, session=session, kinds=kinds_, steps=steps, limit=n)
+    )
     view = output.View(
         result,
         rows=lambda r: r["runs"],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -16,76 +16,117 @@ from sessiontool.cli.completers import choices, complete_agent_ids
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive", "max", "ultra")
 
 
-_CONTEXTS: dict[str, Any] = {"autocompletion": choices("isolated", "fork")}
-_MODES: dict[str, Any] = {"autocompletion": choices("run", "session")}
-_SANDBOX: dict[str, Any] = {"autocompletion": choices("inherit", "require")}
+# The command's flags, declared once: what a user types and reads in `--help`, with what Tab
+# offers. Their own job, apart from the command's (what they become: a SpawnOptions, the
+# request's fields, the gate and the output), so that the signature reads as the list it is.
+Task = Annotated[str, typer.Argument(help="The task for the sub-agent ('-' reads stdin).")]
+Label = Annotated[str | None, typer.Option("--label", help="A label for the child session.")]
+AgentId = Annotated[
+    str | None,
+    typer.Option(
+        "--agent-id", help="Spawn under this agent (allowlist).", autocompletion=complete_agent_ids
+    ),
+]
+Model = Annotated[str | None, typer.Option("--model", help="Model override for the child.")]
+RunTimeout = Annotated[
+    str | None, typer.Option("--run-timeout", help="Kill the run after this long (600, 10m).")
+]
+Cleanup = Annotated[
+    str,
+    typer.Option(
+        "--cleanup",
+        help="keep or delete the child after the announce.",
+        autocompletion=choices("keep", "delete"),
+    ),
+]
+Thinking = Annotated[
+    str | None,
+    typer.Option(
+        "--thinking",
+        help="The child's thinking level (off minimal low medium high xhigh adaptive max ultra).",
+        autocompletion=choices(*THINKING_LEVELS),
+    ),
+]
+Cwd = Annotated[str | None, typer.Option("--cwd", help="The agent process's directory.")]
+SpawnContext = Annotated[
+    str,
+    typer.Option(
+        "--context",
+        help="isolated, or fork: the requester's messages first.",
+        autocompletion=choices("isolated", "fork"),
+    ),
+]
+Attach = Annotated[list[str], typer.Option("--attach", help="A file (repeatable).", metavar="FILE")]
+AttachAs = Annotated[
+    str | None,
+    typer.Option(
+        "--attach-as",
+        help="Where the child should see the attachments (OpenClaw's attachAs mountPath hint).",
+        metavar="NAME",
+    ),
+]
+Mode = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="run (one-shot) or session (kept, never swept).",
+        autocompletion=choices("run", "session"),
+    ),
+]
+TaskName = Annotated[str | None, typer.Option("--task-name", help="A stable alias.")]
+QuietCompletion = Annotated[
+    bool, typer.Option("--quiet-completion", help="Announce nothing when the child ends.")
+]
+CompletionTarget = Annotated[
+    str | None,
+    typer.Option(
+        "--completion-target",
+        help="parent: the result into the requester's transcript only, no channel delivery.",
+        autocompletion=choices("parent"),
+    ),
+]
+Sandbox = Annotated[
+    str,
+    typer.Option(
+        "--sandbox",
+        help="inherit, or require: the child must be sandboxed.",
+        autocompletion=choices("inherit", "require"),
+    ),
+]
+MaxCost = Annotated[
+    float | None,
+    typer.Option("--max-cost", help="Stop the run once it has spent USD.", metavar="USD"),
+]
+Force = Annotated[
+    bool, typer.Option("--force", help="Start even when a budget is spent (sessiontool.budgets).")
+]
+Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="The run id only.")]
+Json = Annotated[bool, typer.Option("--json", help="JSON output.")]
 
 
 @app.command("spawn")
 @command
 def spawn_cmd(
-    task: str = typer.Argument(..., help="The task for the sub-agent ('-' reads stdin)."),
-    label: str | None = typer.Option(None, "--label", help="A label for the child session."),
-    agent_id: str | None = typer.Option(
-        None,
-        "--agent-id",
-        help="Spawn under this agent (allowlist).",
-        autocompletion=complete_agent_ids,
-    ),
-    model: str | None = typer.Option(None, "--model", help="Model override for the child."),
-    run_timeout: str | None = typer.Option(
-        None, "--run-timeout", help="Kill the run after this long (600, 10m)."
-    ),
-    cleanup: str = typer.Option(
-        "keep",
-        "--cleanup",
-        help="keep or delete the child after the announce.",
-        autocompletion=choices("keep", "delete"),
-    ),
-    thinking: str | None = typer.Option(
-        None,
-        "--thinking",
-        help="The child's thinking level (off minimal low medium high xhigh adaptive max ultra).",
-        autocompletion=choices(*THINKING_LEVELS),
-    ),
-    cwd: str | None = typer.Option(None, "--cwd", help="The agent process's directory."),
-    context: str = typer.Option(
-        "isolated",
-        "--context",
-        help="isolated, or fork: the requester's messages first.",
-        **_CONTEXTS,
-    ),
-    attach: list[str] = typer.Option([], "--attach", help="A file (repeatable).", metavar="FILE"),
-    attach_as: str | None = typer.Option(
-        None,
-        "--attach-as",
-        help="Where the child should see the attachments (OpenClaw's attachAs mountPath hint).",
-        metavar="NAME",
-    ),
-    mode: str = typer.Option(
-        "run", "--mode", help="run (one-shot) or session (kept, never swept).", **_MODES
-    ),
-    task_name: str | None = typer.Option(None, "--task-name", help="A stable alias."),
-    quiet_completion: bool = typer.Option(
-        False, "--quiet-completion", help="Announce nothing when the child ends."
-    ),
-    completion_target: str | None = typer.Option(
-        None,
-        "--completion-target",
-        help="parent: the result into the requester's transcript only, no channel delivery.",
-        autocompletion=choices("parent"),
-    ),
-    sandbox: str = typer.Option(
-        "inherit", "--sandbox", help="inherit, or require: the child must be sandboxed.", **_SANDBOX
-    ),
-    max_cost: float | None = typer.Option(
-        None, "--max-cost", help="Stop the run once it has spent USD.", metavar="USD"
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Start even when a budget is spent (sessiontool.budgets)."
-    ),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="The run id only."),
-    json_: bool = typer.Option(False, "--json", help="JSON output."),
+    task: Task,
+    label: Label = None,
+    agent_id: AgentId = None,
+    model: Model = None,
+    run_timeout: RunTimeout = None,
+    cleanup: Cleanup = "keep",
+    thinking: Thinking = None,
+    cwd: Cwd = None,
+    context: SpawnContext = "isolated",
+    attach: Attach = [],  # noqa: B006 - Typer copies a repeatable option's default, never mutated
+    attach_as: AttachAs = None,
+    mode: Mode = "run",
+    task_name: TaskName = None,
+    quiet_completion: QuietCompletion = False,
+    completion_target: CompletionTarget = None,
+    sandbox: Sandbox = "inherit",
+    max_cost: MaxCost = None,
+    force: Force = False,
+    quiet: Quiet = False,
+    json_: Json = False,
 ) -> None:
     """Start a sub-agent run; returns at once with its run id and child session key.
 

@@ -365,7 +365,7 @@ class CommandRunner:
             raise RunnerTimeout("runner timed out after 0s (no time left before the run deadline)")
         files = _Files()
         try:
-            return self._run(request, env, on_agent_pid, start, limit, files)
+            return self._run(request, env, on_agent_pid, start=start, limit=limit, files=files)
         finally:
             files.remove()
 
@@ -434,7 +434,7 @@ class CommandRunner:
         if self.output == "json":
             return self._from_json(stdout, request)
         reply = stdout.rstrip()
-        return self._result(reply, None, None, None, request)
+        return self._result(reply, None, model=None, provider=None, request=request)
 
     def _from_json(self, stdout: str, request: Mapping[str, Any]) -> RunnerResult:
         """`{reply, usage?, model?, provider?, cost?, stopReason?}`. If stdout is not one JSON
@@ -461,7 +461,11 @@ class CommandRunner:
             usage = usage_from(base, data.get("cost"))
         stop = data.get("stopReason")
         result = self._result(
-            reply.rstrip(), usage, _str(data.get("model")), _str(data.get("provider")), request
+            reply.rstrip(),
+            usage,
+            model=_str(data.get("model")),
+            provider=_str(data.get("provider")),
+            request=request,
         )
         if isinstance(stop, str) and stop:
             result.stop_reason = stop

@@ -212,13 +212,13 @@ class _Loop:
             llm,
             model,
             system or None,
-            [m for m in transcript if isinstance(m, Mapping)]
+            transcript=[m for m in transcript if isinstance(m, Mapping)]
             if isinstance(transcript, list)
             else [],
-            message,
+            message=message,
         )
         if not getattr(model, "supports_conversation", True):
-            history = to_history(llm, model, system or None, [], message)
+            history = to_history(llm, model, system or None, transcript=[], message=message)
         options = with_thinking(
             model, model_options(model, self.runner.cfg.get("options")), request
         )
@@ -267,7 +267,9 @@ class _Loop:
                 err.partial.last_call_usage = usage
                 raise err
             rounds += 1
-            results = self._tool_round(tool_ctx, {t.name for t in tools}, text, calls, usage)
+            results = self._tool_round(
+                tool_ctx, {t.name for t in tools}, text, calls=calls, usage=usage
+            )
             chain = list(response.prompt.messages) + list(response.messages())
             response = conversation.prompt(
                 self._guidance(),
@@ -296,7 +298,7 @@ class _Loop:
             {"type": "toolCall", "id": c.tool_call_id, "name": c.name, "arguments": c.arguments}
             for c in calls
         ]
-        self._record(tool_use_turn(blocks, API, self.provider, self.model_id, usage))
+        self._record(tool_use_turn(blocks, API, self.provider, model=self.model_id, usage=usage))
         results = []
         for call in calls:
             if self.stopped.is_set():
@@ -426,7 +428,7 @@ class LLMRunner:
         start = time.monotonic()
         llm = import_llm()
         model = get_model(llm, self.model_requested(request))
-        loop = _Loop(self, llm, model, request, env)
+        loop = _Loop(runner=self, llm=llm, model=model, request=request, env=env)
         thread = threading.Thread(target=loop, name="sessiontool-llm", daemon=True)
         thread.start()
         try:

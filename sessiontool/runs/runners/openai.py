@@ -450,7 +450,9 @@ class OpenAIRunner:
                 err.partial = result
                 raise err
             rounds += 1
-            extra.append(tool_use_turn(done.content_blocks(), API, provider, model, done.usage))
+            extra.append(
+                tool_use_turn(done.content_blocks(), API, provider, model=model, usage=done.usage)
+            )
             messages.append(
                 {
                     "role": "assistant",

@@ -70,7 +70,7 @@ def check(result: RunnerResult) -> None:
     limit, prices = _current["limit"], _current["prices"]
     if limit is None or prices is None:
         return
-    cost = crossed(limit, prices, result.provider, result.model, result.usage)
+    cost = crossed(limit, prices, result.provider, model=result.model, usage=result.usage)
     if cost is not None:
         err = BudgetStop(stop_message(limit, cost))
         err.partial = result
