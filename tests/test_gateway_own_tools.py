@@ -242,6 +242,45 @@ def test_a_child_key_the_gateway_answers_is_checked_before_any_record(
         assert json.loads(listed.stdout)["runs"] == []
 
 
+@pytest.mark.parametrize(
+    ("answer", "rc", "status"),
+    [
+        (
+            {
+                "status": "forbidden",
+                "error": "cwd override is not supported for sandboxed subagent runs; omit cwd "
+                "or use the target agent workspace as cwd",
+            },
+            4,
+            "forbidden",
+        ),
+        ({"status": "error", "error": 'mode="session" requires thread=true'}, 1, "error"),
+    ],
+)
+def test_a_spawn_openclaws_tool_refuses_keeps_its_status(
+    tmp_path: Path, answer: dict[str, str], rc: int, status: str
+) -> None:
+    """OpenClaw's sessions_spawn refusing the spawn (its answer's `status`, not an accepted
+    child): its words, and a `forbidden` is exit 4 `status: forbidden` as the own store's
+    refusal of a cwd on a sandboxed child is; any other refusal exit 1. No run is recorded."""
+    state = tmp_path / "state"
+    shutil.copytree(OC_STATE, state)
+    with fake.running(
+        tmp_path / "gw", token="t0ken-fake", tools_allowed=TOOLS, spawn_answer=answer
+    ) as gw:
+        (state / "openclaw.json").write_text(
+            json.dumps({"gateway": {"port": gw.port, "auth": {"token": "t0ken-fake"}}})
+        )
+        it = FakeGateway(state, gw, {"SESSIONTOOL_OPENCLAW_BIN": "", "PATH": NO_OPENCLAW_PATH})
+        proc = it.st("--json", "spawn", "in there", "--cwd", str(tmp_path))
+        assert proc.returncode == rc, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["status"] == status and answer["error"] in out["error"], out
+        (call,) = gw.calls("tools.invoke")
+        assert call["params"]["args"]["cwd"] == str(tmp_path)
+        assert json.loads(it.st("--json", "runs").stdout)["runs"] == []
+
+
 def test_a_run_timeout_that_openclaw_ends_as_an_error_is_a_timeout(tmp_path: Path) -> None:
     """Under load 2026.9.6 ends a spawn its runTimeoutSeconds cut with `error` (the child's row
     `failed`) where a quiet machine says `ok` (the row `timeout`): either way sessiontool's

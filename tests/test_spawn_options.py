@@ -348,7 +348,11 @@ def test_task_name_is_kept(state: Path) -> None:
 
 def test_sandbox_require_needs_a_sandboxed_child(state: Path) -> None:
     rc, out = run_json("spawn", "safe", "--sandbox", "require")
-    assert rc == 4 and out["error"] == 'sessions_spawn sandbox="require" needs sandboxed target.'
+    # 2026.9.6's words for a hidden child (tests/interop_openclaw/test_openclaw_spawn_options.py).
+    assert rc == 4 and out["error"] == (
+        'sessions_spawn sandbox="require" needs a sandboxed target runtime. Pick a sandboxed '
+        'agentId or use sandbox="inherit".'
+    )
     assert records(state) == []
     write_config(state, {"agents": {"defaults": {"sandbox": {"mode": "non-main"}}}})
     rc, out = run_json("spawn", "safe", "--sandbox", "require")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from sessiontool.errors import SessiontoolError
+from sessiontool.errors import ExitCode, SessiontoolError
 
 if TYPE_CHECKING:
     from sessiontool.state.paths import StatePaths
@@ -54,6 +54,24 @@ def _recall(url: str, name: str) -> bool | None:
 class ToolRefused(SessiontoolError):
     """The tool ran and failed, or its policy refused it (`ok: false` other than not_found):
     exit 1 with OpenClaw's message."""
+
+
+class ToolForbidden(ToolRefused):
+    """The tool answered `status: "forbidden"` (2026.9.6's sessions_spawn for a `sandbox` or
+    `cwd` its policy refuses): exit 4 and `status: forbidden`, as sessiontool's own refusal of
+    the same spawn on its own store, so a caller tells a policy refusal from a failure the
+    same way on both stores."""
+
+    code = ExitCode.FORBIDDEN
+    status = "forbidden"
+
+
+def refusal(name: str, details: dict[str, Any], what: str) -> ToolRefused:
+    """The error for a tool's answer that did not start what was asked: OpenClaw's words, and
+    its `forbidden` kept as such."""
+    why = details.get("error") or details.get("status") or what
+    cls = ToolForbidden if details.get("status") == "forbidden" else ToolRefused
+    return cls(f"OpenClaw's {name}: {why}")
 
 
 def _gateway_url(paths: StatePaths) -> str:

@@ -266,8 +266,7 @@ class GatewayWriter:
             return None
         child, gw_run = details.get("childSessionKey"), details.get("runId")
         if details.get("status") != "accepted" or child is None:
-            why = details.get("error") or details.get("status") or "no child session"
-            raise own_tools.ToolRefused(f"OpenClaw's sessions_spawn: {why}")
+            raise own_tools.refusal(own_tools.SPAWN, details, "no child session")
         child = checked_key(child, spawn["agentId"], "sessions_spawn's childSessionKey")
         return {"childSessionKey": child, "runId": gw_run if isinstance(gw_run, str) else None}
 

@@ -37,6 +37,10 @@ OPENCLAW_MAX_SPAWN_DEPTH = 5
 OWN_MAX_SPAWN_DEPTH = 1
 _TASK_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _RESERVED_TASK_NAMES = frozenset({"all", "last", "current", "parent", "self"})
+SANDBOX_REQUIRED = (
+    'sessions_spawn sandbox="require" needs a sandboxed target runtime. Pick a sandboxed agentId '
+    'or use sandbox="inherit".'
+)
 PERSISTENT_NOTE = (
     "This subagent session is persistent and remains available for thread follow-up messages."
 )
@@ -300,13 +304,15 @@ def on_own_store(
 
 
 def check_sandbox(ctx: Context, opts: SpawnOptions, child: str, agent_id: str) -> None:
-    """`sandbox: "require"`: refused unless the child runs sandboxed (OpenClaw's wording)."""
+    """`sandbox: "require"`: refused unless the child runs sandboxed, in the words 2026.9.6's
+    sessions_spawn refuses a hidden child with (its shorter "needs sandboxed target." is the
+    refusal of a `visible` session, which sessiontool does not make)."""
     if opts.sandbox != "require":
         return
     from sessiontool.context import _sandboxed
 
     if not _sandboxed(ctx.config, child, agent_id):
-        raise ForbiddenError('sessions_spawn sandbox="require" needs sandboxed target.')
+        raise ForbiddenError(SANDBOX_REQUIRED)
 
 
 def from_record(rec: Mapping[str, Any], run_timeout: float | None) -> SpawnOptions:

@@ -422,6 +422,11 @@ class Server:
         if not args.get(need):
             error = {"code": "internal_error", "message": f"{need} required"}
             return res({"ok": False, "toolName": name, "error": error})
+        if name == "sessions_spawn" and self.cfg.get("spawn_answer"):
+            # `spawn_answer`: the tool's refusal (2026.9.6's `{status: forbidden, error}` for a
+            # cwd on a sandboxed child), answered in the ok envelope as the real one does.
+            details = dict(self.cfg["spawn_answer"])
+            return res({"ok": True, "toolName": name, "output": {"details": details}})
         run_id = "gw-" + uuid.uuid4().hex[:12]
         run: dict[str, Any] = {
             "done": threading.Event(),

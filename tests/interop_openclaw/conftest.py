@@ -9,6 +9,7 @@ their own process groups on free loopback ports and are stopped by PID in the te
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +31,7 @@ OC_FIXTURE = ROOT / "tests" / "fixtures" / "openclaw-2026.9.6" / "state"
 FAKE_LLM = ROOT / "tests" / "fixtures" / "tools" / "oc" / "fake_llm_server.py"
 TOKEN = "test-token-123"  # the fixture's openclaw.json
 START_TIMEOUT = 240.0
+MODEL_REQUESTS = "llm.jsonl"  # beside the state: every request the fake model answered
 
 
 def openclaw_bin() -> str:
@@ -119,6 +122,14 @@ class Live:
     env: dict[str, str]
     port: int
 
+    def model_requests(self) -> list[dict[str, Any]]:
+        """Every request the fake model has answered so far (its messages, the system prompt
+        first), oldest first."""
+        log = self.state.parent / MODEL_REQUESTS
+        if not log.exists():
+            return []
+        return [json.loads(line)["request"] for line in log.read_text().splitlines() if line]
+
     def oc(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [openclaw_bin(), *args], env=self.env, capture_output=True, text=True, timeout=timeout
@@ -129,10 +140,14 @@ ALLOW_OWN_TOOLS = 'gateway: {\n    tools: { allow: ["sessions_spawn", "sessions_
 
 
 @contextmanager
-def running(base: Path, *, allow_own_tools: bool = False, more_config: str = "") -> Iterator[Live]:
+def running(
+    base: Path, *, allow_own_tools: bool = False, more_config: str = "", agent_defaults: str = ""
+) -> Iterator[Live]:
     """A copy of the fixture with the real gateway running on it; `allow_own_tools`: its config
     has `gateway.tools.allow: ["sessions_spawn", "sessions_send"]` (OpenClaw's own session tools
-    through `tools.invoke`); `more_config`: top-level JSON5 entries added to its config."""
+    through `tools.invoke`); `more_config`: top-level JSON5 entries added to its config;
+    `agent_defaults`: entries added to its `agents.defaults` (a second top-level `agents` would
+    replace the fixture's)."""
     if not os.access(openclaw_bin(), os.X_OK):
         unavailable(f"no openclaw at {openclaw_bin()} (tests/fixtures/tools/setup-openclaw.sh)")
     gw_port, llm_port = free_port(), free_port()
@@ -143,6 +158,9 @@ def running(base: Path, *, allow_own_tools: bool = False, more_config: str = "")
     if more_config:
         cfg = state / "openclaw.json"
         cfg.write_text(cfg.read_text().replace("gateway: {", more_config + "\n  gateway: {", 1))
+    if agent_defaults:
+        cfg = state / "openclaw.json"
+        cfg.write_text(cfg.read_text().replace("defaults: {", "defaults: {\n" + agent_defaults, 1))
     home = base / "home"
     home.mkdir()
     env = oc_env(state, home)
@@ -152,7 +170,7 @@ def running(base: Path, *, allow_own_tools: bool = False, more_config: str = "")
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=env,
+            env={**env, "FAKE_LLM_LOG": str(base / MODEL_REQUESTS)},
         )
     log = base / "gateway.log"
     with open(log, "wb") as out:
