@@ -46,6 +46,9 @@ def _open(path: Path) -> int | None:
 
 # The line a worker leaves in a run's log when it withdrew the run (worker.withdraw).
 WITHDRAWN = "sessiontool worker: withdrawn: "
+# How long a waiter that found its run's record gone waits for that line (a full disk may never
+# let it be written: the error then says the record vanished).
+REASON_WAIT = 1.0
 
 
 def withdrawn_reason(paths: StatePaths, run_id: str) -> str | None:
@@ -71,6 +74,11 @@ def _read(paths: StatePaths, run_id: str, seen: bool) -> RunRecord:
         why = withdrawn_reason(paths, run_id)
         if why is None and not seen:
             raise
+        # The worker writes the reason just after it removed the record (worker.withdraw).
+        until = time.monotonic() + REASON_WAIT
+        while why is None and time.monotonic() < until:
+            time.sleep(0.02)
+            why = withdrawn_reason(paths, run_id)
         why = why or "its record was removed while it was waited for (a full disk, or prune)"
         raise StorageError(
             f"run {run_id} could not be started and was withdrawn: {why}",

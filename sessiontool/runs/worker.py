@@ -256,20 +256,21 @@ def withdraw(paths: StatePaths, run_id: str, problem: str) -> bool:
         with records.records_lock(paths):
             if records.read_record(paths, run_id).get("status") != "queued":
                 return False
-            # The reason first: a waiter that finds the record gone reads it at once.
-            try:
-                fd = os.open(
-                    paths.run_log(run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600
-                )
-                try:
-                    os.write(fd, f"{WITHDRAWN}{problem}\n".encode("utf-8", "replace"))
-                finally:
-                    os.close(fd)
-            except OSError:
-                pass  # a full disk may refuse even this: the waiter says the run vanished
             os.unlink(paths.run_record(run_id))
     except (OSError, SessiontoolError):
         return False
+    # The reason after the unlink: on a full disk the record's freed block is what lets it be
+    # written. A waiter that finds the record gone first waits a moment for it (wait._read).
+    try:
+        fd = os.open(
+            paths.run_log(run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600
+        )
+        try:
+            os.write(fd, f"{WITHDRAWN}{problem}\n".encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a full disk may refuse even this: the waiter then says the run vanished
     records.notify(paths, run_id)
     return True
 

@@ -160,9 +160,12 @@ def send_cmd(
     if result.get("status") != "accepted" or wait_s <= 0 or steered:
         return _print_result(result, code, as_json, ids_only=quiet)
     run_id, note = result["runId"], result.get("note")
+    from sessiontool import testhooks
+
+    testhooks.pause("send-wait")
     try:
         with _spinner(output.look(ctx.options), "waiting for the reply…"):
-            rec = wait_for(ctx.paths, run_id, wait_s)
+            rec = wait_for(ctx.paths, run_id, wait_s, submitted=True)
     except KeyboardInterrupt:
         return _interrupted(run_id, result.get("sessionKey"), as_json)
     except SessiontoolError:  # withdrawn (a full disk): the error says so; K only if it exists
