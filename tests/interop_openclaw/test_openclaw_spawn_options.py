@@ -78,16 +78,7 @@ def test_spawn_options_are_openclaws_own(allowed: Live) -> None:
 def test_a_refused_option_is_refused_in_openclaws_words(allowed: Live) -> None:
     """`mode: "session"` without a thread: OpenClaw's own refusal comes back (exit 1)."""
     proc = st(allowed.env, allowed.state, "--json", "spawn", "persist", "--mode", "session")
-    answer = _gw(
-        allowed,
-        "tools.invoke",
-        {
-            "name": "sessions_spawn",
-            "sessionKey": "main",
-            "args": {"task": "persist", "mode": "session"},
-        },
-    )
-    theirs = answer["output"]["details"]
+    theirs = _their_answer(allowed, {"task": "persist", "mode": "session"})
     assert theirs["status"] == "error"
     assert proc.returncode != 0
     assert theirs["error"] in json.loads(proc.stdout)["error"]
@@ -123,13 +114,19 @@ def attaching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         yield it
 
 
-def _their_spawn(live: Live, args: dict[str, object]) -> dict[str, object]:
-    """OpenClaw's own agent's sessions_spawn (the tool through `tools.invoke` as `main`), to
-    its run's end."""
+def _their_answer(live: Live, args: dict[str, object]) -> dict[str, Any]:
+    """What OpenClaw's own agent's sessions_spawn answers (the tool through `tools.invoke` as
+    `main`): accepted or its refusal."""
     answer = _gw(
         live, "tools.invoke", {"name": "sessions_spawn", "sessionKey": "main", "args": args}
     )
-    theirs: dict[str, object] = answer["output"]["details"]
+    details: dict[str, Any] = answer["output"]["details"]
+    return details
+
+
+def _their_spawn(live: Live, args: dict[str, object]) -> dict[str, object]:
+    """OpenClaw's own agent's sessions_spawn, to its run's end."""
+    theirs: dict[str, object] = _their_answer(live, args)
     assert theirs["status"] == "accepted", theirs
     _gw(live, "agent.wait", {"runId": theirs["runId"], "timeoutMs": 120000})
     return theirs
@@ -387,16 +384,7 @@ def test_sandbox_require_without_a_sandbox_is_refused_in_openclaws_words(allowed
     word for word and as a refusal (`forbidden`, exit 4), no child."""
     before = set(rows(allowed))
     proc = st(allowed.env, allowed.state, "--json", "spawn", "guarded", "--sandbox", "require")
-    answer = _gw(
-        allowed,
-        "tools.invoke",
-        {
-            "name": "sessions_spawn",
-            "sessionKey": "main",
-            "args": {"task": "guarded", "sandbox": "require"},
-        },
-    )
-    theirs = answer["output"]["details"]
+    theirs = _their_answer(allowed, {"task": "guarded", "sandbox": "require"})
     assert theirs["status"] == "forbidden", theirs
     ours = json.loads(proc.stdout)
     assert (proc.returncode, ours["status"], ours["error"]) == (4, "forbidden", theirs["error"])
@@ -545,16 +533,7 @@ def test_cwd_on_a_sandboxed_child_is_refused_as_openclaw_refuses(
     sessiontool too."""
     before = set(rows(sandboxed))
     proc = st(sandboxed.env, sandboxed.state, "--json", "spawn", "here", "--cwd", str(tmp_path))
-    answer = _gw(
-        sandboxed,
-        "tools.invoke",
-        {
-            "name": "sessions_spawn",
-            "sessionKey": "main",
-            "args": {"task": "here", "cwd": str(tmp_path)},
-        },
-    )
-    theirs = answer["output"]["details"]
+    theirs = _their_answer(sandboxed, {"task": "here", "cwd": str(tmp_path)})
     assert theirs["status"] == "forbidden", theirs
     ours = json.loads(proc.stdout)
     assert (proc.returncode, ours["status"]) == (4, "forbidden"), ours
