@@ -126,10 +126,11 @@ def send_cmd(
     A key that does not exist yet is created (as OpenClaw does) with a notice on stderr;
     --no-create makes that exit 3. When the wait times out (exit 124) the run id is printed on
     stdout; after Ctrl-C (exit 130) it is named on stderr; either way the run goes on:
-    `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning on stderr (the
-    exit status stays the run's; `deliveries retry` tries again). A spent budget
+    `sessiontool wait RUN_ID`. With --deliver, a reply that could not be delivered is a warning
+    on stderr (the exit status stays the run's; `deliveries retry` tries again). A spent budget
     (sessiontool.budgets) refuses the run with exit 6 unless --force; a run that crosses its
     budget or --max-cost is stopped (aborted, reason budget: exit 6)."""
+    from sessiontool import testhooks
     from sessiontool.cli.app import gated
     from sessiontool.durations import parse_duration
     from sessiontool.errors import SessiontoolError
@@ -160,8 +161,6 @@ def send_cmd(
     if result.get("status") != "accepted" or wait_s <= 0 or steered:
         return _print_result(result, code, as_json, ids_only=quiet)
     run_id, note = result["runId"], result.get("note")
-    from sessiontool import testhooks
-
     testhooks.pause("send-wait")
     try:
         with _spinner(output.look(ctx.options), "waiting for the reply…"):
