@@ -380,8 +380,8 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
     by_id = {ids[r.where]: r for r in refs if r.where in ids}
     scoped = idx.set_scope(by_id)
     if scope is not None and marks is not None and _snapshot_ok(idx, refs):
-        img = warm.image(idx, paths, ids, text, now)
-        warm.keep(idx, scope, marks, refs=refs, ids=ids, img=img)
+        img = warm.image(idx, paths, ids, text=text, now=now)
+        warm.keep(idx, scope, marks, warm.Checked(refs, ids, img))
     return Indexed(by_id.get, scoped)
 
 

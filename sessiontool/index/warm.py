@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessiontool import clock
 from sessiontool.context import Context
@@ -113,7 +113,9 @@ def _stamp(row: tuple[Any, ...] | None, text: bool) -> tuple[int, int, int, int,
     return (row[2], row[3], row[4], row[5], row[6])
 
 
-def image(idx: Index, paths: list[str], ids: dict[str, int], text: bool, now: Any) -> Image | None:
+def image(
+    idx: Index, paths: list[str], ids: dict[str, int], *, text: bool, now: Any
+) -> Image | None:
     """The stat image of a full check of `paths` just made: `now` when `by_image` made it, else
     the rows the index's quick check compared (or, after a catch-up, read them again)."""
     try:
@@ -129,18 +131,19 @@ def image(idx: Index, paths: list[str], ids: dict[str, int], text: bool, now: An
     return Image(stamps.digest(paths), id_list, now)
 
 
-def keep(
-    idx: Index,
-    scope: str,
-    marks: bytes,
-    refs: list[Any],
-    ids: dict[str, int],
-    img: Image | None = None,
-) -> None:
-    """Keep the full check of `refs` (SessionRefs; `ids`: path → file id) as the snapshot of
-    `scope`, with its stat image `img`. Hot: those written (mtime) or whose session was updated
-    (updatedAt) within HOT_MS, each until HOT_MS after that, and every one with no file yet (for
-    good)."""
+class Checked(NamedTuple):
+    """A full check made: its sessions (SessionRefs), path → file id, and its stat image."""
+
+    refs: list[Any]
+    ids: dict[str, int]
+    image: Image | None = None
+
+
+def keep(idx: Index, scope: str, marks: bytes, check: Checked) -> None:
+    """Keep the full check `check` as the snapshot of `scope`, with its stat image. Hot: those
+    written (mtime) or whose session was updated (updatedAt) within HOT_MS, each until HOT_MS
+    after that, and every one with no file yet (for good)."""
+    refs, ids = check.refs, check.ids
     version = idx.conn.execute("PRAGMA data_version").fetchone()[0]
     since_ms = clock.now_ms() - HOT_MS
     rows: dict[int, SnapRow] = {}
@@ -161,7 +164,7 @@ def keep(
         hot=hot,
         since_ns=since_ms * 1_000_000,
         hot_ms=HOT_MS,
-        image=img,
+        image=check.image,
     )
     idx.snaps.keep(kept, version)
 
