@@ -261,31 +261,27 @@ def test_a_full_check_parses_the_store_once_and_stats_each_transcript_once(
     parse of sessions.json and one stat of each transcript: the floor it is measured against."""
     from collections import Counter
 
+    from sessiontool import testhooks
     from sessiontool.context import build_context
     from sessiontool.reports import search as search_report
-    from sessiontool.state import sessions_json
 
     store = _make(state, 6, aged=True)
     assert _count("word1") == 1
     store["agent:main:dm:u2"]["label"] = "renamed"
     _write_store(state, store)
-    parses: list[Path] = []
+    events: list[str] = []
     stats: Counter[str] = Counter()
-    real_parse, real_stat = sessions_json._parse_store, os.stat
-
-    def parse(path: Path, text: str | None) -> Any:
-        parses.append(path)
-        return real_parse(path, text)
+    real_stat = os.stat
 
     def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         stats[os.fspath(path)] += 1
         return real_stat(path, *args, **kwargs)
 
-    monkeypatch.setattr(sessions_json, "_parse_store", parse)
+    monkeypatch.setattr(testhooks, "note", events.append)  # each parse of a store notes one
     monkeypatch.setattr(os, "stat", stat)
     got = search_report.search(build_context(state), "word1")
     assert got["count"] == 1
-    assert parses == [_sessions_dir(state) / "sessions.json"]
+    assert events == ["store-parse"]
     transcripts = {k: n for k, n in stats.items() if k.endswith(".jsonl")}
     assert transcripts == {str(_transcript(state, i)): 1 for i in range(6)}
 

@@ -13,6 +13,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import run_cli
 from tests.test_index_snapshot import (
     T0,
     _append,
@@ -154,3 +155,33 @@ def test_an_image_of_another_list_is_not_used(state: Path) -> None:
     assert _count("axolotl") == 0 and _count("hello") == 3
     got = json.loads(json.dumps(_image(state)[0]))
     assert len(got) == 3
+
+
+def test_a_full_check_reads_any_store_the_reader_reads(state: Path) -> None:
+    """The full check parses the store with orjson where it can (sessions_json.read_listing),
+    else as every reader does: NaN, a number past 64 bits and a key given twice (the last
+    wins) list the same sessions as `list` shows."""
+    d = _sessions_dir(state)
+    d.mkdir(parents=True)
+    sids = {}
+    for i, word in enumerate(["alpha", "beta", "gamma"]):
+        sid = f"s-{i}"
+        (d / f"{sid}.jsonl").write_bytes(_line("user", f"{word} hello", 0))
+        sids[word] = sid
+    plain = (
+        '{"agent:main:dm:a": {"sessionId": "s-0", "updatedAt": 1, "label": "first"},\n'
+        ' "agent:main:dm:a": {"sessionId": "s-0", "updatedAt": 2, "label": "second"},\n'
+        ' "agent:main:dm:b": {"sessionId": "s-1", "updatedAt": 3, "cost": 1e-05}}'
+    )
+    odd = plain[:-1] + ',\n "agent:main:dm:c": {"sessionId": "s-2", "updatedAt": 4, '
+    for text in (plain, odd + '"score": NaN}}', odd + '"big": 1180591620717411303424}}'):
+        (d / "sessions.json").write_text(text)
+        listed = json.loads(run_cli("list", "--json").stdout)["sessions"]
+        proc = run_cli("search", "hello", "--json", env={"SESSIONTOOL_INDEX_FULL_CHECK": "1"})
+        assert proc.returncode == 0, proc.stderr
+        hits = json.loads(proc.stdout)["hits"]
+        assert sorted((h["key"], h.get("label")) for h in hits) == sorted(
+            (r["key"], r.get("label")) for r in listed
+        )
+        assert ("agent:main:dm:a", "second") in [(h["key"], h.get("label")) for h in hits]
+        assert len(hits) == (2 if text == plain else 3)

@@ -16,11 +16,13 @@ in the index beyond them, checks in full as before."""
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 from array import array
 from collections.abc import Iterable
 
 WIDTH = 5  # ints per stamp
+_STAMP = operator.attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 _NEVER = (-1, -1, -1, -1, -1)  # no file has it: always checked
 CHUNK = 256  # stamps compared at once; a differing chunk is compared stamp by stamp
 
@@ -37,10 +39,10 @@ def taken(paths: list[str]) -> array[int] | None:
     flat: list[int] = []
     add = flat.extend
     stat = os.stat
+    stamp = _STAMP
     try:
         for p in paths:
-            st = stat(p)
-            add((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+            add(stamp(stat(p)))
         return array("q", flat)
     except (OSError, OverflowError):
         return None

@@ -297,15 +297,21 @@ class Index:
             rows = orjson.loads(got[0])
         except orjson.JSONDecodeError:
             return None
-        return rows if isinstance(rows, list) else None
+        return rows if isinstance(rows, list) and rows else None  # []: seen once, not kept
 
     def keep_listed_rows(self, agent_id: str, ident: str, rows: list[Any]) -> None:
         """Keep `rows` for the next search; best effort (a busy index or rows orjson cannot
-        write, such as a lone surrogate in a key, only mean the store is parsed next time)."""
+        write, such as a lone surrogate in a key, only mean the store is parsed next time).
+        Kept at the second sight of the same store file: the first keeps only its identity
+        (an empty row list). A store with running agents is a new file at every turn, and its
+        rows (10 MB over 100,000 sessions) were written at every full check for nothing;
+        the second command on the same file (a `usage` after a `search`) keeps them."""
         import orjson
 
+        got = self.conn.execute("SELECT ident FROM scopes WHERE agent = ?", (agent_id,))
+        seen = got.fetchone()
         try:
-            blob = orjson.dumps(rows)
+            blob = orjson.dumps(rows if seen is not None and seen[0] == ident else [])
         except orjson.JSONEncodeError:
             return
         try:

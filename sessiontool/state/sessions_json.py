@@ -230,6 +230,35 @@ def read_store(path: Path) -> Store:
     return _load(path).store
 
 
+def read_listing(path: Path) -> Store:
+    """`read_store` for a command that lists the store and never writes it back (`search`'s
+    and `usage`'s full check): orjson's parse where it takes the text (a third of the time of
+    the standard library's with the float hooks, on a 12 MB store of 100,000 sessions; issue
+    47), else `read_store`'s. The parse is kept as `read_store` keeps it, marked as neither
+    exact nor plain: a writer that meets it later in the process checks its floats itself."""
+    import orjson
+
+    key = os.fspath(path)
+    hit = _cache.get(key)
+    if hit is not None:
+        return _load(path).store
+    text, ident = _read_text_ident(path)
+    if text is None or not text.strip():
+        return _load(path).store
+    try:
+        value = orjson.loads(text)  # NaN, a number past 64 bits, a lone surrogate: refused
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        parsed = _parse_store(path, text)  # its own words for what is wrong, or JSON5's way
+    else:
+        testhooks.note("store-parse")
+        parsed = _Parsed(value, exact=False, plain=False)
+    parsed.ident = ident
+    _remember(path, parsed)
+    return parsed.store
+
+
 def normalize_entry(entry: Entry) -> Entry:
     """Legacy field names → current ones (provider → channel, ...), without dropping anything."""
     if not any(k in entry for k in LEGACY_FIELDS):
@@ -296,7 +325,9 @@ def winners(store: Store, agent_id: str) -> dict[str, Entry]:
     for stored, value in store.items():
         if type(value) is not dict or type(value.get("sessionId")) is not str:
             continue
-        full = stored_to_full(stored, agent_id)
+        # `stored_to_full`'s first test inline: a key already in full form (the common case)
+        i = stored.find(":", 6) if stored.startswith("agent:") else -1
+        full = stored if 6 < i < len(stored) - 1 else stored_to_full(stored, agent_id)
         have = won.get(full)
         if have is None or updated_of(value) > updated_of(have):
             won[full] = value
