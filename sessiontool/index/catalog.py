@@ -172,18 +172,15 @@ def _jsonl_sessions(
     listed = _listed(ctx, agent_id, store, kept)
     if not ctx.requester.is_operator:  # the operator sees every session: no entry asked
         listed = [r for r in listed if policy.visible(ctx, r[0], r[4])]
-    # One comprehension, the refs made by position: 100,000 of them (issue 47).
+    # One comprehension: 100,000 of them (issue 47).
     return [
         SessionRef(
-            agent_id,
-            key,
-            sid,
-            f"{sdir}/{sid}.jsonl" if sf is None else transcript_file_for(sdir, sid, sf),
-            label,
-            False,
-            None,
-            None,
-            up if type(up := seen.get("updatedAt")) is int else None,
+            agent_id=agent_id,
+            key=key,
+            session_id=sid,
+            where=f"{sdir}/{sid}.jsonl" if sf is None else transcript_file_for(sdir, sid, sf),
+            label=label,
+            updated=up if type(up := seen.get("updatedAt")) is int else None,
         )
         for key, sid, sf, label, seen in listed
     ]
