@@ -370,16 +370,18 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
         refs = live_sessions(ctx, agents, idx)
         if want.archived:
             refs += archived_transcripts(ctx, agents, refs)
-    ids = idx.sync(
-        [r.where for r in refs if r.virtual is None],
-        [r.virtual for r in refs if r.virtual is not None],
-        text=text,
-        progress=progress,
-    )
+    paths = [r.where for r in refs if r.virtual is None]
+    virtual = [r.virtual for r in refs if r.virtual is not None]
+    checked = warm.by_image(idx, scope, paths, text) if scope and not virtual else None
+    if checked is not None:
+        ids, now = checked
+    else:
+        ids, now = idx.sync(paths, virtual, text=text, progress=progress), None
     by_id = {ids[r.where]: r for r in refs if r.where in ids}
     scoped = idx.set_scope(by_id)
     if scope is not None and marks is not None and _snapshot_ok(idx, refs):
-        warm.keep(idx, scope, marks, refs=refs, ids=ids)
+        img = warm.image(idx, paths, ids, text=text, now=now)
+        warm.keep(idx, scope, marks, warm.Checked(refs, ids, img))
     return Indexed(by_id.get, scoped)
 
 

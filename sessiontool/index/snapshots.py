@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -41,6 +42,9 @@ _TABLES = (
     "CREATE TABLE IF NOT EXISTS snap_rows(list INTEGER NOT NULL, file_id INTEGER NOT NULL, "
     "agent TEXT NOT NULL, key TEXT, sid TEXT NOT NULL, label TEXT, archived INTEGER NOT NULL, "
     "PRIMARY KEY(list, file_id)) WITHOUT ROWID",
+    # A scope's stat image (index/stamps.py): its files' ids and stamps in the listing's order.
+    "CREATE TABLE IF NOT EXISTS snap_images(scope TEXT PRIMARY KEY, digest BLOB NOT NULL, "
+    "ids BLOB NOT NULL, stamps BLOB NOT NULL)",
 )
 # Scopes kept at once (a search, a usage, an --include-archived search, another requester...).
 KEEP = 8
@@ -69,6 +73,15 @@ class Snapshot(NamedTuple):
     n: int
 
 
+class Image(NamedTuple):
+    """A kept stat image (index/stamps.py): the digest of its paths, their file ids and their
+    stamps, in order."""
+
+    digest: bytes
+    ids: array[int]
+    stamps: array[int]
+
+
 class SnapRef(NamedTuple):
     """One file of a snapshot and the session it counts under (a `SnapRow` with its path)."""
 
@@ -93,6 +106,7 @@ class Kept:
     hot: list[Hot]
     since_ns: int
     hot_ms: int
+    image: Image | None = None
 
 
 class Snapshots:
@@ -115,6 +129,26 @@ class Snapshots:
             return None
         list_id, markers, hot, n = got
         return Snapshot(int(list_id), bytes(markers), bytes(hot), int(n))
+
+    def image(self, scope: str) -> Image | None:
+        """The stat image kept for `scope`, or None."""
+        try:
+            got = self.conn.execute(
+                "SELECT digest, ids, stamps FROM snap_images WHERE scope = ?", (scope,)
+            ).fetchone()
+        except sqlite3.OperationalError:  # no such table: none kept yet
+            return None
+        if got is None:
+            return None
+        ids, stamps = array("q"), array("q")
+        try:
+            ids.frombytes(got[1])
+            stamps.frombytes(got[2])
+        except (TypeError, ValueError):  # not whole numbers of 8 bytes: a damaged row
+            return None
+        if len(stamps) != 5 * len(ids):
+            return None
+        return Image(bytes(got[0]), ids, stamps)
 
     def keep(self, snap: Kept, version: int) -> None:
         """Keep a snapshot; best effort (busy: the next full check keeps one). Not when another
@@ -164,6 +198,7 @@ class Snapshots:
                 "DELETE FROM snap_scopes WHERE id NOT IN "
                 f"(SELECT id FROM snap_scopes ORDER BY id DESC LIMIT {KEEP})"
             )
+            self._keep_image(snap)
             for (old,) in c.execute(
                 "SELECT id FROM snap_lists WHERE id NOT IN (SELECT list FROM snap_scopes)"
             ).fetchall():
@@ -174,6 +209,18 @@ class Snapshots:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
+
+    def _keep_image(self, snap: Kept) -> None:
+        c = self.conn
+        if snap.image is None:
+            c.execute("DELETE FROM snap_images WHERE scope = ?", (snap.scope,))
+        else:
+            img = snap.image
+            c.execute(
+                "INSERT OR REPLACE INTO snap_images(scope, digest, ids, stamps) VALUES (?, ?, ?, ?)",
+                (snap.scope, img.digest, img.ids.tobytes(), img.stamps.tobytes()),
+            )
+        c.execute("DELETE FROM snap_images WHERE scope NOT IN (SELECT scope FROM snap_scopes)")
 
     def _insert_list(self, digest: bytes, rows: list[SnapRow]) -> int:
         c = self.conn
@@ -187,7 +234,7 @@ class Snapshots:
 
     def drop_all(self) -> None:
         """Forget every snapshot (a file left the index: its id may be reused)."""
-        for table in ("snap_scopes", "snap_lists", "snap_rows"):
+        for table in ("snap_scopes", "snap_lists", "snap_rows", "snap_images"):
             try:
                 self.conn.execute(f"DELETE FROM {table}")
             except sqlite3.OperationalError:  # no such table

@@ -81,6 +81,8 @@ def clamp_ms(ms: int | None) -> int | None:
     return None if ms is None else max(MS_MIN, min(MS_MAX, ms))
 
 
+_STAMP_SQL = "SELECT path, id, dev, ino, size, mtime, ctime, text FROM files"
+
 # What a sync wants: path (or virtual name) → the path to stat (None: a virtual transcript).
 Wanted = dict[str, Path | str | None]
 
@@ -99,6 +101,9 @@ class Index:
         self.unreadable: dict[str, OSError] = {}
         self.conn = open_index(root, self.fts, self.trigram)
         self.snaps = Snapshots(self.conn)
+        # The rows the last quick check found every wanted file equal to (path → row), for a
+        # stat image made without reading them again (index/stamps.py); None after a catch-up.
+        self.checked: dict[str, tuple[Any, ...]] | None = None
 
     def close(self) -> None:
         self.conn.close()
@@ -139,6 +144,7 @@ class Index:
         what it finished, and the next sync goes on from there."""
         paths = list(paths)
         virtual = list(virtual)
+        self.checked = None
         if not virtual:
             self.unreadable = {}
             quick = self._unchanged_files([os.fspath(p) for p in paths], others, text)
@@ -225,7 +231,7 @@ class Index:
         """`unchanged` for JSONL transcripts alone, in one pass (a stat and a comparison each,
         fewer columns read): the ids when every one is indexed as it is (with `others`, and
         no other file is indexed either), None to look closer."""
-        sql = "SELECT path, id, dev, ino, size, mtime, ctime, text FROM files"
+        sql = _STAMP_SQL
         if others:
             got = self.conn.execute(sql)
         else:
@@ -254,7 +260,21 @@ class Index:
             ) or (text and not has_text):
                 return None
             ids[spath] = file_id
+        if others:
+            self.checked = rows
         return ids
+
+    def stamp_rows(self, paths: list[str] | None = None) -> dict[str, tuple[Any, ...]]:
+        """path → (path, id, dev, ino, size, mtime, ctime, text) of every file or of `paths`:
+        the columns `_unchanged_files` reads, for a stat image (index/stamps.py)."""
+        sql = _STAMP_SQL
+        if paths is None:
+            return {r[0]: r for r in self.conn.execute(sql)}
+        sql += " WHERE path IN (SELECT value FROM json_each(?))"
+        return {r[0]: r for r in self.conn.execute(sql, (json.dumps(paths),))}
+
+    def file_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
     def same_file(self, file_id: int, st: os.stat_result) -> bool:
         """Whether `st` is the file as the index last read it (identity, size, mtime, ctime)."""

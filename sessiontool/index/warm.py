@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from array import array
+from typing import Any, NamedTuple
 
 from sessiontool import clock
 from sessiontool.context import Context
-from sessiontool.index.snapshots import Hot, Kept, SnapRow, Snapshot, hot_until
+from sessiontool.index import stamps
+from sessiontool.index.snapshots import Hot, Image, Kept, SnapRow, Snapshot, hot_until
 from sessiontool.index.sync import Index
 from sessiontool.state import detect
 
@@ -73,10 +75,75 @@ def scope_key(ctx: Context, agents: list[str], archived: bool, text: bool) -> st
     return hashlib.sha256(orjson.dumps(parts)).hexdigest()
 
 
-def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, int]) -> None:
-    """Keep the full check of `refs` (SessionRefs; `ids`: path → file id) as the snapshot of
-    `scope`. Hot: those written (mtime) or whose session was updated (updatedAt) within HOT_MS,
-    each until HOT_MS after that, and every one with no file yet (for good)."""
+def by_image(
+    idx: Index, scope: str, paths: list[str], text: bool
+) -> tuple[dict[str, int], array[int]] | None:
+    """A full check of `paths` against the stat image kept with `scope`'s snapshot
+    (index/stamps.py): every path stat'ed and compared in one pass, those that differ caught
+    up alone. Returns (path → file id, the image as the index now holds it), or None to check
+    in full: no image of this very list, a file in the index beyond it, one gone or unreadable."""
+    if os.environ.get(FULL_CHECK_ENV, "") not in ("", "0"):
+        return None
+    img = idx.snaps.image(scope)
+    if img is None or len(img.ids) != len(paths) or img.digest != stamps.digest(paths):
+        return None
+    if idx.file_count() != len(paths):
+        return None
+    now = stamps.taken(paths)
+    diff = stamps.differing(now, img.stamps) if now is not None else None
+    if now is None or diff is None:
+        return None
+    ids = dict(zip(paths, img.ids, strict=True))
+    if diff:
+        changed = [paths[i] for i in diff]
+        fresh = idx.sync(changed, text=text, others=False)
+        if idx.unreadable or len(fresh) != len(changed):
+            return None
+        ids.update(fresh)
+        rows = idx.stamp_rows(changed)
+        for i in diff:
+            stamps.put(now, i, _stamp(rows.get(paths[i]), text))
+    return ids, now
+
+
+def _stamp(row: tuple[Any, ...] | None, text: bool) -> tuple[int, int, int, int, int] | None:
+    """A `stamp_rows` row's stamp, None when the scope needs its text and the index lacks it."""
+    if row is None or (text and not row[7]):
+        return None
+    return (row[2], row[3], row[4], row[5], row[6])
+
+
+def image(
+    idx: Index, paths: list[str], ids: dict[str, int], *, text: bool, now: Any
+) -> Image | None:
+    """The stat image of a full check of `paths` just made: `now` when `by_image` made it, else
+    the rows the index's quick check compared (or, after a catch-up, read them again)."""
+    try:
+        id_list = array("q", [ids[p] for p in paths])
+    except (KeyError, OverflowError):
+        return None
+    if now is None:
+        rows = idx.checked if idx.checked is not None else idx.stamp_rows()
+        got = [_stamp(rows.get(p), text) for p in paths]
+        now = stamps.of_rows(g + (True,) if g is not None else (0, 0, 0, 0, 0, False) for g in got)
+    if now is None:
+        return None
+    return Image(stamps.digest(paths), id_list, now)
+
+
+class Checked(NamedTuple):
+    """A full check made: its sessions (SessionRefs), path → file id, and its stat image."""
+
+    refs: list[Any]
+    ids: dict[str, int]
+    image: Image | None = None
+
+
+def keep(idx: Index, scope: str, marks: bytes, check: Checked) -> None:
+    """Keep the full check `check` as the snapshot of `scope`, with its stat image. Hot: those
+    written (mtime) or whose session was updated (updatedAt) within HOT_MS, each until HOT_MS
+    after that, and every one with no file yet (for good)."""
+    refs, ids = check.refs, check.ids
     version = idx.conn.execute("PRAGMA data_version").fetchone()[0]
     since_ms = clock.now_ms() - HOT_MS
     rows: dict[int, SnapRow] = {}
@@ -97,6 +164,7 @@ def keep(idx: Index, scope: str, marks: bytes, refs: list[Any], ids: dict[str, i
         hot=hot,
         since_ns=since_ms * 1_000_000,
         hot_ms=HOT_MS,
+        image=check.image,
     )
     idx.snaps.keep(kept, version)
 

@@ -79,7 +79,8 @@ def _ours(paths: StatePaths, d: Path, base: str, kind: str) -> bool:
             base == "sessions.json.lock" or base.endswith(".jsonl.lock")
         )
     if d == paths.tool_dir:
-        return base in (paths.deliveries.name, paths.sweep_stamp.name, paths.budget_spend.name)
+        ours = (paths.deliveries, paths.sweep_stamp, paths.budget_spend, paths.list_head)
+        return base in (p.name for p in ours)
     if d == paths.runs_dir:  # records.write_record: `.<runId>.json.<pid>.<hex>.tmp`
         return base.startswith(".") and base.endswith(".json") and is_plain_name(base[1:-5])
     if d != paths.root and d.name == "sessions":

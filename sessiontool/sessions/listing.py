@@ -295,12 +295,25 @@ Final = tuple[float, str, str, Entry, str]
 
 
 class _Found(Value):
-    """The candidate rows of every agent read, and what each agent's store is."""
+    """The candidate rows of every agent read, and what each agent's store is. `rows` may be
+    the merged heads of the agents' kept lists (sessions/listhead.py): then `total` counts the
+    rows of the whole inventory and `safe` how many of `rows` are surely in the inventory's
+    order (past it a page lists in full: `_Short`)."""
 
-    __slots__ = ("rows", "sessions_dirs", "gateway", "sqlite_agents", "openclaw_agents")
+    __slots__ = (
+        "rows",
+        "total",
+        "safe",
+        "sessions_dirs",
+        "gateway",
+        "sqlite_agents",
+        "openclaw_agents",
+    )
 
     def __init__(self) -> None:
         self.rows: list[Candidate] = []
+        self.total = 0
+        self.safe = 0
         self.sessions_dirs: dict[str, Path] = {}
         self.gateway: set[str] = set()
         self.sqlite_agents: set[str] = set()
@@ -308,8 +321,25 @@ class _Found(Value):
         self.openclaw_agents: set[str] = set()
 
 
-def _candidates(ctx: Context, spec: ListSpec) -> _Found:
+class _Short(Exception):
+    """A page read past what the kept heads hold: list in full."""
+
+
+def _shareable(spec: ListSpec) -> bool:
+    """Whether the candidate rows are every live listable session of the store, as kept heads
+    hold them (`--kinds` is decided on the page's rows, after)."""
+    return spec.cutoff is None and not _filtering(spec) and spec.archived == "no"
+
+
+def _candidates(ctx: Context, spec: ListSpec, use_heads: bool) -> _Found:
+    from sessiontool.sessions import listhead
+
     found = _Found()
+    share = _shareable(spec)
+    fits = spec.limit is not None and spec.offset + spec.limit <= listhead.HEAD_ROWS
+    use_heads = use_heads and share and fits
+    parts: list[tuple[str, list[Candidate], int]] = []
+    fresh: dict[str, tuple[Path, list[listhead.KeptRow], int]] = {}
     for agent_id in list_agent_ids(ctx, spec.all_agents):
         found.sessions_dirs[agent_id] = ctx.paths.sessions_dir(agent_id)
         rd = reading.reader_for(ctx.paths, agent_id)
@@ -319,9 +349,43 @@ def _candidates(ctx: Context, spec: ListSpec) -> _Found:
             found.sqlite_agents.add(agent_id)
         if agent_id in found.sqlite_agents or getattr(rd, "as_openclaw", False):
             found.openclaw_agents.add(agent_id)
-        found.rows += _wanted(ctx, spec, agent_id, _sessions_of(ctx, rd, spec.archived))
-    found.rows.sort(key=_order, reverse=True)
+        kept = None
+        json_store = getattr(rd, "store", None) is not None
+        if use_heads and json_store:
+            kept = listhead.head(ctx.paths, agent_id, rd.info.location)
+        if kept is not None:
+            head: list[Candidate] = [(r[0], agent_id, r[1], r[2], None) for r in kept.rows]
+            parts.append((agent_id, head, kept.total))
+            continue
+        rows = _wanted(ctx, spec, agent_id, _sessions_of(ctx, rd, spec.archived))
+        rows.sort(key=_order, reverse=True)
+        parts.append((agent_id, rows, len(rows)))
+        if share and json_store:
+            first = [[c[0], c[2], c[3]] for c in rows[: listhead.HEAD_ROWS]]
+            fresh[agent_id] = (rd.info.location, first, len(rows))
+    if fresh:
+        listhead.keep(ctx.paths, fresh)
+    _merge(found, parts)
     return found
+
+
+def _merge(found: _Found, parts: list[tuple[str, list[Candidate], int]]) -> None:
+    """Every agent's rows (each in list order) in one list order: a stable sort of them in the
+    agents' order is the order of the whole inventory. Past the last row of an agent whose
+    head holds only part of its rows, that order is not known (`found.safe`)."""
+    for _, rows, _n in parts:
+        found.rows += rows
+    found.total = sum(n for _, _, n in parts)
+    if len(parts) > 1:
+        found.rows.sort(key=_order, reverse=True)
+    found.safe = len(found.rows)
+    short = {agent for agent, rows, n in parts if len(rows) < n}
+    i = len(found.rows)
+    while short and i > 0:
+        i -= 1
+        if found.rows[i][1] in short:
+            found.safe = i + 1
+            short.discard(found.rows[i][1])
 
 
 def _sessions_of(ctx: Context, rd: Any, archived: str) -> dict[str, Entry]:
@@ -388,7 +452,7 @@ def _final(ctx: Context, c: Candidate) -> Final:
     return (updated, agent_id, full_key, entry, keys.kind_of(full_key, entry, ctx.config.main_key))
 
 
-def _page(ctx: Context, spec: ListSpec, rows: list[Candidate]) -> tuple[list[Final], bool, int]:
+def _page(ctx: Context, spec: ListSpec, found: _Found) -> tuple[list[Final], bool, int]:
     """(the rows of the page, hasMore, nextOffset). As OpenClaw 2026.9.6's sessions_list tool
     does, the offset counts rows of the inventory, and the kinds and visibility are checked on
     each page's rows: a page of `--kinds group` skips the other rows, `nextOffset` is the
@@ -396,17 +460,23 @@ def _page(ctx: Context, spec: ListSpec, rows: list[Candidate]) -> tuple[list[Fin
     hold no group: the next page is then empty)."""
     taken: list[Final] = []
     i = spec.offset
-    while i < len(rows) and (spec.limit is None or len(taken) < spec.limit):
-        c = _final(ctx, rows[i])
+    while i < found.total and (spec.limit is None or len(taken) < spec.limit):
+        if i >= found.safe:
+            raise _Short
+        c = _final(ctx, found.rows[i])
         i += 1
         if (spec.kinds is None or c[4] in spec.kinds) and policy.visible(ctx, c[2], c[3]):
             taken.append(c)
-    return taken, spec.limit is not None and len(taken) == spec.limit and i < len(rows), i
+    return taken, spec.limit is not None and len(taken) == spec.limit and i < found.total, i
 
 
 def _list_in_scope(ctx: Context, spec: ListSpec) -> SessionsResult:
-    found = _candidates(ctx, spec)
-    page, more, next_offset = _page(ctx, spec, found.rows)
+    found = _candidates(ctx, spec, use_heads=True)
+    try:
+        page, more, next_offset = _page(ctx, spec, found)
+    except _Short:
+        found = _candidates(ctx, spec, use_heads=False)
+        page, more, next_offset = _page(ctx, spec, found)
     rows = [_row(ctx, found, spec.n_messages, c) for c in page]
     result: SessionsResult = {"count": len(rows), "sessions": rows, "hasMore": more}
     if more:

@@ -123,6 +123,11 @@ class StatePaths(Value):
         """The budgets' last spend read, under its transcripts' signatures (reports/spend_cache)."""
         return self.tool_dir / "budget-spend.json"
 
+    @property
+    def list_head(self) -> Path:
+        """`list`'s first rows of each big store, under its identity (sessions/listhead.py)."""
+        return self.tool_dir / "list-head.json"
+
     def openclaw_config(self) -> Path | None:
         for name in ("openclaw.json", "clawdbot.json"):
             p = self.root / name
