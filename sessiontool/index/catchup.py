@@ -272,8 +272,24 @@ class CatchUp:
         return file_id
 
     def run(self, jobs: list[Job], progress: Progress | None) -> None:
-        """Read what `jobs` ask for and write it to the index: the small and the many files in
-        worker processes when there is much to read and more than one CPU, the rest here."""
+        """Read what `jobs` ask for and write it to the index, with the cyclic collector off:
+        the turns and rows read only grow until they are written, and hold no cycles (parsed
+        JSON, tuples of it), so each of its passes walked them all again for nothing (~0.13 s
+        of a cold `usage` of 50 MB: 158 young, 14 middle and one full collection, the last
+        alone 58 ms). Reference counts free them as before."""
+        import gc
+
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            self._run(jobs, progress)
+        finally:
+            if was_on:
+                gc.enable()
+
+    def _run(self, jobs: list[Job], progress: Progress | None) -> None:
+        """The small and the many files in worker processes when there is much to read and
+        more than one CPU, the rest here."""
         all_jobs = jobs
         parts = _Parts(self, jobs, progress)
         pool_jobs = [j for j in jobs if j.size - j.off <= PARALLEL_MAX_FILE]

@@ -142,18 +142,6 @@ class Extracted:
         self.rows, self.turn, self.role, self.failed = rows, turn, role, failed
 
 
-def tool_names(content: Any) -> list[str]:
-    """The tool names an assistant message's toolCall blocks call, in order (`usage --by
-    tool`, docs/search-usage.md)."""
-    if type(content) is not list:
-        return []
-    return [
-        str(b.get("name") or "?")
-        for b in content
-        if type(b) is dict and b.get("type") == "toolCall"
-    ]
-
-
 def failed_tool(msg: dict[str, Any], ts: int) -> tuple[str, int] | None:
     """(tool name, ts) of a toolResult that says it failed (`isError`), else None."""
     if msg.get("isError") is not True:
@@ -170,8 +158,18 @@ def extract(raw: bytes) -> Extracted | None:
 
 def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> Usage:
     """(provider, model, ts, in, out, cache read, cache write, recorded cost, tool names called)
-    of a message with `usage`; a count that is an int within 64 bits (all of them, nearly
-    always) skips `_int`. The order puts what `days.each` keeps of a turn last, as one slice."""
+    of a message with `usage` (`_turn_row` without the file and the run start)."""
+    row = _turn_row(0, msg, usage, ts=ts, start=0)
+    return row[1:10]
+
+
+def _turn_row(
+    file_id: int, msg: dict[str, Any], usage: dict[str, Any], ts: int, start: int
+) -> Turn:
+    """The Turn of a message with `usage`, built in one tuple (as `add_turn` adds it: file id
+    first, whether it starts a run last); a count that is an int within 64 bits (all of them,
+    nearly always) skips `_int`; the tool names its toolCall blocks call, in order (`usage --by
+    tool`, docs/search-usage.md), are read in the same call."""
     cost = usage.get("cost")
     recorded: Any = cost.get("total") if isinstance(cost, dict) else None
     i, o, cr, cw = (
@@ -182,7 +180,14 @@ def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> Usage:
     )
     p, m = msg.get("provider"), msg.get("model")
     kind = type(recorded)
+    content = msg.get("content")
+    called: list[str] = []
+    if type(content) is list:
+        for b in content:
+            if type(b) is dict and b.get("type") == "toolCall":
+                called.append(str(b.get("name") or "?"))
     return (
+        file_id,
         p if type(p) is str else str(p or ""),
         m if type(m) is str else str(m or ""),
         ts,
@@ -192,7 +197,8 @@ def _turn(msg: dict[str, Any], usage: dict[str, Any], ts: int) -> Usage:
         cw if type(cw) is int and -_I64 <= cw < _I64 else _int(cw),
         # JSON numbers are exactly int or float (a bool is neither): the recorded cost
         float(recorded) if (kind is float or kind is int) and abs(recorded) < _I64 else None,
-        tool_names(msg.get("content")),
+        called,
+        start,
     )
 
 
@@ -217,17 +223,15 @@ def scan_lines(
     file_id: int,
     lines: Iterator[tuple[int, bytes]],
     start: tuple[int, str | None, int],
-    rows: list[tuple[int, int, str, int, int, int, str]] | None,
+    rows: list[tuple[int, int, str, int, int, int, str]],
     turns: Turns,
 ) -> tuple[int, str | None]:
     """One pass over (offset after the line, line) pairs: each message parsed once; its text
-    rows added to `rows` (None: the turns alone, for `usage`) and its turn to `turns` when the
-    line starts at `turns_from` or later. `start` is (offset, role the first message follows,
+    rows added to `rows` and its turn to `turns` when the line starts at `turns_from` or later
+    (the turns alone, for `usage`: `scan_turns`). `start` is (offset, role the first message follows,
     turns_from); returns the offset after the last line and the role the next one follows.
     The rows, turns and roles are those `extract_message` and `collect` give, in one call per
     line instead of four."""
-    if rows is None:
-        return _scan_turns(file_id, lines, start, turns)
     off, last_role, turns_from = start
     loads = orjson.loads
     for end, raw in lines:
@@ -264,19 +268,31 @@ def add_turn(turns: Turns, file_id: int, ex: Extracted, last_role: str | None) -
         turns.append((file_id, *ex.failed))
 
 
-def _scan_turns(
+def scan_turns(
     file_id: int,
-    lines: Iterator[tuple[int, bytes]],
-    start: tuple[int, str | None, int],
+    blocks: Iterator[tuple[int, list[bytes]]],
+    start: tuple[int, str | None],
     turns: Turns,
 ) -> tuple[int, str | None]:
-    """`scan_lines` without text rows (a `usage` build): `_message` and the turn's timestamp
-    inline, one loop per file instead of three calls per line (they were half of what a cold
-    `usage` cost beyond parsing)."""
-    off, last_role, turns_from = start
+    """`scan_lines` without text rows (a `usage` build), of every line from the start: the
+    lines come in blocks (`iter_complete_blocks`: split in C, no offset per line). `start` is
+    (offset, role the first message follows); returns the offset after the last line and the
+    role the next one follows."""
+    off, last_role = start
+    for off, lines in blocks:  # noqa: B007 - the offset after the last block is returned
+        last_role = _block_turns(file_id, lines, last_role, turns)
+    return off, last_role
+
+
+def _block_turns(
+    file_id: int, lines: list[bytes], last_role: str | None, turns: Turns
+) -> str | None:
+    """The turns of a block's lines added to `turns`; returns the role the next line follows.
+    `_message` and the turn's timestamp inline, one call per turn (they were half of what a
+    cold `usage` cost beyond parsing)."""
     loads = orjson.loads
-    for end, raw in lines:
-        at, off = off, end
+    append = turns.append
+    for raw in lines:
         if b'"message"' not in raw:  # session header, model changes, custom entries
             continue
         try:
@@ -289,25 +305,25 @@ def _scan_turns(
         if not isinstance(msg, dict):
             continue
         role = msg.get("role")
-        if role == "assistant" and at >= turns_from:
+        if role == "assistant":
             usage = msg.get("usage")
             if isinstance(usage, dict) and msg.get("stopReason") != INJECTED:
                 t = msg.get("timestamp")
                 ts = t if type(t) is int and -_I64 <= t < _I64 else _ts(msg, obj)
-                turns.append((file_id, *_turn(msg, usage, ts), int(last_role not in _IN_RUN)))
-        elif role == "toolResult" and at >= turns_from:
+                start = int(last_role not in _IN_RUN)
+                append(_turn_row(file_id, msg, usage, ts=ts, start=start))
+        elif role == "toolResult" and msg.get("isError") is True:
             _failed_marker(file_id, msg, obj, turns)
         if isinstance(role, str):
             last_role = role
-    return off, last_role
+    return last_role
 
 
 def _failed_marker(file_id: int, msg: dict[str, Any], line: dict[str, Any], turns: Turns) -> None:
     """A failed tool result's marker among the turns: (file id, tool name, ts)."""
-    if msg.get("isError") is True:
-        got = failed_tool(msg, _ts(msg, line))
-        if got is not None:
-            turns.append((file_id, *got))
+    got = failed_tool(msg, _ts(msg, line))
+    if got is not None:
+        turns.append((file_id, *got))
 
 
 def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> Extracted:
@@ -355,12 +371,14 @@ def extract_message(msg: dict[str, Any], line: dict[str, Any] | None = None) -> 
     return Extracted(rows, turn, role)
 
 
-def iter_complete_lines(
+def iter_complete_blocks(
     path: Path, start: int, end: int, crc: list[int] | None = None
-) -> Iterator[tuple[int, bytes]]:
-    """(offset after the line, line) for each newline-terminated line in [start, end). With
-    `crc`, `crc[0]` is carried on (zlib.crc32) over every byte of the lines yielded: the
-    search index's digest of what it read, without reading it twice."""
+) -> Iterator[tuple[int, list[bytes]]]:
+    """(offset after the block's last line, its lines) for the newline-terminated lines in
+    [start, end), a block per read of up to CHUNK bytes, its lines split by `bytes.split` (in
+    C: a loop over each line's end in Python was a tenth of a cold `usage`). With `crc`,
+    `crc[0]` is carried on (zlib.crc32) over every byte of the lines yielded: the search
+    index's digest of what it read, without reading it twice."""
     import zlib
 
     with open(path, "rb") as fh:
@@ -373,16 +391,23 @@ def iter_complete_lines(
                 break
             pos += len(block)
             data = pending + block if pending else block
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                pending = data
+            lines = data.split(b"\n")
+            pending = lines.pop()  # after the last newline: the start of a line not complete
+            if not lines:
                 continue
-            base = pos - len(data)
+            done = len(data) - len(pending)
             if crc is not None:
-                crc[0] = zlib.crc32(memoryview(data)[: cut + 1], crc[0])
-            i = 0
-            while i <= cut:
-                j = data.index(b"\n", i)
-                yield base + j + 1, data[i:j]
-                i = j + 1
-            pending = data[cut + 1 :]
+                crc[0] = zlib.crc32(memoryview(data)[:done], crc[0])
+            yield pos - len(pending), lines
+
+
+def iter_complete_lines(
+    path: Path, start: int, end: int, crc: list[int] | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """(offset after the line, line) for each newline-terminated line in [start, end)
+    (`iter_complete_blocks`, line by line; `crc` as there)."""
+    at = start
+    for _end, lines in iter_complete_blocks(path, start, end, crc):
+        for line in lines:
+            at += len(line) + 1
+            yield at, line

@@ -18,8 +18,10 @@ from sessiontool.index.extract import (
     add_turn,
     extract,
     has_unsegmented,
+    iter_complete_blocks,
     iter_complete_lines,
     scan_lines,
+    scan_turns,
 )
 
 # What a transcript's digest covers: every byte of a prefix up to this size (a few ms per MB,
@@ -176,13 +178,21 @@ def read_job(job: Job) -> Read:
     elif job.digest[:1] == b"F":
         crc = [int.from_bytes(job.digest[-4:], "big")]
     try:
-        out.off, last_role = scan_lines(
-            job.file_id,
-            iter_complete_lines(Path(job.path), job.off, job.size, crc),
-            (job.off, last_role, job.turns_from),
-            rows=out.rows if job.text else None,
-            turns=out.turns,
-        )
+        if job.text or job.turns_from > job.off:  # (no turns-only job starts before its turns)
+            out.off, last_role = scan_lines(
+                job.file_id,
+                iter_complete_lines(Path(job.path), job.off, job.size, crc),
+                (job.off, last_role, job.turns_from),
+                rows=out.rows if job.text else [],
+                turns=out.turns,
+            )
+        else:
+            out.off, last_role = scan_turns(
+                job.file_id,
+                iter_complete_blocks(Path(job.path), job.off, job.size, crc),
+                (job.off, last_role),
+                out.turns,
+            )
         if out.off == job.off and job.digest:
             out.digest = job.digest
         elif crc is not None and out.off <= FULL_DIGEST_MAX:

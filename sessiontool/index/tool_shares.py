@@ -69,24 +69,62 @@ def _failed(sums: dict[ToolKey, list[Any]], f: Failed) -> None:
 
 
 def tool_sums(conn: sqlite3.Connection, turns: Turns) -> list[tuple[Any, ...]]:
-    """`tools` rows of turns and failed-result markers, in file order."""
+    """`tools` rows of turns and failed-result markers, in file order. A turn shared by one
+    tool (or by none: most turns) is added whole, without `_add`'s call and products, which
+    were most of this per turn (share 1.0: the same sums, `i * 1.0 == i` as a float)."""
     sums: dict[ToolKey, list[Any]] = {}
     prev: dict[int, list[str]] = {}
     for t in turns:
         if len(t) == 3:  # a failed tool result
             _failed(sums, t)
             continue
-        fid, provider, model, ts, _i, _o, _cr, _cw, _cost, called, run_start = t
-        if fid not in prev:
-            prev[fid] = [] if run_start else _last_called(conn, fid)
-        read = [] if run_start else prev[fid]
-        names = sorted(set(called) | set(read)) or [NO_TOOL]
-        share = 1.0 / len(names)
-        day = ts // DAY_MS
-        for name in names:
-            _add(sums, (fid, day, provider, model, name), t, share=share, calls=called.count(name))
-        prev[fid] = list(called)
+        fid, provider, model, ts, i, o, cr, cw, cost, called, run_start = t
+        if run_start:
+            read: list[str] = []
+        else:
+            got = prev.get(fid)
+            read = _last_called(conn, fid) if got is None else got
+        prev[fid] = called
+        names = _names(called, read)
+        if len(names) > 1:
+            share = 1.0 / len(names)
+            day = ts // DAY_MS
+            for name in names:
+                _add(
+                    sums,
+                    (fid, day, provider, model, name),
+                    t,
+                    share=share,
+                    calls=called.count(name),
+                )
+            continue
+        key = (fid, ts // DAY_MS, provider, model, names[0])
+        s = sums.get(key)
+        if s is None:
+            s = sums[key] = [0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
+        s[0] += len(called)  # the one name's calls: every call, or none
+        s[2] += 1.0
+        s[3] += i
+        s[4] += o
+        s[5] += cr
+        s[6] += cw
+        if cost is not None:
+            s[7] += cost
+            s[8] += 1
     return [(*k, *v) for k, v in sums.items()]
+
+
+_NONE = [NO_TOOL]
+
+
+def _names(called: list[str], read: list[str]) -> list[str]:
+    """The tools a turn is attributed to: those it called and those whose results it read,
+    each once, sorted; `(none)` for neither."""
+    if read:
+        return sorted(set(called).union(read))
+    if len(called) > 1:
+        return sorted(set(called))
+    return called or _NONE
 
 
 def insert_tools(conn: sqlite3.Connection, turns: Turns) -> list[Turn]:
