@@ -363,15 +363,10 @@ def indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None = 
     for each (its rows, refs, stamps, the snapshot's rows), none in a cycle, all freed by their
     reference counts; the collections they set off walked them again and again (a fifth of
     the check, issue 47)."""
-    import gc
+    from sessiontool import gcpause
 
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
+    with gcpause.paused():
         return _indexed(ctx, idx, want, progress)
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _indexed(ctx: Context, idx: Index, want: Wanted, progress: Progress | None) -> Indexed:

@@ -4,7 +4,6 @@ read-modify-write with an atomic replace, in OpenClaw's format and lock protocol
 from __future__ import annotations
 
 import _thread
-import gc
 import json
 import os
 import stat
@@ -12,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sessiontool import testhooks
+from sessiontool import gcpause, testhooks
 from sessiontool.errors import CorruptStateError, SessiontoolError, StorageError
 from sessiontool.state.jsonio import (
     atomic_write,
@@ -103,10 +102,9 @@ def _parse_store(path: Path, text: str | None) -> _Parsed:
     # The cyclic garbage collector would walk the new objects again and again while a big
     # store is built (a 57 MB store: 590 ms to parse with it, 210 ms without); JSON holds no
     # cycles, so there is nothing for it to find.
-    gc_was_on = gc.isenabled()
-    gc.disable()
     try:
-        parsed, nonfinite, odd = loads_noting_floats(text)
+        with gcpause.paused():
+            parsed, nonfinite, odd = loads_noting_floats(text)
     except ValueError as exc:
         raise CorruptStateError(
             f"unreadable session store {path}{_position(exc)}",
@@ -114,9 +112,6 @@ def _parse_store(path: Path, text: str | None) -> _Parsed:
         ) from exc
     except RecursionError as exc:
         raise CorruptStateError(f"unreadable session store {path} (nested too deeply)") from exc
-    finally:
-        if gc_was_on:
-            gc.enable()
     if not isinstance(parsed, dict):
         raise CorruptStateError(
             f"session store {path} is not a JSON object (found {type(parsed).__name__})"
